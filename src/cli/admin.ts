@@ -1,0 +1,177 @@
+import { text } from 'node:stream/consumers';
+import { parseArgs } from 'node:util';
+
+import { openStore } from '../../adapters/index.ts';
+import type { Store } from '../../adapters/store.ts';
+import { AccountError, Accounts } from '../accounts/accounts.ts';
+import { ConfigError, loadConfig } from '../config.ts';
+import { createLogger } from '../logger.ts';
+import { loadKeys } from '../oauth/keys.ts';
+import { LIFETIMES } from '../oauth/lifetimes.ts';
+import { buildProvider } from '../oauth/provider.ts';
+import { WORKSPACE_METADATA, createInitialAccessToken } from '../oauth/registration.ts';
+
+const USAGE = `Usage: npm run admin -- <command> [options] [--json]
+
+  workspace create --name NAME
+  workspace list
+  user create --email EMAIL --name NAME --workspace WORKSPACE_ID --role admin|member|viewer --password-stdin
+              [--given-name NAME] [--family-name NAME]
+  member add --user USER_ID --workspace WORKSPACE_ID --role admin|member|viewer
+  iat create --workspace WORKSPACE_ID [--expires-in SECONDS]
+  client list
+  client delete CLIENT_ID
+
+Uses the same STORE (and other settings) as the service.`;
+
+/** A mistake in how the command was called; printed with the usage. */
+class UsageError extends Error {
+  override name = 'UsageError';
+}
+
+const OPTIONS = {
+  name: { type: 'string' },
+  email: { type: 'string' },
+  workspace: { type: 'string' },
+  user: { type: 'string' },
+  role: { type: 'string' },
+  'given-name': { type: 'string' },
+  'family-name': { type: 'string' },
+  'password-stdin': { type: 'boolean' },
+  'expires-in': { type: 'string' },
+  json: { type: 'boolean' },
+  help: { type: 'boolean', short: 'h' },
+} as const;
+
+type Options = ReturnType<typeof parseArgs<{ options: typeof OPTIONS; allowPositionals: true }>>['values'];
+
+interface Context {
+  store: Store;
+  accounts: Accounts;
+  options: Options;
+}
+
+type Output = { text: string; json: unknown };
+type Command = (ctx: Context, args: string[]) => Promise<Output>;
+
+const COMMANDS: Record<string, Command> = {
+  'workspace create': async ({ accounts, options }) => {
+    const workspace = await accounts.createWorkspace(required(options, 'name'));
+    return { text: `created workspace ${workspace.id} (${workspace.name})`, json: workspace };
+  },
+  'workspace list': async ({ accounts }) => {
+    const workspaces = await accounts.listWorkspaces();
+    return { text: workspaces.map((w) => `${w.id}\t${w.name}`).join('\n') || '(no workspaces)', json: workspaces };
+  },
+  'user create': async ({ accounts, options }) => {
+    const workspaceId = required(options, 'workspace');
+    const role = required(options, 'role');
+    if (!options['password-stdin']) throw new UsageError('give the password on standard input with --password-stdin (never as an argument)');
+    if (!await accounts.getWorkspace(workspaceId)) throw new AccountError(`no workspace with id ${workspaceId}`);
+    const password = (await text(process.stdin)).replace(/\r?\n$/, '');
+    const user = await accounts.createUser({
+      email: required(options, 'email'),
+      name: required(options, 'name'),
+      password,
+      ...(options['given-name'] ? { givenName: options['given-name'] } : {}),
+      ...(options['family-name'] ? { familyName: options['family-name'] } : {}),
+    });
+    const membership = await accounts.addMember(user.id, workspaceId, role);
+    const shown = { id: user.id, email: user.email, name: user.name, workspace_id: workspaceId, role: membership.role };
+    return { text: `created user ${user.id} (${user.email}), ${membership.role} of ${workspaceId}`, json: shown };
+  },
+  'member add': async ({ accounts, options }) => {
+    const membership = await accounts.addMember(required(options, 'user'), required(options, 'workspace'), required(options, 'role'));
+    return { text: `${membership.userId} is now ${membership.role} of ${membership.workspaceId}`, json: membership };
+  },
+  'iat create': async ({ store, accounts, options }) => {
+    const workspaceId = required(options, 'workspace');
+    if (!await accounts.getWorkspace(workspaceId)) throw new AccountError(`no workspace with id ${workspaceId}`);
+    const expiresIn = options['expires-in'] === undefined ? LIFETIMES.InitialAccessToken : Number(options['expires-in']);
+    if (!Number.isSafeInteger(expiresIn) || expiresIn <= 0) throw new UsageError('--expires-in must be a positive whole number of seconds');
+    const { provider } = await engine(store, accounts);
+    const token = await createInitialAccessToken(provider, workspaceId, expiresIn);
+    return {
+      text: `initial access token for ${workspaceId} (valid ${expiresIn} s; shown once):\n${token}`,
+      json: { initial_access_token: token, workspace_id: workspaceId, expires_in: expiresIn },
+    };
+  },
+  'client list': async ({ store }) => {
+    const clients = (await store.model('Client').list()).map(({ payload }) => ({
+      client_id: payload.client_id,
+      client_name: payload.client_name,
+      grant_types: payload.grant_types,
+      redirect_uris: payload.redirect_uris,
+      token_endpoint_auth_method: payload.token_endpoint_auth_method,
+      [WORKSPACE_METADATA]: payload[WORKSPACE_METADATA],
+    }));
+    const lines = clients.map((c) => `${String(c.client_id)}\t${String(c.client_name ?? '')}\t${(c.grant_types as string[] | undefined)?.join(',') ?? ''}`);
+    return { text: lines.join('\n') || '(no clients)', json: clients };
+  },
+  'client delete': async ({ store }, [clientId]) => {
+    if (!clientId) throw new UsageError('name the client: client delete CLIENT_ID');
+    const clients = store.model('Client');
+    if (!await clients.find(clientId)) throw new AccountError(`no client with id ${clientId}`);
+    await clients.destroy(clientId);
+    return { text: `deleted client ${clientId}`, json: { deleted: clientId } };
+  },
+};
+
+function required(options: Options, name: 'name' | 'email' | 'workspace' | 'user' | 'role'): string {
+  const value = options[name];
+  if (typeof value !== 'string' || value === '') throw new UsageError(`--${name} is required`);
+  return value;
+}
+
+/** The engine, configured as the service configures it, for the models only it can write. */
+async function engine(store: Store, accounts: Accounts) {
+  const config = loadConfig();
+  const keys = await loadKeys(store.settings, config.jwksFile);
+  return buildProvider({ config, store, accounts, keys, renderError: async () => {} });
+}
+
+async function run(argv: string[]): Promise<number> {
+  let parsed;
+  try {
+    parsed = parseArgs({ args: argv, options: OPTIONS, allowPositionals: true, strict: true });
+  } catch (error) {
+    process.stderr.write(`${(error as Error).message}\n\n${USAGE}\n`);
+    return 2;
+  }
+  const { values: options, positionals } = parsed;
+  const [noun, verb, ...args] = positionals;
+  const command = COMMANDS[`${noun} ${verb}`];
+  if (options.help || !command) {
+    (options.help ? process.stdout : process.stderr).write(`${USAGE}\n`);
+    return options.help ? 0 : 2;
+  }
+
+  const config = loadConfig();
+  const store = openStore(config.store);
+  try {
+    const output = await command({ store, accounts: new Accounts(store.accounts), options }, args);
+    process.stdout.write(`${options.json ? JSON.stringify(output.json, null, 2) : output.text}\n`);
+    return 0;
+  } catch (error) {
+    if (error instanceof UsageError) {
+      process.stderr.write(`error: ${error.message}\n\n${USAGE}\n`);
+      return 2;
+    }
+    if (error instanceof AccountError) {
+      process.stderr.write(`error: ${error.message}\n`);
+      return 1;
+    }
+    throw error;
+  } finally {
+    await store.close();
+  }
+}
+
+run(process.argv.slice(2)).then((code) => {
+  process.exitCode = code;
+}, (error: unknown) => {
+  const message = error instanceof ConfigError ? `configuration error: ${error.message}` : `error: ${(error as Error).message}`;
+  createLogger('error').error('admin command failed', { error: (error as Error).name });
+  process.stderr.write(`${message}\n`);
+  process.exitCode = 1;
+});

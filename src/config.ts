@@ -1,0 +1,110 @@
+/**
+ * Service configuration: read from the environment once, at start, validated, then passed down.
+ * A bad value stops the service with a message that names the variable.
+ */
+
+export type LogLevel = 'debug' | 'info' | 'warn' | 'error' | 'silent';
+export type RegistrationMode = 'open' | 'initial_access_token';
+
+export interface Config {
+  /** The issuer identifier: BASE_URL without a trailing slash, e.g. `https://auth.example.com/auth`. */
+  readonly issuer: string;
+  /** The issuer's path ('' at the host root, `/auth` when the service is mounted below a path). */
+  readonly basePath: string;
+  readonly port: number;
+  /** Listen address; undefined listens on every interface. */
+  readonly host: string | undefined;
+  /** Storage URL: `sqlite:<path>` or `memory:`. */
+  readonly store: string;
+  /** Trust X-Forwarded-* headers from a reverse proxy. */
+  readonly trustProxy: boolean;
+  readonly logLevel: LogLevel;
+  readonly registration: RegistrationMode;
+  /** Private JWKS file supplied by the operator instead of generated keys. */
+  readonly jwksFile: string | undefined;
+}
+
+export class ConfigError extends Error {
+  override name = 'ConfigError';
+}
+
+const LOG_LEVELS: readonly LogLevel[] = ['debug', 'info', 'warn', 'error', 'silent'];
+const REGISTRATION_MODES: Record<string, RegistrationMode> = {
+  open: 'open',
+  initial_access_token: 'initial_access_token',
+  'initial-access-token': 'initial_access_token',
+};
+const DEFAULT_STORE = 'sqlite:./data/oauth.sqlite';
+
+type Env = Readonly<Record<string, string | undefined>>;
+
+export function loadConfig(env: Env = process.env): Config {
+  const port = parsePort(env.PORT);
+  const { issuer, basePath } = parseBaseUrl(env.BASE_URL ?? `http://localhost:${port}`);
+  return {
+    issuer,
+    basePath,
+    port,
+    host: env.HOST || undefined,
+    store: parseStore(env.STORE ?? DEFAULT_STORE),
+    trustProxy: parseBoolean('TRUST_PROXY', env.TRUST_PROXY, false),
+    logLevel: parseChoice('LOG_LEVEL', env.LOG_LEVEL, LOG_LEVELS, 'info'),
+    registration: parseRegistration(env.REGISTRATION),
+    jwksFile: env.JWKS_FILE || undefined,
+  };
+}
+
+function parsePort(value: string | undefined): number {
+  if (value === undefined || value === '') return 3000;
+  const port = Number(value);
+  if (!/^\d+$/.test(value) || port < 0 || port > 65535) {
+    throw new ConfigError(`PORT must be a whole number from 0 to 65535, got "${value}"`);
+  }
+  return port;
+}
+
+const LOOPBACK_HOSTS = new Set(['localhost', '127.0.0.1', '[::1]']);
+
+function parseBaseUrl(value: string): { issuer: string; basePath: string } {
+  const url = URL.parse(value);
+  if (!url || (url.protocol !== 'https:' && url.protocol !== 'http:')) {
+    throw new ConfigError(`BASE_URL must be an absolute http(s) URL, got "${value}"`);
+  }
+  if (url.search || url.hash || value.includes('?') || value.includes('#')) {
+    throw new ConfigError('BASE_URL must not have a query or fragment (RFC 8414 issuer identifier)');
+  }
+  if (url.username || url.password) {
+    throw new ConfigError('BASE_URL must not contain credentials');
+  }
+  if (url.protocol === 'http:' && !LOOPBACK_HOSTS.has(url.hostname) && !url.hostname.startsWith('127.')) {
+    throw new ConfigError(`BASE_URL must use https unless it is a loopback address, got "${value}"`);
+  }
+  const basePath = url.pathname.replace(/\/+$/, '');
+  return { issuer: `${url.origin}${basePath}`, basePath };
+}
+
+function parseStore(value: string): string {
+  if (value === 'memory:' || /^sqlite:.+/.test(value)) return value;
+  throw new ConfigError(`STORE must be "sqlite:<path>" or "memory:", got "${value}"`);
+}
+
+function parseBoolean(name: string, value: string | undefined, fallback: boolean): boolean {
+  if (value === undefined || value === '') return fallback;
+  if (/^(1|true|yes|on)$/i.test(value)) return true;
+  if (/^(0|false|no|off)$/i.test(value)) return false;
+  throw new ConfigError(`${name} must be true or false, got "${value}"`);
+}
+
+function parseChoice<T extends string>(name: string, value: string | undefined, choices: readonly T[], fallback: T): T {
+  if (value === undefined || value === '') return fallback;
+  const match = choices.find((choice) => choice === value.toLowerCase());
+  if (!match) throw new ConfigError(`${name} must be one of ${choices.join(', ')}, got "${value}"`);
+  return match;
+}
+
+function parseRegistration(value: string | undefined): RegistrationMode {
+  if (value === undefined || value === '') return 'open';
+  const mode = REGISTRATION_MODES[value.toLowerCase()];
+  if (!mode) throw new ConfigError(`REGISTRATION must be "open" or "initial_access_token", got "${value}"`);
+  return mode;
+}

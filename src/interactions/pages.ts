@@ -1,0 +1,51 @@
+import type { Context } from 'koa';
+
+import { htmlContentSecurityPolicy, type HtmlPolicy } from '../server/security_headers.ts';
+
+/** Renders a view inside the layout, with the page's Content-Security-Policy and no caching. */
+export async function renderPage(ctx: Context, view: string, title: string, data: Record<string, unknown>, policy?: HtmlPolicy): Promise<void> {
+  const nonce = ctx.state.cspNonce as string;
+  ctx.set('Content-Security-Policy', htmlContentSecurityPolicy(nonce, policy));
+  ctx.set('Cache-Control', 'no-store');
+  ctx.type = 'html';
+  await ctx.render(view, { ...data, title, cspNonce: nonce });
+}
+
+const ERROR_HEADINGS: Record<string, { heading: string; message: string }> = {
+  invalid_client: {
+    heading: 'Unknown application',
+    message: 'The application that sent you here is not registered with this server. Nothing was shared with it.',
+  },
+  invalid_redirect_uri: {
+    heading: 'Unregistered return address',
+    message: 'The application asked to send you to an address it has not registered, so you were not sent anywhere.',
+  },
+  invalid_request: {
+    heading: 'Invalid request',
+    message: 'The application sent a request this server cannot process.',
+  },
+  session_expired: {
+    heading: 'This page has expired',
+    message: 'The sign-in took too long or was already completed. Go back to the application and start again.',
+  },
+  temporarily_unavailable: {
+    heading: 'Service unavailable',
+    message: 'The service is temporarily unavailable. Try again in a moment.',
+  },
+};
+
+/** The error page: for errors that must not redirect back to the client. */
+export async function renderErrorPage(ctx: Context, error: string, description?: string): Promise<void> {
+  const known = ERROR_HEADINGS[error];
+  const heading = known?.heading ?? 'Something went wrong';
+  const message = known ? `${known.message}${description ? ` (${description})` : ''}` : (description ?? 'The request could not be completed.');
+  await renderPage(ctx, 'error', heading, { heading, message, error });
+}
+
+/** Where a redirect URI sends the user, in words a person recognizes: the host, or the app scheme. */
+export function redirectTarget(redirectUri: string): { label: string; formAction: string[] } {
+  const url = URL.parse(redirectUri);
+  if (!url) return { label: redirectUri, formAction: [] };
+  if (url.protocol === 'https:' || url.protocol === 'http:') return { label: url.host, formAction: [url.origin] };
+  return { label: url.protocol, formAction: [url.protocol] };
+}

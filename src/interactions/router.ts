@@ -1,0 +1,167 @@
+import { bodyParser } from '@koa/bodyparser';
+import Router from '@koa/router';
+import type { Context } from 'koa';
+import { errors, type InteractionResults, type Provider } from 'oidc-provider';
+
+import type { Accounts } from '../accounts/accounts.ts';
+import type { GrantWorkspaces } from '../oauth/grant_workspaces.ts';
+import { LIFETIMES } from '../oauth/lifetimes.ts';
+import { INTERACTION_PATH } from '../oauth/routes.ts';
+import { SCOPE_DESCRIPTIONS } from '../oauth/scopes.ts';
+import type { CsrfTokens } from './csrf.ts';
+import { redirectTarget, renderErrorPage, renderPage } from './pages.ts';
+
+export interface InteractionDependencies {
+  provider: Provider;
+  accounts: Accounts;
+  grantWorkspaces: GrantWorkspaces;
+  csrf: CsrfTokens;
+  basePath: string;
+  /** The data APIs' resource identifier, which user grants are for. */
+  audience: string;
+}
+
+type Details = Awaited<ReturnType<Provider['interactionDetails']>>;
+type FormBody = Record<string, unknown>;
+
+/** The login and consent pages the engine sends the browser to, and their form handlers. */
+export function interactionRouter(deps: InteractionDependencies): Router {
+  const { provider, csrf, basePath } = deps;
+  const router = new Router({ prefix: `${basePath}${INTERACTION_PATH}` });
+  const form = bodyParser({ enableTypes: ['form'], formLimit: '16kb' });
+
+  router.use(async (ctx, next) => {
+    try {
+      await next();
+    } catch (error) {
+      if (error instanceof errors.SessionNotFound) {
+        ctx.status = 400;
+        await renderErrorPage(ctx, 'session_expired');
+        return;
+      }
+      throw error;
+    }
+  });
+
+  router.get('/:uid', async (ctx) => {
+    const details = await provider.interactionDetails(ctx.req, ctx.res);
+    if (details.prompt.name === 'login') return showLogin(ctx, deps, details);
+    if (details.prompt.name === 'consent') return showConsent(ctx, deps, details);
+    ctx.status = 400;
+    return renderErrorPage(ctx, 'invalid_request', `unsupported interaction ${details.prompt.name}`);
+  });
+
+  router.post('/:uid/login', form, async (ctx) => {
+    const details = await provider.interactionDetails(ctx.req, ctx.res);
+    const body = ctx.request.body as FormBody;
+    if (!csrf.verify(details.uid, body.csrf)) return refuseForgedForm(ctx);
+    if (details.prompt.name !== 'login') return showConsent(ctx, deps, details);
+
+    const email = typeof body.email === 'string' ? body.email : '';
+    const password = typeof body.password === 'string' ? body.password : '';
+    const user = email && password ? await deps.accounts.authenticate(email, password) : undefined;
+    if (!user) {
+      ctx.status = 401;
+      return showLogin(ctx, deps, details, { email, error: 'The email or password is not right.' });
+    }
+    const result: InteractionResults = { login: { accountId: user.id } };
+    await provider.interactionFinished(ctx.req, ctx.res, result, { mergeWithLastSubmission: false });
+  });
+
+  router.post('/:uid/consent', form, async (ctx) => {
+    const details = await provider.interactionDetails(ctx.req, ctx.res);
+    const body = ctx.request.body as FormBody;
+    if (!csrf.verify(details.uid, body.csrf)) return refuseForgedForm(ctx);
+    if (details.prompt.name !== 'consent' || !details.session?.accountId) return showLogin(ctx, deps, details);
+
+    if (body.decision !== 'allow') {
+      const result: InteractionResults = { error: 'access_denied', error_description: 'the user denied the request' };
+      await provider.interactionFinished(ctx.req, ctx.res, result, { mergeWithLastSubmission: false });
+      return;
+    }
+    const accountId = details.session.accountId;
+    const workspaces = await deps.accounts.workspacesOf(accountId);
+    const chosen = workspaces.find(({ id }) => id === body.workspace);
+    if (!chosen) {
+      ctx.status = 400;
+      return showConsent(ctx, deps, details, 'Choose one of your workspaces.');
+    }
+    const grantId = await saveGrant(deps, details, accountId, chosen.id);
+    await provider.interactionFinished(ctx.req, ctx.res, { consent: { grantId } }, { mergeWithLastSubmission: true });
+  });
+
+  return router;
+}
+
+async function showLogin(ctx: Context, { provider, csrf, basePath }: InteractionDependencies, details: Details, form: { email?: string; error?: string } = {}) {
+  const client = await provider.Client.find(String(details.params.client_id));
+  await renderPage(ctx, 'login', 'Sign in', {
+    clientName: client?.clientName ?? String(details.params.client_id),
+    action: `${basePath}${INTERACTION_PATH}/${details.uid}/login`,
+    csrfToken: csrf.issue(details.uid),
+    email: form.email ?? '',
+    error: form.error,
+  }, { formAction: redirectTarget(String(details.params.redirect_uri)).formAction });
+}
+
+async function showConsent(ctx: Context, deps: InteractionDependencies, details: Details, error?: string) {
+  const { provider, accounts, csrf, basePath } = deps;
+  const accountId = details.session?.accountId;
+  const user = accountId ? await accounts.getUser(accountId) : undefined;
+  if (!user) {
+    ctx.status = 400;
+    return renderErrorPage(ctx, 'session_expired');
+  }
+  const workspaces = await accounts.workspacesOf(user.id);
+  if (workspaces.length === 0) {
+    ctx.status = 403;
+    return renderErrorPage(ctx, 'access_denied', 'Your account is not a member of any workspace, so it cannot authorize applications. Ask a workspace admin to add you.');
+  }
+  const client = await provider.Client.find(String(details.params.client_id));
+  const target = redirectTarget(String(details.params.redirect_uri));
+  const scopes = String(details.params.scope ?? '').split(' ').filter(Boolean)
+    .map((value) => ({ value, description: SCOPE_DESCRIPTIONS[value] ?? value }));
+  await renderPage(ctx, 'consent', 'Authorize', {
+    clientName: client?.clientName ?? String(details.params.client_id),
+    redirectHost: target.label,
+    userEmail: user.email,
+    scopes,
+    workspaces: workspaces.map(({ id, name, role }) => ({ id, name, role })),
+    action: `${basePath}${INTERACTION_PATH}/${details.uid}/consent`,
+    csrfToken: csrf.issue(details.uid),
+    error,
+  }, { formAction: target.formAction });
+}
+
+/**
+ * Records what the user allowed. A grant is tied to one workspace: consenting for another
+ * workspace starts a new grant rather than moving the old one's tokens.
+ */
+async function saveGrant({ provider, grantWorkspaces, audience }: InteractionDependencies, details: Details, accountId: string, workspaceId: string): Promise<string> {
+  const clientId = String(details.params.client_id);
+  const existing = details.grantId ? await provider.Grant.find(details.grantId) : undefined;
+  const sameWorkspace = existing && await grantWorkspaces.workspaceOf(existing.jti) === workspaceId;
+  const grant = sameWorkspace ? existing : new provider.Grant({ accountId, clientId });
+
+  if (sameWorkspace) {
+    // The engine lists what the existing grant lacks.
+    const prompt = details.prompt.details as { missingOIDCScope?: string[]; missingResourceScopes?: Record<string, string[]> };
+    if (prompt.missingOIDCScope) grant.addOIDCScope(prompt.missingOIDCScope.join(' '));
+    for (const [resource, scopes] of Object.entries(prompt.missingResourceScopes ?? {})) {
+      grant.addResourceScope(resource, scopes.join(' '));
+    }
+  } else {
+    const scope = String(details.params.scope ?? '');
+    grant.addOIDCScope(scope);
+    grant.addResourceScope(audience, scope);
+  }
+  const grantId = await grant.save();
+  const expiresIn = grant.exp ? grant.exp - Math.floor(Date.now() / 1000) : LIFETIMES.Grant;
+  await grantWorkspaces.bind(grantId, workspaceId, expiresIn);
+  return grantId;
+}
+
+async function refuseForgedForm(ctx: Context) {
+  ctx.status = 403;
+  await renderErrorPage(ctx, 'invalid_request', 'The form was not the one this server showed you. Go back to the application and start again.');
+}

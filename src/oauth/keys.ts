@@ -1,0 +1,72 @@
+import { randomBytes } from 'node:crypto';
+import { readFile } from 'node:fs/promises';
+
+import { calculateJwkThumbprint, exportJWK, generateKeyPair, type JWK } from 'jose';
+
+import type { SettingStore } from '../../adapters/store.ts';
+
+export interface KeyMaterial {
+  /** Private JWKS for the engine: ES256 first (access tokens), RS256 for ID tokens. */
+  jwks: { keys: JWK[] };
+  /** Keys that sign the engine's cookies; the first signs, all verify. */
+  cookieKeys: string[];
+}
+
+export class KeyConfigError extends Error {
+  override name = 'KeyConfigError';
+}
+
+const JWKS_SETTING = 'signing_jwks';
+const COOKIE_KEYS_SETTING = 'cookie_keys';
+
+/**
+ * Signing and cookie keys are generated on first start and kept in the store, so a restart keeps
+ * every token valid and every instance signs with the same keys. An operator may supply a private
+ * JWKS file instead (JWKS_FILE).
+ */
+export async function loadKeys(settings: SettingStore, jwksFile: string | undefined): Promise<KeyMaterial> {
+  const jwks = jwksFile ? await readJwksFile(jwksFile) : await storedOrNew(settings, JWKS_SETTING, generateJwks);
+  const cookieKeys = await storedOrNew(settings, COOKIE_KEYS_SETTING, async () => [randomBytes(32).toString('base64url')]);
+  return { jwks, cookieKeys };
+}
+
+async function storedOrNew<T>(settings: SettingStore, name: string, create: () => Promise<T>): Promise<T> {
+  const existing = await settings.get(name);
+  if (existing) return JSON.parse(existing) as T;
+  // Two instances starting at once may both generate; setIfAbsent keeps the first and both use it.
+  return JSON.parse(await settings.setIfAbsent(name, JSON.stringify(await create()))) as T;
+}
+
+async function generateJwks(): Promise<{ keys: JWK[] }> {
+  const keys = await Promise.all([
+    privateJwk('ES256', generateKeyPair('ES256', { extractable: true })),
+    privateJwk('RS256', generateKeyPair('RS256', { extractable: true, modulusLength: 2048 })),
+  ]);
+  return { keys };
+}
+
+async function privateJwk(alg: string, pair: Promise<CryptoKeyPair>): Promise<JWK> {
+  const jwk = await exportJWK((await pair).privateKey);
+  return { ...jwk, alg, use: 'sig', kid: await calculateJwkThumbprint(jwk) };
+}
+
+async function readJwksFile(path: string): Promise<{ keys: JWK[] }> {
+  let parsed: unknown;
+  try {
+    parsed = JSON.parse(await readFile(path, 'utf8'));
+  } catch (error) {
+    throw new KeyConfigError(`JWKS_FILE ${path} cannot be read as JSON: ${(error as Error).message}`);
+  }
+  const keys = (parsed as { keys?: unknown }).keys;
+  if (!Array.isArray(keys) || keys.length === 0) {
+    throw new KeyConfigError(`JWKS_FILE ${path} must be a JSON Web Key Set with at least one key`);
+  }
+  const typed = keys as JWK[];
+  if (!typed.some((key) => key.kty === 'EC' && key.crv === 'P-256' && key.d)) {
+    throw new KeyConfigError(`JWKS_FILE ${path} needs a private P-256 (ES256) key to sign access tokens`);
+  }
+  if (!typed.some((key) => key.kty === 'RSA' && key.d)) {
+    throw new KeyConfigError(`JWKS_FILE ${path} needs a private RSA key to sign ID tokens (RS256)`);
+  }
+  return { keys: typed };
+}

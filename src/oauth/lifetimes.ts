@@ -1,0 +1,19 @@
+/** Every lifetime the service gives out, in seconds. */
+export const LIFETIMES = {
+  /** The specification: `expires_in` is 3600 for every grant. */
+  AccessToken: 3600,
+  ClientCredentials: 3600,
+  /** Short and single-use (decisions.md). */
+  AuthorizationCode: 60,
+  /** Each use rotates it; an unused one lapses after 30 days. */
+  RefreshToken: 30 * 24 * 3600,
+  IdToken: 3600,
+  /** How long a login or consent page may stay open. */
+  Interaction: 10 * 60,
+  /** A browser sign-in lasts two weeks. */
+  Session: 14 * 24 * 3600,
+  /** Consent is remembered for a year; a grant never outlives the refresh tokens it backs by much. */
+  Grant: 365 * 24 * 3600,
+  /** Initial access tokens made by the admin CLI, unless it is told otherwise. */
+  InitialAccessToken: 7 * 24 * 3600,
+} as const;

@@ -1,0 +1,119 @@
+import Provider, { type Configuration, type KoaContextWithOIDC } from 'oidc-provider';
+
+import type { Store } from '../../adapters/store.ts';
+import type { Accounts } from '../accounts/accounts.ts';
+import { PROFILE_CLAIM_NAMES } from '../accounts/profile.ts';
+import type { Config } from '../config.ts';
+import { apiAudience, dataApiResourceServer, resourceIndicators, workspaceClaims } from './access_tokens.ts';
+import { registerClientCredentialsGrant } from './client_credentials.ts';
+import { useHashedClientSecrets } from './client_secrets.ts';
+import { engineAdapterFactory } from './engine_adapter.ts';
+import { findAccount } from './find_account.ts';
+import { GrantWorkspaces } from './grant_workspaces.ts';
+import type { KeyMaterial } from './keys.ts';
+import { LIFETIMES } from './lifetimes.ts';
+import { WORKSPACE_METADATA, validateClientMetadata } from './registration.ts';
+import { ENGINE_ROUTES, INTERACTION_PATH, USERINFO_PATH } from './routes.ts';
+import { SUPPORTED_SCOPES, effectiveScope } from './scopes.ts';
+
+export type RenderError = NonNullable<Configuration['renderError']>;
+
+export interface OAuthServer {
+  provider: Provider;
+  /** The audience of every access token: the data APIs. */
+  audience: string;
+  grantWorkspaces: GrantWorkspaces;
+}
+
+export interface ProviderDependencies {
+  config: Config;
+  store: Store;
+  accounts: Accounts;
+  keys: KeyMaterial;
+  /** Renders the error page for errors that must not redirect (unknown client, unregistered redirect_uri). */
+  renderError: RenderError;
+}
+
+/** Configures oidc-provider, the certified engine, for this product. Everything it can do itself, it does. */
+export function buildProvider({ config, store, accounts, keys, renderError }: ProviderDependencies): OAuthServer {
+  const audience = apiAudience(config.issuer);
+  const grantWorkspaces = new GrantWorkspaces(store.model(GrantWorkspaces.MODEL));
+
+  const configuration: Configuration = {
+    adapter: engineAdapterFactory(store, grantWorkspaces),
+    findAccount: findAccount(accounts, grantWorkspaces),
+    jwks: keys.jwks as Configuration['jwks'],
+    cookies: { keys: keys.cookieKeys },
+    routes: ENGINE_ROUTES,
+    interactions: { url: (_ctx: KoaContextWithOIDC, interaction) => `${config.basePath}${INTERACTION_PATH}/${interaction.uid}` },
+    renderError,
+
+    scopes: [...SUPPORTED_SCOPES],
+    claims: { openid: ['sub'], profile: [...PROFILE_CLAIM_NAMES] },
+    // The engine ignores unknown scope values and has no default; the product refuses the first and defaults to `api`.
+    extraParams: { scope: (ctx: KoaContextWithOIDC, value: string | undefined) => { ctx.oidc.params!.scope = effectiveScope(value); } },
+    responseTypes: ['code'],
+    pkce: { required: () => true },
+    allowOmittingSingleRegisteredRedirectUri: false,
+    clientAuthMethods: ['client_secret_post', 'client_secret_basic', 'none'],
+    clientDefaults: {
+      grant_types: ['authorization_code', 'refresh_token'],
+      response_types: ['code'],
+      token_endpoint_auth_method: 'client_secret_post',
+      id_token_signed_response_alg: 'RS256',
+    },
+    // Client secrets are stored hashed, so nothing may be keyed with them (no HS256, no client_secret_jwt).
+    enabledJWA: { idTokenSigningAlgValues: ['RS256', 'ES256'] },
+    extraClientMetadata: { properties: [WORKSPACE_METADATA], validator: validateClientMetadata },
+
+    ttl: {
+      AccessToken: LIFETIMES.AccessToken,
+      ClientCredentials: LIFETIMES.ClientCredentials,
+      AuthorizationCode: LIFETIMES.AuthorizationCode,
+      RefreshToken: LIFETIMES.RefreshToken,
+      IdToken: LIFETIMES.IdToken,
+      Interaction: LIFETIMES.Interaction,
+      Session: LIFETIMES.Session,
+      Grant: LIFETIMES.Grant,
+    },
+    // Tokens belong to the grant, not to the browser session that created it.
+    expiresWithSession: () => false,
+    issueRefreshToken: (_ctx, client) => client.grantTypeAllowed('refresh_token'),
+    rotateRefreshToken: true,
+    extraTokenClaims: workspaceClaims(accounts, grantWorkspaces),
+
+    discovery: { userinfo_endpoint: `${config.issuer}${USERINFO_PATH}` },
+
+    features: {
+      devInteractions: { enabled: false },
+      registration: {
+        enabled: true,
+        initialAccessToken: config.registration === 'initial_access_token',
+        issueRegistrationAccessToken: true,
+      },
+      registrationManagement: { enabled: true, rotateRegistrationAccessToken: true },
+      clientCredentials: { enabled: true },
+      introspection: { enabled: true },
+      revocation: { enabled: true },
+      resourceIndicators: resourceIndicators(audience),
+      // Served by the host (src/resource/userinfo.ts): the engine's accepts only audience-less tokens.
+      userinfo: { enabled: false },
+      // Not offered: nothing advertised that is not tested end to end.
+      dPoP: { enabled: false },
+      pushedAuthorizationRequests: { enabled: false },
+      rpInitiatedLogout: { enabled: false },
+      claimsParameter: { enabled: false },
+      requestObjects: { enabled: false },
+      deviceFlow: { enabled: false },
+      backchannelLogout: { enabled: false },
+      jwtIntrospection: { enabled: false },
+      jwtResponseModes: { enabled: false },
+    },
+  };
+
+  const provider = new Provider(config.issuer, configuration);
+  provider.proxy = config.trustProxy;
+  useHashedClientSecrets(provider);
+  registerClientCredentialsGrant(provider, audience, dataApiResourceServer(audience));
+  return { provider, audience, grantWorkspaces };
+}

@@ -1,0 +1,119 @@
+import { randomBytes } from 'node:crypto';
+
+import { errors, type KoaContextWithOIDC, type Provider } from 'oidc-provider';
+import type { Middleware } from 'koa';
+
+/**
+ * Dynamic client registration policy (RFC 7591 / RFC 7592), applied through the engine's
+ * `extraClientMetadata` hook, which runs before the engine's own metadata checks:
+ * - a client registered for authorization_code also gets refresh_token;
+ * - redirect URIs are https, http on loopback, or a private-use scheme (native apps, RFC 8252);
+ * - client_credentials needs a workspace, which only an initial access token made by a
+ *   workspace admin can give (`workspace_id`, never taken from the request body).
+ */
+export const WORKSPACE_METADATA = 'workspace_id';
+
+/** Where the registration request's workspace (from its initial access token) is handed to the metadata hook. */
+interface RegistrationState {
+  registrationWorkspace?: string;
+}
+
+const LOOPBACK = new Set(['127.0.0.1', '[::1]', 'localhost']);
+const WEB_SCHEMES = new Set(['http:', 'https:']);
+
+type Metadata = Record<string, unknown>;
+
+export function validateClientMetadata(ctx: KoaContextWithOIDC | undefined, key: string, _value: unknown, metadata: Metadata): void {
+  if (key !== WORKSPACE_METADATA) return;
+  const route = ctx?.oidc?.route;
+  // Clients loaded from storage were checked when they were registered or updated.
+  if (!ctx || (route !== 'registration' && route !== 'client_update')) return;
+
+  if (route === 'registration') {
+    const workspace = (ctx.state as RegistrationState).registrationWorkspace;
+    if (workspace) metadata[WORKSPACE_METADATA] = workspace;
+    else delete metadata[WORKSPACE_METADATA];
+  } else {
+    const existing = ctx.oidc.client?.metadata()[WORKSPACE_METADATA];
+    if (existing) metadata[WORKSPACE_METADATA] = existing;
+    else delete metadata[WORKSPACE_METADATA];
+  }
+
+  const grantTypes = Array.isArray(metadata.grant_types) ? metadata.grant_types as unknown[] : [];
+  if (grantTypes.includes('authorization_code') && !grantTypes.includes('refresh_token')) {
+    metadata.grant_types = [...grantTypes, 'refresh_token'];
+  }
+  if (grantTypes.includes('client_credentials') && !metadata[WORKSPACE_METADATA]) {
+    throw new errors.InvalidClientMetadata(
+      'grant_types client_credentials is only for clients bound to a workspace: register with an initial access token created by a workspace admin (Authorization: Bearer <token>)',
+    );
+  }
+  if (grantTypes.includes('client_credentials') && metadata.token_endpoint_auth_method === 'none') {
+    throw new errors.InvalidClientMetadata('grant_types client_credentials needs a confidential client; token_endpoint_auth_method "none" cannot use it');
+  }
+
+  checkRedirectUris(metadata);
+}
+
+function checkRedirectUris(metadata: Metadata): void {
+  const uris = metadata.redirect_uris;
+  if (uris === undefined) return;
+  if (!Array.isArray(uris) || uris.some((uri) => typeof uri !== 'string')) {
+    throw new errors.InvalidClientMetadata('redirect_uris must be an array of strings');
+  }
+  let privateUse = false;
+  for (const uri of uris as string[]) {
+    const url = URL.parse(uri);
+    if (!url || !/^[a-z][a-z0-9+.-]*:/i.test(uri)) {
+      throw new errors.InvalidClientMetadata(`redirect_uris must be absolute URIs; "${uri}" is not`);
+    }
+    if (uri.includes('#')) throw new errors.InvalidClientMetadata(`redirect_uris must not contain a fragment; remove "#..." from "${uri}"`);
+    if (uri.includes('*')) throw new errors.InvalidClientMetadata(`redirect_uris must not contain wildcards; register every exact URI ("${uri}")`);
+    if (url.protocol === 'http:' && !LOOPBACK.has(url.hostname)) {
+      throw new errors.InvalidClientMetadata(`redirect_uris must use https; http is only allowed on loopback (127.0.0.1, [::1], localhost), got "${uri}"`);
+    }
+    if (!WEB_SCHEMES.has(url.protocol)) privateUse = true;
+  }
+  // RFC 8252 private-use schemes are for native apps; say so on the client's behalf when it did not.
+  if (privateUse && metadata.application_type === undefined) metadata.application_type = 'native';
+}
+
+/**
+ * Resolves the workspace of a registration request's initial access token (if it sent one),
+ * before the engine handles the request. With open registration the token is optional but,
+ * when present, must be valid: a bad one is refused rather than silently ignored.
+ */
+export function registrationWorkspace(provider: Provider): Middleware {
+  return async (ctx, next) => {
+    const authorization = ctx.get('authorization');
+    const token = /^Bearer\s+(\S+)$/i.exec(authorization)?.[1];
+    if (token) {
+      const iat = await provider.InitialAccessToken.find(token);
+      if (!iat) {
+        ctx.status = 401;
+        ctx.set('WWW-Authenticate', 'Bearer error="invalid_token", error_description="initial access token is invalid or expired"');
+        ctx.set('Cache-Control', 'no-store');
+        ctx.body = { error: 'invalid_token', error_description: 'initial access token is invalid or expired' };
+        return;
+      }
+      const workspace = workspaceOfInitialAccessToken(token);
+      if (workspace) (ctx.state as RegistrationState).registrationWorkspace = workspace;
+    }
+    await next();
+  };
+}
+
+/**
+ * An initial access token names its workspace in its own value (`<workspace id>.<secret>`), so
+ * the binding lives exactly as long as the token the engine stores.
+ */
+export async function createInitialAccessToken(provider: Provider, workspaceId: string, expiresIn: number): Promise<string> {
+  const jti = `${workspaceId}.${randomBytes(32).toString('base64url')}`;
+  const iat = new provider.InitialAccessToken({ jti, expiresIn } as ConstructorParameters<typeof provider.InitialAccessToken>[0]);
+  return iat.save();
+}
+
+function workspaceOfInitialAccessToken(token: string): string | undefined {
+  const dot = token.lastIndexOf('.');
+  return dot > 0 ? token.slice(0, dot) : undefined;
+}

@@ -1,0 +1,88 @@
+import { fileURLToPath } from 'node:url';
+
+import render from '@koa/ejs';
+import Router from '@koa/router';
+import Koa from 'koa';
+import mount from 'koa-mount';
+import type { Provider } from 'oidc-provider';
+
+import type { Store } from '../../adapters/store.ts';
+import { Accounts } from '../accounts/accounts.ts';
+import type { Config } from '../config.ts';
+import { CsrfTokens } from '../interactions/csrf.ts';
+import { renderErrorPage } from '../interactions/pages.ts';
+import { interactionRouter } from '../interactions/router.ts';
+import type { Logger } from '../logger.ts';
+import { hideStoredSecret } from '../oauth/client_secrets.ts';
+import { AccessTokenVerifier, jwtAccessTokenEndpoints } from '../oauth/jwt_access_tokens.ts';
+import type { KeyMaterial } from '../oauth/keys.ts';
+import { buildProvider, type RenderError } from '../oauth/provider.ts';
+import { registrationWorkspace } from '../oauth/registration.ts';
+import { ENGINE_ROUTES, USERINFO_PATH } from '../oauth/routes.ts';
+import { unauthorizedClientForGrantType } from '../oauth/token_errors.ts';
+import { userinfo } from '../resource/userinfo.ts';
+import { authorizationServerMetadata } from './discovery.ts';
+import { errorMapping, isBackendOutage, rememberEngineError, requestLog } from './errors.ts';
+import { health } from './health.ts';
+import { securityHeaders } from './security_headers.ts';
+
+export interface ServiceDependencies {
+  config: Config;
+  store: Store;
+  keys: KeyMaterial;
+  logger: Logger;
+}
+
+export interface Service {
+  app: Koa;
+  provider: Provider;
+  accounts: Accounts;
+}
+
+const VIEWS = fileURLToPath(new URL('../../views', import.meta.url));
+
+/**
+ * The Koa host: request log and error mapping outermost, security headers, health, then the
+ * host's own routes (interaction pages, userinfo, the few places the product completes the
+ * engine), then the engine itself, mounted at the issuer's path.
+ */
+export function createService({ config, store, keys, logger }: ServiceDependencies): Service {
+  const accounts = new Accounts(store.accounts);
+  const { provider, audience, grantWorkspaces } = buildProvider({ config, store, accounts, keys, renderError: engineErrorPage });
+  provider.on('server_error', (ctx, error) => rememberEngineError(ctx, error));
+
+  const verifier = new AccessTokenVerifier(keys.jwks, config.issuer, audience, store);
+  const jwtEndpoints = jwtAccessTokenEndpoints(verifier);
+
+  const host = new Router({ prefix: config.basePath || undefined });
+  host.post(ENGINE_ROUTES.registration, registrationWorkspace(provider));
+  host.all(`${ENGINE_ROUTES.registration}/:clientId`, hideStoredSecret);
+  host.post(ENGINE_ROUTES.token, unauthorizedClientForGrantType);
+  host.post(ENGINE_ROUTES.introspection, jwtEndpoints.introspection);
+  host.post(ENGINE_ROUTES.revocation, jwtEndpoints.revocation);
+  host.get(USERINFO_PATH, userinfo(verifier, accounts));
+  host.post(USERINFO_PATH, userinfo(verifier, accounts));
+
+  const interactions = interactionRouter({
+    provider, accounts, grantWorkspaces, audience, basePath: config.basePath, csrf: new CsrfTokens(keys.cookieKeys[0]!),
+  });
+
+  const app = new Koa({ proxy: config.trustProxy });
+  render(app, { root: VIEWS, layout: 'layout', viewExt: 'ejs', cache: true });
+  app.use(requestLog(logger));
+  app.use(errorMapping(logger));
+  app.use(securityHeaders);
+  app.use(health(store));
+  app.use(authorizationServerMetadata(config.basePath));
+  app.use(interactions.routes());
+  app.use(host.routes());
+  app.use(mount(config.basePath || '/', provider as unknown as Koa));
+  return { app, provider, accounts };
+}
+
+/** The engine's `renderError`: errors that must not redirect to the client get the product's error page. */
+const engineErrorPage: RenderError = async (ctx, out, error) => {
+  if (isBackendOutage(error)) ctx.status = 503;
+  const code = isBackendOutage(error) ? 'temporarily_unavailable' : String(out.error ?? 'server_error');
+  await renderErrorPage(ctx, code, typeof out.error_description === 'string' ? out.error_description : undefined);
+};

@@ -1,0 +1,82 @@
+import type { Middleware, Context } from 'koa';
+
+import { BackendUnavailableError } from '../../adapters/store.ts';
+import type { Logger } from '../logger.ts';
+
+/** Seconds a client should wait before retrying when the storage backend is down. */
+const RETRY_AFTER_SECONDS = 5;
+
+export function isBackendOutage(error: unknown): boolean {
+  for (let cause = error; cause instanceof Error; cause = cause.cause) {
+    if (cause instanceof BackendUnavailableError) return true;
+  }
+  return false;
+}
+
+/** What the engine caught and answered with a 500 itself; kept so the host can answer 503 for outages. */
+export function rememberEngineError(ctx: Context, error: unknown): void {
+  ctx.state.engineError = error;
+}
+
+/**
+ * The outermost middleware: no input yields a stack trace. Errors become RFC 6749 style JSON
+ * (`error`, `error_description`); a storage outage is a 503 with Retry-After, anything unexpected
+ * a 500 whose details go to the log only.
+ */
+export function errorMapping(logger: Logger): Middleware {
+  return async (ctx, next) => {
+    try {
+      await next();
+      const engineError: unknown = ctx.state.engineError;
+      if (engineError !== undefined && ctx.status >= 500) {
+        if (isBackendOutage(engineError)) answerOutage(ctx);
+        logServerError(logger, ctx, engineError);
+      }
+    } catch (error) {
+      if (isBackendOutage(error)) {
+        answerOutage(ctx);
+        logServerError(logger, ctx, error);
+        return;
+      }
+      const status = httpStatus(error);
+      if (status && status < 500) {
+        ctx.status = status;
+        ctx.body = { error: 'invalid_request', error_description: (error as Error).message };
+        return;
+      }
+      logServerError(logger, ctx, error);
+      ctx.status = 500;
+      ctx.body = { error: 'server_error', error_description: 'the server could not complete the request' };
+    }
+  };
+}
+
+function answerOutage(ctx: Context): void {
+  ctx.status = 503;
+  ctx.set('Retry-After', String(RETRY_AFTER_SECONDS));
+  ctx.set('Cache-Control', 'no-store');
+  const body = { error: 'temporarily_unavailable', error_description: 'the storage backend is unavailable; try again shortly' };
+  ctx.body = ctx.accepts('json', 'html') === 'html' && ctx.method === 'GET' ? 'Service temporarily unavailable; try again shortly.' : body;
+}
+
+function httpStatus(error: unknown): number | undefined {
+  const status = (error as { status?: unknown; expose?: unknown }).status;
+  return typeof status === 'number' && (error as { expose?: unknown }).expose === true ? status : undefined;
+}
+
+function logServerError(logger: Logger, ctx: Context, error: unknown): void {
+  const err = error instanceof Error ? error : new Error(String(error));
+  logger.error('request failed', { method: ctx.method, path: ctx.path, status: ctx.status, error: err.name, detail: err.message, stack: err.stack });
+}
+
+/** One line per request: method, path (never the query, which can carry codes), status, duration. */
+export function requestLog(logger: Logger): Middleware {
+  return async (ctx, next) => {
+    const started = performance.now();
+    try {
+      await next();
+    } finally {
+      logger.info('request', { method: ctx.method, path: ctx.path, status: ctx.status, ms: Math.round(performance.now() - started) });
+    }
+  };
+}
