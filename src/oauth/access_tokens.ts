@@ -1,5 +1,6 @@
 import { errors, type AccessToken, type ClientCredentials, type KoaContextWithOIDC, type ResourceServer } from 'oidc-provider';
 
+import type { Store } from '../../adapters/store.ts';
 import type { Accounts } from '../accounts/accounts.ts';
 import type { GrantWorkspaces } from './grant_workspaces.ts';
 import { LIFETIMES } from './lifetimes.ts';
@@ -53,5 +54,21 @@ export function workspaceClaims(accounts: Accounts, grantWorkspaces: GrantWorksp
     const role = await accounts.roleIn(accountId, workspaceId);
     if (!role) throw new errors.InvalidGrant('the user is no longer a member of the workspace this grant was for');
     return { workspace_id: workspaceId, role };
+  };
+}
+
+/**
+ * `formats.customizers.jwt`: the engine does not store JWT access tokens. The product records each
+ * one under its jti in the engine's own model (marked `format: jwt`, so the engine never mistakes
+ * the record for an opaque token), which makes them revocable: revoking the grant deletes the
+ * records with the engine's `revokeByGrantId`, and introspection and the resource server check them.
+ */
+export function recordJwtAccessTokens(store: Store) {
+  return async (_ctx: KoaContextWithOIDC, token: AccessToken | ClientCredentials, jwt: { payload: Record<string, unknown> }) => {
+    const { jti, exp } = jwt.payload as { jti: string; exp: number };
+    const grantId = token.kind === 'AccessToken' ? (token as AccessToken).grantId : undefined;
+    await store.model(token.kind).upsert(jti, {
+      jti, kind: token.kind, format: 'jwt', clientId: token.clientId, grantId, exp,
+    }, Math.max(1, exp - Math.floor(Date.now() / 1000)));
   };
 }

@@ -4,7 +4,7 @@ import type { Store } from '../../adapters/store.ts';
 import type { Accounts } from '../accounts/accounts.ts';
 import { PROFILE_CLAIM_NAMES } from '../accounts/profile.ts';
 import type { Config } from '../config.ts';
-import { apiAudience, dataApiResourceServer, resourceIndicators, workspaceClaims } from './access_tokens.ts';
+import { apiAudience, dataApiResourceServer, recordJwtAccessTokens, resourceIndicators, workspaceClaims } from './access_tokens.ts';
 import { registerClientCredentialsGrant } from './client_credentials.ts';
 import { useHashedClientSecrets } from './client_secrets.ts';
 import { engineAdapterFactory } from './engine_adapter.ts';
@@ -81,8 +81,14 @@ export function buildProvider({ config, store, accounts, keys, renderError }: Pr
     issueRefreshToken: (_ctx, client) => client.grantTypeAllowed('refresh_token'),
     rotateRefreshToken: true,
     extraTokenClaims: workspaceClaims(accounts, grantWorkspaces),
+    formats: { customizers: { jwt: recordJwtAccessTokens(store) } },
 
-    discovery: { userinfo_endpoint: `${config.issuer}${USERINFO_PATH}` },
+    discovery: {
+      userinfo_endpoint: `${config.issuer}${USERINFO_PATH}`,
+      // RFC 8414 defaults these to client_secret_basic alone; say what really works.
+      revocation_endpoint_auth_methods_supported: ['client_secret_post', 'client_secret_basic', 'none'],
+      introspection_endpoint_auth_methods_supported: ['client_secret_post', 'client_secret_basic', 'none'],
+    },
 
     features: {
       devInteractions: { enabled: false },

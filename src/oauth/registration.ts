@@ -43,6 +43,8 @@ export function validateClientMetadata(ctx: KoaContextWithOIDC | undefined, key:
   if (grantTypes.includes('authorization_code') && !grantTypes.includes('refresh_token')) {
     metadata.grant_types = [...grantTypes, 'refresh_token'];
   }
+  // A client without authorization_code has no use for response_type=code (the engine's default).
+  if (!grantTypes.includes('authorization_code')) metadata.response_types = [];
   if (grantTypes.includes('client_credentials') && !metadata[WORKSPACE_METADATA]) {
     throw new errors.InvalidClientMetadata(
       'grant_types client_credentials is only for clients bound to a workspace: register with an initial access token created by a workspace admin (Authorization: Bearer <token>)',

@@ -67,11 +67,12 @@ export function createService({ config, store, keys, logger }: ServiceDependenci
     provider, accounts, grantWorkspaces, audience, basePath: config.basePath, csrf: new CsrfTokens(keys.cookieKeys[0]!),
   });
 
-  const app = new Koa({ proxy: config.trustProxy });
+  // The engine runs on this app's context (koa-mount), so cookies it signs use these keys.
+  const app = new Koa({ proxy: config.trustProxy, keys: keys.cookieKeys });
   render(app, { root: VIEWS, layout: 'layout', viewExt: 'ejs', cache: true });
   app.use(requestLog(logger));
   app.use(errorMapping(logger));
-  app.use(securityHeaders);
+  app.use(securityHeaders(`${config.basePath}${ENGINE_ROUTES.authorization}`));
   app.use(health(store));
   app.use(authorizationServerMetadata(config.basePath));
   app.use(interactions.routes());

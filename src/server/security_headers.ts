@@ -11,18 +11,28 @@ export interface HtmlPolicy {
  * Headers every response carries, and a per-response CSP nonce for the server-rendered pages.
  * Pages are never framed (clickjacking), load nothing from elsewhere and run no script.
  */
-export const securityHeaders: Middleware = async (ctx, next) => {
-  ctx.state.cspNonce = randomBytes(16).toString('base64');
-  ctx.set({
-    'X-Content-Type-Options': 'nosniff',
-    'X-Frame-Options': 'DENY',
-    'Referrer-Policy': 'no-referrer',
-    'Cross-Origin-Opener-Policy': 'same-origin',
-    'Content-Security-Policy': "default-src 'none'; frame-ancestors 'none'; base-uri 'none'; form-action 'none'",
-  });
-  if (ctx.secure) ctx.set('Strict-Transport-Security', 'max-age=31536000');
-  await next();
-};
+export function securityHeaders(authorizationPath: string): Middleware {
+  return async (ctx, next) => {
+    ctx.state.cspNonce = randomBytes(16).toString('base64');
+    ctx.set({
+      'X-Content-Type-Options': 'nosniff',
+      'X-Frame-Options': 'DENY',
+      'Referrer-Policy': 'no-referrer',
+      'Cross-Origin-Opener-Policy': 'same-origin',
+      'Content-Security-Policy': ctx.path.startsWith(authorizationPath) ? FORM_POST_POLICY : DEFAULT_POLICY,
+    });
+    if (ctx.secure) ctx.set('Strict-Transport-Security', 'max-age=31536000');
+    await next();
+  };
+}
+
+const DEFAULT_POLICY = "default-src 'none'; script-src 'none'; form-action 'none'; frame-ancestors 'none'; base-uri 'none'";
+/**
+ * The authorization endpoint may answer with the engine's response_mode=form_post page: one
+ * inline script, whose hash the engine adds to script-src, submitting a form to the client.
+ * No script is ever served from 'self'; it is there so the directive exists for the hash.
+ */
+const FORM_POST_POLICY = "default-src 'none'; script-src 'self'; form-action *; frame-ancestors 'none'; base-uri 'none'";
 
 /** The policy for a rendered page: its own inline style only, forms posting to us (and redirecting to the client). */
 export function htmlContentSecurityPolicy(nonce: string, policy: HtmlPolicy = {}): string {

@@ -1,0 +1,170 @@
+import { spawn, type ChildProcess } from 'node:child_process';
+import { mkdtemp, rm } from 'node:fs/promises';
+import { createServer } from 'node:net';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { fileURLToPath } from 'node:url';
+
+import { openStore } from '../../adapters/index.ts';
+import type { Role } from '../../adapters/store.ts';
+import { Accounts } from '../../src/accounts/accounts.ts';
+
+const ROOT = fileURLToPath(new URL('../..', import.meta.url));
+
+export interface TestServer {
+  /** The issuer, e.g. http://127.0.0.1:41234 (plus BASE_PATH when given). */
+  issuer: string;
+  /** scheme://host:port, without the issuer's path. */
+  origin: string;
+  /** Storage URL of the real SQLite file the server uses. */
+  store: string;
+  /** Everything the server process wrote to stderr (its JSON log). */
+  logs(): string;
+  /** Stops the process (SIGTERM) and starts a new one on the same port and file. */
+  restart(): Promise<void>;
+  stop(): Promise<void>;
+  /** Runs the admin CLI against the same store. */
+  admin(args: string[], stdin?: string): Promise<{ code: number; stdout: string; stderr: string }>;
+  env: Record<string, string>;
+}
+
+export interface ServerOptions {
+  /** Extra environment, e.g. REGISTRATION=initial_access_token. */
+  env?: Record<string, string>;
+  /** A path for the issuer, e.g. '/auth'. */
+  basePath?: string;
+}
+
+export async function freePort(): Promise<number> {
+  return new Promise((resolve, reject) => {
+    const probe = createServer();
+    probe.once('error', reject);
+    probe.listen(0, '127.0.0.1', () => {
+      const { port } = probe.address() as { port: number };
+      probe.close(() => resolve(port));
+    });
+  });
+}
+
+/** Starts `node src/main.ts` as a real process on loopback, with its own SQLite file. */
+export async function startServer(options: ServerOptions = {}): Promise<TestServer> {
+  const dir = await mkdtemp(join(tmpdir(), 'oauth-test-'));
+  const port = await freePort();
+  const origin = `http://127.0.0.1:${port}`;
+  const issuer = `${origin}${options.basePath ?? ''}`;
+  const store = `sqlite:${join(dir, 'oauth.sqlite')}`;
+  const env = {
+    PATH: process.env.PATH ?? '',
+    HOME: process.env.HOME ?? '',
+    PORT: String(port),
+    HOST: '127.0.0.1',
+    BASE_URL: issuer,
+    STORE: store,
+    LOG_LEVEL: 'info',
+    ...options.env,
+  };
+  let output = '';
+  let child: ChildProcess | undefined;
+
+  const start = async () => {
+    child = spawn(process.execPath, ['src/main.ts'], { cwd: ROOT, env, stdio: ['ignore', 'pipe', 'pipe'] });
+    child.stdout!.on('data', (chunk: Buffer) => { output += chunk.toString(); });
+    child.stderr!.on('data', (chunk: Buffer) => { output += chunk.toString(); });
+    await waitUntilHealthy(origin, child, () => output);
+  };
+  const stopChild = async () => {
+    const running = child;
+    if (!running || running.exitCode !== null) return;
+    await new Promise<void>((resolve) => {
+      running.once('exit', () => resolve());
+      running.kill('SIGTERM');
+      setTimeout(() => running.kill('SIGKILL'), 5000).unref();
+    });
+  };
+
+  await start();
+  return {
+    issuer,
+    origin,
+    store,
+    env,
+    logs: () => output,
+    restart: async () => {
+      await stopChild();
+      await start();
+    },
+    stop: async () => {
+      await stopChild();
+      await rm(dir, { recursive: true, force: true });
+    },
+    admin: (args, stdin) => runAdmin(env, args, stdin),
+  };
+}
+
+async function waitUntilHealthy(origin: string, child: ChildProcess, output: () => string): Promise<void> {
+  const deadline = Date.now() + 20_000;
+  while (Date.now() < deadline) {
+    if (child.exitCode !== null) throw new Error(`server exited with ${child.exitCode}:\n${output()}`);
+    try {
+      const response = await fetch(`${origin}/healthz`);
+      if (response.ok) return;
+    } catch {
+      // not listening yet
+    }
+    await new Promise((resolve) => setTimeout(resolve, 100));
+  }
+  throw new Error(`server did not become healthy:\n${output()}`);
+}
+
+export function runAdmin(env: Record<string, string>, args: string[], stdin?: string): Promise<{ code: number; stdout: string; stderr: string }> {
+  return new Promise((resolve) => {
+    const child = spawn(process.execPath, ['src/cli/admin.ts', ...args], { cwd: ROOT, env, stdio: ['pipe', 'pipe', 'pipe'] });
+    let stdout = '';
+    let stderr = '';
+    child.stdout.on('data', (chunk: Buffer) => { stdout += chunk.toString(); });
+    child.stderr.on('data', (chunk: Buffer) => { stderr += chunk.toString(); });
+    child.on('exit', (code) => resolve({ code: code ?? 1, stdout, stderr }));
+    child.stdin.end(stdin ?? '');
+  });
+}
+
+export interface SeededUser {
+  id: string;
+  email: string;
+  password: string;
+  name: string;
+  workspaces: Array<{ id: string; name: string; role: Role }>;
+}
+
+let seq = 0;
+
+/**
+ * Creates workspaces and a user who belongs to them, written straight into the server's SQLite
+ * file (the server reads it live). Roles default to admin for the first workspace.
+ */
+export async function seedUser(server: TestServer, memberships: Array<{ workspace: string; role?: Role }> = [{ workspace: 'Acme' }]): Promise<SeededUser> {
+  const store = openStore(server.store);
+  try {
+    const accounts = new Accounts(store.accounts);
+    seq += 1;
+    const email = `user${seq}-${Date.now()}@example.com`;
+    const password = `pw-${seq}-correct-horse`;
+    const user = await accounts.createUser({ email, name: `Test User ${seq}`, givenName: 'Test', familyName: `User ${seq}`, password });
+    const workspaces = [];
+    for (const { workspace, role = 'admin' } of memberships) {
+      const ws = await accounts.createWorkspace(workspace);
+      await accounts.addMember(user.id, ws.id, role);
+      workspaces.push({ id: ws.id, name: ws.name, role });
+    }
+    return { id: user.id, email, password, name: user.name, workspaces };
+  } finally {
+    await store.close();
+  }
+}
+
+/** An initial access token for a workspace, made with the admin CLI. */
+export async function initialAccessToken(server: TestServer, workspaceId: string): Promise<string> {
+  const result = await server.admin(['iat', 'create', '--workspace', workspaceId, '--json']);
+  if (result.code !== 0) throw new Error(`iat create failed: ${result.stderr}`);
+  return (JSON.parse(result.stdout) as { initial_access_token: string }).initial_access_token;
+}
