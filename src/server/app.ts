@@ -22,7 +22,8 @@ import { ENGINE_ROUTES, USERINFO_PATH } from '../oauth/routes.ts';
 import { unauthorizedClientForGrantType } from '../oauth/token_errors.ts';
 import { userinfo } from '../resource/userinfo.ts';
 import { authorizationServerMetadata } from './discovery.ts';
-import { errorMapping, isBackendOutage, rememberEngineError, requestLog } from './errors.ts';
+import { logEngineEvents } from './engine_events.ts';
+import { errorMapping, isBackendOutage, requestLog } from './errors.ts';
 import { health } from './health.ts';
 import { securityHeaders } from './security_headers.ts';
 
@@ -49,7 +50,7 @@ const VIEWS = fileURLToPath(new URL('../../views', import.meta.url));
 export function createService({ config, store, keys, logger }: ServiceDependencies): Service {
   const accounts = new Accounts(store.accounts);
   const { provider, audience, grantWorkspaces } = buildProvider({ config, store, accounts, keys, renderError: engineErrorPage });
-  provider.on('server_error', (ctx, error) => rememberEngineError(ctx, error));
+  logEngineEvents(provider, logger);
 
   const verifier = new AccessTokenVerifier(keys.jwks, config.issuer, audience, store);
   const jwtEndpoints = jwtAccessTokenEndpoints(verifier);

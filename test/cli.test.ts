@@ -1,0 +1,313 @@
+import { randomBytes } from 'node:crypto';
+
+import { expect } from 'chai';
+import * as oauth from 'oauth4webapi';
+
+import { REDIRECT_URI, authorizationUrl, pkcePair, registerClient, tokenRequest } from './helpers/oauth.ts';
+import { startServer, type TestServer } from './helpers/server.ts';
+import { UserAgent, authorize } from './helpers/user_agent.ts';
+
+/**
+ * The admin CLI (`node src/cli/admin.ts`), run as a real process against the same SQLite file as
+ * the running server: what it creates is used through the server's real endpoints.
+ */
+
+interface CliResult {
+  code: number;
+  stdout: string;
+  stderr: string;
+}
+
+interface WorkspaceJson {
+  id: string;
+  name: string;
+}
+
+interface ClientJson {
+  client_id: string;
+  client_name?: string;
+  [key: string]: unknown;
+}
+
+const insecure = { [oauth.allowInsecureRequests]: true } as const;
+
+/** A Node.js stack frame, e.g. "    at run (file:///.../admin.ts:12:3)". */
+const STACK_FRAME = /^\s+at .+(:\d+:\d+\)?|\(node:.+\))$/m;
+
+function claimsOf(jwt: string): Record<string, unknown> {
+  return JSON.parse(Buffer.from(jwt.split('.')[1]!, 'base64url').toString('utf8')) as Record<string, unknown>;
+}
+
+function uniqueEmail(label: string): string {
+  return `${label}-${randomBytes(4).toString('hex')}@example.com`;
+}
+
+describe('admin CLI', function () {
+  this.timeout(30_000);
+
+  let server: TestServer;
+  let as: oauth.AuthorizationServer;
+  /** Every password handed to the CLI or typed at the login page, to look for in every output. */
+  const passwords: string[] = [];
+  /** Everything the CLI printed, over every run. */
+  const outputs: string[] = [];
+
+  async function admin(args: string[], stdin?: string): Promise<CliResult> {
+    const result = await server.admin(args, stdin);
+    outputs.push(result.stdout, result.stderr);
+    return result;
+  }
+
+  /** A run that must fail: non-zero exit, a message on stderr, nothing on stdout, no stack trace. */
+  async function failing(args: string[], stdin?: string): Promise<CliResult> {
+    const result = await admin(args, stdin);
+    expect(result.code, `exit code of ${args.join(' ')}\n${result.stderr}`).to.not.equal(0);
+    expect(result.stdout, 'stdout').to.equal('');
+    expect(result.stderr.trim(), 'stderr').to.not.equal('');
+    expect(result.stderr, 'no stack trace').to.not.match(STACK_FRAME);
+    return result;
+  }
+
+  async function createWorkspace(name: string): Promise<WorkspaceJson> {
+    const result = await admin(['workspace', 'create', '--name', name, '--json']);
+    expect(result.code, result.stderr).to.equal(0);
+    return JSON.parse(result.stdout) as WorkspaceJson;
+  }
+
+  async function createUser(workspaceId: string, email: string, password: string, role = 'admin'): Promise<CliResult> {
+    passwords.push(password);
+    return admin(['user', 'create', '--email', email, '--name', 'Cli Person', '--workspace', workspaceId, '--role', role, '--password-stdin', '--json'], `${password}\n`);
+  }
+
+  async function listClients(): Promise<ClientJson[]> {
+    const result = await admin(['client', 'list', '--json']);
+    expect(result.code, result.stderr).to.equal(0);
+    return JSON.parse(result.stdout) as ClientJson[];
+  }
+
+  before(async () => {
+    server = await startServer();
+    as = await oauth.processDiscoveryResponse(new URL(server.issuer), await oauth.discoveryRequest(new URL(server.issuer), insecure));
+  });
+
+  after(async () => {
+    await server?.stop();
+  });
+
+  it('--help exits 0 and prints the usage', async () => {
+    const result = await admin(['--help']);
+    expect(result.code).to.equal(0);
+    expect(result.stdout).to.match(/usage/i);
+    for (const command of ['workspace create', 'workspace list', 'user create', 'iat create', 'client list', 'client delete']) {
+      expect(result.stdout).to.contain(command);
+    }
+    expect(result.stdout).to.contain('--password-stdin');
+  });
+
+  describe('workspaces', () => {
+    it('workspace create --json prints the new workspace; workspace list --json includes it', async () => {
+      const workspace = await createWorkspace('Initech');
+      expect(workspace.id).to.be.a('string').and.not.equal('');
+      expect(workspace.name).to.equal('Initech');
+
+      const list = await admin(['workspace', 'list', '--json']);
+      expect(list.code, list.stderr).to.equal(0);
+      const workspaces = JSON.parse(list.stdout) as WorkspaceJson[];
+      expect(workspaces.find(({ id }) => id === workspace.id)).to.deep.include({ id: workspace.id, name: 'Initech' });
+    });
+
+    it('workspace create without --name fails with a clear message', async () => {
+      const result = await failing(['workspace', 'create', '--json']);
+      expect(result.stderr).to.contain('--name');
+    });
+  });
+
+  describe('users', () => {
+    let workspace: WorkspaceJson;
+
+    before(async () => {
+      workspace = await createWorkspace('Hooli');
+    });
+
+    it('user create --password-stdin makes a user who can log in through the server and get a code and tokens', async () => {
+      const email = uniqueEmail('admin');
+      const password = `cli-${randomBytes(9).toString('base64url')}-secret`;
+      const created = await createUser(workspace.id, email, password);
+      expect(created.code, created.stderr).to.equal(0);
+      const shown = JSON.parse(created.stdout) as { id: string; email: string; name: string; role: string; workspace_id: string };
+      expect(shown.id).to.be.a('string').and.not.equal('');
+      expect(shown).to.deep.include({ email, name: 'Cli Person', role: 'admin', workspace_id: workspace.id });
+      expect(created.stdout + created.stderr).not.to.contain(password);
+      expect(created.stdout).not.to.match(/password/i);
+
+      const client = await registerClient(server.issuer, { client_name: 'CLI Login App' });
+      const { verifier, challenge } = pkcePair();
+      const state = randomBytes(16).toString('base64url');
+      const callback = await authorize(new UserAgent(), authorizationUrl(server.issuer, {
+        client_id: client.client_id,
+        response_type: 'code',
+        redirect_uri: REDIRECT_URI,
+        scope: 'api profile',
+        state,
+        code_challenge: challenge,
+        code_challenge_method: 'S256',
+      }), server.origin, { email, password });
+      expect(callback.origin + callback.pathname).to.equal(REDIRECT_URI);
+      expect(callback.searchParams.get('error')).to.equal(null);
+      expect(callback.searchParams.get('state')).to.equal(state);
+      const code = callback.searchParams.get('code');
+      expect(code).to.be.a('string').and.not.equal('');
+
+      const response = await tokenRequest(server.issuer, {
+        grant_type: 'authorization_code', code: code!, redirect_uri: REDIRECT_URI, code_verifier: verifier,
+        client_id: client.client_id, client_secret: client.client_secret!,
+      });
+      expect(response.status).to.equal(200);
+      const tokens = await response.json() as { access_token: string };
+      expect(claimsOf(tokens.access_token)).to.deep.include({ sub: shown.id, workspace_id: workspace.id, role: 'admin' });
+    });
+
+    it('an invalid role fails with a clear message and leaves no user behind', async () => {
+      const email = uniqueEmail('badrole');
+      const result = await failing(['user', 'create', '--email', email, '--name', 'Bad Role', '--workspace', workspace.id, '--role', 'owner', '--password-stdin'], 'a-long-enough-password\n');
+      expect(result.stderr).to.match(/role/i).and.to.contain('owner');
+      expect(result.stderr).to.contain('admin').and.to.contain('member').and.to.contain('viewer');
+      // Nothing half-made: the same email with a valid role now works.
+      const retry = await createUser(workspace.id, email, 'a-long-enough-password');
+      expect(retry.code, `retry after a refused role: ${retry.stderr}`).to.equal(0);
+    });
+
+    it('an unknown workspace fails with a clear message', async () => {
+      const result = await failing(['user', 'create', '--email', uniqueEmail('nows'), '--name', 'No WS', '--workspace', 'ws_does_not_exist', '--role', 'member', '--password-stdin'], 'a-long-enough-password\n');
+      expect(result.stderr).to.match(/workspace/i).and.to.contain('ws_does_not_exist');
+    });
+
+    it('a duplicate email (in another case) fails with a clear message', async () => {
+      const email = uniqueEmail('dup');
+      const first = await createUser(workspace.id, email, 'first-password-123');
+      expect(first.code, first.stderr).to.equal(0);
+      passwords.push('second-password-456');
+      const result = await failing(['user', 'create', '--email', email.toUpperCase(), '--name', 'Dup', '--workspace', workspace.id, '--role', 'member', '--password-stdin'], 'second-password-456\n');
+      expect(result.stderr).to.match(/already exists|already/i);
+    });
+
+    it('a short password fails with a clear message and is not echoed', async () => {
+      passwords.push('shrt7');
+      const result = await failing(['user', 'create', '--email', uniqueEmail('short'), '--name', 'Short', '--workspace', workspace.id, '--role', 'member', '--password-stdin'], 'shrt7\n');
+      expect(result.stderr).to.match(/password/i).and.to.match(/8/);
+      expect(result.stderr).not.to.contain('shrt7');
+    });
+
+    it('--password given as an argument is not accepted', async () => {
+      const secret = 'argv-password-never-accepted';
+      passwords.push(secret);
+      const result = await failing(['user', 'create', '--email', uniqueEmail('argv'), '--name', 'Argv', '--workspace', workspace.id, '--role', 'member', '--password', secret]);
+      expect(result.stderr).to.match(/unknown option/i).and.to.contain('--password');
+      expect(result.stderr).not.to.contain(secret);
+    });
+
+    it('a missing required option of user create fails with a clear message', async () => {
+      const result = await failing(['user', 'create', '--name', 'No Email', '--workspace', workspace.id, '--role', 'member', '--password-stdin'], 'a-long-enough-password\n');
+      expect(result.stderr).to.contain('--email');
+    });
+  });
+
+  it('an unknown command fails with a message naming it', async () => {
+    const result = await failing(['frobnicate', 'now']);
+    expect(result.stderr).to.contain('frobnicate');
+    expect(result.stderr).to.match(/usage/i);
+  });
+
+  describe('initial access tokens and clients', () => {
+    let workspace: WorkspaceJson;
+    let service: { client_id: string; client_secret: string; client_name: string };
+
+    before(async () => {
+      workspace = await createWorkspace('Vandelay');
+    });
+
+    it('iat create for an unknown workspace fails with a clear message', async () => {
+      const result = await failing(['iat', 'create', '--workspace', 'ws_nowhere', '--json']);
+      expect(result.stderr).to.match(/workspace/i).and.to.contain('ws_nowhere');
+    });
+
+    it('iat create --json prints a token that registers a client_credentials client for that workspace', async () => {
+      const result = await admin(['iat', 'create', '--workspace', workspace.id, '--json']);
+      expect(result.code, result.stderr).to.equal(0);
+      const { initial_access_token: iat } = JSON.parse(result.stdout) as { initial_access_token: string };
+      expect(iat).to.be.a('string').and.not.equal('');
+
+      // An id beginning with "-" has its own test below; this one is about the ordinary case.
+      let registered = await registerClient(server.issuer, { client_name: 'Vandelay Sync', grant_types: ['client_credentials'], redirect_uris: [] }, iat);
+      for (let tries = 0; registered.client_id.startsWith('-') && tries < 20; tries += 1) {
+        registered = await registerClient(server.issuer, { client_name: 'Vandelay Sync', grant_types: ['client_credentials'], redirect_uris: [] }, iat);
+      }
+      expect(registered.grant_types).to.deep.equal(['client_credentials']);
+      service = { client_id: registered.client_id, client_secret: registered.client_secret!, client_name: 'Vandelay Sync' };
+
+      const response = await oauth.clientCredentialsGrantRequest(as, { client_id: service.client_id }, oauth.ClientSecretPost(service.client_secret), { scope: 'api' }, insecure);
+      const tokens = await oauth.processClientCredentialsResponse(as, { client_id: service.client_id }, response);
+      expect(claimsOf(tokens.access_token)).to.deep.include({ workspace_id: workspace.id, client_id: service.client_id });
+    });
+
+    it('client list --json shows the client and never a client_secret', async () => {
+      const clients = await listClients();
+      const listed = clients.find(({ client_id }) => client_id === service.client_id);
+      expect(listed).to.deep.include({ client_id: service.client_id, client_name: 'Vandelay Sync' });
+      for (const entry of clients) expect(entry).not.to.have.property('client_secret');
+
+      const text = await admin(['client', 'list']);
+      expect(text.code, text.stderr).to.equal(0);
+      expect(text.stdout).to.contain(service.client_id);
+      for (const output of [JSON.stringify(clients), text.stdout]) {
+        expect(output).not.to.contain(service.client_secret);
+        expect(output).not.to.match(/"?client_secret"?\s*[:=]/);
+      }
+    });
+
+    it('client delete removes the client: gone from the list, 401 invalid_client at the token endpoint', async () => {
+      const before = await tokenRequest(server.issuer, { grant_type: 'client_credentials', scope: 'api', client_id: service.client_id, client_secret: service.client_secret });
+      expect(before.status).to.equal(200);
+
+      const result = await admin(['client', 'delete', service.client_id]);
+      expect(result.code, result.stderr).to.equal(0);
+      expect(result.stdout).to.contain(service.client_id);
+
+      expect((await listClients()).map(({ client_id }) => client_id)).not.to.include(service.client_id);
+      const after = await tokenRequest(server.issuer, { grant_type: 'client_credentials', scope: 'api', client_id: service.client_id, client_secret: service.client_secret });
+      expect(after.status).to.equal(401);
+      expect((await after.json() as { error?: string }).error).to.equal('invalid_client');
+    });
+
+    it('client delete works for a client id that begins with "-" (ids are random base64url)', async () => {
+      let client = await registerClient(server.issuer, { client_name: 'Dash App' });
+      for (let tries = 0; !client.client_id.startsWith('-') && tries < 2000; tries += 1) {
+        client = await registerClient(server.issuer, { client_name: 'Dash App' });
+      }
+      expect(client.client_id.startsWith('-'), 'found a client id beginning with "-"').to.equal(true);
+
+      const result = await admin(['client', 'delete', client.client_id]);
+      expect(result.code, result.stderr).to.equal(0);
+      expect((await listClients()).map(({ client_id }) => client_id)).not.to.include(client.client_id);
+    });
+
+    it('client delete of an unknown id fails with a clear message', async () => {
+      const result = await failing(['client', 'delete', 'no-such-client-id']);
+      expect(result.stderr).to.contain('no-such-client-id');
+    });
+  });
+
+  // Mocha runs a suite's own tests before its nested suites: this suite comes last.
+  describe('secrets', () => {
+    it('no password ever appears in the CLI output or the server log', () => {
+      expect(passwords.length).to.be.greaterThan(3);
+      const cli = outputs.join('\n');
+      const logs = server.logs();
+      expect(logs).to.not.equal('');
+      for (const password of passwords) {
+        expect(cli, 'CLI output').not.to.contain(password);
+        expect(logs, 'server log').not.to.contain(password);
+      }
+    });
+  });
+});
