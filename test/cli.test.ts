@@ -104,6 +104,12 @@ describe('admin CLI', function () {
     expect(result.stdout).to.contain('--password-stdin');
   });
 
+  it('an unknown command fails with a message naming it', async () => {
+    const result = await failing(['frobnicate', 'now']);
+    expect(result.stderr).to.contain('frobnicate');
+    expect(result.stderr).to.match(/usage/i);
+  });
+
   describe('workspaces', () => {
     it('workspace create --json prints the new workspace; workspace list --json includes it', async () => {
       const workspace = await createWorkspace('Initech');
@@ -188,7 +194,7 @@ describe('admin CLI', function () {
       expect(first.code, first.stderr).to.equal(0);
       passwords.push('second-password-456');
       const result = await failing(['user', 'create', '--email', email.toUpperCase(), '--name', 'Dup', '--workspace', workspace.id, '--role', 'member', '--password-stdin'], 'second-password-456\n');
-      expect(result.stderr).to.match(/already exists|already/i);
+      expect(result.stderr).to.match(/already exists/i);
     });
 
     it('a short password fails with a clear message and is not echoed', async () => {
@@ -210,12 +216,6 @@ describe('admin CLI', function () {
       const result = await failing(['user', 'create', '--name', 'No Email', '--workspace', workspace.id, '--role', 'member', '--password-stdin'], 'a-long-enough-password\n');
       expect(result.stderr).to.contain('--email');
     });
-  });
-
-  it('an unknown command fails with a message naming it', async () => {
-    const result = await failing(['frobnicate', 'now']);
-    expect(result.stderr).to.contain('frobnicate');
-    expect(result.stderr).to.match(/usage/i);
   });
 
   describe('initial access tokens and clients', () => {
@@ -277,6 +277,35 @@ describe('admin CLI', function () {
       const after = await tokenRequest(server.issuer, { grant_type: 'client_credentials', scope: 'api', client_id: service.client_id, client_secret: service.client_secret });
       expect(after.status).to.equal(401);
       expect((await after.json() as { error?: string }).error).to.equal('invalid_client');
+    });
+
+    it("client delete also ends the deleted client's access tokens (RFC 7592 section 2.3)", async () => {
+      const iat = await admin(['iat', 'create', '--workspace', workspace.id, '--json']);
+      expect(iat.code, iat.stderr).to.equal(0);
+      const { initial_access_token: token } = JSON.parse(iat.stdout) as { initial_access_token: string };
+      let doomed = await registerClient(server.issuer, { client_name: 'Doomed Sync', grant_types: ['client_credentials'], redirect_uris: [] }, token);
+      for (let tries = 0; doomed.client_id.startsWith('-') && tries < 20; tries += 1) {
+        doomed = await registerClient(server.issuer, { client_name: 'Doomed Sync', grant_types: ['client_credentials'], redirect_uris: [] }, token);
+      }
+      const issued = await tokenRequest(server.issuer, { grant_type: 'client_credentials', scope: 'api', client_id: doomed.client_id, client_secret: doomed.client_secret! });
+      expect(issued.status).to.equal(200);
+      const { access_token: accessToken } = await issued.json() as { access_token: string };
+      // A resource server's own client introspects it.
+      const resourceServer = await registerClient(server.issuer, { client_name: 'Resource Server' });
+      const introspect = async () => {
+        const response = await fetch(`${server.issuer}/oauth/introspect`, {
+          method: 'POST',
+          headers: { 'content-type': 'application/x-www-form-urlencoded' },
+          body: new URLSearchParams({ token: accessToken, client_id: resourceServer.client_id, client_secret: resourceServer.client_secret! }).toString(),
+        });
+        expect(response.status).to.equal(200);
+        return (await response.json() as { active: boolean }).active;
+      };
+      expect(await introspect()).to.equal(true);
+
+      const deleted = await admin(['client', 'delete', doomed.client_id]);
+      expect(deleted.code, deleted.stderr).to.equal(0);
+      expect(await introspect(), 'the deleted client\'s access token is still active').to.equal(false);
     });
 
     it('client delete works for a client id that begins with "-" (ids are random base64url)', async () => {

@@ -141,14 +141,16 @@ describe('discovery', () => {
       expect(new Set(kids).size).to.equal(kids.length);
     });
 
-    it('token, revocation and introspection endpoints answer an empty POST with a 400 JSON error, not 404', async () => {
+    it('token, revocation and introspection endpoints answer an unauthenticated empty POST with 401 invalid_client, not 404', async () => {
       const { body: metadata } = await getJson(`${server.issuer}/.well-known/oauth-authorization-server`);
       for (const name of ['token_endpoint', 'revocation_endpoint', 'introspection_endpoint']) {
         const response = await fetch(metadata[name] as string, { method: 'POST' });
-        expect(response.status, name).to.equal(400);
+        // RFC 6749 5.2: "no client authentication included" is invalid_client.
+        expect(response.status, name).to.equal(401);
         expect(response.headers.get('content-type'), name).to.match(/^application\/json/);
         const body = await response.json() as Metadata;
-        expect(body.error, name).to.be.a('string').that.is.not.empty;
+        expect(body.error, name).to.equal('invalid_client');
+        expect(body.error_description, name).to.be.a('string').that.is.not.empty;
       }
     });
 

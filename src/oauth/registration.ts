@@ -54,10 +54,10 @@ export function validateClientMetadata(ctx: KoaContextWithOIDC | undefined, key:
     throw new errors.InvalidClientMetadata('grant_types client_credentials needs a confidential client; token_endpoint_auth_method "none" cannot use it');
   }
 
-  checkRedirectUris(metadata);
+  checkRedirectUris(metadata, (ctx.oidc.body as Metadata | undefined)?.application_type);
 }
 
-function checkRedirectUris(metadata: Metadata): void {
+function checkRedirectUris(metadata: Metadata, requestedApplicationType: unknown): void {
   const uris = metadata.redirect_uris;
   if (uris === undefined) return;
   if (!Array.isArray(uris) || uris.some((uri) => typeof uri !== 'string')) {
@@ -76,8 +76,9 @@ function checkRedirectUris(metadata: Metadata): void {
     }
     if (!WEB_SCHEMES.has(url.protocol)) privateUse = true;
   }
-  // RFC 8252 private-use schemes are for native apps; say so on the client's behalf when it did not.
-  if (privateUse && metadata.application_type === undefined) metadata.application_type = 'native';
+  // RFC 8252 private-use schemes are for native apps; say so on the client's behalf when it did not
+  // (the engine has already filled in its default, `web`, so the request body tells).
+  if (privateUse && requestedApplicationType === undefined) metadata.application_type = 'native';
 }
 
 /**

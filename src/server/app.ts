@@ -13,13 +13,13 @@ import { CsrfTokens } from '../interactions/csrf.ts';
 import { renderErrorPage } from '../interactions/pages.ts';
 import { interactionRouter } from '../interactions/router.ts';
 import type { Logger } from '../logger.ts';
-import { hideStoredSecret } from '../oauth/client_secrets.ts';
+import { checkSecretOnUpdate, hideStoredSecret } from '../oauth/client_secrets.ts';
 import { AccessTokenVerifier, jwtAccessTokenEndpoints } from '../oauth/jwt_access_tokens.ts';
 import type { KeyMaterial } from '../oauth/keys.ts';
 import { buildProvider, type RenderError } from '../oauth/provider.ts';
 import { registrationWorkspace } from '../oauth/registration.ts';
 import { ENGINE_ROUTES, USERINFO_PATH } from '../oauth/routes.ts';
-import { unauthorizedClientForGrantType } from '../oauth/token_errors.ts';
+import { rfc6749ErrorCodes } from '../oauth/token_errors.ts';
 import { userinfo } from '../resource/userinfo.ts';
 import { authorizationServerMetadata } from './discovery.ts';
 import { logEngineEvents } from './engine_events.ts';
@@ -57,10 +57,10 @@ export function createService({ config, store, keys, logger }: ServiceDependenci
 
   const host = new Router({ prefix: config.basePath || undefined });
   host.post(ENGINE_ROUTES.registration, registrationWorkspace(provider));
-  host.all(`${ENGINE_ROUTES.registration}/:clientId`, hideStoredSecret);
-  host.post(ENGINE_ROUTES.token, unauthorizedClientForGrantType);
-  host.post(ENGINE_ROUTES.introspection, jwtEndpoints.introspection);
-  host.post(ENGINE_ROUTES.revocation, jwtEndpoints.revocation);
+  host.all(`${ENGINE_ROUTES.registration}/:clientId`, hideStoredSecret, checkSecretOnUpdate(store.model('Client')));
+  host.post(ENGINE_ROUTES.token, rfc6749ErrorCodes);
+  host.post(ENGINE_ROUTES.introspection, rfc6749ErrorCodes, jwtEndpoints.introspection);
+  host.post(ENGINE_ROUTES.revocation, rfc6749ErrorCodes, jwtEndpoints.revocation);
   host.get(USERINFO_PATH, userinfo(verifier, accounts));
   host.post(USERINFO_PATH, userinfo(verifier, accounts));
 

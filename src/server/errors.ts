@@ -5,6 +5,8 @@ import type { Logger } from '../logger.ts';
 
 /** Seconds a client should wait before retrying when the storage backend is down. */
 const RETRY_AFTER_SECONDS = 5;
+/** The engine refuses request bodies over 56 KiB, but as an unparseable body; the host says which. */
+const BODY_LIMIT = 56 * 1024;
 
 export function isBackendOutage(error: unknown): boolean {
   for (let cause = error; cause instanceof Error; cause = cause.cause) {
@@ -27,6 +29,7 @@ export function errorMapping(logger: Logger): Middleware {
   return async (ctx, next) => {
     try {
       await next();
+      if (ctx.status === 400 && (ctx.request.length ?? 0) > BODY_LIMIT) answerTooLarge(ctx);
       const engineError: unknown = ctx.state.engineError;
       if (engineError !== undefined && ctx.status >= 500) {
         if (isBackendOutage(engineError)) answerOutage(ctx);
@@ -49,6 +52,11 @@ export function errorMapping(logger: Logger): Middleware {
       ctx.body = { error: 'server_error', error_description: 'the server could not complete the request' };
     }
   };
+}
+
+function answerTooLarge(ctx: Context): void {
+  ctx.status = 413;
+  ctx.body = { error: 'invalid_request', error_description: `the request body is larger than ${BODY_LIMIT / 1024} KiB` };
 }
 
 function answerOutage(ctx: Context): void {

@@ -16,9 +16,6 @@ export async function launchBrowser(): Promise<Browser> {
       '--disable-background-networking',
       '--disable-component-update',
       '--disable-sync',
-      // REDIRECT_URI's port 9 (discard) is on Chromium's blocked-port list; without this a
-      // navigation to it fails with ERR_UNSAFE_PORT even though page.route answers it.
-      '--explicitly-allowed-ports=9',
     ],
   });
 }
@@ -46,30 +43,42 @@ export interface RedirectCapture {
 }
 
 /**
- * Answers every request to URLs starting with `redirectUriPrefix` in the browser itself (200 "ok"),
- * so the client's redirect URI is captured without any network traffic.
+ * Answers every request to URLs starting with `redirectUriPrefix` inside the browser (200 "ok"),
+ * so the redirect to the client is captured without any network traffic.
+ *
+ * This intercepts at the DevTools protocol's Fetch layer rather than with `page.route`:
+ * Playwright never routes the follow-up request of an HTTP redirect (it continues it
+ * unrouted), and the server reaches the client by redirecting (e.g. `GET /oauth/authorize`
+ * -> 303 -> redirect_uri), so `page.route` would miss it. Fetch pauses every redirect hop.
  */
 export async function captureRedirect(page: Page, redirectUriPrefix: string): Promise<RedirectCapture> {
   const hits: CapturedRequest[] = [];
   const waiters: Array<(hit: CapturedRequest) => void> = [];
   let taken = 0;
 
-  await page.route((url) => url.href.startsWith(redirectUriPrefix), async (route) => {
-    const request = route.request();
-    const hit: CapturedRequest = {
-      url: new URL(request.url()),
-      method: request.method(),
-      body: request.postData(),
-      contentType: await request.headerValue('content-type') ?? undefined,
-    };
+  const session = await page.context().newCDPSession(page);
+  session.on('Fetch.requestPaused', (event) => {
+    const { request } = event;
+    const body = request.postDataEntries
+      ? Buffer.concat(request.postDataEntries.map((entry) => Buffer.from(entry.bytes ?? '', 'base64'))).toString()
+      : (request.postData ?? null);
+    const contentType = Object.entries(request.headers).find(([name]) => name.toLowerCase() === 'content-type')?.[1];
+    const hit: CapturedRequest = { url: new URL(request.url), method: request.method, body, contentType };
     hits.push(hit);
-    await route.fulfill({ status: 200, contentType: 'text/plain', body: 'ok' });
+    void session.send('Fetch.fulfillRequest', {
+      requestId: event.requestId,
+      responseCode: 200,
+      responseHeaders: [{ name: 'Content-Type', value: 'text/plain' }],
+      body: Buffer.from('ok').toString('base64'),
+    }).catch(() => { /* the page or context went away */ });
     const waiter = waiters.shift();
     if (waiter) {
       taken += 1;
       waiter(hit);
     }
   });
+  const pattern = redirectUriPrefix.replace(/[\\*?]/g, (char) => `\\${char}`);
+  await session.send('Fetch.enable', { patterns: [{ urlPattern: `${pattern}*`, requestStage: 'Request' }] });
 
   return {
     hits,
@@ -80,15 +89,15 @@ export async function captureRedirect(page: Page, redirectUriPrefix: string): Pr
         return Promise.resolve(hit);
       }
       return new Promise<CapturedRequest>((resolve, reject) => {
+        const done = (hit: CapturedRequest) => {
+          clearTimeout(timer);
+          resolve(hit);
+        };
         const timer = setTimeout(() => {
           const index = waiters.indexOf(done);
           if (index >= 0) waiters.splice(index, 1);
           reject(new Error(`no request to ${redirectUriPrefix} within ${timeoutMs} ms (page at ${page.url()})`));
         }, timeoutMs);
-        const done = (hit: CapturedRequest) => {
-          clearTimeout(timer);
-          resolve(hit);
-        };
         waiters.push(done);
       });
     },
