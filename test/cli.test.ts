@@ -1,6 +1,8 @@
 import { randomBytes } from 'node:crypto';
 
 import { expect } from 'chai';
+
+import { openStore } from '../adapters/index.ts';
 import * as oauth from 'oauth4webapi';
 
 import { REDIRECT_URI, authorizationUrl, pkcePair, registerClient, tokenRequest } from './helpers/oauth.ts';
@@ -308,16 +310,21 @@ describe('admin CLI', function () {
       expect(await introspect(), 'the deleted client\'s access token is still active').to.equal(false);
     });
 
-    it('client delete works for a client id that begins with "-" (ids are random base64url)', async () => {
-      let client = await registerClient(server.issuer, { client_name: 'Dash App' });
-      for (let tries = 0; !client.client_id.startsWith('-') && tries < 2000; tries += 1) {
-        client = await registerClient(server.issuer, { client_name: 'Dash App' });
-      }
-      expect(client.client_id.startsWith('-'), 'found a client id beginning with "-"').to.equal(true);
+    it('client ids never begin with "-", so they can be typed as CLI arguments', async () => {
+      const clients = await Promise.all(Array.from({ length: 20 }, () => registerClient(server.issuer, { client_name: 'Id App' })));
+      for (const { client_id } of clients) expect(client_id).to.match(/^cl_[A-Za-z0-9_-]+$/);
+    });
 
-      const result = await admin(['client', 'delete', client.client_id]);
+    it('client delete takes an id beginning with "-" after --', async () => {
+      const store = openStore(server.store);
+      try {
+        await store.model('Client').upsert('-legacy-id', { client_id: '-legacy-id', client_name: 'Legacy' }, undefined);
+      } finally {
+        await store.close();
+      }
+      const result = await admin(['client', 'delete', '--', '-legacy-id']);
       expect(result.code, result.stderr).to.equal(0);
-      expect((await listClients()).map(({ client_id }) => client_id)).not.to.include(client.client_id);
+      expect((await listClients()).map(({ client_id }) => client_id)).not.to.include('-legacy-id');
     });
 
     it('client delete of an unknown id fails with a clear message', async () => {

@@ -42,6 +42,14 @@ export class Accounts {
     return this.#store.listWorkspaces();
   }
 
+  /** Creates a user who belongs to a workspace; checks everything first, so a refusal writes nothing. */
+  async createMember(input: NewUser, workspaceId: string, role: string): Promise<{ user: User; membership: Membership }> {
+    if (!isRole(role)) throw new AccountError(`role must be one of ${ROLES.join(', ')}, got "${role}"`);
+    if (!await this.#store.getWorkspace(workspaceId)) throw new AccountError(`no workspace with id ${workspaceId}`);
+    const user = await this.createUser(input);
+    return { user, membership: await this.addMember(user.id, workspaceId, role) };
+  }
+
   async createUser(input: NewUser): Promise<User> {
     const email = input.email.trim();
     if (!EMAIL.test(email)) throw new AccountError(`"${input.email}" is not an email address`);

@@ -20,7 +20,7 @@ const USAGE = `Usage: npm run admin -- <command> [options] [--json]
   member add --user USER_ID --workspace WORKSPACE_ID --role admin|member|viewer
   iat create --workspace WORKSPACE_ID [--expires-in SECONDS]
   client list
-  client delete CLIENT_ID
+  client delete [--] CLIENT_ID
 
 Uses the same STORE (and other settings) as the service.`;
 
@@ -67,16 +67,16 @@ const COMMANDS: Record<string, Command> = {
     const workspaceId = required(options, 'workspace');
     const role = required(options, 'role');
     if (!options['password-stdin']) throw new UsageError('give the password on standard input with --password-stdin (never as an argument)');
-    if (!await accounts.getWorkspace(workspaceId)) throw new AccountError(`no workspace with id ${workspaceId}`);
+    const email = required(options, 'email');
+    const name = required(options, 'name');
     const password = (await text(process.stdin)).replace(/\r?\n$/, '');
-    const user = await accounts.createUser({
-      email: required(options, 'email'),
-      name: required(options, 'name'),
+    const { user, membership } = await accounts.createMember({
+      email,
+      name,
       password,
       ...(options['given-name'] ? { givenName: options['given-name'] } : {}),
       ...(options['family-name'] ? { familyName: options['family-name'] } : {}),
-    });
-    const membership = await accounts.addMember(user.id, workspaceId, role);
+    }, workspaceId, role);
     const shown = { id: user.id, email: user.email, name: user.name, workspace_id: workspaceId, role: membership.role };
     return { text: `created user ${user.id} (${user.email}), ${membership.role} of ${workspaceId}`, json: shown };
   },
@@ -141,9 +141,14 @@ async function run(argv: string[]): Promise<number> {
   const { values: options, positionals } = parsed;
   const [noun, verb, ...args] = positionals;
   const command = COMMANDS[`${noun} ${verb}`];
-  if (options.help || !command) {
-    (options.help ? process.stdout : process.stderr).write(`${USAGE}\n`);
-    return options.help ? 0 : 2;
+  if (options.help) {
+    process.stdout.write(`${USAGE}\n`);
+    return 0;
+  }
+  if (!command) {
+    const given = positionals.join(' ');
+    process.stderr.write(`error: ${given ? `unknown command "${given}"` : 'no command given'}\n\n${USAGE}\n`);
+    return 2;
   }
 
   const config = loadConfig();

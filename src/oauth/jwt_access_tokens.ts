@@ -19,7 +19,8 @@ const ACCESS_TOKEN_MODELS = ['AccessToken', 'ClientCredentials'] as const;
 
 /**
  * Checks access tokens this server issued: signature (ES256, our keys), `typ` at+jwt, issuer,
- * audience, expiry, and that the token is still on record (not revoked, grant not revoked).
+ * audience, expiry, that the token is still on record (not revoked, grant not revoked), and that
+ * its client still exists (deleting a client ends its access, RFC 7592 2.3).
  */
 export class AccessTokenVerifier {
   readonly #keys: ReturnType<typeof createLocalJWKSet>;
@@ -38,8 +39,11 @@ export class AccessTokenVerifier {
   async verify(token: string): Promise<{ claims: AccessTokenClaims; model: string } | undefined> {
     const claims = await this.decode(token);
     if (!claims) return undefined;
-    const model = await this.#storedModel(claims.jti);
-    return model ? { claims, model } : undefined;
+    const [model, client] = await Promise.all([
+      this.#storedModel(claims.jti),
+      this.#store.model('Client').find(claims.client_id),
+    ]);
+    return model && client ? { claims, model } : undefined;
   }
 
   /** Signature and claims only, ignoring whether the token is still on record. */

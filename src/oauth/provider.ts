@@ -1,3 +1,5 @@
+import { randomBytes } from 'node:crypto';
+
 import Provider, { type Configuration, type KoaContextWithOIDC } from 'oidc-provider';
 
 import type { Store } from '../../adapters/store.ts';
@@ -94,6 +96,8 @@ export function buildProvider({ config, store, accounts, keys, renderError }: Pr
       devInteractions: { enabled: false },
       registration: {
         enabled: true,
+        // Prefixed so an id never starts with "-" (safe to pass to the admin CLI and shells).
+        idFactory: () => `cl_${randomBytes(24).toString('base64url')}`,
         initialAccessToken: config.registration === 'initial_access_token',
         issueRegistrationAccessToken: true,
       },
