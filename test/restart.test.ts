@@ -60,5 +60,12 @@ describe('start-up and restart', () => {
     expect(again.origin + again.pathname).to.equal(REDIRECT_URI);
     expect(again.searchParams.get('code')).to.be.a('string');
     expect(again.searchParams.get('state')).to.equal('s2');
+
+    // Nothing secret reached the log on the way.
+    const logs = server.logs();
+    expect(logs).to.contain('"message":"request"');
+    for (const secret of [client.client_secret!, client.registration_access_token, user.password, tokens.access_token, tokens.refresh_token, redirect.searchParams.get('code')!]) {
+      expect(logs).to.not.contain(secret);
+    }
   });
 });

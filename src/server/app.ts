@@ -61,8 +61,9 @@ export function createService({ config, store, keys, logger }: ServiceDependenci
   host.post(ENGINE_ROUTES.token, rfc6749ErrorCodes);
   host.post(ENGINE_ROUTES.introspection, rfc6749ErrorCodes, jwtEndpoints.introspection);
   host.post(ENGINE_ROUTES.revocation, rfc6749ErrorCodes, jwtEndpoints.revocation);
-  host.get(USERINFO_PATH, userinfo(verifier, accounts));
-  host.post(USERINFO_PATH, userinfo(verifier, accounts));
+  const userinfoEndpoint = userinfo(verifier, accounts);
+  host.get(USERINFO_PATH, userinfoEndpoint);
+  host.post(USERINFO_PATH, userinfoEndpoint);
 
   const interactions = interactionRouter({
     provider, accounts, grantWorkspaces, audience, basePath: config.basePath, csrf: new CsrfTokens(keys.cookieKeys[0]!),

@@ -33,6 +33,8 @@ export interface ServerOptions {
   env?: Record<string, string>;
   /** A path for the issuer, e.g. '/auth'. */
   basePath?: string;
+  /** Share another server's storage URL (several instances, one store). */
+  store?: string;
 }
 
 export async function freePort(): Promise<number> {
@@ -52,7 +54,7 @@ export async function startServer(options: ServerOptions = {}): Promise<TestServ
   const port = await freePort();
   const origin = `http://127.0.0.1:${port}`;
   const issuer = `${origin}${options.basePath ?? ''}`;
-  const store = `sqlite:${join(dir, 'oauth.sqlite')}`;
+  const store = options.store ?? `sqlite:${join(dir, 'oauth.sqlite')}`;
   const env = {
     PATH: process.env.PATH ?? '',
     HOME: process.env.HOME ?? '',
