@@ -1,12 +1,10 @@
-import { randomBytes } from 'node:crypto';
-
 import { expect } from 'chai';
 import { decodeJwt } from 'jose';
 import * as oauth from 'oauth4webapi';
 import type { Browser, BrowserContext, BrowserContextOptions, Page, Response as PageResponse } from 'playwright-core';
 
-import { captureRedirect, launchBrowser, newPage, recordRequests, type CapturedRequest } from './helpers/browser.ts';
-import { REDIRECT_URI, authorizationUrl, pkcePair, registerClient, type RegisteredClient } from './helpers/oauth.ts';
+import { captureRedirect, launchBrowser, newPage, recordRequests, type CapturedRequest, type RedirectCapture } from './helpers/browser.ts';
+import { REDIRECT_URI, codeRequest, registerClient, type CodeRequest, type RegisteredClient } from './helpers/oauth.ts';
 import { seedUser, startServer, type SeededUser, type TestServer } from './helpers/server.ts';
 
 /**
@@ -49,24 +47,16 @@ describe('authorization in a real browser', function () {
     return registerClient(server.issuer, { client_name: `Browser Test App ${clientCount}`, ...metadata });
   }
 
-  interface Authorization { url: string; state: string; verifier: string }
+  /** An authorization request for the client with PKCE S256 and a fresh state; `undefined` values leave a parameter out. */
+  const authorization = (client: RegisteredClient, overrides: Record<string, string | undefined> = {}): CodeRequest =>
+    codeRequest(server.issuer, client.client_id, overrides);
 
-  /** An authorization request with PKCE S256 and a fresh state; `undefined` values leave a parameter out. */
-  function authorization(client: RegisteredClient, overrides: Record<string, string | undefined> = {}): Authorization {
-    const { verifier, challenge } = pkcePair();
-    const state = randomBytes(12).toString('base64url');
-    const params: Record<string, string | undefined> = {
-      client_id: client.client_id,
-      response_type: 'code',
-      redirect_uri: REDIRECT_URI,
-      scope: 'api profile',
-      state,
-      code_challenge: challenge,
-      code_challenge_method: 'S256',
-      ...overrides,
-    };
-    const defined = Object.fromEntries(Object.entries(params).filter((entry): entry is [string, string] => entry[1] !== undefined));
-    return { url: authorizationUrl(server.issuer, defined), state: defined.state ?? state, verifier };
+  /** A new client, a page whose redirects to REDIRECT_URI are captured, and an authorization request for that client. */
+  async function prepare(overrides: Record<string, string | undefined> = {}): Promise<{ client: RegisteredClient; page: Page; capture: RedirectCapture; auth: CodeRequest }> {
+    const client = await newClient();
+    const page = await open();
+    const capture = await captureRedirect(page, REDIRECT_URI);
+    return { client, page, capture, auth: authorization(client, overrides) };
   }
 
   async function signIn(page: Page, user: SeededUser, password = user.password): Promise<void> {
@@ -78,7 +68,7 @@ describe('authorization in a real browser', function () {
   const consentHeading = (page: Page) => page.getByRole('heading', { level: 1, name: /^Authorize\b/ });
 
   /** Exchanges the code the browser brought back, as a client would: oauth4webapi, client_secret_post. */
-  async function exchange(client: RegisteredClient, callback: URL | URLSearchParams, auth: Authorization): Promise<oauth.TokenEndpointResponse> {
+  async function exchange(client: RegisteredClient, callback: URL | URLSearchParams, auth: CodeRequest): Promise<oauth.TokenEndpointResponse> {
     const oauthClient: oauth.Client = { client_id: client.client_id };
     const params = oauth.validateAuthResponse(as, oauthClient, callback, auth.state);
     const response = await oauth.authorizationCodeGrantRequest(as, oauthClient, oauth.ClientSecretPost(client.client_secret!), params, REDIRECT_URI, auth.verifier, { [oauth.allowInsecureRequests]: true });
@@ -87,12 +77,20 @@ describe('authorization in a real browser', function () {
   }
 
   /** Runs login + consent (Allow) in the page and returns the captured redirect to the client. */
-  async function fullFlow(page: Page, user: SeededUser, auth: Authorization, capture: { next(): Promise<CapturedRequest> }): Promise<CapturedRequest> {
+  async function fullFlow(page: Page, user: SeededUser, auth: CodeRequest, capture: { next(): Promise<CapturedRequest> }): Promise<CapturedRequest> {
     await page.goto(auth.url);
     await signIn(page, user);
     await consentHeading(page).waitFor();
     await page.getByRole('button', { name: 'Allow', exact: true }).click();
     return capture.next();
+  }
+
+  /** An error redirect to the client: the error, the request's state and iss, and no code. */
+  function expectErrorRedirect(redirect: CapturedRequest, auth: CodeRequest, error: string): void {
+    expect(redirect.url.searchParams.get('error')).to.equal(error);
+    expect(redirect.url.searchParams.get('state')).to.equal(auth.state);
+    expect(redirect.url.searchParams.get('iss')).to.equal(server.issuer);
+    expect(redirect.url.searchParams.has('code')).to.equal(false);
   }
 
   /** What the focused element is: its id, or a button's value, or its tag. */
@@ -111,10 +109,7 @@ describe('authorization in a real browser', function () {
 
   it('logs in, shows the consent page and redirects back with code, state and iss; the code buys a workspace token', async function () {
     const user = await seedUser(server, [{ workspace: 'Happy Path Co' }]);
-    const client = await newClient();
-    const page = await open();
-    const capture = await captureRedirect(page, REDIRECT_URI);
-    const auth = authorization(client);
+    const { client, page, capture, auth } = await prepare();
 
     const login = await page.goto(auth.url);
     expect(login!.status()).to.equal(200);
@@ -159,10 +154,7 @@ describe('authorization in a real browser', function () {
 
   it('can be completed with the keyboard alone', async function () {
     const user = await seedUser(server, [{ workspace: 'Keyboard Ltd' }]);
-    const client = await newClient();
-    const page = await open();
-    const capture = await captureRedirect(page, REDIRECT_URI);
-    const auth = authorization(client);
+    const { page, capture, auth } = await prepare();
 
     await page.goto(auth.url);
     await tabUntil(page, 'email', 3);
@@ -183,11 +175,9 @@ describe('authorization in a real browser', function () {
 
   it('shows an error on the login page for a wrong password and sends nothing to the client', async function () {
     const user = await seedUser(server, [{ workspace: 'Typo Inc' }]);
-    const client = await newClient();
-    const page = await open();
-    const capture = await captureRedirect(page, REDIRECT_URI);
+    const { page, capture, auth } = await prepare();
 
-    await page.goto(authorization(client).url);
+    await page.goto(auth.url);
     const loginUrl = page.url();
     await signIn(page, user, 'not-the-password');
 
@@ -204,10 +194,7 @@ describe('authorization in a real browser', function () {
 
   it('redirects with access_denied, state and iss when the user denies', async function () {
     const user = await seedUser(server, [{ workspace: 'Denial Corp' }]);
-    const client = await newClient();
-    const page = await open();
-    const capture = await captureRedirect(page, REDIRECT_URI);
-    const auth = authorization(client);
+    const { page, capture, auth } = await prepare();
 
     await page.goto(auth.url);
     await signIn(page, user);
@@ -215,18 +202,12 @@ describe('authorization in a real browser', function () {
     await page.getByRole('button', { name: 'Deny', exact: true }).click();
 
     const redirect = await capture.next();
-    expect(redirect.url.searchParams.get('error')).to.equal('access_denied');
-    expect(redirect.url.searchParams.get('state')).to.equal(auth.state);
-    expect(redirect.url.searchParams.get('iss')).to.equal(server.issuer);
-    expect(redirect.url.searchParams.has('code')).to.equal(false);
+    expectErrorRedirect(redirect, auth, 'access_denied');
   });
 
   it('lets a user in two workspaces pick one; the token carries that workspace and the role there', async function () {
     const user = await seedUser(server, [{ workspace: 'Northwind Admins' }, { workspace: 'Southwind Viewers', role: 'viewer' }]);
-    const client = await newClient();
-    const page = await open();
-    const capture = await captureRedirect(page, REDIRECT_URI);
-    const auth = authorization(client);
+    const { client, page, capture, auth } = await prepare();
 
     await page.goto(auth.url);
     await signIn(page, user);
@@ -248,10 +229,8 @@ describe('authorization in a real browser', function () {
 
   it('remembers the session and the consent; prompt=consent asks again without a login', async function () {
     const user = await seedUser(server, [{ workspace: 'Returning Users' }]);
-    const client = await newClient();
-    const page = await open();
-    const capture = await captureRedirect(page, REDIRECT_URI);
-    const first = await fullFlow(page, user, authorization(client), capture);
+    const { client, page, capture, auth } = await prepare();
+    const first = await fullFlow(page, user, auth, capture);
     expect(first.url.searchParams.get('code')).to.be.a('string');
 
     const pagesShown: string[] = [];
@@ -278,20 +257,22 @@ describe('authorization in a real browser', function () {
   });
 
   describe('requests that must not redirect', function () {
-    it('shows an error page on the server for an unknown client_id', async function () {
-      const page = await open();
-      const capture = await captureRedirect(page, 'http://127.0.0.1:9/');
-      const { challenge } = pkcePair();
-      const response = await page.goto(authorizationUrl(server.issuer, {
-        client_id: 'no-such-client', response_type: 'code', redirect_uri: REDIRECT_URI, scope: 'api', state: 'xyz', code_challenge: challenge, code_challenge_method: 'S256',
-      }));
-
+    /** A 400 HTML error page shown on the server, naming `mention`, with nothing sent to the client. */
+    async function expectErrorPage(page: Page, response: PageResponse | null, capture: RedirectCapture, mention: string): Promise<void> {
       expect(response!.status()).to.equal(400);
       expect(response!.headers()['content-type']).to.match(/^text\/html/);
       expect(onServer(page.url()), page.url()).to.equal(true);
       expect(capture.hits).to.have.length(0);
       expect(await page.getByRole('heading', { level: 1 }).innerText()).to.not.equal('');
-      expect(await page.locator('main').innerText()).to.include('invalid_client');
+      expect(await page.locator('main').innerText()).to.include(mention);
+    }
+
+    it('shows an error page on the server for an unknown client_id', async function () {
+      const page = await open();
+      const capture = await captureRedirect(page, 'http://127.0.0.1:9/');
+      const response = await page.goto(codeRequest(server.issuer, 'no-such-client', { scope: 'api', state: 'xyz' }).url);
+
+      await expectErrorPage(page, response, capture, 'invalid_client');
     });
 
     it('shows an error page on the server for a redirect_uri the client did not register', async function () {
@@ -300,12 +281,7 @@ describe('authorization in a real browser', function () {
       const capture = await captureRedirect(page, 'http://127.0.0.1:9/');
       const response = await page.goto(authorization(client, { redirect_uri: 'http://127.0.0.1:9/elsewhere' }).url);
 
-      expect(response!.status()).to.equal(400);
-      expect(response!.headers()['content-type']).to.match(/^text\/html/);
-      expect(onServer(page.url()), page.url()).to.equal(true);
-      expect(capture.hits).to.have.length(0);
-      expect(await page.getByRole('heading', { level: 1 }).innerText()).to.not.equal('');
-      expect(await page.locator('main').innerText()).to.include('redirect_uri');
+      await expectErrorPage(page, response, capture, 'redirect_uri');
     });
   });
 
@@ -315,43 +291,28 @@ describe('authorization in a real browser', function () {
       ['with code_challenge_method=plain', { code_challenge: 'a'.repeat(43), code_challenge_method: 'plain' }],
     ] as const) {
       it(`refuses a request ${name} with invalid_request and no code`, async function () {
-        const client = await newClient();
-        const page = await open();
-        const capture = await captureRedirect(page, REDIRECT_URI);
-        const auth = authorization(client, overrides);
+        const { page, capture, auth } = await prepare(overrides);
         await page.goto(auth.url);
 
         const redirect = await capture.next();
-        expect(redirect.url.searchParams.get('error')).to.equal('invalid_request');
+        expectErrorRedirect(redirect, auth, 'invalid_request');
         expect(redirect.url.searchParams.get('error_description')).to.match(/pkce|code_challenge/i);
-        expect(redirect.url.searchParams.get('state')).to.equal(auth.state);
-        expect(redirect.url.searchParams.get('iss')).to.equal(server.issuer);
-        expect(redirect.url.searchParams.has('code')).to.equal(false);
       });
     }
   });
 
   describe('scope', function () {
     it('refuses an unknown scope value with invalid_scope', async function () {
-      const client = await newClient();
-      const page = await open();
-      const capture = await captureRedirect(page, REDIRECT_URI);
-      const auth = authorization(client, { scope: 'api admin' });
+      const { page, capture, auth } = await prepare({ scope: 'api admin' });
       await page.goto(auth.url);
 
       const redirect = await capture.next();
-      expect(redirect.url.searchParams.get('error')).to.equal('invalid_scope');
-      expect(redirect.url.searchParams.get('state')).to.equal(auth.state);
-      expect(redirect.url.searchParams.get('iss')).to.equal(server.issuer);
-      expect(redirect.url.searchParams.has('code')).to.equal(false);
+      expectErrorRedirect(redirect, auth, 'invalid_scope');
     });
 
     it('defaults to api when no scope is asked for', async function () {
       const user = await seedUser(server, [{ workspace: 'Default Scope' }]);
-      const client = await newClient();
-      const page = await open();
-      const capture = await captureRedirect(page, REDIRECT_URI);
-      const auth = authorization(client, { scope: undefined });
+      const { client, page, capture, auth } = await prepare({ scope: undefined });
       const redirect = await fullFlow(page, user, auth, capture);
 
       const tokens = await exchange(client, redirect.url, auth);
@@ -363,15 +324,13 @@ describe('authorization in a real browser', function () {
   describe('clickjacking and forged forms', function () {
     it('serves the login and consent pages with X-Frame-Options DENY and frame-ancestors none', async function () {
       const user = await seedUser(server, [{ workspace: 'Frames' }]);
-      const client = await newClient();
-      const page = await open();
-      const capture = await captureRedirect(page, REDIRECT_URI);
+      const { page, capture, auth } = await prepare();
       const pages: PageResponse[] = [];
       page.on('response', (response: PageResponse) => {
         if (response.request().method() === 'GET' && new URL(response.url()).pathname.startsWith('/interaction/')) pages.push(response);
       });
 
-      await fullFlow(page, user, authorization(client), capture);
+      await fullFlow(page, user, auth, capture);
       expect(pages, 'a login and a consent page').to.have.length(2);
       for (const response of pages) {
         const headers = response.headers();
@@ -382,11 +341,9 @@ describe('authorization in a real browser', function () {
 
     it('refuses a login form with a forged csrf value (403) and does not log in', async function () {
       const user = await seedUser(server, [{ workspace: 'Forgery' }]);
-      const client = await newClient();
-      const page = await open();
-      const capture = await captureRedirect(page, REDIRECT_URI);
+      const { client, page, capture, auth } = await prepare();
 
-      await page.goto(authorization(client).url);
+      await page.goto(auth.url);
       await page.evaluate(() => {
         const field = document.querySelector<HTMLInputElement>('input[name="csrf"]');
         if (!field) throw new Error('no csrf field on the login page');
@@ -453,10 +410,7 @@ describe('authorization in a real browser', function () {
 
   it('supports response_mode=form_post: the browser POSTs code, state and iss to the redirect URI', async function () {
     const user = await seedUser(server, [{ workspace: 'Form Post' }]);
-    const client = await newClient();
-    const page = await open();
-    const capture = await captureRedirect(page, REDIRECT_URI);
-    const auth = authorization(client, { response_mode: 'form_post' });
+    const { client, page, capture, auth } = await prepare({ response_mode: 'form_post' });
 
     const redirect = await fullFlow(page, user, auth, capture);
     expect(redirect.method).to.equal('POST');

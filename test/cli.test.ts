@@ -1,11 +1,12 @@
 import { randomBytes } from 'node:crypto';
 
 import { expect } from 'chai';
+import { decodeJwt } from 'jose';
 
 import { openStore } from '../adapters/index.ts';
 import * as oauth from 'oauth4webapi';
 
-import { REDIRECT_URI, authorizationUrl, pkcePair, registerClient, tokenRequest } from './helpers/oauth.ts';
+import { REDIRECT_URI, codeRequest, exchangeCode, introspect, postCredentials, registerClient, tokenRequest } from './helpers/oauth.ts';
 import { startServer, type TestServer } from './helpers/server.ts';
 import { UserAgent, authorize } from './helpers/user_agent.ts';
 
@@ -35,10 +36,6 @@ const insecure = { [oauth.allowInsecureRequests]: true } as const;
 
 /** A Node.js stack frame, e.g. "    at run (file:///.../admin.ts:12:3)". */
 const STACK_FRAME = /^\s+at .+(:\d+:\d+\)?|\(node:.+\))$/m;
-
-function claimsOf(jwt: string): Record<string, unknown> {
-  return JSON.parse(Buffer.from(jwt.split('.')[1]!, 'base64url').toString('utf8')) as Record<string, unknown>;
-}
 
 function uniqueEmail(label: string): string {
   return `${label}-${randomBytes(4).toString('hex')}@example.com`;
@@ -149,30 +146,18 @@ describe('admin CLI', function () {
       expect(created.stdout).not.to.match(/password/i);
 
       const client = await registerClient(server.issuer, { client_name: 'CLI Login App' });
-      const { verifier, challenge } = pkcePair();
-      const state = randomBytes(16).toString('base64url');
-      const callback = await authorize(new UserAgent(), authorizationUrl(server.issuer, {
-        client_id: client.client_id,
-        response_type: 'code',
-        redirect_uri: REDIRECT_URI,
-        scope: 'api profile',
-        state,
-        code_challenge: challenge,
-        code_challenge_method: 'S256',
-      }), server.origin, { email, password });
+      const request = codeRequest(server.issuer, client.client_id);
+      const callback = await authorize(new UserAgent(), request.url, server.origin, { email, password });
       expect(callback.origin + callback.pathname).to.equal(REDIRECT_URI);
       expect(callback.searchParams.get('error')).to.equal(null);
-      expect(callback.searchParams.get('state')).to.equal(state);
+      expect(callback.searchParams.get('state')).to.equal(request.state);
       const code = callback.searchParams.get('code');
       expect(code).to.be.a('string').and.not.equal('');
 
-      const response = await tokenRequest(server.issuer, {
-        grant_type: 'authorization_code', code: code!, redirect_uri: REDIRECT_URI, code_verifier: verifier,
-        client_id: client.client_id, client_secret: client.client_secret!,
-      });
+      const response = await exchangeCode(server.issuer, client, code!, request.verifier);
       expect(response.status).to.equal(200);
       const tokens = await response.json() as { access_token: string };
-      expect(claimsOf(tokens.access_token)).to.deep.include({ sub: shown.id, workspace_id: workspace.id, role: 'admin' });
+      expect(decodeJwt(tokens.access_token)).to.deep.include({ sub: shown.id, workspace_id: workspace.id, role: 'admin' });
     });
 
     it('an invalid role fails with a clear message and leaves no user behind', async () => {
@@ -249,7 +234,7 @@ describe('admin CLI', function () {
 
       const response = await oauth.clientCredentialsGrantRequest(as, { client_id: service.client_id }, oauth.ClientSecretPost(service.client_secret), { scope: 'api' }, insecure);
       const tokens = await oauth.processClientCredentialsResponse(as, { client_id: service.client_id }, response);
-      expect(claimsOf(tokens.access_token)).to.deep.include({ workspace_id: workspace.id, client_id: service.client_id });
+      expect(decodeJwt(tokens.access_token)).to.deep.include({ workspace_id: workspace.id, client_id: service.client_id });
     });
 
     it('client list --json shows the client and never a client_secret', async () => {
@@ -294,20 +279,12 @@ describe('admin CLI', function () {
       const { access_token: accessToken } = await issued.json() as { access_token: string };
       // A resource server's own client introspects it.
       const resourceServer = await registerClient(server.issuer, { client_name: 'Resource Server' });
-      const introspect = async () => {
-        const response = await fetch(`${server.issuer}/oauth/introspect`, {
-          method: 'POST',
-          headers: { 'content-type': 'application/x-www-form-urlencoded' },
-          body: new URLSearchParams({ token: accessToken, client_id: resourceServer.client_id, client_secret: resourceServer.client_secret! }).toString(),
-        });
-        expect(response.status).to.equal(200);
-        return (await response.json() as { active: boolean }).active;
-      };
-      expect(await introspect()).to.equal(true);
+      const isActive = async () => (await introspect(server.issuer, postCredentials(resourceServer), accessToken)).active;
+      expect(await isActive()).to.equal(true);
 
       const deleted = await admin(['client', 'delete', doomed.client_id]);
       expect(deleted.code, deleted.stderr).to.equal(0);
-      expect(await introspect(), 'the deleted client\'s access token is still active').to.equal(false);
+      expect(await isActive(), 'the deleted client\'s access token is still active').to.equal(false);
     });
 
     it('client ids never begin with "-", so they can be typed as CLI arguments', async () => {

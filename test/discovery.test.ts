@@ -1,10 +1,9 @@
-import { randomBytes } from 'node:crypto';
-
 import { expect } from 'chai';
+import { decodeJwt } from 'jose';
 import * as oauth from 'oauth4webapi';
 import * as client from 'openid-client';
 
-import { REDIRECT_URI, authorizationUrl, pkcePair, registerClient } from './helpers/oauth.ts';
+import { REDIRECT_URI, codeRequest, registerClient } from './helpers/oauth.ts';
 import { seedUser, startServer, type TestServer } from './helpers/server.ts';
 import { UserAgent, authorize } from './helpers/user_agent.ts';
 
@@ -48,11 +47,6 @@ function expectMetadataFor(doc: Metadata, issuer: string): void {
   expect(doc.scopes_supported).to.include.members(['api', 'profile', 'openid']);
   expect(doc.token_endpoint_auth_methods_supported).to.include.members(['client_secret_post', 'client_secret_basic', 'none']);
   expect(doc.authorization_response_iss_parameter_supported).to.equal(true);
-}
-
-function jwtClaims(jwt: string): Record<string, unknown> {
-  const [, payload] = jwt.split('.');
-  return JSON.parse(Buffer.from(payload!, 'base64url').toString('utf8')) as Record<string, unknown>;
 }
 
 describe('discovery', () => {
@@ -228,17 +222,7 @@ describe('discovery', () => {
       expect(as.registration_endpoint).to.equal(`${pathServer.issuer}/oauth/register`);
       const registered = await registerClient(pathServer.issuer);
       const user = await seedUser(pathServer, [{ workspace: 'Path Workspace' }]);
-      const { verifier, challenge } = pkcePair();
-      const state = randomBytes(16).toString('base64url');
-      const url = authorizationUrl(pathServer.issuer, {
-        response_type: 'code',
-        client_id: registered.client_id,
-        redirect_uri: REDIRECT_URI,
-        scope: 'api profile',
-        state,
-        code_challenge: challenge,
-        code_challenge_method: 'S256',
-      });
+      const { url, state, verifier } = codeRequest(pathServer.issuer, registered.client_id);
       expect(url.startsWith(as.authorization_endpoint!)).to.equal(true);
 
       const callback = await authorize(new UserAgent(), url, pathServer.origin, { email: user.email, password: user.password });
@@ -256,7 +240,7 @@ describe('discovery', () => {
       expect(tokens.token_type).to.equal('bearer');
       expect(tokens.expires_in).to.equal(3600);
       expect(tokens.refresh_token).to.be.a('string');
-      const claims = jwtClaims(tokens.access_token);
+      const claims = decodeJwt(tokens.access_token);
       expect(claims.iss).to.equal(pathServer.issuer);
       expect(claims.aud).to.equal(`${pathServer.issuer}/rest`);
       expect(claims.workspace_id).to.equal(user.workspaces[0]!.id);
@@ -269,7 +253,7 @@ describe('discovery', () => {
       const refreshed = await oauth.processRefreshTokenResponse(as, oauthClient, await oauth.refreshTokenGrantRequest(
         as, oauthClient, clientAuth, tokens.refresh_token!, { [oauth.allowInsecureRequests]: true },
       ));
-      expect(jwtClaims(refreshed.access_token).iss).to.equal(pathServer.issuer);
+      expect(decodeJwt(refreshed.access_token).iss).to.equal(pathServer.issuer);
 
       const introspection = await oauth.processIntrospectionResponse(as, oauthClient, await oauth.introspectionRequest(
         as, oauthClient, clientAuth, refreshed.access_token, { [oauth.allowInsecureRequests]: true },

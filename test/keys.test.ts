@@ -8,14 +8,14 @@ import { expect } from 'chai';
 import { calculateJwkThumbprint, createLocalJWKSet, exportJWK, generateKeyPair, jwtVerify, type JWK } from 'jose';
 
 import { initialAccessToken, seedUser, startServer, type TestServer } from './helpers/server.ts';
-import { registerClient, tokenRequest } from './helpers/oauth.ts';
+import { introspect, postCredentials, registerClient, tokenRequest } from './helpers/oauth.ts';
 
 const ROOT = fileURLToPath(new URL('..', import.meta.url));
 
 async function clientCredentialsToken(server: TestServer): Promise<{ token: string; credentials: Record<string, string> }> {
   const user = await seedUser(server);
   const client = await registerClient(server.issuer, { grant_types: ['client_credentials'], redirect_uris: [] }, await initialAccessToken(server, user.workspaces[0]!.id));
-  const credentials = { client_id: client.client_id, client_secret: client.client_secret! };
+  const credentials = postCredentials(client);
   const response = await tokenRequest(server.issuer, { grant_type: 'client_credentials', ...credentials });
   expect(response.status).to.equal(200);
   return { token: ((await response.json()) as { access_token: string }).access_token, credentials };
@@ -48,12 +48,7 @@ describe('signing keys', () => {
       expect(await jwks(second)).to.deep.equal(await jwks(first));
 
       const { token, credentials } = await clientCredentialsToken(first);
-      const introspected = await fetch(`${second.origin}/oauth/introspect`, {
-        method: 'POST',
-        headers: { 'content-type': 'application/x-www-form-urlencoded' },
-        body: new URLSearchParams({ token, ...credentials }),
-      });
-      expect(await introspected.json()).to.include({ active: true, client_id: credentials.client_id });
+      expect(await introspect(second.origin, credentials, token)).to.include({ active: true, client_id: credentials.client_id });
       const { payload } = await jwtVerify(token, createLocalJWKSet(await jwks(second)));
       expect(payload.iss).to.equal(first.issuer);
     });

@@ -1,6 +1,6 @@
 import { expect } from 'chai';
 
-import { REDIRECT_URI, pkcePair, registerClient } from './helpers/oauth.ts';
+import { REDIRECT_URI, codeRequest, registerClient } from './helpers/oauth.ts';
 import { startServer, type TestServer } from './helpers/server.ts';
 
 const PUBLIC_ISSUER = 'https://auth.example.com';
@@ -35,10 +35,7 @@ describe('behind a TLS-terminating reverse proxy', () => {
 
   it('with TRUST_PROXY, marks its cookies Secure and sends HSTS', async () => {
     const client = await registerClient(trusting.origin, { redirect_uris: [REDIRECT_URI] });
-    const url = new URL(`${trusting.origin}/oauth/authorize`);
-    url.search = new URLSearchParams({
-      client_id: client.client_id, response_type: 'code', redirect_uri: REDIRECT_URI, code_challenge: pkcePair().challenge, code_challenge_method: 'S256',
-    }).toString();
+    const { url } = codeRequest(trusting.origin, client.client_id, { scope: undefined, state: undefined });
     const response = await fetch(url, { headers: FORWARDED, redirect: 'manual' });
     expect(response.status).to.equal(303);
     const cookies = response.headers.getSetCookie();

@@ -1,9 +1,8 @@
-import { randomBytes } from 'node:crypto';
-
 import { expect } from 'chai';
+import { decodeJwt } from 'jose';
 import * as oauth from 'oauth4webapi';
 
-import { REDIRECT_URI, authorizationUrl, pkcePair, registerClient, tokenRequest, type RegisteredClient } from './helpers/oauth.ts';
+import { REDIRECT_URI, codeRequest, exchangeCode, introspect, postCredentials, registerClient, tokenRequest, type RegisteredClient } from './helpers/oauth.ts';
 import { initialAccessToken, seedUser, startServer, type SeededUser, type TestServer } from './helpers/server.ts';
 import { UserAgent, authorize } from './helpers/user_agent.ts';
 
@@ -29,20 +28,12 @@ interface OAuthErrorBody {
 
 const insecure = { [oauth.allowInsecureRequests]: true } as const;
 
-function claimsOf(jwt: string): Record<string, unknown> {
-  return JSON.parse(Buffer.from(jwt.split('.')[1]!, 'base64url').toString('utf8')) as Record<string, unknown>;
-}
-
 /** The same token with one character in the middle of its signature changed. */
 function tamperSignature(jwt: string): string {
   const [header, payload, signature] = jwt.split('.') as [string, string, string];
   const at = Math.floor(signature.length / 2);
   const flipped = signature[at] === 'A' ? 'B' : 'A';
   return `${header}.${payload}.${signature.slice(0, at)}${flipped}${signature.slice(at + 1)}`;
-}
-
-function clientAuth(client: RegisteredClient): Record<string, string> {
-  return { client_id: client.client_id, client_secret: client.client_secret! };
 }
 
 async function postForm(url: string, form: Record<string, string>): Promise<Response> {
@@ -70,17 +61,7 @@ describe('revocation, introspection and userinfo', function () {
   async function userTokens(scope: string, options: { forClient?: RegisteredClient; who?: SeededUser; workspace?: string } = {}): Promise<TokenSet> {
     const owner = options.forClient ?? client;
     const who = options.who ?? user;
-    const { verifier, challenge } = pkcePair();
-    const state = randomBytes(16).toString('base64url');
-    const url = authorizationUrl(server.issuer, {
-      client_id: owner.client_id,
-      response_type: 'code',
-      redirect_uri: REDIRECT_URI,
-      scope,
-      state,
-      code_challenge: challenge,
-      code_challenge_method: 'S256',
-    });
+    const { url, state, verifier } = codeRequest(server.issuer, owner.client_id, { scope });
     const callback = await authorize(new UserAgent(), url, server.origin, {
       email: who.email,
       password: who.password,
@@ -89,22 +70,25 @@ describe('revocation, introspection and userinfo', function () {
     const code = callback.searchParams.get('code');
     if (!code) throw new Error(`authorization did not give a code: ${callback.href}`);
     expect(callback.searchParams.get('state')).to.equal(state);
-    const response = await tokenRequest(server.issuer, {
-      grant_type: 'authorization_code', code, redirect_uri: REDIRECT_URI, code_verifier: verifier, ...clientAuth(owner),
-    });
+    const response = await exchangeCode(server.issuer, owner, code, verifier);
     const body = await response.json() as TokenSet & OAuthErrorBody;
     if (response.status !== 200) throw new Error(`code exchange failed ${response.status}: ${JSON.stringify(body)}`);
     return body;
   }
 
-  async function introspect(token: string, by: RegisteredClient = client): Promise<Record<string, unknown>> {
-    const response = await postForm(introspectUrl(), { token, ...clientAuth(by) });
-    expect(response.status, 'introspection status').to.equal(200);
-    return await response.json() as Record<string, unknown>;
-  }
+  /** Introspection by the primary client. */
+  const introspectAsClient = (token: string) => introspect(server.issuer, postCredentials(client), token);
 
   async function callUserinfo(token?: string): Promise<Response> {
     return fetch(userinfoUrl(), { headers: token ? { authorization: `Bearer ${token}` } : {} });
+  }
+
+  /** A revoked access token: introspection says inactive and userinfo answers 401 invalid_token. */
+  async function expectRevoked(accessToken: string): Promise<void> {
+    expect(await introspectAsClient(accessToken)).to.deep.equal({ active: false });
+    const userinfo = await callUserinfo(accessToken);
+    expect(userinfo.status).to.equal(401);
+    expect(userinfo.headers.get('www-authenticate')).to.match(/^Bearer /).and.to.contain('error="invalid_token"');
   }
 
   before(async () => {
@@ -141,16 +125,16 @@ describe('revocation, introspection and userinfo', function () {
     it('describes a refresh token as active, with its client_id', async () => {
       const tokens = await userTokens('api');
       expect(tokens.refresh_token).to.be.a('string');
-      const result = await introspect(tokens.refresh_token!);
+      const result = await introspectAsClient(tokens.refresh_token!);
       expect(result.active).to.equal(true);
       expect(result.client_id).to.equal(client.client_id);
       expect(result.sub).to.equal(user.id);
     });
 
     it('answers active: false for garbage, and for a JWT whose signature was tampered with', async () => {
-      expect(await introspect('not-a-token-this-server-issued')).to.deep.equal({ active: false });
+      expect(await introspectAsClient('not-a-token-this-server-issued')).to.deep.equal({ active: false });
       const tokens = await userTokens('api');
-      expect(await introspect(tamperSignature(tokens.access_token))).to.deep.equal({ active: false });
+      expect(await introspectAsClient(tamperSignature(tokens.access_token))).to.deep.equal({ active: false });
     });
 
     it('refuses a client with wrong credentials: 401 invalid_client', async () => {
@@ -167,57 +151,51 @@ describe('revocation, introspection and userinfo', function () {
     it('revoking the refresh token revokes the grant: refresh fails, the JWT access token becomes inactive and userinfo refuses it (oauth4webapi)', async () => {
       const tokens = await userTokens('api profile');
       // Active until the grant is revoked.
-      expect((await introspect(tokens.access_token)).active).to.equal(true);
+      expect((await introspectAsClient(tokens.access_token)).active).to.equal(true);
       expect((await callUserinfo(tokens.access_token)).status).to.equal(200);
 
       const response = await oauth.revocationRequest(as, { client_id: client.client_id }, oauth.ClientSecretPost(client.client_secret!), tokens.refresh_token!, insecure);
       expect(response.status).to.equal(200);
       await oauth.processRevocationResponse(response);
 
-      const refreshed = await tokenRequest(server.issuer, { grant_type: 'refresh_token', refresh_token: tokens.refresh_token!, ...clientAuth(client) });
+      const refreshed = await tokenRequest(server.issuer, { grant_type: 'refresh_token', refresh_token: tokens.refresh_token!, ...postCredentials(client) });
       expect(refreshed.status).to.equal(400);
       expect((await refreshed.json() as OAuthErrorBody).error).to.equal('invalid_grant');
 
-      expect(await introspect(tokens.access_token)).to.deep.equal({ active: false });
-      const userinfo = await callUserinfo(tokens.access_token);
-      expect(userinfo.status).to.equal(401);
-      expect(userinfo.headers.get('www-authenticate')).to.match(/^Bearer /).and.to.contain('error="invalid_token"');
+      await expectRevoked(tokens.access_token);
     });
 
     it('revoking a JWT access token makes it inactive and userinfo answers 401 invalid_token', async () => {
       const tokens = await userTokens('api profile');
-      expect((await introspect(tokens.access_token)).active).to.equal(true);
+      expect((await introspectAsClient(tokens.access_token)).active).to.equal(true);
 
-      const response = await postForm(revokeUrl(), { token: tokens.access_token, token_type_hint: 'access_token', ...clientAuth(client) });
+      const response = await postForm(revokeUrl(), { token: tokens.access_token, token_type_hint: 'access_token', ...postCredentials(client) });
       expect(response.status).to.equal(200);
 
-      expect(await introspect(tokens.access_token)).to.deep.equal({ active: false });
-      const userinfo = await callUserinfo(tokens.access_token);
-      expect(userinfo.status).to.equal(401);
-      expect(userinfo.headers.get('www-authenticate')).to.match(/^Bearer /).and.to.contain('error="invalid_token"');
+      await expectRevoked(tokens.access_token);
     });
 
     it("does not let another client revoke someone else's tokens", async () => {
       const tokens = await userTokens('api');
 
-      const accessAttempt = await postForm(revokeUrl(), { token: tokens.access_token, ...clientAuth(otherClient) });
+      const accessAttempt = await postForm(revokeUrl(), { token: tokens.access_token, ...postCredentials(otherClient) });
       expect(accessAttempt.status === 200 || accessAttempt.status === 400 || accessAttempt.status === 401, `status ${accessAttempt.status}`).to.equal(true);
-      const refreshAttempt = await postForm(revokeUrl(), { token: tokens.refresh_token!, ...clientAuth(otherClient) });
+      const refreshAttempt = await postForm(revokeUrl(), { token: tokens.refresh_token!, ...postCredentials(otherClient) });
       expect(refreshAttempt.status === 200 || refreshAttempt.status === 400 || refreshAttempt.status === 401, `status ${refreshAttempt.status}`).to.equal(true);
       if (refreshAttempt.status !== 200) expect((await refreshAttempt.json() as OAuthErrorBody).error).to.be.a('string');
 
-      const stillActive = await introspect(tokens.access_token);
+      const stillActive = await introspectAsClient(tokens.access_token);
       expect(stillActive.active).to.equal(true);
       expect(stillActive.client_id).to.equal(client.client_id);
-      expect((await introspect(tokens.refresh_token!)).active).to.equal(true);
-      const refreshed = await tokenRequest(server.issuer, { grant_type: 'refresh_token', refresh_token: tokens.refresh_token!, ...clientAuth(client) });
+      expect((await introspectAsClient(tokens.refresh_token!)).active).to.equal(true);
+      const refreshed = await tokenRequest(server.issuer, { grant_type: 'refresh_token', refresh_token: tokens.refresh_token!, ...postCredentials(client) });
       expect(refreshed.status).to.equal(200);
     });
 
     it('answers 200 for a token it does not know', async () => {
-      const response = await postForm(revokeUrl(), { token: 'unknown-token-value', ...clientAuth(client) });
+      const response = await postForm(revokeUrl(), { token: 'unknown-token-value', ...postCredentials(client) });
       expect(response.status).to.equal(200);
-      const jwtShaped = await postForm(revokeUrl(), { token: 'eyJhbGciOiJFUzI1NiJ9.eyJzdWIiOiJ4In0.c2lnbmF0dXJl', ...clientAuth(client) });
+      const jwtShaped = await postForm(revokeUrl(), { token: 'eyJhbGciOiJFUzI1NiJ9.eyJzdWIiOiJ4In0.c2lnbmF0dXJl', ...postCredentials(client) });
       expect(jwtShaped.status).to.equal(200);
     });
 
@@ -226,7 +204,7 @@ describe('revocation, introspection and userinfo', function () {
       const response = await postForm(revokeUrl(), { token: tokens.access_token, client_id: client.client_id, client_secret: 'wrong-secret' });
       expect(response.status).to.equal(401);
       expect((await response.json() as OAuthErrorBody).error).to.equal('invalid_client');
-      expect((await introspect(tokens.access_token)).active).to.equal(true);
+      expect((await introspectAsClient(tokens.access_token)).active).to.equal(true);
     });
   });
 
@@ -285,7 +263,7 @@ describe('revocation, introspection and userinfo', function () {
       const service = await registerClient(server.issuer, { client_name: 'Service', grant_types: ['client_credentials'], redirect_uris: [] }, await initialAccessToken(server, workspaceId));
       const response = await oauth.clientCredentialsGrantRequest(as, { client_id: service.client_id }, oauth.ClientSecretPost(service.client_secret!), { scope: 'api' }, insecure);
       const tokens = await oauth.processClientCredentialsResponse(as, { client_id: service.client_id }, response);
-      expect(claimsOf(tokens.access_token).workspace_id).to.equal(workspaceId);
+      expect(decodeJwt(tokens.access_token).workspace_id).to.equal(workspaceId);
 
       const userinfo = await callUserinfo(tokens.access_token);
       expect([401, 403]).to.include(userinfo.status);

@@ -5,7 +5,7 @@ import { createRemoteJWKSet, decodeProtectedHeader, jwtVerify, type JWTPayload }
 import * as oauth from 'oauth4webapi';
 
 import { openStore } from '../adapters/index.ts';
-import { REDIRECT_URI, authorizationUrl, pkcePair, registerClient, tokenRequest, type RegisteredClient } from './helpers/oauth.ts';
+import { REDIRECT_URI, codeRequest, exchangeCode, introspect, pkcePair, postCredentials, registerClient, tokenRequest, type RegisteredClient } from './helpers/oauth.ts';
 import { initialAccessToken, seedUser, startServer, type SeededUser, type TestServer } from './helpers/server.ts';
 import { UserAgent, authorize } from './helpers/user_agent.ts';
 
@@ -97,17 +97,7 @@ describe('token endpoint (POST /oauth/token)', function () {
 
   /** Runs /oauth/authorize to its redirect in a fresh user agent (so every code starts a fresh grant). */
   async function getCode(client: RegisteredClient, options: { scope?: string; workspace?: string } = {}): Promise<Code> {
-    const { verifier, challenge } = pkcePair();
-    const state = randomBytes(16).toString('base64url');
-    const url = authorizationUrl(server.issuer, {
-      client_id: client.client_id,
-      response_type: 'code',
-      redirect_uri: REDIRECT_URI,
-      scope: options.scope ?? 'api profile',
-      state,
-      code_challenge: challenge,
-      code_challenge_method: 'S256',
-    });
+    const { url, state, verifier } = codeRequest(server.issuer, client.client_id, options.scope === undefined ? {} : { scope: options.scope });
     const callback = await authorize(new UserAgent(), url, server.origin, {
       email: user.email,
       password: user.password,
@@ -119,35 +109,15 @@ describe('token endpoint (POST /oauth/token)', function () {
 
   /** A raw authorization_code redemption with the credentials in the body (client_secret_post). */
   function redeem(client: RegisteredClient, code: Code, overrides: Record<string, string | undefined> = {}): Promise<Response> {
-    const form: Record<string, string | undefined> = {
-      grant_type: 'authorization_code',
-      code: code.code,
-      redirect_uri: REDIRECT_URI,
-      client_id: client.client_id,
-      client_secret: client.client_secret,
-      code_verifier: code.verifier,
-      ...overrides,
-    };
-    return tokenRequest(server.issuer, definedOnly(form));
+    return exchangeCode(server.issuer, client, code.code, code.verifier, overrides);
   }
 
   function refresh(client: RegisteredClient, refreshToken: string, extra: Record<string, string> = {}): Promise<Response> {
-    return tokenRequest(server.issuer, definedOnly({
-      grant_type: 'refresh_token',
-      refresh_token: refreshToken,
-      client_id: client.client_id,
-      client_secret: client.client_secret,
-      ...extra,
-    }));
+    return tokenRequest(server.issuer, { grant_type: 'refresh_token', refresh_token: refreshToken, ...postCredentials(client), ...extra });
   }
 
   function clientCredentials(client: RegisteredClient, extra: Record<string, string> = {}): Promise<Response> {
-    return tokenRequest(server.issuer, definedOnly({
-      grant_type: 'client_credentials',
-      client_id: client.client_id,
-      client_secret: client.client_secret,
-      ...extra,
-    }));
+    return tokenRequest(server.issuer, { grant_type: 'client_credentials', ...postCredentials(client), ...extra });
   }
 
   /** Redeems a code with oauth4webapi and client_secret_post; asserts the HTTP-level success. */
@@ -173,16 +143,6 @@ describe('token endpoint (POST /oauth/token)', function () {
     return payload;
   }
 
-  async function introspect(client: RegisteredClient, token: string): Promise<Record<string, unknown>> {
-    const response = await fetch(`${server.issuer}/oauth/introspect`, {
-      method: 'POST',
-      headers: { 'content-type': 'application/x-www-form-urlencoded' },
-      body: new URLSearchParams({ token, client_id: client.client_id, client_secret: client.client_secret! }).toString(),
-    });
-    expect(response.status, 'introspection status').to.equal(200);
-    return response.json() as Promise<Record<string, unknown>>;
-  }
-
   /** RFC 6749 section 5.2: JSON `error` (one of `codes`) and `error_description`, the given status, no-store, no token. */
   async function expectTokenError(response: Response, status: number, codes: string | string[]): Promise<ErrorBody> {
     const text = await response.text();
@@ -195,6 +155,24 @@ describe('token endpoint (POST /oauth/token)', function () {
     expect(body).not.to.have.property('access_token');
     expect(body).not.to.have.property('refresh_token');
     return body;
+  }
+
+  /** Sends the same request 5 times at once: exactly one gets 200, every other one 400 invalid_grant. */
+  async function expectExactlyOneOfFive(send: () => Promise<Response>): Promise<void> {
+    const responses = await Promise.all(Array.from({ length: 5 }, () => send()));
+    const statuses = responses.map((response) => response.status);
+    expect(statuses.filter((status) => status === 200), `statuses ${statuses.join(',')}`).to.have.length(1);
+    for (const response of responses.filter(({ status }) => status !== 200)) {
+      await expectTokenError(response, 400, 'invalid_grant');
+    }
+  }
+
+  /** A successful token response as sent: 200, Cache-Control no-store, token_type "Bearer" (before oauth4webapi lower-cases it). */
+  async function expectBearerResponse(response: Response): Promise<void> {
+    expect(response.status).to.equal(200);
+    expect(response.headers.get('cache-control')).to.include('no-store');
+    const raw = await response.clone().json() as TokenBody;
+    expect(raw.token_type).to.equal('Bearer');
   }
 
   async function expectTokens(response: Response): Promise<TokenBody> {
@@ -248,10 +226,7 @@ describe('token endpoint (POST /oauth/token)', function () {
       const response = await oauth.authorizationCodeGrantRequest(
         as, { client_id: basicClient.client_id }, oauth.ClientSecretBasic(basicClient.client_secret!), code.params, REDIRECT_URI, code.verifier, insecure,
       );
-      expect(response.status).to.equal(200);
-      expect(response.headers.get('cache-control')).to.include('no-store');
-      const raw = await response.clone().json() as TokenBody;
-      expect(raw.token_type).to.equal('Bearer');
+      await expectBearerResponse(response);
       const tokens = await oauth.processAuthorizationCodeResponse(as, { client_id: basicClient.client_id }, response);
       expect(tokens.expires_in).to.equal(3600);
       expect(tokens.refresh_token).to.be.a('string').and.not.equal('');
@@ -351,12 +326,12 @@ describe('token endpoint (POST /oauth/token)', function () {
       it('refuses a replayed code and revokes what its first redemption issued', async () => {
         const code = await getCode(postClient);
         const first = await expectTokens(await redeem(postClient, code));
-        expect((await introspect(postClient, first.access_token!)).active, 'active before the replay').to.equal(true);
+        expect((await introspect(server.issuer, postCredentials(postClient), first.access_token!)).active, 'active before the replay').to.equal(true);
 
         await expectTokenError(await redeem(postClient, code), 400, 'invalid_grant');
 
         await expectTokenError(await refresh(postClient, first.refresh_token!), 400, 'invalid_grant');
-        expect((await introspect(postClient, first.access_token!)).active, 'active after the replay').to.equal(false);
+        expect((await introspect(server.issuer, postCredentials(postClient), first.access_token!)).active, 'active after the replay').to.equal(false);
       });
 
       it('refuses an expired code (older than its 60 s lifetime) with invalid_grant', async () => {
@@ -385,12 +360,7 @@ describe('token endpoint (POST /oauth/token)', function () {
 
       it('lets exactly one of 5 concurrent redemptions of the same code succeed', async () => {
         const code = await getCode(postClient);
-        const responses = await Promise.all(Array.from({ length: 5 }, () => redeem(postClient, code)));
-        const statuses = responses.map((response) => response.status);
-        expect(statuses.filter((status) => status === 200), `statuses ${statuses.join(',')}`).to.have.length(1);
-        for (const response of responses.filter(({ status }) => status !== 200)) {
-          await expectTokenError(response, 400, 'invalid_grant');
-        }
+        await expectExactlyOneOfFive(() => redeem(postClient, code));
       });
     });
   });
@@ -403,10 +373,7 @@ describe('token endpoint (POST /oauth/token)', function () {
       const response = await oauth.refreshTokenGrantRequest(
         as, { client_id: postClient.client_id }, oauth.ClientSecretPost(postClient.client_secret!), first.refresh_token!, insecure,
       );
-      expect(response.status).to.equal(200);
-      expect(response.headers.get('cache-control')).to.include('no-store');
-      const raw = await response.clone().json() as TokenBody;
-      expect(raw.token_type).to.equal('Bearer');
+      await expectBearerResponse(response);
       const second = await oauth.processRefreshTokenResponse(as, { client_id: postClient.client_id }, response);
 
       expect(second.expires_in).to.equal(3600);
@@ -430,7 +397,7 @@ describe('token endpoint (POST /oauth/token)', function () {
 
       await expectTokenError(await refresh(postClient, first.refresh_token!), 400, 'invalid_grant');
       await expectTokenError(await refresh(postClient, second.refresh_token!), 400, 'invalid_grant');
-      expect((await introspect(postClient, second.access_token!)).active).to.equal(false);
+      expect((await introspect(server.issuer, postCredentials(postClient), second.access_token!)).active).to.equal(false);
     });
 
     it('narrows the scope when asked for less', async () => {
@@ -457,12 +424,7 @@ describe('token endpoint (POST /oauth/token)', function () {
 
     it('lets exactly one of 5 concurrent uses of the same refresh token succeed', async () => {
       const first = await expectTokens(await redeem(postClient, await getCode(postClient)));
-      const responses = await Promise.all(Array.from({ length: 5 }, () => refresh(postClient, first.refresh_token!)));
-      const statuses = responses.map((response) => response.status);
-      expect(statuses.filter((status) => status === 200), `statuses ${statuses.join(',')}`).to.have.length(1);
-      for (const response of responses.filter(({ status }) => status !== 200)) {
-        await expectTokenError(response, 400, 'invalid_grant');
-      }
+      await expectExactlyOneOfFive(() => refresh(postClient, first.refresh_token!));
     });
   });
 
@@ -474,10 +436,7 @@ describe('token endpoint (POST /oauth/token)', function () {
       const response = await oauth.clientCredentialsGrantRequest(
         as, client, oauth.ClientSecretPost(machineClient.client_secret!), { scope: 'api' }, insecure,
       );
-      expect(response.status).to.equal(200);
-      expect(response.headers.get('cache-control')).to.include('no-store');
-      const raw = await response.clone().json() as TokenBody;
-      expect(raw.token_type).to.equal('Bearer');
+      await expectBearerResponse(response);
       const tokens = await oauth.processClientCredentialsResponse(as, client, response);
       expect(tokens.expires_in).to.equal(3600);
       expect(tokens.scope).to.equal('api');
@@ -566,8 +525,3 @@ describe('token endpoint (POST /oauth/token)', function () {
     });
   });
 });
-
-/** Drops undefined values, so an override can remove a parameter. */
-function definedOnly(form: Record<string, string | undefined>): Record<string, string> {
-  return Object.fromEntries(Object.entries(form).filter((entry): entry is [string, string] => entry[1] !== undefined));
-}

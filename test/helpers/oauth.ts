@@ -56,3 +56,71 @@ export async function tokenRequest(issuer: string, form: Record<string, string>,
     body: new URLSearchParams(form).toString(),
   });
 }
+
+/** Drops undefined values, so an override can remove a parameter. */
+export function definedOnly(values: Record<string, string | undefined>): Record<string, string> {
+  return Object.fromEntries(Object.entries(values).filter((entry): entry is [string, string] => entry[1] !== undefined));
+}
+
+/** A registered client's credentials for client_secret_post (form body). */
+export function postCredentials(client: { client_id: string; client_secret?: string }): Record<string, string> {
+  return definedOnly({ client_id: client.client_id, client_secret: client.client_secret });
+}
+
+export interface CodeRequest {
+  /** The authorization URL to send the user agent to. */
+  url: string;
+  verifier: string;
+  state: string;
+  /** The request's parameters, as sent. */
+  params: Record<string, string>;
+}
+
+/**
+ * An authorization-code request with a fresh PKCE S256 pair and a fresh state: response_type code,
+ * REDIRECT_URI, scope 'api profile'. An override of `undefined` leaves a parameter out.
+ */
+export function codeRequest(issuer: string, clientId: string, overrides: Record<string, string | undefined> = {}): CodeRequest {
+  const { verifier, challenge } = pkcePair();
+  const state = randomBytes(16).toString('base64url');
+  const params = definedOnly({
+    client_id: clientId,
+    response_type: 'code',
+    redirect_uri: REDIRECT_URI,
+    scope: 'api profile',
+    state,
+    code_challenge: challenge,
+    code_challenge_method: 'S256',
+    ...overrides,
+  });
+  return { url: authorizationUrl(issuer, params), verifier, state: params.state ?? state, params };
+}
+
+/** A raw authorization_code redemption with client_secret_post credentials; an override of `undefined` leaves a parameter out. */
+export async function exchangeCode(
+  issuer: string,
+  client: { client_id: string; client_secret?: string },
+  code: string,
+  verifier: string,
+  overrides: Record<string, string | undefined> = {},
+): Promise<Response> {
+  return tokenRequest(issuer, definedOnly({
+    grant_type: 'authorization_code',
+    code,
+    redirect_uri: REDIRECT_URI,
+    code_verifier: verifier,
+    ...postCredentials(client),
+    ...overrides,
+  }));
+}
+
+/** POST /oauth/introspect with the given client credentials in the body; the parsed 200 body or throws. */
+export async function introspect(issuer: string, credentials: Record<string, string>, token: string): Promise<Record<string, unknown>> {
+  const response = await fetch(`${issuer}/oauth/introspect`, {
+    method: 'POST',
+    headers: { 'content-type': 'application/x-www-form-urlencoded' },
+    body: new URLSearchParams({ token, ...credentials }).toString(),
+  });
+  if (response.status !== 200) throw new Error(`introspection status ${response.status}: ${await response.text()}`);
+  return response.json() as Promise<Record<string, unknown>>;
+}
