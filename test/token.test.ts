@@ -253,6 +253,17 @@ describe('token endpoint (POST /oauth/token)', function () {
       expect(claims.sub).to.equal(user.id);
     });
 
+    it('returns the code in the fragment with response_mode=fragment, and it redeems', async () => {
+      const { url, state, verifier } = codeRequest(server.issuer, postClient.client_id, { response_mode: 'fragment' });
+      const callback = await authorize(new UserAgent(), url, server.origin, { email: user.email, password: user.password, workspace: acme().id });
+      expect(callback.search).to.equal('');
+      const fragment = new URLSearchParams(callback.hash.slice(1));
+      expect(fragment.get('state')).to.equal(state);
+      expect(fragment.get('iss')).to.equal(server.issuer);
+      const response = await redeem(postClient, { code: fragment.get('code')!, verifier, params: fragment });
+      expect(response.status).to.equal(200);
+    });
+
     it('lets a public client (token_endpoint_auth_method none) redeem its own code with PKCE and no secret', async () => {
       const code = await getCode(publicClient, { scope: 'api' });
       const response = await oauth.authorizationCodeGrantRequest(
