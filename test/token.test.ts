@@ -253,6 +253,18 @@ describe('token endpoint (POST /oauth/token)', function () {
       expect(claims.sub).to.equal(user.id);
     });
 
+    it('refuses at consent a workspace the user does not belong to, and issues no code', async () => {
+      const stranger = await seedUser(server, [{ workspace: 'Not Yours' }]);
+      const { url } = codeRequest(server.issuer, postClient.client_id);
+      let refusal: unknown;
+      try {
+        await authorize(new UserAgent(), url, server.origin, { email: user.email, password: user.password, workspace: stranger.workspaces[0]!.id });
+      } catch (error) {
+        refusal = error;
+      }
+      expect(String(refusal)).to.match(/consent answered 400[\s\S]*Choose one of your workspaces/);
+    });
+
     it('returns the code in the fragment with response_mode=fragment, and it redeems', async () => {
       const { url, state, verifier } = codeRequest(server.issuer, postClient.client_id, { response_mode: 'fragment' });
       const callback = await authorize(new UserAgent(), url, server.origin, { email: user.email, password: user.password, workspace: acme().id });

@@ -20,7 +20,7 @@ const USAGE = `Usage: npm run admin -- <command> [options] [--json]
   member add --user USER_ID --workspace WORKSPACE_ID --role admin|member|viewer
   iat create --workspace WORKSPACE_ID [--expires-in SECONDS]
   client list
-  client delete [--] CLIENT_ID
+  client delete CLIENT_ID
 
 Uses the same STORE (and other settings) as the service.`;
 

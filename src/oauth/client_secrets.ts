@@ -5,6 +5,7 @@ import type { Provider } from 'oidc-provider';
 import type { Middleware } from 'koa';
 
 import type { ModelPayload, ModelStore } from '../../adapters/store.ts';
+import { ENGINE_BODY_LIMIT } from './engine_limits.ts';
 
 /**
  * Client secrets are kept only as SHA-256 hashes (RFC 6819 5.1.4.1.3): the plaintext is shown once,
@@ -45,9 +46,6 @@ function secretMatches(stored: unknown, presented: string): boolean {
   return expected.length === actual.length && timingSafeEqual(expected, actual);
 }
 
-/** The engine's own limit for request bodies. */
-const BODY_LIMIT = 56 * 1024;
-
 /**
  * RFC 7592 2.2 lets an update carry the client's current secret, which must match. The engine
  * compares it with the stored value as plaintext, so the host checks it against the hash first
@@ -57,7 +55,7 @@ const BODY_LIMIT = 56 * 1024;
 export function checkSecretOnUpdate(clients: ModelStore): Middleware {
   return async (ctx, next) => {
     const length = ctx.request.length;
-    if (ctx.method !== 'PUT' || !ctx.is('application/json') || length === undefined || length > BODY_LIMIT) return next();
+    if (ctx.method !== 'PUT' || !ctx.is('application/json') || length === undefined || length > ENGINE_BODY_LIMIT) return next();
     const raw = await text(ctx.req);
     let body: unknown;
     try {

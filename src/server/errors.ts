@@ -2,11 +2,11 @@ import type { Middleware, Context } from 'koa';
 
 import { BackendUnavailableError } from '../../adapters/store.ts';
 import type { Logger } from '../logger.ts';
+import { ENGINE_BODY_LIMIT } from '../oauth/engine_limits.ts';
 
 /** Seconds a client should wait before retrying when the storage backend is down. */
 const RETRY_AFTER_SECONDS = 5;
-/** The engine refuses request bodies over 56 KiB, but as an unparseable body; the host says which. */
-const BODY_LIMIT = 56 * 1024;
+
 
 export function isBackendOutage(error: unknown): boolean {
   for (let cause = error; cause instanceof Error; cause = cause.cause) {
@@ -29,7 +29,7 @@ export function errorMapping(logger: Logger): Middleware {
   return async (ctx, next) => {
     try {
       await next();
-      if (ctx.status === 400 && (ctx.request.length ?? 0) > BODY_LIMIT) answerTooLarge(ctx);
+      if (ctx.status === 400 && (ctx.request.length ?? 0) > ENGINE_BODY_LIMIT) answerTooLarge(ctx);
       const engineError: unknown = ctx.state.engineError;
       if (engineError !== undefined && ctx.status >= 500) {
         if (isBackendOutage(engineError)) answerOutage(ctx);
@@ -54,9 +54,10 @@ export function errorMapping(logger: Logger): Middleware {
   };
 }
 
+/** The engine refuses an oversized body as unparseable (400); the host says what is wrong. */
 function answerTooLarge(ctx: Context): void {
   ctx.status = 413;
-  ctx.body = { error: 'invalid_request', error_description: `the request body is larger than ${BODY_LIMIT / 1024} KiB` };
+  ctx.body = { error: 'invalid_request', error_description: `the request body is larger than ${ENGINE_BODY_LIMIT / 1024} KiB` };
 }
 
 function answerOutage(ctx: Context): void {
