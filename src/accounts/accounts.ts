@@ -102,9 +102,11 @@ export class Accounts {
     return workspaces.filter((workspace) => workspace !== undefined);
   }
 
-  async roleIn(userId: string, workspaceId: string): Promise<Role | undefined> {
-    const memberships = await this.#store.listMemberships(userId);
-    return memberships.find((membership) => membership.workspaceId === workspaceId)?.role;
+  /** The workspace, with the user's role in it, if the user is a member. */
+  async membershipIn(userId: string, workspaceId: string): Promise<(Workspace & { role: Role }) | undefined> {
+    const membership = (await this.#store.listMemberships(userId)).find((m) => m.workspaceId === workspaceId);
+    const workspace = membership && await this.#store.getWorkspace(workspaceId);
+    return workspace && membership && { ...workspace, role: membership.role };
   }
 
   /** The user whose email and password these are, or undefined. Takes the same time whether or not the email exists. */

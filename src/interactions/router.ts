@@ -80,8 +80,7 @@ export function interactionRouter(deps: InteractionDependencies): Router {
       return;
     }
     const accountId = details.session.accountId;
-    const workspaces = await deps.accounts.workspacesOf(accountId);
-    const chosen = workspaces.find(({ id }) => id === body.workspace);
+    const chosen = typeof body.workspace === 'string' ? await deps.accounts.membershipIn(accountId, body.workspace) : undefined;
     if (!chosen) {
       ctx.status = 400;
       return showConsent(ctx, deps, details, 'Choose one of your workspaces.');

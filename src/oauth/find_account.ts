@@ -15,7 +15,7 @@ export function findAccount(accounts: Accounts, grantWorkspaces: GrantWorkspaces
         if (!scope.split(' ').includes('profile')) return { sub: user.id };
         const grantId = ctx.oidc.entities.Grant?.jti;
         const workspaceId = grantId ? await grantWorkspaces.workspaceOf(grantId) : undefined;
-        const workspace = workspaceId ? (await accounts.workspacesOf(user.id)).find(({ id }) => id === workspaceId) : undefined;
+        const workspace = workspaceId ? await accounts.membershipIn(user.id, workspaceId) : undefined;
         return { sub: user.id, ...profileClaims(user, workspace) };
       },
     };

@@ -28,7 +28,7 @@ export function userinfo(verifier: AccessTokenVerifier, accounts: Accounts): Mid
       ctx.body = { sub: user.id };
       return;
     }
-    const workspace = (await accounts.workspacesOf(user.id)).find(({ id }) => id === claims.workspace_id);
+    const workspace = await accounts.membershipIn(user.id, claims.workspace_id);
     ctx.body = { sub: user.id, ...profileClaims(user, workspace) };
   };
 }
