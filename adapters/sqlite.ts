@@ -9,6 +9,8 @@ import {
   type Membership,
   type ModelPayload,
   type ModelStore,
+  type RevocationEntry,
+  type RevocationStore,
   type Role,
   type SettingStore,
   type Store,
@@ -58,6 +60,14 @@ CREATE TABLE IF NOT EXISTS memberships (
   role TEXT NOT NULL CHECK (role IN ('admin', 'member', 'viewer')),
   PRIMARY KEY (user_id, workspace_id)
 );
+CREATE TABLE IF NOT EXISTS revocations (
+  seq INTEGER PRIMARY KEY AUTOINCREMENT,
+  key TEXT NOT NULL UNIQUE,
+  owner TEXT,
+  issued_before INTEGER NOT NULL,
+  expires_at INTEGER NOT NULL
+);
+CREATE INDEX IF NOT EXISTS revocations_expiry ON revocations (expires_at);
 CREATE TABLE IF NOT EXISTS settings (
   name TEXT PRIMARY KEY,
   value TEXT NOT NULL
@@ -75,8 +85,14 @@ export function openSqliteStore(path: string, kind: 'sqlite' | 'memory' = 'sqlit
   const db = new DatabaseSync(path);
   db.exec(SCHEMA);
 
-  const sweep = db.prepare('DELETE FROM oidc_models WHERE expires_at IS NOT NULL AND expires_at <= ?');
-  const timer = setInterval(() => guard(() => sweep.run(now())), SWEEP_INTERVAL_MS);
+  const sweepModels = db.prepare('DELETE FROM oidc_models WHERE expires_at IS NOT NULL AND expires_at <= ?');
+  const sweepRevocations = db.prepare('DELETE FROM revocations WHERE expires_at <= ?');
+  const sweep = () => {
+    const at = now();
+    sweepModels.run(at);
+    sweepRevocations.run(at);
+  };
+  const timer = setInterval(() => guard(sweep), SWEEP_INTERVAL_MS);
   timer.unref();
 
   const models = new Map<string, ModelStore>();
@@ -94,6 +110,7 @@ export function openSqliteStore(path: string, kind: 'sqlite' | 'memory' = 'sqlit
     },
     accounts: new SqliteAccountStore(db),
     settings: new SqliteSettingStore(db),
+    revocations: new SqliteRevocationStore(db),
     async ping() {
       if (closed) throw new BackendUnavailableError('the SQLite store is closed');
       guard(() => db.prepare('SELECT 1').get());
@@ -315,5 +332,49 @@ class SqliteSettingStore implements SettingStore {
   async setIfAbsent(name: string, value: string) {
     guard(() => this.#db.prepare('INSERT INTO settings (name, value) VALUES (?, ?) ON CONFLICT (name) DO NOTHING').run(name, value));
     return (await this.get(name))!;
+  }
+}
+
+interface RevocationRow {
+  seq: number;
+  key: string;
+  owner: string | null;
+  issued_before: number;
+  expires_at: number;
+}
+
+class SqliteRevocationStore implements RevocationStore {
+  readonly #add: StatementSync;
+  readonly #changesSince: StatementSync;
+
+  constructor(db: DatabaseSync) {
+    // REPLACE gives the row a new, higher seq (AUTOINCREMENT never reuses one), so every instance
+    // mirroring the list sees the widened entry on its next read.
+    this.#add = db.prepare(`
+      INSERT OR REPLACE INTO revocations (key, owner, issued_before, expires_at)
+      SELECT :key, coalesce(:owner, r.owner), max(:issuedBefore, coalesce(r.issued_before, 0)), max(:expiresAt, coalesce(r.expires_at, 0))
+      FROM (SELECT 1) LEFT JOIN revocations r ON r.key = :key`);
+    this.#changesSince = db.prepare(`
+      SELECT seq, key, owner, issued_before, expires_at FROM revocations
+      WHERE seq > ? AND expires_at > ? ORDER BY seq`);
+  }
+
+  async add(entry: RevocationEntry) {
+    guard(() => this.#add.run({
+      key: entry.key, owner: entry.owner ?? null, issuedBefore: entry.issuedBefore, expiresAt: entry.expiresAt,
+    }));
+  }
+
+  async changesSince(cursor: number) {
+    const rows = guard(() => this.#changesSince.all(cursor, now())) as unknown as RevocationRow[];
+    return {
+      entries: rows.map((row) => ({
+        key: row.key,
+        ...(row.owner ? { owner: row.owner } : {}),
+        issuedBefore: row.issued_before,
+        expiresAt: row.expires_at,
+      })),
+      cursor: rows.length ? rows[rows.length - 1]!.seq : cursor,
+    };
   }
 }

@@ -77,11 +77,37 @@ export interface SettingStore {
   setIfAbsent(name: string, value: string): Promise<string>;
 }
 
+/**
+ * One revocation of JWT access tokens, which are never stored: it refuses the tokens that match
+ * `key` and were issued (`iat`) before `issuedBefore`, and is forgotten at `expiresAt`, when no
+ * token it could match is still alive. Times are in seconds since the epoch.
+ */
+export interface RevocationEntry {
+  /** `token:<jti>`, `grant:<grant ref>` or `client:<client id>`. */
+  key: string;
+  /** For `token:` entries, the grant or client the token belongs to (`grant:<ref>` or `client:<id>`), so floods can be counted. */
+  owner?: string;
+  issuedBefore: number;
+  expiresAt: number;
+}
+
+/**
+ * The revocation list every instance mirrors in process. Entries arrive in the order they were
+ * written; each write (also of a key already present) gets a new, higher position.
+ */
+export interface RevocationStore {
+  /** Adds an entry, or widens the one under the same key (the later `issuedBefore` and `expiresAt` win). */
+  add(entry: RevocationEntry): Promise<void>;
+  /** Live entries written after position `cursor` (0: all of them), oldest first, and the position to ask from next. */
+  changesSince(cursor: number): Promise<{ entries: RevocationEntry[]; cursor: number }>;
+}
+
 export interface Store {
   readonly kind: 'sqlite' | 'memory' | 'redis';
   model(name: string): ModelStore;
   readonly accounts: AccountStore;
   readonly settings: SettingStore;
+  readonly revocations: RevocationStore;
   /** Resolves when the backend answers; rejects with BackendUnavailableError when it does not. */
   ping(): Promise<void>;
   close(): Promise<void>;

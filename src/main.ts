@@ -4,6 +4,7 @@ import { openStore } from '../adapters/index.ts';
 import { ConfigError, loadConfig } from './config.ts';
 import { createLogger } from './logger.ts';
 import { KeyConfigError, loadKeys } from './oauth/keys.ts';
+import { RevocationList } from './oauth/revocation_list.ts';
 import { createService } from './server/app.ts';
 
 /** Start-up: configuration, store, keys, the service, listen. Stops cleanly on SIGTERM and SIGINT. */
@@ -12,7 +13,9 @@ async function main(): Promise<void> {
   const logger = createLogger(config.logLevel);
   const store = openStore(config.store);
   const keys = await loadKeys(store.settings, config.jwksFile);
-  const { app, accounts } = createService({ config, store, keys, logger });
+  const revocations = new RevocationList(store.revocations);
+  await revocations.start();
+  const { app, accounts } = createService({ config, store, keys, revocations, logger });
 
   const server: Server = app.listen(config.port, config.host);
   await new Promise<void>((resolve, reject) => {
@@ -32,6 +35,7 @@ async function main(): Promise<void> {
     logger.info('stopping', { signal });
     server.close();
     server.closeAllConnections();
+    revocations.stop();
     await store.close();
   };
   process.once('SIGTERM', () => void stop('SIGTERM'));

@@ -1,4 +1,5 @@
 import { text } from 'node:stream/consumers';
+import { setTimeout as sleep } from 'node:timers/promises';
 import { parseArgs } from 'node:util';
 
 import { openStore } from '../../adapters/index.ts';
@@ -7,6 +8,8 @@ import { AccountError, Accounts } from '../accounts/accounts.ts';
 import { ConfigError, loadConfig } from '../config.ts';
 import { createLogger } from '../logger.ts';
 import { loadKeys } from '../oauth/keys.ts';
+import { PROPAGATION_BOUND_MS } from '../oauth/propagation.ts';
+import { RevocationList, revocationEntries } from '../oauth/revocation_list.ts';
 import { LIFETIMES } from '../oauth/lifetimes.ts';
 import { buildProvider } from '../oauth/provider.ts';
 import { WORKSPACE_METADATA, createInitialAccessToken } from '../oauth/registration.ts';
@@ -113,6 +116,10 @@ const COMMANDS: Record<string, Command> = {
     const clients = store.model('Client');
     if (!await clients.find(clientId)) throw new AccountError(`no client with id ${clientId}`);
     await clients.destroy(clientId);
+    // Its access tokens are never stored: the revocation list refuses them on every instance.
+    await store.revocations.add(revocationEntries.deletedClient(clientId, Math.floor(Date.now() / 1000)));
+    // "Deleted" means every running instance refuses it (a little over the bound: timers may fire early).
+    await sleep(PROPAGATION_BOUND_MS + 50);
     return { text: `deleted client ${clientId}`, json: { deleted: clientId } };
   },
 };
@@ -127,7 +134,9 @@ function required(options: Options, name: 'name' | 'email' | 'workspace' | 'user
 async function engine(store: Store, accounts: Accounts) {
   const config = loadConfig();
   const keys = await loadKeys(store.settings, config.jwksFile);
-  return buildProvider({ config, store, accounts, keys, renderError: async () => {} });
+  // Not started: the CLI only creates records, it never verifies a token.
+  const revocations = new RevocationList(store.revocations);
+  return buildProvider({ config, store, accounts, keys, revocations, renderError: async () => {} });
 }
 
 async function run(argv: string[]): Promise<number> {

@@ -1,10 +1,10 @@
 import { errors, type AccessToken, type ClientCredentials, type KoaContextWithOIDC, type ResourceServer } from 'oidc-provider';
 
-import type { Store } from '../../adapters/store.ts';
 import type { Accounts } from '../accounts/accounts.ts';
 import type { GrantWorkspaces } from './grant_workspaces.ts';
 import { LIFETIMES } from './lifetimes.ts';
 import { WORKSPACE_METADATA } from './registration.ts';
+import { grantReference } from './revocation_list.ts';
 import { SUPPORTED_SCOPES } from './scopes.ts';
 
 /** The data APIs (Core under /rest/, Metadata under /rest/metadata/) are one protected resource. */
@@ -39,7 +39,8 @@ export function resourceIndicators(audience: string) {
 
 /**
  * `extraTokenClaims`: the workspace every token acts in and, for a user's token, the user's role
- * there, read afresh at each issuance so a changed role or a removed member shows in the next token.
+ * there, read afresh at each issuance so a changed role or a removed member shows in the next token,
+ * and the reference to its grant (`gid`) that lets a revoked grant's tokens be refused.
  */
 export function workspaceClaims(accounts: Accounts, grantWorkspaces: GrantWorkspaces) {
   return async (ctx: KoaContextWithOIDC, token: AccessToken | ClientCredentials) => {
@@ -50,25 +51,9 @@ export function workspaceClaims(accounts: Accounts, grantWorkspaces: GrantWorksp
     }
     const { accountId, grantId } = token as AccessToken;
     const workspaceId = grantId ? await grantWorkspaces.workspaceOf(grantId) : undefined;
-    if (!workspaceId) throw new errors.InvalidGrant('the grant names no workspace; authorize again');
+    if (!grantId || !workspaceId) throw new errors.InvalidGrant('the grant names no workspace; authorize again');
     const role = (await accounts.membershipIn(accountId, workspaceId))?.role;
     if (!role) throw new errors.InvalidGrant('the user is no longer a member of the workspace this grant was for');
-    return { workspace_id: workspaceId, role };
-  };
-}
-
-/**
- * `formats.customizers.jwt`: the engine does not store JWT access tokens. The product records each
- * one under its jti in the engine's own model (marked `format: jwt`, so the engine never mistakes
- * the record for an opaque token), which makes them revocable: revoking the grant deletes the
- * records with the engine's `revokeByGrantId`, and introspection and the resource server check them.
- */
-export function recordJwtAccessTokens(store: Store) {
-  return async (_ctx: KoaContextWithOIDC, token: AccessToken | ClientCredentials, jwt: { payload: Record<string, unknown> }) => {
-    const { jti, exp } = jwt.payload as { jti: string; exp: number };
-    const grantId = token.kind === 'AccessToken' ? (token as AccessToken).grantId : undefined;
-    await store.model(token.kind).upsert(jti, {
-      jti, kind: token.kind, format: 'jwt', clientId: token.clientId, grantId, exp,
-    }, Math.max(1, exp - Math.floor(Date.now() / 1000)));
+    return { workspace_id: workspaceId, role, gid: grantReference(grantId) };
   };
 }

@@ -2,22 +2,39 @@ import { errors } from 'oidc-provider';
 import type { Adapter, AdapterPayload } from 'oidc-provider';
 
 import type { ModelPayload, ModelStore, Store } from '../../adapters/store.ts';
+import { CachedClients } from './client_cache.ts';
 import { withHashedSecret } from './client_secrets.ts';
 import { GrantWorkspaces } from './grant_workspaces.ts';
+import type { RevocationList } from './revocation_list.ts';
+
+/** What the engine adapter adds to a model's store. */
+interface ModelHooks {
+  beforeStore?: (payload: ModelPayload) => ModelPayload;
+  afterDestroy?: (id: string) => Promise<void>;
+  afterRevokeByGrantId?: (grantId: string) => Promise<void>;
+}
 
 /**
  * The engine's adapter contract, served by the configured Store. Adds what the engine leaves to
  * its adapter: atomic consumption (exactly one concurrent redemption of a code or refresh token
- * wins), client secrets stored hashed, and grant-scoped records removed with their grant.
+ * wins), client secrets stored hashed, client records cached in process, grant-scoped records
+ * removed with their grant, and the revocation of JWT access tokens, which are never stored:
+ * the engine revokes a grant's access tokens by grant id (refresh-token reuse, code replay, RFC
+ * 7009 revocation of a refresh token) and deletes a client through the Client adapter.
  */
-export function engineAdapterFactory(store: Store, grantWorkspaces: GrantWorkspaces) {
+export function engineAdapterFactory(store: Store, grantWorkspaces: GrantWorkspaces, revocations: RevocationList) {
   return (name: string): Adapter => {
     const models = store.model(name);
     switch (name) {
       case 'Client':
-        return new EngineAdapter(models, (payload) => withHashedSecret(payload));
+        return new EngineAdapter(new CachedClients(models), {
+          beforeStore: withHashedSecret,
+          afterDestroy: (clientId) => revocations.revokeDeletedClient(clientId),
+        });
       case 'Grant':
-        return new EngineAdapter(models, undefined, (grantId) => grantWorkspaces.unbind(grantId));
+        return new EngineAdapter(models, { afterDestroy: (grantId) => grantWorkspaces.unbind(grantId) });
+      case 'AccessToken':
+        return new EngineAdapter(models, { afterRevokeByGrantId: (grantId) => revocations.revokeGrant(grantId) });
       default:
         return new EngineAdapter(models);
     }
@@ -26,18 +43,16 @@ export function engineAdapterFactory(store: Store, grantWorkspaces: GrantWorkspa
 
 class EngineAdapter implements Adapter {
   readonly #models: ModelStore;
-  readonly #beforeStore: ((payload: ModelPayload) => ModelPayload) | undefined;
-  readonly #afterDestroy: ((id: string) => Promise<void>) | undefined;
+  readonly #hooks: ModelHooks;
 
-  constructor(models: ModelStore, beforeStore?: (payload: ModelPayload) => ModelPayload, afterDestroy?: (id: string) => Promise<void>) {
+  constructor(models: ModelStore, hooks: ModelHooks = {}) {
     this.#models = models;
-    this.#beforeStore = beforeStore;
-    this.#afterDestroy = afterDestroy;
+    this.#hooks = hooks;
   }
 
   async upsert(id: string, payload: AdapterPayload, expiresIn: number) {
     const record = payload as ModelPayload;
-    await this.#models.upsert(id, this.#beforeStore ? this.#beforeStore(record) : record, expiresIn || undefined);
+    await this.#models.upsert(id, this.#hooks.beforeStore ? this.#hooks.beforeStore(record) : record, expiresIn || undefined);
   }
 
   async find(id: string) {
@@ -61,10 +76,11 @@ class EngineAdapter implements Adapter {
 
   async destroy(id: string) {
     await this.#models.destroy(id);
-    await this.#afterDestroy?.(id);
+    await this.#hooks.afterDestroy?.(id);
   }
 
   async revokeByGrantId(grantId: string) {
     await this.#models.revokeByGrantId(grantId);
+    await this.#hooks.afterRevokeByGrantId?.(grantId);
   }
 }

@@ -2,51 +2,54 @@ import { createLocalJWKSet, jwtVerify, type JWK, type JWTPayload } from 'jose';
 import type { Context, Middleware } from 'koa';
 import type { KoaContextWithOIDC } from 'oidc-provider';
 
-import type { Store } from '../../adapters/store.ts';
+import type { RevocationList } from './revocation_list.ts';
 
 /** The claims of an access token this server issued (RFC 9068 plus the workspace claims). */
 export interface AccessTokenClaims extends JWTPayload {
   jti: string;
+  iat: number;
+  exp: number;
   sub: string;
   client_id: string;
+  /** The grant reference (`gid`, see revocation_list.ts); user tokens only. */
+  gid?: string;
   scope?: string;
   workspace_id: string;
+  /** The user's role in the workspace; user tokens only. */
   role?: string;
 }
 
-/** The engine models a JWT access token may be stored as, by its jti. */
-const ACCESS_TOKEN_MODELS = ['AccessToken', 'ClientCredentials'] as const;
+/** A user's token (authorization code or refresh); client-credentials tokens act for the workspace, with no user. */
+export function isUserToken(claims: AccessTokenClaims): boolean {
+  return typeof claims.gid === 'string';
+}
 
 /**
  * Checks access tokens this server issued: signature (ES256, our keys), `typ` at+jwt, issuer,
- * audience, expiry, that the token is still on record (not revoked, grant not revoked), and that
- * its client still exists (deleting a client ends its access, RFC 7592 2.3).
+ * audience, expiry, and that no revocation matches it (its grant revoked, its client deleted, the
+ * token itself revoked). No store read: the revocation list is mirrored in process.
  */
 export class AccessTokenVerifier {
   readonly #keys: ReturnType<typeof createLocalJWKSet>;
   readonly #issuer: string;
   readonly #audience: string;
-  readonly #store: Store;
+  readonly #revocations: RevocationList;
 
-  constructor(privateJwks: { keys: JWK[] }, issuer: string, audience: string, store: Store) {
+  constructor(privateJwks: { keys: JWK[] }, issuer: string, audience: string, revocations: RevocationList) {
     this.#keys = createLocalJWKSet({ keys: privateJwks.keys.map(publicPart) });
     this.#issuer = issuer;
     this.#audience = audience;
-    this.#store = store;
+    this.#revocations = revocations;
   }
 
-  /** The token's claims and the model it is stored as, or undefined for anything not valid right now. */
-  async verify(token: string): Promise<{ claims: AccessTokenClaims; model: string } | undefined> {
+  /** The token's claims, or undefined for anything not valid right now. */
+  async verify(token: string): Promise<AccessTokenClaims | undefined> {
     const claims = await this.decode(token);
-    if (!claims) return undefined;
-    const [model, client] = await Promise.all([
-      this.#storedModel(claims.jti),
-      this.#store.model('Client').find(claims.client_id),
-    ]);
-    return model && client ? { claims, model } : undefined;
+    if (!claims || await this.#revocations.isRevoked(claims)) return undefined;
+    return claims;
   }
 
-  /** Signature and claims only, ignoring whether the token is still on record. */
+  /** Signature and claims only, ignoring revocation. */
   async decode(token: string): Promise<AccessTokenClaims | undefined> {
     try {
       const { payload } = await jwtVerify(token, this.#keys, {
@@ -62,16 +65,9 @@ export class AccessTokenVerifier {
     }
   }
 
-  async #storedModel(jti: string): Promise<string | undefined> {
-    for (const model of ACCESS_TOKEN_MODELS) {
-      if (await this.#store.model(model).find(jti)) return model;
-    }
-    return undefined;
-  }
-
-  /** Removes the token's record, so every later check refuses it. */
-  async revoke(jti: string): Promise<void> {
-    await Promise.all(ACCESS_TOKEN_MODELS.map((model) => this.#store.model(model).destroy(jti)));
+  /** RFC 7009 revocation of one token. */
+  async revoke(claims: AccessTokenClaims): Promise<void> {
+    await this.#revocations.revokeToken(claims);
   }
 }
 
@@ -83,8 +79,8 @@ function publicPart(jwk: JWK): JWK {
 /**
  * The engine answers `unsupported_token_type` when asked to introspect or revoke a JWT access
  * token, having authenticated the client first. For tokens this server issued, the host finishes
- * the job: RFC 7662 introspection from the verified claims and the token's record, RFC 7009
- * revocation by deleting that record.
+ * the job: RFC 7662 introspection from the verified claims, RFC 7009 revocation through the
+ * revocation list.
  */
 export function jwtAccessTokenEndpoints(verifier: AccessTokenVerifier): { introspection: Middleware; revocation: Middleware } {
   return {
@@ -93,11 +89,11 @@ export function jwtAccessTokenEndpoints(verifier: AccessTokenVerifier): { intros
       const engine = engineRefusedJwt(ctx);
       if (!engine) return;
       const { token, client } = engine;
-      const verified = await verifier.verify(token);
+      const claims = await verifier.verify(token);
       // A public client may only introspect its own tokens (the engine's rule for opaque ones).
-      const allowed = verified && (client.clientAuthMethod !== 'none' || verified.claims.client_id === client.clientId);
+      const allowed = claims && (client.clientAuthMethod !== 'none' || claims.client_id === client.clientId);
       ctx.status = 200;
-      ctx.body = allowed ? { active: true, token_type: 'Bearer', ...verified.claims } : { active: false };
+      ctx.body = allowed ? { active: true, token_type: 'Bearer', ...claims } : { active: false };
     },
     revocation: async (ctx, next) => {
       await next();
@@ -105,7 +101,7 @@ export function jwtAccessTokenEndpoints(verifier: AccessTokenVerifier): { intros
       if (!engine) return;
       const claims = await verifier.decode(engine.token);
       // RFC 7009: invalid tokens, and other clients' tokens, are answered 200 without effect.
-      if (claims && claims.client_id === engine.client.clientId) await verifier.revoke(claims.jti);
+      if (claims && claims.client_id === engine.client.clientId) await verifier.revoke(claims);
       ctx.status = 200;
       ctx.body = '';
     },

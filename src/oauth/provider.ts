@@ -6,7 +6,7 @@ import type { Store } from '../../adapters/store.ts';
 import type { Accounts } from '../accounts/accounts.ts';
 import { PROFILE_CLAIM_NAMES } from '../accounts/profile.ts';
 import type { Config } from '../config.ts';
-import { apiAudience, dataApiResourceServer, recordJwtAccessTokens, resourceIndicators, workspaceClaims } from './access_tokens.ts';
+import { apiAudience, dataApiResourceServer, resourceIndicators, workspaceClaims } from './access_tokens.ts';
 import { registerClientCredentialsGrant } from './client_credentials.ts';
 import { useHashedClientSecrets } from './client_secrets.ts';
 import { engineAdapterFactory } from './engine_adapter.ts';
@@ -14,6 +14,7 @@ import { findAccount } from './find_account.ts';
 import { GrantWorkspaces } from './grant_workspaces.ts';
 import type { KeyMaterial } from './keys.ts';
 import { LIFETIMES } from './lifetimes.ts';
+import type { RevocationList } from './revocation_list.ts';
 import { WORKSPACE_METADATA, validateClientMetadata } from './registration.ts';
 import { ENGINE_ROUTES, INTERACTION_PATH, USERINFO_PATH } from './routes.ts';
 import { SUPPORTED_SCOPES, effectiveScope } from './scopes.ts';
@@ -32,17 +33,18 @@ export interface ProviderDependencies {
   store: Store;
   accounts: Accounts;
   keys: KeyMaterial;
+  revocations: RevocationList;
   /** Renders the error page for errors that must not redirect (unknown client, unregistered redirect_uri). */
   renderError: RenderError;
 }
 
 /** Configures oidc-provider, the certified engine, for this product. Everything it can do itself, it does. */
-export function buildProvider({ config, store, accounts, keys, renderError }: ProviderDependencies): OAuthServer {
+export function buildProvider({ config, store, accounts, keys, revocations, renderError }: ProviderDependencies): OAuthServer {
   const audience = apiAudience(config.issuer);
   const grantWorkspaces = new GrantWorkspaces(store.model(GrantWorkspaces.MODEL));
 
   const configuration: Configuration = {
-    adapter: engineAdapterFactory(store, grantWorkspaces),
+    adapter: engineAdapterFactory(store, grantWorkspaces, revocations),
     findAccount: findAccount(accounts, grantWorkspaces),
     jwks: keys.jwks as Configuration['jwks'],
     cookies: { keys: keys.cookieKeys },
@@ -83,7 +85,6 @@ export function buildProvider({ config, store, accounts, keys, renderError }: Pr
     issueRefreshToken: (_ctx, client) => client.grantTypeAllowed('refresh_token'),
     rotateRefreshToken: true,
     extraTokenClaims: workspaceClaims(accounts, grantWorkspaces),
-    formats: { customizers: { jwt: recordJwtAccessTokens(store) } },
 
     discovery: {
       userinfo_endpoint: `${config.issuer}${USERINFO_PATH}`,

@@ -2,7 +2,7 @@ import type { Middleware } from 'koa';
 
 import type { Accounts } from '../accounts/accounts.ts';
 import { profileClaims } from '../accounts/profile.ts';
-import type { AccessTokenVerifier } from '../oauth/jwt_access_tokens.ts';
+import { isUserToken, type AccessTokenVerifier } from '../oauth/jwt_access_tokens.ts';
 import { bearerToken, refuseBearer } from './bearer.ts';
 
 /**
@@ -14,15 +14,14 @@ export function userinfo(verifier: AccessTokenVerifier, accounts: Accounts): Mid
     ctx.set('Cache-Control', 'no-store');
     const token = bearerToken(ctx);
     if (!token) return refuseBearer(ctx, 401);
-    const verified = await verifier.verify(token);
-    if (!verified) return refuseBearer(ctx, 401, 'invalid_token', 'the access token is invalid, expired or revoked');
+    const claims = await verifier.verify(token);
+    if (!claims) return refuseBearer(ctx, 401, 'invalid_token', 'the access token is invalid, expired or revoked');
 
-    const { claims } = verified;
     const scopes = new Set((claims.scope ?? '').split(' '));
     if (!scopes.has('profile') && !scopes.has('openid')) {
       return refuseBearer(ctx, 403, 'insufficient_scope', 'the access token needs the profile scope', 'profile');
     }
-    const user = verified.model === 'AccessToken' ? await accounts.getUser(claims.sub) : undefined;
+    const user = isUserToken(claims) ? await accounts.getUser(claims.sub) : undefined;
     if (!user) return refuseBearer(ctx, 401, 'invalid_token', 'the access token is not tied to a user');
     if (!scopes.has('profile')) {
       ctx.body = { sub: user.id };

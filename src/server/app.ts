@@ -18,6 +18,7 @@ import { AccessTokenVerifier, jwtAccessTokenEndpoints } from '../oauth/jwt_acces
 import type { KeyMaterial } from '../oauth/keys.ts';
 import { buildProvider, type RenderError } from '../oauth/provider.ts';
 import { registrationWorkspace } from '../oauth/registration.ts';
+import type { RevocationList } from '../oauth/revocation_list.ts';
 import { ENGINE_ROUTES, USERINFO_PATH } from '../oauth/routes.ts';
 import { rfc6749ErrorCodes } from '../oauth/token_errors.ts';
 import { userinfo } from '../resource/userinfo.ts';
@@ -31,6 +32,8 @@ export interface ServiceDependencies {
   config: Config;
   store: Store;
   keys: KeyMaterial;
+  /** Started by the caller (it reads the whole list before the service answers). */
+  revocations: RevocationList;
   logger: Logger;
 }
 
@@ -47,12 +50,12 @@ const VIEWS = fileURLToPath(new URL('../../views', import.meta.url));
  * host's own routes (interaction pages, userinfo, the few places the product completes the
  * engine), then the engine itself, mounted at the issuer's path.
  */
-export function createService({ config, store, keys, logger }: ServiceDependencies): Service {
+export function createService({ config, store, keys, revocations, logger }: ServiceDependencies): Service {
   const accounts = new Accounts(store.accounts);
-  const { provider, audience, grantWorkspaces } = buildProvider({ config, store, accounts, keys, renderError: engineErrorPage });
+  const { provider, audience, grantWorkspaces } = buildProvider({ config, store, accounts, keys, revocations, renderError: engineErrorPage });
   logEngineEvents(provider, logger);
 
-  const verifier = new AccessTokenVerifier(keys.jwks, config.issuer, audience, store);
+  const verifier = new AccessTokenVerifier(keys.jwks, config.issuer, audience, revocations);
   const jwtEndpoints = jwtAccessTokenEndpoints(verifier);
 
   const host = new Router({ prefix: config.basePath || undefined });
