@@ -129,7 +129,7 @@ function guard<T>(work: () => T): T {
   try {
     return work();
   } catch (error) {
-    if (error instanceof Error && /SQLITE_(BUSY|LOCKED|IOERR|FULL|CANTOPEN|READONLY)|database is (locked|closed)|not open/i.test(error.message)) {
+    if (error instanceof Error && /SQLITE_(BUSY|LOCKED|IOERR|FULL|CANTOPEN|READONLY)|database is (locked|closed)|not open|statement has been finalized/i.test(error.message)) {
       throw new BackendUnavailableError(`SQLite store unavailable: ${error.message}`, { cause: error });
     }
     throw error;

@@ -128,6 +128,42 @@ for (const backend of BACKENDS) {
       });
     });
 
+    describe('revocation list', () => {
+      const now = () => Math.floor(Date.now() / 1000);
+
+      it('returns entries in the order written, and from a cursor only what came after it', async () => {
+        const first = { key: 'grant:g1', issuedBefore: now() + 60, expiresAt: now() + 60 };
+        const second = { key: 'token:t1', owner: 'client:c1', issuedBefore: now() + 60, expiresAt: now() + 60 };
+        await store.revocations.add(first);
+        const afterFirst = await store.revocations.changesSince(0);
+        expect(afterFirst.entries).to.deep.equal([first]);
+        await store.revocations.add(second);
+        const all = await store.revocations.changesSince(0);
+        expect(all.entries).to.deep.equal([first, second]);
+        const later = await store.revocations.changesSince(afterFirst.cursor);
+        expect(later.entries).to.deep.equal([second]);
+        expect((await store.revocations.changesSince(all.cursor)).entries).to.deep.equal([]);
+      });
+
+      it('widens an entry written again under the same key, and shows it again to readers past it', async () => {
+        const at = now();
+        await store.revocations.add({ key: 'client:c1', issuedBefore: at + 1, expiresAt: at + 100 });
+        const { cursor } = await store.revocations.changesSince(0);
+        await store.revocations.add({ key: 'client:c1', issuedBefore: at + 200, expiresAt: at + 50 });
+        const { entries } = await store.revocations.changesSince(cursor);
+        expect(entries).to.deep.equal([{ key: 'client:c1', issuedBefore: at + 200, expiresAt: at + 100 }]);
+        expect((await store.revocations.changesSince(0)).entries).to.have.length(1);
+      });
+
+      it('forgets an entry once it has expired', async () => {
+        await store.revocations.add({ key: 'token:short', issuedBefore: now() + 1, expiresAt: now() + 1 });
+        await store.revocations.add({ key: 'token:long', issuedBefore: now() + 60, expiresAt: now() + 60 });
+        expect((await store.revocations.changesSince(0)).entries.map((e) => e.key)).to.deep.equal(['token:short', 'token:long']);
+        await new Promise((resolve) => setTimeout(resolve, 2100));
+        expect((await store.revocations.changesSince(0)).entries.map((e) => e.key)).to.deep.equal(['token:long']);
+      });
+    });
+
     it('answers ping while open and reports unavailability once closed', async () => {
       await store.ping();
       await store.close();

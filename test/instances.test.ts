@@ -1,0 +1,163 @@
+import { setTimeout as sleep } from 'node:timers/promises';
+
+import { expect } from 'chai';
+
+import { openStore } from '../adapters/index.ts';
+import { PROPAGATION_BOUND_MS } from '../src/oauth/propagation.ts';
+import { CLOCK_MARGIN_SECONDS } from '../src/oauth/revocation_list.ts';
+import { codeRequest, exchangeCode, introspect, postCredentials, registerClient, tokenRequest, REDIRECT_URI, type RegisteredClient } from './helpers/oauth.ts';
+import { initialAccessToken, seedUser, startServer, type SeededUser, type TestServer } from './helpers/server.ts';
+import { UserAgent, authorize } from './helpers/user_agent.ts';
+
+/**
+ * Several instances behind one load balancer share one store. What one instance (or the admin
+ * CLI) changes, every other honours within PROPAGATION_BOUND_MS: revoked grants and tokens,
+ * deleted and updated clients.
+ */
+describe('instances sharing one store', function () {
+  this.timeout(60_000);
+
+  let first: TestServer;
+  let second: TestServer;
+  let user: SeededUser;
+  let app: RegisteredClient;
+  /** Extra time for the test's own requests, on top of the bound the service guarantees. */
+  const REQUEST_SLACK_MS = 300;
+
+  before(async () => {
+    first = await startServer();
+    second = await startServer({ store: first.store, env: { BASE_URL: first.issuer } });
+    user = await seedUser(first);
+    app = await registerClient(first.issuer, { client_name: 'Shared App' });
+  });
+
+  after(async () => {
+    await second?.stop();
+    await first?.stop();
+  });
+
+  /** Tokens for the user through the code flow, all of it at `server`. */
+  async function userTokens(server: TestServer): Promise<{ access_token: string; refresh_token: string }> {
+    const { url, verifier } = codeRequest(server.origin, app.client_id, { scope: 'api profile' });
+    const callback = await authorize(new UserAgent(), url, server.origin, { email: user.email, password: user.password });
+    const response = await exchangeCode(server.origin, app, callback.searchParams.get('code')!, verifier);
+    expect(response.status).to.equal(200);
+    return response.json() as Promise<{ access_token: string; refresh_token: string }>;
+  }
+
+  const userinfoStatus = async (server: TestServer, accessToken: string) =>
+    (await fetch(`${server.origin}/oauth/userinfo`, { headers: { authorization: `Bearer ${accessToken}` } })).status;
+
+  const revoke = (server: TestServer, client: RegisteredClient, token: string) => fetch(`${server.origin}/oauth/revoke`, {
+    method: 'POST',
+    headers: { 'content-type': 'application/x-www-form-urlencoded' },
+    body: new URLSearchParams({ token, ...postCredentials(client) }).toString(),
+  });
+
+  /** Polls `check` until it holds; returns the milliseconds that took, or fails past the bound. */
+  async function withinBound(check: () => Promise<boolean>, startedAt: number, what: string): Promise<number> {
+    const deadline = startedAt + PROPAGATION_BOUND_MS + REQUEST_SLACK_MS;
+    for (;;) {
+      if (await check()) return Date.now() - startedAt;
+      if (Date.now() > deadline) throw new Error(`${what}: not seen within ${PROPAGATION_BOUND_MS} ms (+${REQUEST_SLACK_MS} ms for the requests)`);
+      await sleep(50);
+    }
+  }
+
+  it('a grant revoked at one instance is refused by the other within the bound', async () => {
+    const tokens = await userTokens(first);
+    expect(await userinfoStatus(second, tokens.access_token)).to.equal(200);
+
+    const revoked = await revoke(first, app, tokens.refresh_token);
+    expect(revoked.status).to.equal(200);
+    const revokedAt = Date.now();
+    expect(await userinfoStatus(first, tokens.access_token), 'at the instance that revoked it: at once').to.equal(401);
+
+    await withinBound(async () => await userinfoStatus(second, tokens.access_token) === 401, revokedAt, 'userinfo at the other instance');
+    expect(await introspect(second.origin, postCredentials(app), tokens.access_token)).to.deep.equal({ active: false });
+  });
+
+  it('refresh-token reuse detected at one instance ends the access tokens at the other', async () => {
+    const tokens = await userTokens(second);
+    const rotated = await tokenRequest(second.origin, { grant_type: 'refresh_token', refresh_token: tokens.refresh_token, ...postCredentials(app) });
+    expect(rotated.status).to.equal(200);
+    const { access_token: current } = await rotated.json() as { access_token: string };
+    expect(await userinfoStatus(first, current)).to.equal(200);
+
+    const replay = await tokenRequest(first.origin, { grant_type: 'refresh_token', refresh_token: tokens.refresh_token, ...postCredentials(app) });
+    expect(replay.status).to.equal(400);
+    const replayedAt = Date.now();
+    await withinBound(async () => await userinfoStatus(second, current) === 401, replayedAt, 'the rotated chain at the other instance');
+  });
+
+  it('an access token revoked (RFC 7009) at one instance is inactive at the other within the bound', async () => {
+    const tokens = await userTokens(first);
+    expect((await introspect(second.origin, postCredentials(app), tokens.access_token)).active).to.equal(true);
+    expect((await revoke(second, app, tokens.access_token)).status).to.equal(200);
+    const revokedAt = Date.now();
+    await withinBound(async () => (await introspect(first.origin, postCredentials(app), tokens.access_token)).active === false, revokedAt, 'introspection at the other instance');
+    expect(await userinfoStatus(first, tokens.access_token)).to.equal(401);
+  });
+
+  it('keeps a revocation only as long as the token it refuses can live', async () => {
+    const tokens = await userTokens(first);
+    const { exp, jti } = JSON.parse(Buffer.from(tokens.access_token.split('.')[1]!, 'base64url').toString()) as { exp: number; jti: string };
+    expect((await revoke(first, app, tokens.access_token)).status).to.equal(200);
+
+    const store = openStore(first.store);
+    try {
+      const { entries } = await store.revocations.changesSince(0);
+      const entry = entries.find(({ key }) => key === `token:${jti}`);
+      expect(entry, 'the revocation entry').to.not.equal(undefined);
+      expect(entry!.expiresAt).to.equal(exp + CLOCK_MARGIN_SECONDS);
+    } finally {
+      await store.close();
+    }
+  });
+
+  it('a client updated at one instance is seen as updated by the other within the bound', async () => {
+    const own = await registerClient(first.issuer, { client_name: 'Changing App' });
+    const added = 'http://127.0.0.1:9/added-callback';
+    // 303 to the login page once the redirect URI is registered; the error page (400) before.
+    const authorizeStatus = async (server: TestServer) => (await fetch(
+      codeRequest(server.origin, own.client_id, { redirect_uri: added }).url,
+      { redirect: 'manual' },
+    )).status;
+    // The other instance now holds the client in its cache.
+    expect(await authorizeStatus(second)).to.equal(400);
+
+    const updated = await fetch(own.registration_client_uri, {
+      method: 'PUT',
+      headers: { 'content-type': 'application/json', authorization: `Bearer ${own.registration_access_token}` },
+      body: JSON.stringify({
+        client_id: own.client_id,
+        client_name: 'Changing App',
+        redirect_uris: [REDIRECT_URI, added],
+        grant_types: ['authorization_code'],
+        token_endpoint_auth_method: 'client_secret_post',
+      }),
+    });
+    expect(updated.status, await updated.clone().text()).to.equal(200);
+    const updatedAt = Date.now();
+    expect(await authorizeStatus(first), 'at the instance that updated it: at once').to.equal(303);
+
+    await withinBound(async () => await authorizeStatus(second) === 303, updatedAt, 'the new redirect URI at the other instance');
+  });
+
+  it("a client deleted at one instance is refused by the other within the bound, and so are its tokens", async () => {
+    const iat = await initialAccessToken(first, user.workspaces[0]!.id);
+    const doomed = await registerClient(first.issuer, { client_name: 'Doomed', grant_types: ['client_credentials'], redirect_uris: [] }, iat);
+    const issue = (server: TestServer) => tokenRequest(server.origin, { grant_type: 'client_credentials', ...postCredentials(doomed) });
+    const issued = await issue(second);
+    expect(issued.status).to.equal(200);
+    const { access_token: accessToken } = await issued.json() as { access_token: string };
+    expect((await introspect(second.origin, postCredentials(app), accessToken)).active).to.equal(true);
+
+    const deleted = await fetch(doomed.registration_client_uri, { method: 'DELETE', headers: { authorization: `Bearer ${doomed.registration_access_token}` } });
+    expect(deleted.status).to.equal(204);
+    const deletedAt = Date.now();
+
+    await withinBound(async () => (await issue(second)).status === 401, deletedAt, 'the deleted client at the other instance');
+    expect((await introspect(second.origin, postCredentials(app), accessToken)).active).to.equal(false);
+  });
+});
