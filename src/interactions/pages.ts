@@ -1,10 +1,12 @@
+import { randomBytes } from 'node:crypto';
+
 import type { Context } from 'koa';
 
 import { htmlContentSecurityPolicy, type HtmlPolicy } from '../server/security_headers.ts';
 
 /** Renders a view inside the layout, with the page's Content-Security-Policy and no caching. */
 export async function renderPage(ctx: Context, view: string, title: string, data: Record<string, unknown>, policy?: HtmlPolicy): Promise<void> {
-  const nonce = ctx.state.cspNonce as string;
+  const nonce = randomBytes(16).toString('base64');
   ctx.set('Content-Security-Policy', htmlContentSecurityPolicy(nonce, policy));
   ctx.set('Cache-Control', 'no-store');
   ctx.type = 'html';

@@ -1,5 +1,3 @@
-import { randomBytes } from 'node:crypto';
-
 import type { Middleware } from 'koa';
 
 export interface HtmlPolicy {
@@ -8,19 +6,17 @@ export interface HtmlPolicy {
 }
 
 /**
- * Headers every response carries, and a per-response CSP nonce for the server-rendered pages.
- * Pages are never framed (clickjacking), load nothing from elsewhere and run no script.
+ * Headers every response carries. Pages are never framed (clickjacking), load nothing from
+ * elsewhere and run no script; a rendered page replaces the policy with its own, which carries a
+ * nonce for its style (src/interactions/pages.ts).
  */
 export function securityHeaders(authorizationPath: string): Middleware {
   return async (ctx, next) => {
-    ctx.state.cspNonce = randomBytes(16).toString('base64');
-    ctx.set({
-      'X-Content-Type-Options': 'nosniff',
-      'X-Frame-Options': 'DENY',
-      'Referrer-Policy': 'no-referrer',
-      'Cross-Origin-Opener-Policy': 'same-origin',
-      'Content-Security-Policy': ctx.path.startsWith(authorizationPath) ? FORM_POST_POLICY : DEFAULT_POLICY,
-    });
+    ctx.set('X-Content-Type-Options', 'nosniff');
+    ctx.set('X-Frame-Options', 'DENY');
+    ctx.set('Referrer-Policy', 'no-referrer');
+    ctx.set('Cross-Origin-Opener-Policy', 'same-origin');
+    ctx.set('Content-Security-Policy', ctx.path.startsWith(authorizationPath) ? FORM_POST_POLICY : DEFAULT_POLICY);
     if (ctx.secure) ctx.set('Strict-Transport-Security', 'max-age=31536000');
     await next();
   };
