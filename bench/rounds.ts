@@ -1,0 +1,82 @@
+import { runLoad, type LoadResult } from './load.ts';
+import { residentBytes } from './proc.ts';
+import type { RoundContext, Scenario, ScenarioName } from './scenarios.ts';
+import type { Side, Target } from './target.ts';
+
+/**
+ * One scenario, measured in alternating rounds (service, baseline, service, baseline, ...) so that
+ * the machine's noise falls on both servers alike, after an unrecorded warm-up of each.
+ */
+
+export interface RoundOptions {
+  rounds: number;
+  duration: number;
+  connections: number;
+  warmup: number;
+  rssTokens: number;
+}
+
+export interface ScenarioRun {
+  scenario: ScenarioName;
+  summary: string;
+  rounds: Record<Side, LoadResult[]>;
+  /** Each server's VmRSS before the first measured round (for rss: before the bulk issuance). */
+  rssBefore: Record<Side, number | undefined>;
+}
+
+/** Slack per round for planning (minting, registering) and for autocannon to drain its last requests. */
+const ROUND_OVERHEAD_SECONDS = 30;
+
+/** How long one run may take before it is stopped, whatever is left. */
+function limitSeconds(scenario: Scenario, duration: number): number {
+  return scenario.countLimitSeconds ?? duration + ROUND_OVERHEAD_SECONDS;
+}
+
+/** The longest a scenario can take against `servers` servers, for the bench's overall time bound. */
+export function worstCaseSeconds(scenario: Scenario, options: RoundOptions, servers: number): number {
+  // Planning may mint for about a round's length before the run itself.
+  const round = (duration: number) => duration + limitSeconds(scenario, duration) + ROUND_OVERHEAD_SECONDS;
+  if (scenario.once) return servers * round(options.duration);
+  return servers * ((options.warmup > 0 ? round(options.warmup) : 0) + options.rounds * round(options.duration));
+}
+
+export async function runScenario(scenario: Scenario, targets: readonly Target[], options: RoundOptions, progress: (line: string) => void): Promise<ScenarioRun> {
+  const rounds = { service: [], baseline: [] } as Record<Side, LoadResult[]>;
+  const rssBefore = { service: undefined, baseline: undefined } as Record<Side, number | undefined>;
+  const context = (duration: number): RoundContext => ({ connections: options.connections, duration, rssTokens: options.rssTokens });
+  const run = async (target: Target, duration: number) => {
+    const plan = await scenario.plan(target, context(duration));
+    return runLoad(target.issuer, target.process.pid, plan, {
+      connections: options.connections,
+      duration,
+      limitSeconds: limitSeconds(scenario, duration),
+    });
+  };
+
+  if (!scenario.once && options.warmup > 0) {
+    for (const target of targets) {
+      const warm = await run(target, options.warmup);
+      progress(`${scenario.name} warm-up ${target.side}: ${Math.round(warm.requestsPerSecond)} req/s, ${warm.errors} errors`);
+    }
+  }
+  for (const target of targets) rssBefore[target.side] = await residentBytes(target.process.pid);
+
+  const count = scenario.once ? 1 : options.rounds;
+  for (let round = 1; round <= count; round += 1) {
+    for (const target of targets) {
+      if (target.process.exited()) throw new Error(`${target.side} exited:\n${target.process.output()}`);
+      const result = await run(target, options.duration);
+      rounds[target.side].push(result);
+      progress(`${scenario.name} round ${round}/${count} ${target.side}: ${describe(result)}`);
+    }
+  }
+  return { scenario: scenario.name, summary: scenario.summary, rounds, rssBefore };
+}
+
+function describe(result: LoadResult): string {
+  const codes = Object.entries(result.statusCodes).map(([code, n]) => `${code}×${n}`).join(' ');
+  return `${Math.round(result.requestsPerSecond)} req/s over ${result.requests} requests, p50 ${result.latencyP50} ms, p99 ${result.latencyP99} ms, `
+    + `${result.errors} errors (${codes}${result.socketErrors ? ` socket×${result.socketErrors}` : ''}${result.wrongBodies ? ` wrong-body×${result.wrongBodies}` : ''})`
+    + `, server ${result.serverCores?.toFixed(2) ?? '?'} cores (main thread ${result.serverMainThreadCores?.toFixed(2) ?? '?'})`
+    + `, bench ${result.benchCores.toFixed(2)} cores${result.cutShort ? ', CUT SHORT' : ''}`;
+}

@@ -1,0 +1,161 @@
+/**
+ * `npm run bench`: this service against a bare oidc-provider baseline, side by side, on this machine.
+ * Both run as child processes on loopback; autocannon drives them in alternating rounds; the
+ * report gives medians, latencies, errors, memory and CPU for both. See `npm run bench -- --help`.
+ */
+import { resolve } from 'node:path';
+import { parseArgs } from 'node:util';
+
+import { startBaseline } from './baseline_target.ts';
+import { measureCryptoLimits } from './crypto_limits.ts';
+import { machineInfo } from './machine.ts';
+import { cleanUp, cleanUpNow, profileServersInto } from './processes.ts';
+import { formatReport, jsonReport, summarize, type RunSettings } from './report.ts';
+import { runScenario, worstCaseSeconds, type ScenarioRun } from './rounds.ts';
+import { SCENARIO_NAMES, SCENARIOS, type Scenario, type ScenarioName } from './scenarios.ts';
+import { startService } from './service.ts';
+import { STORE_KINDS, isStoreKind, type StoreKind } from './stores.ts';
+import type { Target } from './target.ts';
+
+const USAGE = `Usage: npm run bench -- [options]
+
+  --duration SECONDS    length of each round (default 10)
+  --connections N       concurrent connections (default 32)
+  --rounds N            rounds per server, alternating service/baseline (default 3)
+  --scenario NAME       repeatable or comma-separated (default all):
+                        ${SCENARIO_NAMES.join(', ')}
+  --store KIND          the service's storage: ${STORE_KINDS.join(' | ')} (default sqlite)
+  --warmup SECONDS      unrecorded warm-up per server and scenario (default 2; 0 for none)
+  --rss-tokens N        client_credentials tokens the rss scenario issues per server (default 100000)
+  --log-level LEVEL     the service's LOG_LEVEL (default warn: request logging is not measured)
+  --json                also print the results as JSON: JSON on stdout, the table on stderr
+  --profile DIR         write each server's CPU profile (node --cpu-prof) under DIR/<server>/;
+                        summarise one with: node bench/profile_summary.ts FILE.cpuprofile
+  -h, --help`;
+
+interface BenchOptions extends RunSettings {
+  scenarios: ScenarioName[];
+  store: StoreKind;
+  json: boolean;
+  /** Folder for the servers' V8 CPU profiles (`node --cpu-prof`), one subfolder a server. */
+  profile: string | undefined;
+}
+
+class UsageError extends Error {
+  override name = 'UsageError';
+}
+
+function parseOptions(argv: string[]): BenchOptions | undefined {
+  const { values } = parseArgs({
+    args: argv,
+    strict: true,
+    options: {
+      duration: { type: 'string', default: '10' },
+      connections: { type: 'string', default: '32' },
+      rounds: { type: 'string', default: '3' },
+      scenario: { type: 'string', multiple: true },
+      store: { type: 'string', default: 'sqlite' },
+      warmup: { type: 'string', default: '2' },
+      'rss-tokens': { type: 'string', default: '100000' },
+      'log-level': { type: 'string', default: 'warn' },
+      json: { type: 'boolean', default: false },
+      profile: { type: 'string' },
+      help: { type: 'boolean', short: 'h', default: false },
+    },
+  });
+  if (values.help) return undefined;
+
+  const scenarios = (values.scenario ?? [...SCENARIO_NAMES]).flatMap((value) => value.split(',')).map((name) => name.trim()).filter(Boolean);
+  const unknown = scenarios.filter((name) => !(SCENARIO_NAMES as readonly string[]).includes(name));
+  if (unknown.length) throw new UsageError(`unknown scenario ${unknown.join(', ')}; known: ${SCENARIO_NAMES.join(', ')}`);
+  if (!isStoreKind(values.store)) throw new UsageError(`--store must be one of ${STORE_KINDS.join(', ')}, got "${values.store}"`);
+  return {
+    duration: number('--duration', values.duration, { min: 1 }),
+    connections: number('--connections', values.connections, { min: 1, integer: true }),
+    rounds: number('--rounds', values.rounds, { min: 1, integer: true }),
+    warmup: number('--warmup', values.warmup, { min: 0 }),
+    rssTokens: number('--rss-tokens', values['rss-tokens'], { min: 1, integer: true }),
+    // In run order, each once: the rss scenario last, since it grows the servers on purpose.
+    scenarios: SCENARIO_NAMES.filter((name) => scenarios.includes(name)),
+    store: values.store,
+    logLevel: values['log-level'],
+    json: values.json,
+    profile: values.profile,
+  };
+}
+
+function number(name: string, value: string, { min, integer = false }: { min: number; integer?: boolean }): number {
+  const parsed = Number(value);
+  if (value.trim() === '' || !Number.isFinite(parsed) || parsed < min || (integer && !Number.isInteger(parsed))) {
+    throw new UsageError(`${name} must be ${integer ? 'a whole number' : 'a number'} of at least ${min}, got "${value}"`);
+  }
+  return parsed;
+}
+
+async function main(): Promise<number> {
+  let options: BenchOptions | undefined;
+  try {
+    options = parseOptions(process.argv.slice(2));
+  } catch (error) {
+    process.stderr.write(`${(error as Error).message}\n\n${USAGE}\n`);
+    return 2;
+  }
+  if (!options) {
+    process.stdout.write(`${USAGE}\n`);
+    return 0;
+  }
+  const progress = (line: string) => process.stderr.write(`[bench] ${line}\n`);
+  if (options.profile) profileServersInto(resolve(options.profile));
+
+  // The whole run is bounded: every phase has a limit, and this catches anything that hangs anyway.
+  const scenarios = options.scenarios.map((name) => SCENARIOS[name]);
+  const bound = 120 + scenarios.reduce((sum, scenario) => sum + worstCaseSeconds(scenario, options, 2), 0);
+  const watchdog = setTimeout(() => void abort(`the run exceeded its time bound of ${bound} s`, 3), bound * 1000);
+  progress(`${scenarios.map((s) => s.name).join(', ')}; at most ${Math.ceil(bound / 60)} min`);
+  try {
+    return await measure(options, scenarios, progress);
+  } finally {
+    clearTimeout(watchdog);
+    await cleanUp();
+  }
+}
+
+async function measure(options: BenchOptions, scenarios: readonly Scenario[], progress: (line: string) => void): Promise<number> {
+  const report = options.json ? process.stderr : process.stdout;
+
+  const machine = machineInfo();
+  progress('measuring ES256 with jose on one core');
+  const crypto = await measureCryptoLimits();
+
+  progress(`starting the service (STORE ${options.store}) and the baseline`);
+  const targets: Target[] = [await startService({ store: options.store, logLevel: options.logLevel }), await startBaseline()];
+
+  const runs: ScenarioRun[] = [];
+  for (const scenario of scenarios) runs.push(await runScenario(scenario, targets, options, progress));
+
+  const summaries = runs.map(summarize);
+  report.write(`\n${formatReport(machine, crypto, options, summaries)}\n`);
+  if (options.json) process.stdout.write(`${jsonReport(machine, crypto, options, summaries, runs)}\n`);
+
+  const failed = summaries.filter((summary) => summary.sides.service.errors > 0 || summary.sides.baseline.errors > 0);
+  if (failed.length) {
+    process.stderr.write(`\n[bench] errors in ${failed.map((summary) => summary.scenario).join(', ')}: those numbers are not comparable\n`);
+    return 1;
+  }
+  return 0;
+}
+
+async function abort(reason: string, code: number): Promise<void> {
+  process.stderr.write(`\n[bench] stopping: ${reason}\n`);
+  await cleanUp();
+  process.exit(code);
+}
+
+process.once('SIGINT', () => void abort('interrupted', 130));
+process.once('SIGTERM', () => void abort('terminated', 143));
+process.once('exit', cleanUpNow);
+
+main().then((code) => { process.exitCode = code; }, (error: unknown) => {
+  process.stderr.write(`\n[bench] failed: ${(error as Error).stack ?? String(error)}\n`);
+  process.exitCode = 1;
+});

@@ -1,0 +1,91 @@
+import { openStore } from '../adapters/index.ts';
+import { Accounts } from '../src/accounts/accounts.ts';
+import { registerClient } from '../test/helpers/oauth.ts';
+import { freePort, runAdmin } from '../test/helpers/server.ts';
+import { authorize } from '../test/helpers/user_agent.ts';
+import { CodeMinter } from './codes.ts';
+import { startNode, tempDir } from './processes.ts';
+import { SEED_LINE_PREFIX, seedUser, type BenchUser } from './seed.ts';
+import { storePlan, type StoreKind, type StorePlan } from './stores.ts';
+import { credentials, type Target } from './target.ts';
+
+export interface ServiceOptions {
+  store: StoreKind;
+  /** The service's LOG_LEVEL: warn by default, so the per-request log line is not part of what is measured. */
+  logLevel: string;
+}
+
+/**
+ * Starts the real service (`node src/main.ts`) on a free loopback port with its own store, seeds a
+ * user and workspace, and registers the two clients the scenarios use: a workspace-bound
+ * client_credentials client (through an initial access token) and an authorization_code client.
+ */
+export async function startService(options: ServiceOptions): Promise<Target> {
+  const plan = storePlan(options.store, await tempDir('oauth-bench-'));
+  const port = await freePort();
+  const issuer = `http://127.0.0.1:${port}`;
+  const env: Record<string, string> = {
+    PATH: process.env.PATH ?? '',
+    HOME: process.env.HOME ?? '',
+    PORT: String(port),
+    HOST: '127.0.0.1',
+    BASE_URL: issuer,
+    STORE: plan.url,
+    LOG_LEVEL: options.logLevel,
+  };
+  const server = await startNode('service', plan.nodeArgs, env, `${issuer}/healthz`);
+  const { user, initialAccessToken } = plan.seededFromOutside
+    ? await seedFromOutside(plan, env)
+    : await seedReportedBy(server.output);
+
+  const workspaceClient = credentials(await registerClient(issuer, {
+    client_name: 'Bench workspace client', grant_types: ['client_credentials'], redirect_uris: [],
+  }, initialAccessToken));
+  const codeClient = credentials(await registerClient(issuer, { client_name: 'Bench code client' }));
+  const codes = new CodeMinter(issuer, codeClient, (agent, url, origin) => authorize(agent, url, origin, user));
+
+  return {
+    side: 'service',
+    issuer,
+    process: server,
+    workspaceClient,
+    codeClient,
+    codes,
+    introspectableResource: undefined,
+    userinfoScope: 'api profile',
+  };
+}
+
+interface Seed {
+  user: BenchUser;
+  initialAccessToken: string;
+}
+
+/** As the tests do: the user straight into the store the server reads live, the initial access token from the admin CLI. */
+async function seedFromOutside(plan: StorePlan, env: Record<string, string>): Promise<Seed> {
+  const store = openStore(plan.url);
+  let user: BenchUser;
+  try {
+    user = await seedUser(new Accounts(store.accounts));
+  } finally {
+    await store.close();
+  }
+  const result = await runAdmin(env, ['iat', 'create', '--workspace', user.workspaceId, '--json']);
+  if (result.code !== 0) throw new Error(`admin iat create failed (${result.code}): ${result.stderr}`);
+  const { initial_access_token: initialAccessToken } = JSON.parse(result.stdout) as { initial_access_token: string };
+  return { user, initialAccessToken };
+}
+
+/** bench/memory_preload.ts seeds the service's memory store from inside and prints what it made. */
+async function seedReportedBy(output: () => string): Promise<Seed> {
+  const deadline = Date.now() + 20_000;
+  while (Date.now() < deadline) {
+    const line = output().split('\n').find((candidate) => candidate.startsWith(SEED_LINE_PREFIX));
+    if (line) {
+      const { initialAccessToken, ...user } = JSON.parse(line.slice(SEED_LINE_PREFIX.length)) as BenchUser & { initialAccessToken: string };
+      return { user, initialAccessToken };
+    }
+    await new Promise((resolve) => setTimeout(resolve, 50));
+  }
+  throw new Error(`the memory-store service did not report its seed:\n${output()}`);
+}

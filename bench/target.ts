@@ -1,0 +1,38 @@
+import type { CodeMinter } from './codes.ts';
+import type { ServerProcess } from './processes.ts';
+
+/** What the scenarios need from a server under test, the same shape for the service and the baseline. */
+
+export type Side = 'service' | 'baseline';
+export const SIDES: readonly Side[] = ['service', 'baseline'];
+
+/** A registered client's id and secret (client_secret_post). */
+export interface Credentials {
+  client_id: string;
+  client_secret: string;
+}
+
+export interface Target {
+  readonly side: Side;
+  readonly issuer: string;
+  readonly process: ServerProcess;
+  /** A client_credentials client (on the service: bound to the seeded workspace). */
+  readonly workspaceClient: Credentials;
+  /** An authorization_code + refresh_token client, redirect http://127.0.0.1:9/callback. */
+  readonly codeClient: Credentials;
+  /** Mints codes for `codeClient` as the seeded user. */
+  readonly codes: CodeMinter;
+  /**
+   * The `resource` of a client_credentials token this server can introspect: the service
+   * introspects its JWTs; the bare engine only opaque tokens, so the baseline names its opaque resource.
+   */
+  readonly introspectableResource: string | undefined;
+  /** The scope of a user token the server's userinfo accepts ('openid profile' for the bare engine: audience-less). */
+  readonly userinfoScope: string;
+}
+
+/** The credentials of a client just registered (a confidential client always gets a secret). */
+export function credentials(client: { client_id: string; client_secret?: string }): Credentials {
+  if (!client.client_secret) throw new Error(`client ${client.client_id} was registered without a secret`);
+  return { client_id: client.client_id, client_secret: client.client_secret };
+}
