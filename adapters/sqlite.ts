@@ -1,6 +1,8 @@
 import { mkdirSync } from 'node:fs';
 import { dirname } from 'node:path';
-import { DatabaseSync, type StatementSync } from 'node:sqlite';
+import { DatabaseSync } from 'node:sqlite';
+
+import { SqliteConnection } from './sqlite_connection.ts';
 
 import {
   BackendUnavailableError,
@@ -84,15 +86,14 @@ export function openSqliteStore(path: string, kind: 'sqlite' | 'memory' = 'sqlit
   if (path !== ':memory:') mkdirSync(dirname(path), { recursive: true });
   const db = new DatabaseSync(path);
   db.exec(SCHEMA);
+  const connection = new SqliteConnection(db);
 
-  const sweepModels = db.prepare('DELETE FROM oidc_models WHERE expires_at IS NOT NULL AND expires_at <= ?');
-  const sweepRevocations = db.prepare('DELETE FROM revocations WHERE expires_at <= ?');
-  const sweep = () => {
+  const sweep = () => connection.write(() => {
     const at = now();
-    sweepModels.run(at);
-    sweepRevocations.run(at);
-  };
-  const timer = setInterval(() => guard(sweep), SWEEP_INTERVAL_MS);
+    connection.statement('DELETE FROM oidc_models WHERE expires_at IS NOT NULL AND expires_at <= ?').run(at);
+    connection.statement('DELETE FROM revocations WHERE expires_at <= ?').run(at);
+  });
+  const timer = setInterval(() => sweep().catch(() => undefined), SWEEP_INTERVAL_MS);
   timer.unref();
 
   const models = new Map<string, ModelStore>();
@@ -103,37 +104,30 @@ export function openSqliteStore(path: string, kind: 'sqlite' | 'memory' = 'sqlit
     model(name) {
       let store = models.get(name);
       if (!store) {
-        store = new SqliteModelStore(db, name);
+        store = new SqliteModelStore(connection, name);
         models.set(name, store);
       }
       return store;
     },
-    accounts: new SqliteAccountStore(db),
-    settings: new SqliteSettingStore(db),
-    revocations: new SqliteRevocationStore(db),
+    accounts: new SqliteAccountStore(connection),
+    settings: new SqliteSettingStore(connection),
+    revocations: new SqliteRevocationStore(connection),
+    committed: () => connection.committed(),
     async ping() {
       if (closed) throw new BackendUnavailableError('the SQLite store is closed');
-      guard(() => db.prepare('SELECT 1').get());
+      connection.read(() => connection.statement('SELECT 1').get());
     },
     async close() {
       if (closed) return;
       closed = true;
       clearInterval(timer);
-      db.close();
+      try {
+        connection.flush();
+      } finally {
+        db.close();
+      }
     },
   };
-}
-
-/** Turns SQLite I/O failures (disk gone, file locked for too long) into the storage error the HTTP layer maps to 503. */
-function guard<T>(work: () => T): T {
-  try {
-    return work();
-  } catch (error) {
-    if (error instanceof Error && /SQLITE_(BUSY|LOCKED|IOERR|FULL|CANTOPEN|READONLY)|database is (locked|closed)|not open|statement has been finalized/i.test(error.message)) {
-      throw new BackendUnavailableError(`SQLite store unavailable: ${error.message}`, { cause: error });
-    }
-    throw error;
-  }
 }
 
 function stringOrNull(value: unknown): string | null {
@@ -146,38 +140,35 @@ interface ModelRow {
   consumed_at: number | null;
 }
 
+const LIVE = '(expires_at IS NULL OR expires_at > ?)';
+const MODEL_SQL = {
+  upsert: `
+    INSERT INTO oidc_models (model, id, payload, grant_id, uid, user_code, consumed_at, expires_at)
+    VALUES (?, ?, ?, ?, ?, ?, NULL, ?)
+    ON CONFLICT (model, id) DO UPDATE SET
+      payload = excluded.payload, grant_id = excluded.grant_id, uid = excluded.uid,
+      user_code = excluded.user_code, consumed_at = NULL, expires_at = excluded.expires_at`,
+  find: `SELECT id, payload, consumed_at FROM oidc_models WHERE model = ? AND id = ? AND ${LIVE}`,
+  findByUid: `SELECT id, payload, consumed_at FROM oidc_models WHERE model = ? AND uid = ? AND ${LIVE}`,
+  findByUserCode: `SELECT id, payload, consumed_at FROM oidc_models WHERE model = ? AND user_code = ? AND ${LIVE}`,
+  consume: `UPDATE oidc_models SET consumed_at = ? WHERE model = ? AND id = ? AND consumed_at IS NULL AND ${LIVE}`,
+  destroy: 'DELETE FROM oidc_models WHERE model = ? AND id = ?',
+  revokeByGrantId: 'DELETE FROM oidc_models WHERE model = ? AND grant_id = ?',
+  list: `SELECT id, payload, consumed_at FROM oidc_models WHERE model = ? AND ${LIVE} ORDER BY rowid`,
+} as const;
+
 class SqliteModelStore implements ModelStore {
-  readonly #upsert: StatementSync;
-  readonly #find: StatementSync;
-  readonly #findByUid: StatementSync;
-  readonly #findByUserCode: StatementSync;
-  readonly #consume: StatementSync;
-  readonly #destroy: StatementSync;
-  readonly #revokeByGrantId: StatementSync;
-  readonly #list: StatementSync;
+  readonly #db: SqliteConnection;
   readonly #model: string;
 
-  constructor(db: DatabaseSync, model: string) {
+  constructor(db: SqliteConnection, model: string) {
+    this.#db = db;
     this.#model = model;
-    this.#upsert = db.prepare(`
-      INSERT INTO oidc_models (model, id, payload, grant_id, uid, user_code, consumed_at, expires_at)
-      VALUES (?, ?, ?, ?, ?, ?, NULL, ?)
-      ON CONFLICT (model, id) DO UPDATE SET
-        payload = excluded.payload, grant_id = excluded.grant_id, uid = excluded.uid,
-        user_code = excluded.user_code, consumed_at = NULL, expires_at = excluded.expires_at`);
-    const live = '(expires_at IS NULL OR expires_at > ?)';
-    this.#find = db.prepare(`SELECT id, payload, consumed_at FROM oidc_models WHERE model = ? AND id = ? AND ${live}`);
-    this.#findByUid = db.prepare(`SELECT id, payload, consumed_at FROM oidc_models WHERE model = ? AND uid = ? AND ${live}`);
-    this.#findByUserCode = db.prepare(`SELECT id, payload, consumed_at FROM oidc_models WHERE model = ? AND user_code = ? AND ${live}`);
-    this.#consume = db.prepare(`UPDATE oidc_models SET consumed_at = ? WHERE model = ? AND id = ? AND consumed_at IS NULL AND ${live}`);
-    this.#destroy = db.prepare('DELETE FROM oidc_models WHERE model = ? AND id = ?');
-    this.#revokeByGrantId = db.prepare('DELETE FROM oidc_models WHERE model = ? AND grant_id = ?');
-    this.#list = db.prepare(`SELECT id, payload, consumed_at FROM oidc_models WHERE model = ? AND ${live} ORDER BY rowid`);
   }
 
   async upsert(id: string, payload: ModelPayload, expiresIn: number | undefined) {
     const expiresAt = expiresIn ? now() + expiresIn : null;
-    guard(() => this.#upsert.run(
+    await this.#db.write(() => this.#db.statement(MODEL_SQL.upsert).run(
       this.#model, id, JSON.stringify(payload),
       stringOrNull(payload.grantId), stringOrNull(payload.uid), stringOrNull(payload.userCode),
       expiresAt,
@@ -185,33 +176,33 @@ class SqliteModelStore implements ModelStore {
   }
 
   async find(id: string) {
-    return toPayload(guard(() => this.#find.get(this.#model, id, now())));
+    return toPayload(this.#db.read(() => this.#db.statement(MODEL_SQL.find).get(this.#model, id, now())));
   }
 
   async findByUid(uid: string) {
-    return toPayload(guard(() => this.#findByUid.get(this.#model, uid, now())));
+    return toPayload(this.#db.read(() => this.#db.statement(MODEL_SQL.findByUid).get(this.#model, uid, now())));
   }
 
   async findByUserCode(userCode: string) {
-    return toPayload(guard(() => this.#findByUserCode.get(this.#model, userCode, now())));
+    return toPayload(this.#db.read(() => this.#db.statement(MODEL_SQL.findByUserCode).get(this.#model, userCode, now())));
   }
 
   async consume(id: string) {
     const timestamp = now();
-    const result = guard(() => this.#consume.run(timestamp, this.#model, id, timestamp));
+    const result = await this.#db.write(() => this.#db.statement(MODEL_SQL.consume).run(timestamp, this.#model, id, timestamp));
     return result.changes === 1;
   }
 
   async destroy(id: string) {
-    guard(() => this.#destroy.run(this.#model, id));
+    await this.#db.write(() => this.#db.statement(MODEL_SQL.destroy).run(this.#model, id));
   }
 
   async revokeByGrantId(grantId: string) {
-    guard(() => this.#revokeByGrantId.run(this.#model, grantId));
+    await this.#db.write(() => this.#db.statement(MODEL_SQL.revokeByGrantId).run(this.#model, grantId));
   }
 
   async list() {
-    const rows = guard(() => this.#list.all(this.#model, now())) as unknown as ModelRow[];
+    const rows = this.#db.read(() => this.#db.statement(MODEL_SQL.list).all(this.#model, now())) as unknown as ModelRow[];
     return rows.map((row) => ({ id: row.id, payload: toPayload(row)! }));
   }
 }
@@ -248,30 +239,30 @@ function toUser(row: unknown): User | undefined {
 }
 
 class SqliteAccountStore implements AccountStore {
-  readonly #db: DatabaseSync;
+  readonly #db: SqliteConnection;
 
-  constructor(db: DatabaseSync) {
+  constructor(db: SqliteConnection) {
     this.#db = db;
   }
 
   async createWorkspace(workspace: Workspace) {
-    guard(() => this.#db.prepare('INSERT INTO workspaces (id, name, created_at) VALUES (?, ?, ?)')
+    await this.#db.write(() => this.#db.statement('INSERT INTO workspaces (id, name, created_at) VALUES (?, ?, ?)')
       .run(workspace.id, workspace.name, workspace.createdAt));
   }
 
   async getWorkspace(id: string) {
-    const row = guard(() => this.#db.prepare('SELECT id, name, created_at FROM workspaces WHERE id = ?').get(id));
+    const row = this.#db.read(() => this.#db.statement('SELECT id, name, created_at FROM workspaces WHERE id = ?').get(id));
     return row ? toWorkspace(row) : undefined;
   }
 
   async listWorkspaces() {
-    return guard(() => this.#db.prepare('SELECT id, name, created_at FROM workspaces ORDER BY created_at, id').all())
+    return this.#db.read(() => this.#db.statement('SELECT id, name, created_at FROM workspaces ORDER BY created_at, id').all())
       .map(toWorkspace);
   }
 
   async createUser(user: User) {
     try {
-      guard(() => this.#db.prepare(`INSERT INTO users (id, email, name, given_name, family_name, password_hash, created_at)
+      await this.#db.write(() => this.#db.statement(`INSERT INTO users (id, email, name, given_name, family_name, password_hash, created_at)
         VALUES (?, ?, ?, ?, ?, ?, ?)`).run(
         user.id, user.email, user.name, user.givenName ?? null, user.familyName ?? null, user.passwordHash, user.createdAt,
       ));
@@ -284,26 +275,26 @@ class SqliteAccountStore implements AccountStore {
   }
 
   async getUser(id: string) {
-    return toUser(guard(() => this.#db.prepare('SELECT * FROM users WHERE id = ?').get(id)));
+    return toUser(this.#db.read(() => this.#db.statement('SELECT * FROM users WHERE id = ?').get(id)));
   }
 
   async findUserByEmail(email: string) {
-    return toUser(guard(() => this.#db.prepare('SELECT * FROM users WHERE email = ?').get(email)));
+    return toUser(this.#db.read(() => this.#db.statement('SELECT * FROM users WHERE email = ?').get(email)));
   }
 
   async countUsers() {
-    const row = guard(() => this.#db.prepare('SELECT count(*) AS n FROM users').get()) as { n: number };
+    const row = this.#db.read(() => this.#db.statement('SELECT count(*) AS n FROM users').get()) as { n: number };
     return row.n;
   }
 
   async putMembership(membership: Membership) {
-    guard(() => this.#db.prepare(`INSERT INTO memberships (user_id, workspace_id, role) VALUES (?, ?, ?)
+    await this.#db.write(() => this.#db.statement(`INSERT INTO memberships (user_id, workspace_id, role) VALUES (?, ?, ?)
       ON CONFLICT (user_id, workspace_id) DO UPDATE SET role = excluded.role`)
       .run(membership.userId, membership.workspaceId, membership.role));
   }
 
   async listMemberships(userId: string) {
-    const rows = guard(() => this.#db.prepare(`SELECT m.user_id, m.workspace_id, m.role FROM memberships m
+    const rows = this.#db.read(() => this.#db.statement(`SELECT m.user_id, m.workspace_id, m.role FROM memberships m
       JOIN workspaces w ON w.id = m.workspace_id WHERE m.user_id = ? ORDER BY w.created_at, w.id`).all(userId));
     return rows.map((row) => {
       const r = row as { user_id: string; workspace_id: string; role: Role };
@@ -318,19 +309,19 @@ function toWorkspace(row: unknown): Workspace {
 }
 
 class SqliteSettingStore implements SettingStore {
-  readonly #db: DatabaseSync;
+  readonly #db: SqliteConnection;
 
-  constructor(db: DatabaseSync) {
+  constructor(db: SqliteConnection) {
     this.#db = db;
   }
 
   async get(name: string) {
-    const row = guard(() => this.#db.prepare('SELECT value FROM settings WHERE name = ?').get(name)) as { value: string } | undefined;
+    const row = this.#db.read(() => this.#db.statement('SELECT value FROM settings WHERE name = ?').get(name)) as { value: string } | undefined;
     return row?.value;
   }
 
   async setIfAbsent(name: string, value: string) {
-    guard(() => this.#db.prepare('INSERT INTO settings (name, value) VALUES (?, ?) ON CONFLICT (name) DO NOTHING').run(name, value));
+    await this.#db.write(() => this.#db.statement('INSERT INTO settings (name, value) VALUES (?, ?) ON CONFLICT (name) DO NOTHING').run(name, value));
     return (await this.get(name))!;
   }
 }
@@ -343,30 +334,33 @@ interface RevocationRow {
   expires_at: number;
 }
 
-class SqliteRevocationStore implements RevocationStore {
-  readonly #add: StatementSync;
-  readonly #changesSince: StatementSync;
+const REVOCATION_SQL = {
+  // REPLACE gives the row a new, higher seq (AUTOINCREMENT never reuses one), so every instance
+  // mirroring the list sees the widened entry on its next read.
+  add: `
+    INSERT OR REPLACE INTO revocations (key, owner, issued_before, expires_at)
+    SELECT :key, coalesce(:owner, r.owner), max(:issuedBefore, coalesce(r.issued_before, 0)), max(:expiresAt, coalesce(r.expires_at, 0))
+    FROM (SELECT 1) LEFT JOIN revocations r ON r.key = :key`,
+  changesSince: `
+    SELECT seq, key, owner, issued_before, expires_at FROM revocations
+    WHERE seq > ? AND expires_at > ? ORDER BY seq`,
+} as const;
 
-  constructor(db: DatabaseSync) {
-    // REPLACE gives the row a new, higher seq (AUTOINCREMENT never reuses one), so every instance
-    // mirroring the list sees the widened entry on its next read.
-    this.#add = db.prepare(`
-      INSERT OR REPLACE INTO revocations (key, owner, issued_before, expires_at)
-      SELECT :key, coalesce(:owner, r.owner), max(:issuedBefore, coalesce(r.issued_before, 0)), max(:expiresAt, coalesce(r.expires_at, 0))
-      FROM (SELECT 1) LEFT JOIN revocations r ON r.key = :key`);
-    this.#changesSince = db.prepare(`
-      SELECT seq, key, owner, issued_before, expires_at FROM revocations
-      WHERE seq > ? AND expires_at > ? ORDER BY seq`);
+class SqliteRevocationStore implements RevocationStore {
+  readonly #db: SqliteConnection;
+
+  constructor(db: SqliteConnection) {
+    this.#db = db;
   }
 
   async add(entry: RevocationEntry) {
-    guard(() => this.#add.run({
+    await this.#db.write(() => this.#db.statement(REVOCATION_SQL.add).run({
       key: entry.key, owner: entry.owner ?? null, issuedBefore: entry.issuedBefore, expiresAt: entry.expiresAt,
     }));
   }
 
   async changesSince(cursor: number) {
-    const rows = guard(() => this.#changesSince.all(cursor, now())) as unknown as RevocationRow[];
+    const rows = this.#db.read(() => this.#db.statement(REVOCATION_SQL.changesSince).all(cursor, now())) as unknown as RevocationRow[];
     return {
       entries: rows.map((row) => ({
         key: row.key,

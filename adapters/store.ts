@@ -110,6 +110,12 @@ export interface Store {
   readonly revocations: RevocationStore;
   /** Resolves when the backend answers; rejects with BackendUnavailableError when it does not. */
   ping(): Promise<void>;
+  /**
+   * Resolves once every write made so far is durable; rejects with BackendUnavailableError when
+   * it could not be made so (and then none of the writes pending with it is stored). The host
+   * awaits it before answering a request, so a backend may confirm writes in groups.
+   */
+  committed(): Promise<void>;
   close(): Promise<void>;
 }
 

@@ -194,6 +194,22 @@ describe('sqlite store file', () => {
     }
   });
 
+  it('has every write on disk for every other connection once committed() resolves (group commit)', async () => {
+    const dir = await mkdtemp(join(tmpdir(), 'store-'));
+    const url = `sqlite:${join(dir, 'db.sqlite')}`;
+    const [writer, reader] = [openStore(url), openStore(url)];
+    try {
+      // Both connections are in this process: the reader only reads, so it never waits for the writer's lock.
+      await Promise.all(Array.from({ length: 20 }, (_, i) => writer.model('RefreshToken').upsert(`r${i}`, { jti: `r${i}` }, 60)));
+      await writer.committed();
+      for (let i = 0; i < 20; i += 1) expect(await reader.model('RefreshToken').find(`r${i}`), `r${i}`).to.deep.equal({ jti: `r${i}` });
+    } finally {
+      await writer.close();
+      await reader.close();
+      await rm(dir, { recursive: true, force: true });
+    }
+  });
+
   it('rejects an unknown storage URL with a clear message', () => {
     expect(() => openStore('postgres://x')).to.throw(/unsupported storage URL/);
   });

@@ -24,6 +24,9 @@ export function isUserToken(claims: AccessTokenClaims): boolean {
   return typeof claims.gid === 'string';
 }
 
+/** Verified tokens kept, so a token used again (a resource server's calls within its hour) skips the signature check. */
+const VERIFIED_TOKENS_KEPT = 10_000;
+
 /**
  * Checks access tokens this server issued: signature (ES256, our keys), `typ` at+jwt, issuer,
  * audience, expiry, and that no revocation matches it (its grant revoked, its client deleted, the
@@ -34,6 +37,8 @@ export class AccessTokenVerifier {
   readonly #issuer: string;
   readonly #audience: string;
   readonly #revocations: RevocationList;
+  /** Token -> its claims, for tokens whose signature and claims checked out; oldest first. */
+  readonly #verified = new Map<string, AccessTokenClaims>();
 
   constructor(privateJwks: { keys: JWK[] }, issuer: string, audience: string, revocations: RevocationList) {
     this.#keys = createLocalJWKSet({ keys: privateJwks.keys.map(publicPart) });
@@ -51,6 +56,22 @@ export class AccessTokenVerifier {
 
   /** Signature and claims only, ignoring revocation. */
   async decode(token: string): Promise<AccessTokenClaims | undefined> {
+    const known = this.#verified.get(token);
+    if (known) {
+      // A signature stays valid; only time can make a known token invalid.
+      if (known.exp > Date.now() / 1000) return known;
+      this.#verified.delete(token);
+      return undefined;
+    }
+    const claims = await this.#verify(token);
+    if (claims) {
+      if (this.#verified.size >= VERIFIED_TOKENS_KEPT) this.#verified.delete(this.#verified.keys().next().value!);
+      this.#verified.set(token, claims);
+    }
+    return claims;
+  }
+
+  async #verify(token: string): Promise<AccessTokenClaims | undefined> {
     try {
       const { payload } = await jwtVerify(token, this.#keys, {
         issuer: this.#issuer,
@@ -59,7 +80,8 @@ export class AccessTokenVerifier {
         algorithms: ['ES256'],
         requiredClaims: ['jti', 'sub', 'client_id', 'exp', 'iat'],
       });
-      return payload as AccessTokenClaims;
+      // Shared by every later use of the same token.
+      return Object.freeze(payload) as AccessTokenClaims;
     } catch {
       return undefined;
     }

@@ -22,6 +22,7 @@ import type { RevocationList } from '../oauth/revocation_list.ts';
 import { ENGINE_ROUTES, USERINFO_PATH } from '../oauth/routes.ts';
 import { rfc6749ErrorCodes } from '../oauth/token_errors.ts';
 import { userinfo } from '../resource/userinfo.ts';
+import { commitBeforeResponse } from './commit_before_response.ts';
 import { authorizationServerMetadata } from './discovery.ts';
 import { logEngineEvents } from './engine_events.ts';
 import { errorMapping, isBackendOutage, requestLog } from './errors.ts';
@@ -46,7 +47,8 @@ export interface Service {
 const VIEWS = fileURLToPath(new URL('../../views', import.meta.url));
 
 /**
- * The Koa host: request log and error mapping outermost, security headers, health, then the
+ * The Koa host: request log and error mapping outermost, then the wait for the store's commit
+ * before each response, security headers, health, then the
  * host's own routes (interaction pages, userinfo, the few places the product completes the
  * engine), then the engine itself, mounted at the issuer's path.
  */
@@ -77,6 +79,7 @@ export function createService({ config, store, keys, revocations, logger }: Serv
   render(app, { root: VIEWS, layout: 'layout', viewExt: 'ejs', cache: true });
   app.use(requestLog(logger));
   app.use(errorMapping(logger));
+  app.use(commitBeforeResponse(store));
   app.use(securityHeaders(`${config.basePath}${ENGINE_ROUTES.authorization}`));
   app.use(health(store));
   app.use(authorizationServerMetadata(config.basePath));

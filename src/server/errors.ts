@@ -61,6 +61,8 @@ function answerTooLarge(ctx: Context): void {
 }
 
 function answerOutage(ctx: Context): void {
+  // Whatever the request set up (a session cookie) was not stored.
+  ctx.remove('Set-Cookie');
   ctx.status = 503;
   ctx.set('Retry-After', String(RETRY_AFTER_SECONDS));
   ctx.set('Cache-Control', 'no-store');
