@@ -3,7 +3,7 @@ import { errors, type AccessToken, type ClientCredentials, type KoaContextWithOI
 import type { Accounts } from '../accounts/accounts.ts';
 import type { GrantWorkspaces } from './grant_workspaces.ts';
 import { LIFETIMES } from './lifetimes.ts';
-import { WORKSPACE_METADATA } from './registration.ts';
+import { clientWorkspace } from './registration.ts';
 import { grantReference } from './revocation_list.ts';
 import { SUPPORTED_SCOPES } from './scopes.ts';
 
@@ -45,8 +45,8 @@ export function resourceIndicators(audience: string) {
 export function workspaceClaims(accounts: Accounts, grantWorkspaces: GrantWorkspaces) {
   return async (ctx: KoaContextWithOIDC, token: AccessToken | ClientCredentials) => {
     if (token.kind === 'ClientCredentials') {
-      const workspaceId = ctx.oidc.client?.metadata()[WORKSPACE_METADATA];
-      if (typeof workspaceId !== 'string') throw new errors.UnauthorizedClient('this client is not bound to a workspace');
+      const workspaceId = ctx.oidc.client && clientWorkspace(ctx.oidc.client);
+      if (!workspaceId) throw new errors.UnauthorizedClient('this client is not bound to a workspace');
       return { workspace_id: workspaceId };
     }
     const { accountId, grantId } = token as AccessToken;

@@ -1,6 +1,6 @@
 import { errors, type Provider, type ResourceServer, type TokenEndpointGrantContext } from 'oidc-provider';
 
-import { WORKSPACE_METADATA } from './registration.ts';
+import { clientWorkspace } from './registration.ts';
 import { effectiveScope } from './scopes.ts';
 
 /**
@@ -11,7 +11,7 @@ import { effectiveScope } from './scopes.ts';
 export function registerClientCredentialsGrant(provider: Provider, audience: string, resourceServer: ResourceServer): void {
   const handler = async (ctx: TokenEndpointGrantContext<{ scope?: string; resource?: string | string[] }>) => {
     const { client, params } = ctx.oidc;
-    if (typeof client.metadata()[WORKSPACE_METADATA] !== 'string') {
+    if (!clientWorkspace(client)) {
       throw new errors.UnauthorizedClient('client_credentials is only for clients bound to a workspace');
     }
     if (params.resource !== undefined && params.resource !== audience) {

@@ -1,6 +1,6 @@
 import { randomBytes } from 'node:crypto';
 
-import { errors, type KoaContextWithOIDC, type Provider } from 'oidc-provider';
+import { errors, type Client, type KoaContextWithOIDC, type Provider } from 'oidc-provider';
 import type { Middleware } from 'koa';
 
 /**
@@ -12,6 +12,21 @@ import type { Middleware } from 'koa';
  *   workspace admin can give (`workspace_id`, never taken from the request body).
  */
 export const WORKSPACE_METADATA = 'workspace_id';
+
+const workspaces = new WeakMap<Client, string | undefined>();
+
+/**
+ * The workspace a client is bound to, if any. The engine reuses a Client instance for as long as
+ * its record is unchanged, so the answer is kept per instance: `metadata()` rebuilds the whole
+ * record, too slow to call on every token request.
+ */
+export function clientWorkspace(client: Client): string | undefined {
+  if (!workspaces.has(client)) {
+    const workspace = client.metadata()[WORKSPACE_METADATA];
+    workspaces.set(client, typeof workspace === 'string' ? workspace : undefined);
+  }
+  return workspaces.get(client);
+}
 
 /** Where the registration request's workspace (from its initial access token) is handed to the metadata hook. */
 interface RegistrationState {
@@ -34,7 +49,7 @@ export function validateClientMetadata(ctx: KoaContextWithOIDC | undefined, key:
     if (workspace) metadata[WORKSPACE_METADATA] = workspace;
     else delete metadata[WORKSPACE_METADATA];
   } else {
-    const existing = ctx.oidc.client?.metadata()[WORKSPACE_METADATA];
+    const existing = ctx.oidc.client && clientWorkspace(ctx.oidc.client);
     if (existing) metadata[WORKSPACE_METADATA] = existing;
     else delete metadata[WORKSPACE_METADATA];
   }

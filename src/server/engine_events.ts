@@ -30,6 +30,8 @@ export function logEngineEvents(provider: Provider, logger: Logger): void {
   const on = provider.on.bind(provider) as (event: string, listener: (ctx: KoaContextWithOIDC, error: EngineError) => void) => void;
   for (const event of CLIENT_ERROR_EVENTS) {
     on(event, (ctx, error) => {
+      // The engine refuses JWT access tokens at introspection and revocation; the host answers those.
+      if (error.error === 'unsupported_token_type') return;
       logger.info('request refused', {
         event,
         error: error.error ?? error.message,
