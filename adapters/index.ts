@@ -14,10 +14,15 @@ export const STORE_SCHEMES = ['sqlite:', 'memory:'] as const;
  */
 export function openStore(url: string): Store {
   if (url === 'memory:') return openSqliteStore(':memory:', 'memory');
-  if (url.startsWith('sqlite:')) {
-    const path = url.slice('sqlite:'.length).replace(/^\/\/(?=\/)/, '');
-    if (!path) throw new TypeError('sqlite: storage URL needs a file path, e.g. sqlite:./data/oauth.sqlite');
-    return openSqliteStore(resolve(path));
-  }
+  const path = sqliteFile(url);
+  if (path) return openSqliteStore(path);
   throw new TypeError(`unsupported storage URL "${url}"; use one of ${STORE_SCHEMES.join(', ')}`);
+}
+
+/** The absolute path of an embedded store's file (`sqlite:<path>`), or undefined for other URLs. */
+export function sqliteFile(url: string): string | undefined {
+  if (!url.startsWith('sqlite:')) return undefined;
+  const path = url.slice('sqlite:'.length).replace(/^\/\/(?=\/)/, '');
+  if (!path) throw new TypeError('sqlite: storage URL needs a file path, e.g. sqlite:./data/oauth.sqlite');
+  return resolve(path);
 }

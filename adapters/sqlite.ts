@@ -324,6 +324,10 @@ class SqliteSettingStore implements SettingStore {
     await this.#db.write(() => this.#db.statement('INSERT INTO settings (name, value) VALUES (?, ?) ON CONFLICT (name) DO NOTHING').run(name, value));
     return (await this.get(name))!;
   }
+
+  async put(name: string, value: string) {
+    await this.#db.write(() => this.#db.statement('INSERT INTO settings (name, value) VALUES (?, ?) ON CONFLICT (name) DO UPDATE SET value = excluded.value').run(name, value));
+  }
 }
 
 interface RevocationRow {

@@ -75,6 +75,8 @@ export interface SettingStore {
    * The first writer wins, so instances starting together agree on one value.
    */
   setIfAbsent(name: string, value: string): Promise<string>;
+  /** Replaces the value (re-sealing a key under a new key-encryption key). */
+  put(name: string, value: string): Promise<void>;
 }
 
 /**

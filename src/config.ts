@@ -22,6 +22,14 @@ export interface Config {
   readonly registration: RegistrationMode;
   /** Private JWKS file supplied by the operator instead of generated keys. */
   readonly jwksFile: string | undefined;
+  /**
+   * The key-encryption key that seals the stored signing and cookie keys: given inline
+   * (KEY_ENCRYPTION_KEY) or in a file (KEY_ENCRYPTION_KEY_FILE). Undefined: the embedded store
+   * keeps one in a file beside its database, created at first start; `memory:` makes one per run.
+   */
+  readonly keyEncryptionKey: { value: string } | { file: string } | undefined;
+  /** Earlier key-encryption keys, still accepted for values sealed before a rotation (KEY_ENCRYPTION_KEY_PREVIOUS). */
+  readonly previousKeyEncryptionKeys: readonly string[];
 }
 
 export class ConfigError extends Error {
@@ -51,7 +59,29 @@ export function loadConfig(env: Env = process.env): Config {
     logLevel: parseChoice('LOG_LEVEL', env.LOG_LEVEL, LOG_LEVELS, 'info'),
     registration: parseRegistration(env.REGISTRATION),
     jwksFile: env.JWKS_FILE || undefined,
+    keyEncryptionKey: parseKeyEncryptionKey(env.KEY_ENCRYPTION_KEY, env.KEY_ENCRYPTION_KEY_FILE),
+    previousKeyEncryptionKeys: parsePreviousKeys(env.KEY_ENCRYPTION_KEY_PREVIOUS),
   };
+}
+
+/** 32 random bytes in base64url, as `openssl rand 32 | basenc --base64url | tr -d =` prints them. */
+const KEY_ENCRYPTION_KEY = /^[A-Za-z0-9_-]{43}$/;
+const KEY_FORMAT = '32 random bytes in base64url (43 characters), e.g. from: openssl rand 32 | basenc --base64url | tr -d =';
+
+function parseKeyEncryptionKey(value: string | undefined, file: string | undefined): Config['keyEncryptionKey'] {
+  if (value && file) throw new ConfigError('set KEY_ENCRYPTION_KEY or KEY_ENCRYPTION_KEY_FILE, not both');
+  if (file) return { file };
+  if (!value) return undefined;
+  if (!KEY_ENCRYPTION_KEY.test(value)) throw new ConfigError(`KEY_ENCRYPTION_KEY must be ${KEY_FORMAT}`);
+  return { value };
+}
+
+function parsePreviousKeys(value: string | undefined): string[] {
+  const keys = (value ?? '').split(',').map((key) => key.trim()).filter(Boolean);
+  if (keys.some((key) => !KEY_ENCRYPTION_KEY.test(key))) {
+    throw new ConfigError(`KEY_ENCRYPTION_KEY_PREVIOUS must be a comma-separated list of keys, each ${KEY_FORMAT}`);
+  }
+  return keys;
 }
 
 function parsePort(value: string | undefined): number {

@@ -3,6 +3,7 @@ import type { Server } from 'node:http';
 import { openStore } from '../adapters/index.ts';
 import { ConfigError, loadConfig } from './config.ts';
 import { createLogger } from './logger.ts';
+import { KeyEncryptionError, loadKeyRing } from './oauth/key_encryption.ts';
 import { KeyConfigError, loadKeys } from './oauth/keys.ts';
 import { RevocationList } from './oauth/revocation_list.ts';
 import { createService } from './server/app.ts';
@@ -12,7 +13,7 @@ async function main(): Promise<void> {
   const config = loadConfig();
   const logger = createLogger(config.logLevel);
   const store = openStore(config.store);
-  const keys = await loadKeys(store.settings, config.jwksFile);
+  const keys = await loadKeys(store.settings, await loadKeyRing(config, logger), config.jwksFile);
   const revocations = new RevocationList(store.revocations);
   await revocations.start();
   const { app, accounts } = createService({ config, store, keys, revocations, logger });
@@ -43,7 +44,7 @@ async function main(): Promise<void> {
 }
 
 main().catch((error: unknown) => {
-  const known = error instanceof ConfigError || error instanceof KeyConfigError || error instanceof TypeError;
+  const known = error instanceof ConfigError || error instanceof KeyConfigError || error instanceof KeyEncryptionError || error instanceof TypeError;
   process.stderr.write(`${known ? `configuration error: ${(error as Error).message}` : (error as Error).stack ?? String(error)}\n`);
   process.exitCode = 1;
 });

@@ -7,6 +7,7 @@ import type { Store } from '../../adapters/store.ts';
 import { AccountError, Accounts } from '../accounts/accounts.ts';
 import { ConfigError, loadConfig } from '../config.ts';
 import { createLogger } from '../logger.ts';
+import { loadKeyRing } from '../oauth/key_encryption.ts';
 import { loadKeys } from '../oauth/keys.ts';
 import { PROPAGATION_BOUND_MS } from '../oauth/propagation.ts';
 import { RevocationList, revocationEntries } from '../oauth/revocation_list.ts';
@@ -133,7 +134,7 @@ function required(options: Options, name: 'name' | 'email' | 'workspace' | 'user
 /** The engine, configured as the service configures it, for the models only it can write. */
 async function engine(store: Store, accounts: Accounts) {
   const config = loadConfig();
-  const keys = await loadKeys(store.settings, config.jwksFile);
+  const keys = await loadKeys(store.settings, await loadKeyRing(config, createLogger('error')), config.jwksFile);
   // Not started: the CLI only creates records, it never verifies a token.
   const revocations = new RevocationList(store.revocations);
   return buildProvider({ config, store, accounts, keys, revocations, renderError: async () => {} });

@@ -5,6 +5,7 @@ import type { ModelPayload, ModelStore, Store } from '../../adapters/store.ts';
 import { CachedClients } from './client_cache.ts';
 import { withHashedSecret } from './client_secrets.ts';
 import { GrantWorkspaces } from './grant_workspaces.ts';
+import type { RecordsAtRest } from './records_at_rest.ts';
 import type { RevocationList } from './revocation_list.ts';
 
 /** What the engine adapter adds to a model's store. */
@@ -17,70 +18,79 @@ interface ModelHooks {
 /**
  * The engine's adapter contract, served by the configured Store. Adds what the engine leaves to
  * its adapter: atomic consumption (exactly one concurrent redemption of a code or refresh token
- * wins), client secrets stored hashed, client records cached in process, grant-scoped records
+ * wins), records stored so that a copy of the store holds no usable credential (records_at_rest.ts),
+ * client secrets stored hashed, client records cached in process, grant-scoped records
  * removed with their grant, and the revocation of JWT access tokens, which are never stored:
  * the engine revokes a grant's access tokens by grant id (refresh-token reuse, code replay, RFC
  * 7009 revocation of a refresh token) and deletes a client through the Client adapter.
  */
-export function engineAdapterFactory(store: Store, grantWorkspaces: GrantWorkspaces, revocations: RevocationList) {
+export function engineAdapterFactory(store: Store, atRest: RecordsAtRest, grantWorkspaces: GrantWorkspaces, revocations: RevocationList) {
   return (name: string): Adapter => {
     const models = store.model(name);
     switch (name) {
       case 'Client':
-        return new EngineAdapter(new CachedClients(models), {
+        return new EngineAdapter(name, new CachedClients(models), atRest, {
           beforeStore: withHashedSecret,
           afterDestroy: (clientId) => revocations.revokeDeletedClient(clientId),
         });
       case 'Grant':
-        return new EngineAdapter(models, { afterDestroy: (grantId) => grantWorkspaces.unbind(grantId) });
+        return new EngineAdapter(name, models, atRest, { afterDestroy: (grantId) => grantWorkspaces.unbind(grantId) });
       case 'AccessToken':
-        return new EngineAdapter(models, { afterRevokeByGrantId: (grantId) => revocations.revokeGrant(grantId) });
+        return new EngineAdapter(name, models, atRest, { afterRevokeByGrantId: (grantId) => revocations.revokeGrant(grantId) });
       default:
-        return new EngineAdapter(models);
+        return new EngineAdapter(name, models, atRest);
     }
   };
 }
 
 class EngineAdapter implements Adapter {
+  readonly #name: string;
   readonly #models: ModelStore;
+  readonly #atRest: RecordsAtRest;
   readonly #hooks: ModelHooks;
 
-  constructor(models: ModelStore, hooks: ModelHooks = {}) {
+  constructor(name: string, models: ModelStore, atRest: RecordsAtRest, hooks: ModelHooks = {}) {
+    this.#name = name;
     this.#models = models;
+    this.#atRest = atRest;
     this.#hooks = hooks;
   }
 
   async upsert(id: string, payload: AdapterPayload, expiresIn: number) {
-    const record = payload as ModelPayload;
-    await this.#models.upsert(id, this.#hooks.beforeStore ? this.#hooks.beforeStore(record) : record, expiresIn || undefined);
+    const record = this.#hooks.beforeStore ? this.#hooks.beforeStore(payload as ModelPayload) : payload as ModelPayload;
+    await this.#models.upsert(this.#atRest.id(this.#name, id), this.#atRest.toStored(this.#name, record), expiresIn || undefined);
   }
 
   async find(id: string) {
-    return await this.#models.find(id) as AdapterPayload | undefined;
+    return this.#fromStored(await this.#models.find(this.#atRest.id(this.#name, id)), id);
   }
 
   async findByUid(uid: string) {
-    return await this.#models.findByUid(uid) as AdapterPayload | undefined;
+    return this.#fromStored(await this.#models.findByUid(uid));
   }
 
   async findByUserCode(userCode: string) {
-    return await this.#models.findByUserCode(userCode) as AdapterPayload | undefined;
+    return this.#fromStored(await this.#models.findByUserCode(this.#atRest.userCode(userCode)));
   }
 
   async consume(id: string) {
-    if (!await this.#models.consume(id)) {
+    if (!await this.#models.consume(this.#atRest.id(this.#name, id))) {
       // Lost a race against another redemption of the same code or refresh token.
       throw new errors.InvalidGrant('grant already redeemed');
     }
   }
 
   async destroy(id: string) {
-    await this.#models.destroy(id);
+    await this.#models.destroy(this.#atRest.id(this.#name, id));
     await this.#hooks.afterDestroy?.(id);
   }
 
   async revokeByGrantId(grantId: string) {
     await this.#models.revokeByGrantId(grantId);
     await this.#hooks.afterRevokeByGrantId?.(grantId);
+  }
+
+  #fromStored(stored: ModelPayload | undefined, id?: string): AdapterPayload | undefined {
+    return stored && this.#atRest.fromStored(this.#name, stored, id) as AdapterPayload;
   }
 }

@@ -4,12 +4,15 @@ import { readFile } from 'node:fs/promises';
 import { calculateJwkThumbprint, exportJWK, generateKeyPair, type JWK } from 'jose';
 
 import type { SettingStore } from '../../adapters/store.ts';
+import { isSealed, type KeyRing } from './key_encryption.ts';
 
 export interface KeyMaterial {
   /** Private JWKS for the engine: ES256 first (access tokens), RS256 for ID tokens. */
   jwks: { keys: JWK[] };
   /** Keys that sign the engine's cookies; the first signs, all verify. */
   cookieKeys: string[];
+  /** The operator's key-encryption key (and previous ones): seals these keys and the stored records' secrets. */
+  keyRing: KeyRing;
 }
 
 export class KeyConfigError extends Error {
@@ -20,21 +23,24 @@ const JWKS_SETTING = 'signing_jwks';
 const COOKIE_KEYS_SETTING = 'cookie_keys';
 
 /**
- * Signing and cookie keys are generated on first start and kept in the store, so a restart keeps
- * every token valid and every instance signs with the same keys. An operator may supply a private
- * JWKS file instead (JWKS_FILE).
+ * Signing and cookie keys are generated on first start and kept in the store, sealed with the
+ * key-encryption key, so a restart keeps every token valid, every instance signs with the same
+ * keys, and a copy of the store alone gives neither. An operator may supply a private JWKS file
+ * instead (JWKS_FILE).
  */
-export async function loadKeys(settings: SettingStore, jwksFile: string | undefined): Promise<KeyMaterial> {
-  const jwks = jwksFile ? await readJwksFile(jwksFile) : await storedOrNew(settings, JWKS_SETTING, generateJwks);
-  const cookieKeys = await storedOrNew(settings, COOKIE_KEYS_SETTING, async () => [randomBytes(32).toString('base64url')]);
-  return { jwks, cookieKeys };
+export async function loadKeys(settings: SettingStore, keyRing: KeyRing, jwksFile: string | undefined): Promise<KeyMaterial> {
+  const jwks = jwksFile ? await readJwksFile(jwksFile) : await storedOrNew(settings, keyRing, JWKS_SETTING, generateJwks);
+  const cookieKeys = await storedOrNew(settings, keyRing, COOKIE_KEYS_SETTING, async () => [randomBytes(32).toString('base64url')]);
+  return { jwks, cookieKeys, keyRing };
 }
 
-async function storedOrNew<T>(settings: SettingStore, name: string, create: () => Promise<T>): Promise<T> {
-  const existing = await settings.get(name);
-  if (existing) return JSON.parse(existing) as T;
+async function storedOrNew<T>(settings: SettingStore, keyRing: KeyRing, name: string, create: () => Promise<T>): Promise<T> {
   // Two instances starting at once may both generate; setIfAbsent keeps the first and both use it.
-  return JSON.parse(await settings.setIfAbsent(name, JSON.stringify(await create()))) as T;
+  const stored = await settings.get(name) ?? await settings.setIfAbsent(name, keyRing.seal(JSON.stringify(await create())));
+  // Stored in the clear by an earlier version, or sealed with a key-encryption key since rotated: seal it anew.
+  const plain = isSealed(stored) ? keyRing.open(stored) : stored;
+  if (!keyRing.isSealedWithCurrentKey(stored)) await settings.put(name, keyRing.seal(plain));
+  return JSON.parse(plain) as T;
 }
 
 async function generateJwks(): Promise<{ keys: JWK[] }> {

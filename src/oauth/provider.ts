@@ -14,6 +14,7 @@ import { findAccount } from './find_account.ts';
 import { GrantWorkspaces } from './grant_workspaces.ts';
 import type { KeyMaterial } from './keys.ts';
 import { LIFETIMES } from './lifetimes.ts';
+import { RecordsAtRest } from './records_at_rest.ts';
 import type { RevocationList } from './revocation_list.ts';
 import { WORKSPACE_METADATA, validateClientMetadata } from './registration.ts';
 import { ENGINE_ROUTES, INTERACTION_PATH, USERINFO_PATH } from './routes.ts';
@@ -44,7 +45,7 @@ export function buildProvider({ config, store, accounts, keys, revocations, rend
   const grantWorkspaces = new GrantWorkspaces(store.model(GrantWorkspaces.MODEL));
 
   const configuration: Configuration = {
-    adapter: engineAdapterFactory(store, grantWorkspaces, revocations),
+    adapter: engineAdapterFactory(store, new RecordsAtRest(keys.keyRing), grantWorkspaces, revocations),
     findAccount: findAccount(accounts, grantWorkspaces),
     jwks: keys.jwks as Configuration['jwks'],
     cookies: { keys: keys.cookieKeys },

@@ -6,6 +6,11 @@
 export class UserAgent {
   readonly #cookies = new Map<string, string>();
 
+  /** The values of the cookies it holds (session ids and the like, to look for in the store). */
+  cookieValues(): string[] {
+    return [...this.#cookies.values()];
+  }
+
   async request(url: string, init: { method?: string; form?: Record<string, string> } = {}): Promise<Response> {
     const headers: Record<string, string> = { cookie: [...this.#cookies].map(([k, v]) => `${k}=${v}`).join('; ') };
     let body: string | undefined;
