@@ -19,7 +19,7 @@ import type { KeyMaterial } from '../oauth/keys.ts';
 import { buildProvider, type RenderError } from '../oauth/provider.ts';
 import { registrationWorkspace } from '../oauth/registration.ts';
 import type { RevocationList } from '../oauth/revocation_list.ts';
-import { ENGINE_ROUTES, USERINFO_PATH } from '../oauth/routes.ts';
+import { ENGINE_ROUTES, INTERACTION_PATH, USERINFO_PATH } from '../oauth/routes.ts';
 import { rfc6749ErrorCodes } from '../oauth/token_errors.ts';
 import { userinfo } from '../resource/userinfo.ts';
 import { commitBeforeResponse } from './commit_before_response.ts';
@@ -27,6 +27,7 @@ import { authorizationServerMetadata } from './discovery.ts';
 import { logEngineEvents } from './engine_events.ts';
 import { errorMapping, isBackendOutage, requestLog } from './errors.ts';
 import { health } from './health.ts';
+import { onlyWhere } from './path_guard.ts';
 import { securityHeaders } from './security_headers.ts';
 
 export interface ServiceDependencies {
@@ -83,10 +84,19 @@ export function createService({ config, store, keys, revocations, logger }: Serv
   app.use(securityHeaders(`${config.basePath}${ENGINE_ROUTES.authorization}`));
   app.use(health(store));
   app.use(authorizationServerMetadata(config.basePath));
-  app.use(interactions.routes());
-  app.use(host.routes());
+  const interactionPrefix = `${config.basePath}${INTERACTION_PATH}/`;
+  app.use(onlyWhere((path) => path.startsWith(interactionPrefix), interactions.routes()));
+  app.use(onlyWhere(hostPaths(config.basePath), host.routes()));
   app.use(mount(config.basePath || '/', provider as unknown as Koa));
   return { app, provider, accounts };
+}
+
+/** The paths the host's own routes answer or complete. */
+function hostPaths(basePath: string): (path: string) => boolean {
+  const exact = new Set([ENGINE_ROUTES.registration, ENGINE_ROUTES.token, ENGINE_ROUTES.introspection, ENGINE_ROUTES.revocation, USERINFO_PATH]
+    .map((path) => `${basePath}${path}`));
+  const clientManagement = `${basePath}${ENGINE_ROUTES.registration}/`;
+  return (path) => exact.has(path) || path.startsWith(clientManagement);
 }
 
 /** The engine's `renderError`: errors that must not redirect to the client get the product's error page. */
