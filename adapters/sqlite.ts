@@ -293,6 +293,11 @@ class SqliteAccountStore implements AccountStore {
       .run(membership.userId, membership.workspaceId, membership.role));
   }
 
+  async getMembership(userId: string, workspaceId: string) {
+    const row = this.#db.read(() => this.#db.statement('SELECT role FROM memberships WHERE user_id = ? AND workspace_id = ?').get(userId, workspaceId)) as { role: Role } | undefined;
+    return row && { userId, workspaceId, role: row.role };
+  }
+
   async listMemberships(userId: string) {
     const rows = this.#db.read(() => this.#db.statement(`SELECT m.user_id, m.workspace_id, m.role FROM memberships m
       JOIN workspaces w ON w.id = m.workspace_id WHERE m.user_id = ? ORDER BY w.created_at, w.id`).all(userId));

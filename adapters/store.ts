@@ -65,6 +65,8 @@ export interface AccountStore {
   /** Creates or changes the user's role in the workspace. */
   putMembership(membership: Membership): Promise<void>;
   listMemberships(userId: string): Promise<Membership[]>;
+  /** The user's membership of one workspace (one lookup: every token issuance reads it). */
+  getMembership(userId: string, workspaceId: string): Promise<Membership | undefined>;
 }
 
 /** Small named values shared by every instance (signing keys, cookie keys). */

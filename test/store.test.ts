@@ -100,6 +100,9 @@ for (const backend of BACKENDS) {
         expect((await store.accounts.listWorkspaces()).map((w) => w.id)).to.deep.equal(['ws_1', 'ws_2']);
         expect((await store.accounts.findUserByEmail('ann@example.com'))?.id).to.equal('usr_1');
         expect(await store.accounts.countUsers()).to.equal(1);
+        expect(await store.accounts.getMembership('usr_1', 'ws_1')).to.deep.equal({ userId: 'usr_1', workspaceId: 'ws_1', role: 'admin' });
+        expect(await store.accounts.getMembership('usr_1', 'ws_3')).to.equal(undefined);
+        expect(await store.accounts.getMembership('usr_2', 'ws_1')).to.equal(undefined);
         expect(await store.accounts.listMemberships('usr_1')).to.deep.equal([
           { userId: 'usr_1', workspaceId: 'ws_1', role: 'admin' },
           { userId: 'usr_1', workspaceId: 'ws_2', role: 'viewer' },

@@ -104,9 +104,14 @@ export class Accounts {
 
   /** The workspace, with the user's role in it, if the user is a member. */
   async membershipIn(userId: string, workspaceId: string): Promise<(Workspace & { role: Role }) | undefined> {
-    const membership = (await this.#store.listMemberships(userId)).find((m) => m.workspaceId === workspaceId);
+    const membership = await this.#store.getMembership(userId, workspaceId);
     const workspace = membership && await this.#store.getWorkspace(workspaceId);
     return workspace && membership && { ...workspace, role: membership.role };
+  }
+
+  /** The user's role in the workspace, if a member: what each token issuance needs, in one lookup. */
+  async roleIn(userId: string, workspaceId: string): Promise<Role | undefined> {
+    return (await this.#store.getMembership(userId, workspaceId))?.role;
   }
 
   /** The user whose email and password these are, or undefined. Takes the same time whether or not the email exists. */

@@ -52,7 +52,7 @@ export function workspaceClaims(accounts: Accounts, grantWorkspaces: GrantWorksp
     const { accountId, grantId } = token as AccessToken;
     const workspaceId = grantId ? await grantWorkspaces.workspaceOf(grantId) : undefined;
     if (!grantId || !workspaceId) throw new errors.InvalidGrant('the grant names no workspace; authorize again');
-    const role = (await accounts.membershipIn(accountId, workspaceId))?.role;
+    const role = await accounts.roleIn(accountId, workspaceId);
     if (!role) throw new errors.InvalidGrant('the user is no longer a member of the workspace this grant was for');
     return { workspace_id: workspaceId, role, gid: grantReference(grantId) };
   };
