@@ -1,4 +1,4 @@
-import { createHash, timingSafeEqual } from 'node:crypto';
+import { hash, timingSafeEqual } from 'node:crypto';
 import { text } from 'node:stream/consumers';
 
 import type { Provider } from 'oidc-provider';
@@ -15,7 +15,7 @@ import { ENGINE_BODY_LIMIT } from './engine_limits.ts';
 const PREFIX = '$sha256$';
 
 export function hashClientSecret(secret: string): string {
-  return `${PREFIX}${createHash('sha256').update(secret).digest('base64url')}`;
+  return `${PREFIX}${hash('sha256', secret, 'base64url')}`;
 }
 
 export function isHashedSecret(value: unknown): value is string {

@@ -1,4 +1,4 @@
-import { createHash } from 'node:crypto';
+import { hash } from 'node:crypto';
 
 import type { ModelPayload } from '../../adapters/store.ts';
 import type { KeyRing } from './key_encryption.ts';
@@ -42,7 +42,7 @@ interface SealedSecrets {
 }
 
 export function digest(value: string): string {
-  return createHash('sha256').update(value).digest('base64url');
+  return hash('sha256', value, 'base64url');
 }
 
 export class RecordsAtRest {

@@ -1,4 +1,4 @@
-import { createHash } from 'node:crypto';
+import { hash } from 'node:crypto';
 
 import type { RevocationEntry, RevocationStore } from '../../adapters/store.ts';
 import { LIFETIMES } from './lifetimes.ts';
@@ -49,7 +49,7 @@ export interface RevocableToken {
  * store read. A digest of the engine's grant id, so the token never carries a storage key.
  */
 export function grantReference(grantId: string): string {
-  return createHash('sha256').update(grantId).digest('base64url').slice(0, 22);
+  return hash('sha256', grantId, 'base64url').slice(0, 22);
 }
 
 const seconds = (ms: number) => Math.floor(ms / 1000);
