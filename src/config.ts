@@ -1,3 +1,5 @@
+import { availableParallelism } from 'node:os';
+
 /**
  * Service configuration: read from the environment once, at start, validated, then passed down.
  * A bad value stops the service with a message that names the variable.
@@ -14,6 +16,8 @@ export interface Config {
   readonly port: number;
   /** Listen address; undefined listens on every interface. */
   readonly host: string | undefined;
+  /** Processes serving requests (node:cluster) over the one shared store; 1 serves from this process. */
+  readonly workers: number;
   /** Storage URL: `sqlite:<path>` or `memory:`. */
   readonly store: string;
   /** Trust X-Forwarded-* headers from a reverse proxy. */
@@ -54,6 +58,7 @@ export function loadConfig(env: Env = process.env): Config {
     basePath,
     port,
     host: env.HOST || undefined,
+    workers: parseWorkers(env.WORKERS),
     store: parseStore(env.STORE ?? DEFAULT_STORE),
     trustProxy: parseBoolean('TRUST_PROXY', env.TRUST_PROXY, false),
     logLevel: parseChoice('LOG_LEVEL', env.LOG_LEVEL, LOG_LEVELS, 'info'),
@@ -82,6 +87,16 @@ function parsePreviousKeys(value: string | undefined): string[] {
     throw new ConfigError(`KEY_ENCRYPTION_KEY_PREVIOUS must be a comma-separated list of keys, each ${KEY_FORMAT}`);
   }
   return keys;
+}
+
+function parseWorkers(value: string | undefined): number {
+  if (value === undefined || value === '') return 1;
+  if (value === 'auto') return availableParallelism();
+  const workers = Number(value);
+  if (!/^\d+$/.test(value) || workers < 1 || workers > 64) {
+    throw new ConfigError(`WORKERS must be a whole number from 1 to 64, or "auto" (one per core), got "${value}"`);
+  }
+  return workers;
 }
 
 function parsePort(value: string | undefined): number {

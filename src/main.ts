@@ -1,46 +1,83 @@
+import cluster from 'node:cluster';
 import type { Server } from 'node:http';
 
 import { openStore } from '../adapters/index.ts';
-import { ConfigError, loadConfig } from './config.ts';
-import { createLogger } from './logger.ts';
+import { ConfigError, loadConfig, type Config } from './config.ts';
+import { createLogger, type Logger } from './logger.ts';
 import { KeyEncryptionError, loadKeyRing } from './oauth/key_encryption.ts';
 import { KeyConfigError, loadKeys } from './oauth/keys.ts';
 import { RevocationList } from './oauth/revocation_list.ts';
 import { createService } from './server/app.ts';
+import { superviseWorkers } from './server/workers.ts';
 
-/** Start-up: configuration, store, keys, the service, listen. Stops cleanly on SIGTERM and SIGINT. */
+/** How long SIGTERM waits for requests in flight before it closes their connections. */
+const SHUTDOWN_GRACE_MS = 10_000;
+
+/**
+ * Start-up: configuration, store, keys, the service, listen; with WORKERS above 1, this process
+ * prepares the store once (keys, the first-start hint) and supervises that many workers, each of
+ * which serves. Stops cleanly on SIGTERM and SIGINT.
+ */
 async function main(): Promise<void> {
   const config = loadConfig();
   const logger = createLogger(config.logLevel);
+  if (config.workers > 1 && cluster.isPrimary) {
+    await prepare(config, logger);
+    superviseWorkers(config.workers, logger);
+    return;
+  }
+  await serve(config, logger, config.workers === 1);
+}
+
+/** Creates what every instance must agree on before the workers start: the keys. */
+async function prepare(config: Config, logger: Logger): Promise<void> {
+  const store = openStore(config.store);
+  try {
+    await loadKeys(store.settings, await loadKeyRing(config, logger), config.jwksFile);
+    await hintWhenEmpty(store.accounts.countUsers(), logger);
+  } finally {
+    await store.close();
+  }
+}
+
+async function serve(config: Config, logger: Logger, alone: boolean): Promise<void> {
   const store = openStore(config.store);
   const keys = await loadKeys(store.settings, await loadKeyRing(config, logger), config.jwksFile);
   const revocations = new RevocationList(store.revocations);
   await revocations.start();
-  const { app, accounts } = createService({ config, store, keys, revocations, logger });
+  const { app } = createService({ config, store, keys, revocations, logger });
 
   const server: Server = app.listen(config.port, config.host);
   await new Promise<void>((resolve, reject) => {
     server.once('listening', resolve);
     server.once('error', reject);
   });
-  logger.info('listening', { issuer: config.issuer, port: config.port, store: config.store.split(':')[0] });
-
-  if (await accounts.countUsers() === 0) {
-    logger.warn('no users yet: create the first workspace and user with the admin CLI', {
-      step1: 'npm run admin -- workspace create --name "My workspace"',
-      step2: 'npm run admin -- user create --email you@example.com --name "Your Name" --workspace <workspace id> --role admin --password-stdin',
-    });
-  }
+  logger.info('listening', { issuer: config.issuer, port: config.port, store: config.store.split(':')[0], pid: process.pid });
+  if (alone) await hintWhenEmpty(store.accounts.countUsers(), logger);
 
   const stop = async (signal: string) => {
     logger.info('stopping', { signal });
-    server.close();
-    server.closeAllConnections();
+    // Stop accepting, let requests in flight finish, then close what is left.
+    const closed = new Promise<void>((resolve) => server.close(() => resolve()));
+    server.closeIdleConnections();
+    const deadline = setTimeout(() => server.closeAllConnections(), SHUTDOWN_GRACE_MS);
+    await closed;
+    clearTimeout(deadline);
     revocations.stop();
     await store.close();
+    // A worker's channel to its supervisor would keep it alive.
+    cluster.worker?.disconnect();
   };
   process.once('SIGTERM', () => void stop('SIGTERM'));
   process.once('SIGINT', () => void stop('SIGINT'));
+}
+
+async function hintWhenEmpty(users: Promise<number>, logger: Logger): Promise<void> {
+  if (await users !== 0) return;
+  logger.warn('no users yet: create the first workspace and user with the admin CLI', {
+    step1: 'npm run admin -- workspace create --name "My workspace"',
+    step2: 'npm run admin -- user create --email you@example.com --name "Your Name" --workspace <workspace id> --role admin --password-stdin',
+  });
 }
 
 main().catch((error: unknown) => {

@@ -23,6 +23,8 @@ export interface TestServer {
   /** Stops the process (SIGTERM) and starts a new one on the same port and file. */
   restart(): Promise<void>;
   stop(): Promise<void>;
+  /** The server process's id (with WORKERS above 1, the supervising process). */
+  pid(): number | undefined;
   /** Runs the admin CLI against the same store. */
   admin(args: string[], stdin?: string): Promise<{ code: number; stdout: string; stderr: string }>;
   env: Record<string, string>;
@@ -76,7 +78,7 @@ export async function startServer(options: ServerOptions = {}): Promise<TestServ
   };
   const stopChild = async () => {
     const running = child;
-    if (!running || running.exitCode !== null) return;
+    if (!running || running.exitCode !== null || running.signalCode !== null) return;
     await new Promise<void>((resolve) => {
       running.once('exit', () => resolve());
       running.kill('SIGTERM');
@@ -91,6 +93,7 @@ export async function startServer(options: ServerOptions = {}): Promise<TestServ
     store,
     env,
     logs: () => output,
+    pid: () => child?.pid,
     restart: async () => {
       await stopChild();
       await start();
