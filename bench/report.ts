@@ -9,6 +9,8 @@ import { SIDES, type Side } from './target.ts';
 export interface RunSettings {
   store: string;
   logLevel: string;
+  /** The service's WORKERS. */
+  workers: number;
   connections: number;
   duration: number;
   rounds: number;
@@ -110,7 +112,7 @@ export function formatReport(machine: MachineInfo, crypto: CryptoLimits | undefi
   const lines: string[] = [];
   lines.push(`Benchmark: this service vs bare oidc-provider ${machine.engineVersion}   ${machine.date}`);
   lines.push(`machine:   ${machine.cpuModel}, ${machine.cores} cores, Node ${machine.node}, load average ${machine.loadAverage.join(' ')} at start`);
-  lines.push(`service:   ${machine.revision}, STORE=${settings.store}, LOG_LEVEL=${settings.logLevel}; baseline: bare engine, Map storage`);
+  lines.push(`service:   ${machine.revision}, STORE=${settings.store}, LOG_LEVEL=${settings.logLevel}, WORKERS=${settings.workers}; baseline: bare engine, Map storage`);
   lines.push(`load:      autocannon, ${settings.connections} connections, ${settings.duration} s rounds, ${settings.rounds} per server alternating service/baseline `
     + `after a ${settings.warmup} s warm-up each; medians of rounds (errors: totals)`);
   if (crypto) {

@@ -29,6 +29,7 @@ const USAGE = `Usage: npm run bench -- [options]
   --rss-tokens N        client_credentials tokens the rss scenario issues per server (default 100000)
   --log-level LEVEL     the service's LOG_LEVEL (default warn: request logging is not measured)
   --json                also print the results as JSON: JSON on stdout, the table on stderr
+  --workers N           run the service with WORKERS=N (default 1; the baseline stays one process)
   --profile DIR         write each server's CPU profile (node --cpu-prof) under DIR/<server>/;
                         summarise one with: node bench/profile_summary.ts FILE.cpuprofile
   -h, --help`;
@@ -60,6 +61,7 @@ function parseOptions(argv: string[]): BenchOptions | undefined {
       'log-level': { type: 'string', default: 'warn' },
       json: { type: 'boolean', default: false },
       profile: { type: 'string' },
+      workers: { type: 'string', default: '1' },
       help: { type: 'boolean', short: 'h', default: false },
     },
   });
@@ -81,6 +83,7 @@ function parseOptions(argv: string[]): BenchOptions | undefined {
     logLevel: values['log-level'],
     json: values.json,
     profile: values.profile,
+    workers: number('--workers', values.workers, { min: 1, integer: true }),
   };
 }
 
@@ -128,7 +131,7 @@ async function measure(options: BenchOptions, scenarios: readonly Scenario[], pr
   const crypto = await measureCryptoLimits();
 
   progress(`starting the service (STORE ${options.store}) and the baseline`);
-  const targets: Target[] = [await startService({ store: options.store, logLevel: options.logLevel }), await startBaseline()];
+  const targets: Target[] = [await startService({ store: options.store, logLevel: options.logLevel, workers: options.workers }), await startBaseline()];
 
   const runs: ScenarioRun[] = [];
   for (const scenario of scenarios) runs.push(await runScenario(scenario, targets, options, progress));

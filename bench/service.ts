@@ -13,6 +13,8 @@ export interface ServiceOptions {
   store: StoreKind;
   /** The service's LOG_LEVEL: warn by default, so the per-request log line is not part of what is measured. */
   logLevel: string;
+  /** The service's WORKERS: processes serving the port. */
+  workers: number;
 }
 
 /**
@@ -32,6 +34,7 @@ export async function startService(options: ServiceOptions): Promise<Target> {
     BASE_URL: issuer,
     STORE: plan.url,
     LOG_LEVEL: options.logLevel,
+    WORKERS: String(options.workers),
   };
   const server = await startNode('service', plan.nodeArgs, env, `${issuer}/healthz`);
   const { user, initialAccessToken } = plan.seededFromOutside
