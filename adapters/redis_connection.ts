@@ -1,0 +1,190 @@
+import { createHash } from 'node:crypto';
+
+import { Cluster, Redis, type ClusterOptions, type RedisOptions } from 'ioredis';
+
+import { parseRedisUrl, type RedisTarget } from './redis_url.ts';
+import { BackendUnavailableError, DuplicateError } from './store.ts';
+
+/** One server, a Sentinel-managed master, or a cluster: the commands the store uses are the same on each. */
+export type RedisClient = Redis | Cluster;
+
+/**
+ * Bounds that make an unreachable Redis fail a request within about a second instead of holding it:
+ * connecting, each command, and waiting for a connection that is being re-established.
+ */
+const CONNECT_TIMEOUT_MS = 1000;
+const COMMAND_TIMEOUT_MS = 1000;
+const READY_WAIT_MS = 1000;
+/** Reconnects back off to once a second, so the store recovers within about a second of Redis coming back. */
+const reconnectDelay = (attempt: number) => Math.min(attempt * 100, 1000);
+
+/**
+ * Options every connection to a data node shares. Commands are never queued while disconnected
+ * (enableOfflineQueue false) nor re-sent after a reconnect (maxRetriesPerRequest 0,
+ * autoResendUnfulfilledCommands false): a write the caller was told had failed must not be
+ * applied later behind its back. RESP2 is spoken because every Redis server understands it.
+ */
+function nodeOptions(target: RedisTarget): RedisOptions {
+  return {
+    ...(target.username ? { username: target.username } : {}),
+    ...(target.password ? { password: target.password } : {}),
+    connectTimeout: CONNECT_TIMEOUT_MS,
+    commandTimeout: COMMAND_TIMEOUT_MS,
+    maxRetriesPerRequest: 0,
+    autoResendUnfulfilledCommands: false,
+    protocol: 2,
+  };
+}
+
+/** A client for a storage URL; it starts connecting at once, in the background. */
+export function connectRedis(url: string): RedisClient {
+  const target = parseRedisUrl(url);
+  switch (target.mode) {
+    case 'standalone':
+      return new Redis({
+        ...nodeOptions(target),
+        host: target.node.host,
+        port: target.node.port,
+        db: target.db,
+        ...(target.tls ? { tls: { servername: target.node.host } } : {}),
+        enableOfflineQueue: false,
+        retryStrategy: reconnectDelay,
+      });
+    case 'sentinel':
+      return new Redis({
+        ...nodeOptions(target),
+        sentinels: target.sentinels,
+        name: target.name,
+        db: target.db,
+        sentinelCommandTimeout: COMMAND_TIMEOUT_MS,
+        sentinelRetryStrategy: reconnectDelay,
+        enableOfflineQueue: false,
+        retryStrategy: reconnectDelay,
+      });
+    case 'cluster': {
+      const options: ClusterOptions = {
+        redisOptions: nodeOptions(target),
+        enableOfflineQueue: false,
+        clusterRetryStrategy: reconnectDelay,
+        slotsRefreshTimeout: CONNECT_TIMEOUT_MS,
+        retryDelayOnFailover: 100,
+        retryDelayOnClusterDown: 100,
+      };
+      return new Cluster(target.nodes, options);
+    }
+  }
+}
+
+/**
+ * The store's one connection: runs work once the connection is ready (waiting a bounded time
+ * while it is being established or re-established) and reports Redis being unreachable as
+ * BackendUnavailableError, which the HTTP layer answers with 503.
+ */
+export class RedisConnection {
+  readonly #client: RedisClient;
+  readonly #waiting = new Set<() => void>();
+  #lastError: string | undefined;
+  #closed = false;
+
+  constructor(client: RedisClient) {
+    this.#client = client;
+    // Listening is also what keeps ioredis from printing every failed reconnect as unhandled.
+    client.on('error', (error: Error) => { this.#lastError = error.message; });
+    if (client instanceof Cluster) client.on('node error', (error: Error) => { this.#lastError = error.message; });
+    client.on('ready', () => {
+      this.#lastError = undefined;
+      this.#wake();
+    });
+  }
+
+  async run<T>(work: (client: RedisClient) => Promise<T>): Promise<T> {
+    if (this.#closed) throw new BackendUnavailableError('the Redis store is closed');
+    if (this.#client.status !== 'ready') await this.#ready();
+    try {
+      return await work(this.#client);
+    } catch (error) {
+      throw mapped(error);
+    }
+  }
+
+  async close(): Promise<void> {
+    if (this.#closed) return;
+    this.#closed = true;
+    this.#wake();
+    try {
+      // QUIT lets Redis finish what this connection sent; a Redis that does not answer is not waited for.
+      if (this.#client.status === 'ready') await withTimeout(this.#client.quit(), COMMAND_TIMEOUT_MS);
+    } catch {
+      // Disconnected below either way.
+    } finally {
+      this.#client.disconnect();
+    }
+  }
+
+  #ready(): Promise<void> {
+    return new Promise((resolve, reject) => {
+      const done = () => {
+        clearTimeout(timer);
+        this.#waiting.delete(done);
+        if (this.#closed) reject(new BackendUnavailableError('the Redis store is closed'));
+        else resolve();
+      };
+      const timer = setTimeout(() => {
+        this.#waiting.delete(done);
+        reject(new BackendUnavailableError(`Redis is not reachable${this.#lastError ? `: ${this.#lastError}` : ''}`));
+      }, READY_WAIT_MS);
+      this.#waiting.add(done);
+    });
+  }
+
+  #wake(): void {
+    for (const waiter of [...this.#waiting]) waiter();
+  }
+}
+
+function withTimeout<T>(promise: Promise<T>, ms: number): Promise<T> {
+  let timer: NodeJS.Timeout | undefined;
+  const timeout = new Promise<never>((_, reject) => {
+    timer = setTimeout(() => reject(new Error('timed out')), ms);
+  });
+  return Promise.race([promise, timeout]).finally(() => clearTimeout(timer));
+}
+
+/** Redis refusing work for a while (loading, failing over, out of memory, not authenticated): unavailable, not a bug. */
+const UNAVAILABLE_REPLY = /^(LOADING|READONLY|MASTERDOWN|TRYAGAIN|CLUSTERDOWN|BUSY|OOM|NOAUTH|WRONGPASS|NOREPLICAS|MISCONF)\b/;
+
+/**
+ * Connection failures, timeouts and the replies above become BackendUnavailableError. Other
+ * replies (a wrong command, a failing script) and errors of this code's own are left as they are:
+ * they are bugs, and answering them with 503 would hide them.
+ */
+export function mapped(error: unknown): unknown {
+  if (!(error instanceof Error) || error instanceof BackendUnavailableError || error instanceof DuplicateError) return error;
+  if (error instanceof TypeError || error instanceof SyntaxError || error instanceof RangeError || error instanceof ReferenceError) return error;
+  if (error.name === 'ReplyError' && !UNAVAILABLE_REPLY.test(error.message)) return error;
+  return new BackendUnavailableError(`Redis store unavailable: ${error.message}`, { cause: error });
+}
+
+/**
+ * A Lua script run by its SHA-1 (EVALSHA), sent in full only when the server does not have it yet
+ * (after a restart or on a node met for the first time). Every key it touches is passed in KEYS,
+ * so a cluster routes it to the node holding them; all of them share one hash tag.
+ */
+export class Script {
+  readonly #lua: string;
+  readonly #sha: string;
+
+  constructor(lua: string) {
+    this.#lua = lua;
+    this.#sha = createHash('sha1').update(lua).digest('hex');
+  }
+
+  async run(client: RedisClient, keys: readonly string[], args: ReadonlyArray<string | number>): Promise<unknown> {
+    try {
+      return await client.evalsha(this.#sha, keys.length, ...keys, ...args);
+    } catch (error) {
+      if (!(error instanceof Error) || !error.message.startsWith('NOSCRIPT')) throw error;
+      return client.eval(this.#lua, keys.length, ...keys, ...args);
+    }
+  }
+}

@@ -1,0 +1,100 @@
+/**
+ * Where the Redis store keeps what, every key under one prefix (default `oauth:`) so the service
+ * can share a Redis with others.
+ *
+ * Engine records and their lookup entries carry no hash tag: each is found by a different value
+ * (id, uid, user code, grant id), so no step writes two of them atomically. They are written as
+ * separate single-key commands in an order that makes a partial write harmless: lookup entries
+ * first, the record last (an entry whose record is missing or no longer matches is skipped), and
+ * on removal the record first. Accounts and the revocation list are small and need multi-key
+ * atomic steps (one email per user, positions in write order), so each lives under one hash tag,
+ * which keeps all of its keys on one cluster node.
+ */
+export class RedisKeys {
+  readonly #prefix: string;
+
+  constructor(prefix: string) {
+    // A brace in the prefix would become the hash tag of every key and put them all in one slot.
+    if (/[{}]/.test(prefix)) throw new TypeError(`the Redis key prefix must not contain braces, got "${prefix}"`);
+    this.#prefix = prefix;
+  }
+
+  /** Every key of this store starts with it. */
+  get prefix(): string {
+    return this.#prefix;
+  }
+
+  /** Hash: p = payload JSON, c = consumed at, g = grant id. TTL: the record's lifetime; none for records kept until destroyed (clients). */
+  record(model: string, id: string): string {
+    return `${this.#prefix}m:${model}:${id}`;
+  }
+
+  /** String: record id. TTL: the record's. */
+  uid(model: string, uid: string): string {
+    return `${this.#prefix}uid:${model}:${uid}`;
+  }
+
+  /** String: record id. TTL: the record's. */
+  userCode(model: string, userCode: string): string {
+    return `${this.#prefix}ucode:${model}:${userCode}`;
+  }
+
+  /** Sorted set: record id scored by its expiry (ms). TTL: the furthest member expiry. */
+  grant(model: string, grantId: string): string {
+    return `${this.#prefix}grant:${model}:${grantId}`;
+  }
+
+  /** Sorted set: ids of the records kept without a lifetime (clients), scored by when first stored, for list(). No TTL. */
+  list(model: string): string {
+    return `${this.#prefix}list:${model}`;
+  }
+
+  /** String: workspace JSON. */
+  workspace(id: string): string {
+    return `${this.#prefix}{accounts}:workspace:${id}`;
+  }
+
+  /** Sorted set: workspace ids scored by createdAt (ties in id order, as Redis orders equal scores). */
+  workspaces(): string {
+    return `${this.#prefix}{accounts}:workspaces`;
+  }
+
+  /** String: user JSON. */
+  user(id: string): string {
+    return `${this.#prefix}{accounts}:user:${id}`;
+  }
+
+  /** String: the id of the user with this email (case-folded). */
+  email(email: string): string {
+    return `${this.#prefix}{accounts}:email:${foldEmail(email)}`;
+  }
+
+  /** Set: every user id (countUsers). */
+  users(): string {
+    return `${this.#prefix}{accounts}:users`;
+  }
+
+  /** Hash: workspace id -> role, one per user. */
+  memberships(userId: string): string {
+    return `${this.#prefix}{accounts}:memberships:${userId}`;
+  }
+
+  /** Hash: name -> value. No TTL. */
+  settings(): string {
+    return `${this.#prefix}settings`;
+  }
+
+  /** entries, log, expiry, position (see redis_scripts.ts addRevocation). TTL: the furthest entry expiry. */
+  revocations(): [entries: string, log: string, expiry: string, position: string] {
+    const tag = `${this.#prefix}{revocations}`;
+    return [`${tag}:entries`, `${tag}:log`, `${tag}:expiry`, `${tag}:position`];
+  }
+}
+
+/**
+ * Case-folds ASCII letters only, as SQLite's NOCASE does, so both backends agree on which two
+ * emails are the same.
+ */
+function foldEmail(email: string): string {
+  return email.replace(/[A-Z]/g, (letter) => letter.toLowerCase());
+}
