@@ -1,19 +1,29 @@
 import { resolve } from 'node:path';
 
+import { openRedisStore } from './redis.ts';
+import { isRedisUrl, REDIS_SCHEMES } from './redis_url.ts';
 import { openSqliteStore } from './sqlite.ts';
 import type { Store } from './store.ts';
 
 export type { Store } from './store.ts';
 
 /** The storage URL schemes the service understands, for configuration validation and messages. */
-export const STORE_SCHEMES = ['sqlite:', 'memory:'] as const;
+export const STORE_SCHEMES = ['sqlite:', 'memory:', ...REDIS_SCHEMES] as const;
+
+export interface OpenStoreOptions {
+  /** Redis only: starts every key (default `oauth:`), so several services or tests can share one Redis. */
+  keyPrefix?: string;
+}
 
 /**
  * Opens the backend named by a storage URL:
- * `sqlite:<path>` (embedded default, file created if missing) or `memory:` (tests; gone on exit).
+ * `sqlite:<path>` (embedded default, file created if missing), `memory:` (tests; gone on exit), or
+ * Redis: `redis://`, `rediss://`, `redis+sentinel://`, `redis+cluster://` (adapters/redis_url.ts),
+ * which connects in the background.
  */
-export function openStore(url: string): Store {
+export function openStore(url: string, options: OpenStoreOptions = {}): Store {
   if (url === 'memory:') return openSqliteStore(':memory:', 'memory');
+  if (isRedisUrl(url)) return openRedisStore(url, options);
   const path = sqliteFile(url);
   if (path) return openSqliteStore(path);
   throw new TypeError(`unsupported storage URL "${url}"; use one of ${STORE_SCHEMES.join(', ')}`);

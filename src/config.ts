@@ -1,5 +1,7 @@
 import { availableParallelism } from 'node:os';
 
+import { isRedisUrl, parseRedisUrl } from '../adapters/redis_url.ts';
+
 /**
  * Service configuration: read from the environment once, at start, validated, then passed down.
  * A bad value stops the service with a message that names the variable.
@@ -18,7 +20,7 @@ export interface Config {
   readonly host: string | undefined;
   /** Processes serving requests (node:cluster) over the one shared store; 1 serves from this process. */
   readonly workers: number;
-  /** Storage URL: `sqlite:<path>` or `memory:`. */
+  /** Storage URL: `sqlite:<path>`, `memory:`, or Redis (`redis://`, `rediss://`, `redis+sentinel://`, `redis+cluster://`). */
   readonly store: string;
   /** Trust X-Forwarded-* headers from a reverse proxy. */
   readonly trustProxy: boolean;
@@ -130,7 +132,17 @@ function parseBaseUrl(value: string): { issuer: string; basePath: string } {
 
 function parseStore(value: string): string {
   if (value === 'memory:' || /^sqlite:.+/.test(value)) return value;
-  throw new ConfigError(`STORE must be "sqlite:<path>" or "memory:", got "${value}"`);
+  if (isRedisUrl(value)) {
+    try {
+      parseRedisUrl(value);
+    } catch (error) {
+      throw new ConfigError(`STORE is not a usable Redis URL: ${(error as Error).message}`);
+    }
+    return value;
+  }
+  // Credentials in a URL of an unsupported scheme are not repeated into the log.
+  const shown = value.replace(/\/\/[^/@]*@/, '//***@');
+  throw new ConfigError(`STORE must be "sqlite:<path>", "memory:" or a Redis URL (redis://, rediss://, redis+sentinel://, redis+cluster://), got "${shown}"`);
 }
 
 function parseBoolean(name: string, value: string | undefined, fallback: boolean): boolean {

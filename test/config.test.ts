@@ -44,6 +44,24 @@ describe('configuration', () => {
     expect(configError({ REGISTRATION: 'closed' })).to.match(/^REGISTRATION/);
   });
 
+  it('accepts Redis storage URLs, and refuses a malformed one saying what is wrong without repeating its password', () => {
+    for (const store of [
+      'redis://127.0.0.1:6379', 'redis://:secret@cache:6380/2', 'rediss://user:pw@redis.example.com',
+      'redis+sentinel://10.0.0.1:26379,10.0.0.2/mymaster', 'redis+sentinel://u:p@[::1]:26379/mymaster/1',
+      'redis+cluster://10.0.0.1:7000,10.0.0.2:7001',
+    ]) expect(loadConfig({ STORE: store }).store).to.equal(store);
+    expect(configError({ STORE: 'redis://' })).to.match(/^STORE is not a usable Redis URL: .*needs a host/);
+    expect(configError({ STORE: 'redis://h:99999' })).to.match(/port out of range/);
+    expect(configError({ STORE: 'redis://h/x' })).to.match(/database number/);
+    expect(configError({ STORE: 'redis://a:1,b:2' })).to.match(/names one host/);
+    expect(configError({ STORE: 'redis+sentinel://h:26379' })).to.match(/master name/);
+    expect(configError({ STORE: 'redis+cluster://h:1/0' })).to.match(/takes no path/);
+    expect(configError({ STORE: 'redis://h?tls=1' })).to.match(/no query/);
+    expect(configError({ STORE: 'redis://user:s3cret@h:1/x' })).to.not.match(/s3cret/);
+    expect(configError({ STORE: 'redis://user:s3/cret@h' })).to.not.match(/s3|cret/);
+    expect(configError({ STORE: 'postgres://user:s3cret@db' })).to.match(/^STORE/).and.not.match(/s3cret/);
+  });
+
   it('stops the service at start with a message naming the bad variable', () => {
     const result = spawnSync(process.execPath, ['src/main.ts'], {
       cwd: ROOT,
