@@ -1,28 +1,76 @@
+import { spawn } from 'node:child_process';
+import { once } from 'node:events';
 import { mkdtemp, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
-import { join } from 'node:path';
+import { basename, join } from 'node:path';
+import { fileURLToPath } from 'node:url';
 
 import { expect } from 'chai';
 
-import { openStore } from '../adapters/index.ts';
+import { openStore, type OpenStoreOptions } from '../adapters/index.ts';
+import { RedisKeys } from '../adapters/redis_keys.ts';
 import { BackendUnavailableError, DuplicateError, type Store } from '../adapters/store.ts';
+import { keysUnder, rawRedis, startCluster, startRedis, startSentinel, type RedisDeployment } from './helpers/redis.ts';
+
+interface Backend {
+  name: string;
+  /** The storage URL and options of this backend's store for one test, given the test's fresh directory. */
+  target(dir: string): { url: string; options?: OpenStoreOptions };
+  /** Whether stores opened on one directory share their data (`memory:` is private to each store). */
+  shared: boolean;
+  /** Redis: keys can be inspected with keysUnder(url, prefix). */
+  redis?: boolean;
+  start?(): Promise<void>;
+  stop?(): Promise<void>;
+}
+
+/** A Redis deployment started for its describe block; each test writes under a key prefix of its own. */
+function redisBackend(name: string, start: () => Promise<RedisDeployment>): Backend {
+  let deployment: RedisDeployment | undefined;
+  return {
+    name,
+    shared: true,
+    redis: true,
+    target: (dir) => ({ url: deployment!.url, options: { keyPrefix: `test:${basename(dir)}:` } }),
+    start: async () => { deployment = await start(); },
+    stop: async () => { await deployment?.stop(); },
+  };
+}
 
 /**
- * The contract every storage backend passes. Later backends (redis) join the BACKENDS list.
+ * The contract every storage backend passes.
  */
-const BACKENDS: Array<{ name: string; open: (dir: string) => Store }> = [
-  { name: 'sqlite file', open: (dir) => openStore(`sqlite:${join(dir, 'contract.sqlite')}`) },
-  { name: 'memory', open: () => openStore('memory:') },
+const BACKENDS: Backend[] = [
+  { name: 'sqlite file', target: (dir) => ({ url: `sqlite:${join(dir, 'contract.sqlite')}` }), shared: true },
+  { name: 'memory', target: () => ({ url: 'memory:' }), shared: false },
+  redisBackend('redis', () => startRedis()),
+  redisBackend('redis sentinel', () => startSentinel()),
+  redisBackend('redis cluster', () => startCluster()),
 ];
+
+const open = (backend: Backend, dir: string) => {
+  const { url, options } = backend.target(dir);
+  return openStore(url, options);
+};
+const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
 
 for (const backend of BACKENDS) {
   describe(`store contract: ${backend.name}`, () => {
     let dir: string;
     let store: Store;
 
+    before(async function () {
+      this.timeout(60_000);
+      await backend.start?.();
+    });
+
+    after(async () => {
+      await backend.stop?.();
+    });
+
     beforeEach(async () => {
       dir = await mkdtemp(join(tmpdir(), 'store-'));
-      store = backend.open(dir);
+      store = open(backend, dir);
     });
 
     afterEach(async () => {
@@ -58,6 +106,8 @@ for (const backend of BACKENDS) {
         await new Promise((resolve) => setTimeout(resolve, 2100));
         expect(await store.model('AuthorizationCode').find('c1')).to.equal(undefined);
         expect(await store.model('AuthorizationCode').list()).to.deep.equal([]);
+        expect(await store.model('AuthorizationCode').consume('c1')).to.equal(false);
+        expect(await store.model('AuthorizationCode').find('c1')).to.equal(undefined);
       });
 
       it('keeps records without a lifetime (clients) until destroyed', async () => {
@@ -75,6 +125,55 @@ for (const backend of BACKENDS) {
         const found = await model.find('c1');
         expect(found?.consumed).to.be.a('number');
         expect(await model.consume('missing')).to.equal(false);
+      });
+
+      it('consumes once across separately opened stores: exactly one of several processes wins each record', async function () {
+        if (!backend.shared) this.skip();
+        this.timeout(60_000);
+        const ids = Array.from({ length: 10 }, (_, i) => `c${i}`);
+        for (const id of ids) await store.model('AuthorizationCode').upsert(id, { jti: id }, 60);
+        await store.committed();
+        const { url, options } = backend.target(dir);
+        const results = await consumeInProcesses(4, url, options?.keyPrefix ?? '', 'AuthorizationCode', ids);
+        for (const [i, id] of ids.entries()) expect(results.filter((result) => result[i]), id).to.have.length(1);
+      });
+
+      it('forgets a destroyed record\'s uid and user code, and keeps a lookup another record has taken since', async () => {
+        await store.model('Session').upsert('s1', { uid: 'uid-1' }, 60);
+        await store.model('DeviceCode').upsert('d1', { userCode: 'CODE-1' }, 60);
+        await store.model('Session').destroy('s1');
+        await store.model('DeviceCode').destroy('d1');
+        expect(await store.model('Session').findByUid('uid-1')).to.equal(undefined);
+        expect(await store.model('DeviceCode').findByUserCode('CODE-1')).to.equal(undefined);
+
+        await store.model('Session').upsert('s2', { uid: 'uid-2' }, 60);
+        await store.model('Session').upsert('s3', { uid: 'uid-2' }, 60);
+        await store.model('Session').destroy('s2');
+        expect(await store.model('Session').findByUid('uid-2')).to.deep.equal({ uid: 'uid-2' });
+      });
+
+      it('finds by uid only what the record holds now', async () => {
+        const model = store.model('Session');
+        await model.upsert('s1', { uid: 'old' }, 60);
+        await model.upsert('s1', { uid: 'new' }, 60);
+        expect(await model.findByUid('old')).to.equal(undefined);
+        expect(await model.findByUid('new')).to.deep.equal({ uid: 'new' });
+      });
+
+      it('revokes by grant id also what is found by user code, and a record only while it is of that grant', async () => {
+        const model = store.model('DeviceCode');
+        await model.upsert('d1', { grantId: 'g1', userCode: 'CODE-1' }, 60);
+        await model.upsert('d2', { grantId: 'g2', userCode: 'CODE-2' }, 60);
+        await model.upsert('d3', { grantId: 'g1' }, 60);
+        await model.upsert('d3', { grantId: 'g2' }, 60);
+        await model.revokeByGrantId('g1');
+        expect(await model.find('d1')).to.equal(undefined);
+        expect(await model.findByUserCode('CODE-1')).to.equal(undefined);
+        expect(await model.findByUserCode('CODE-2')).to.deep.equal({ grantId: 'g2', userCode: 'CODE-2' });
+        expect(await model.find('d3')).to.deep.equal({ grantId: 'g2' });
+        await model.revokeByGrantId('g2');
+        expect(await model.find('d2')).to.equal(undefined);
+        expect(await model.find('d3')).to.equal(undefined);
       });
 
       it('revokes by grant id within one model only', async () => {
@@ -167,6 +266,86 @@ for (const backend of BACKENDS) {
       });
     });
 
+    describe('redis keys', () => {
+      before(function () {
+        if (!backend.redis) this.skip();
+      });
+      const keys = () => {
+        const { url, options } = backend.target(dir);
+        return keysUnder(url, options!.keyPrefix!);
+      };
+
+      it('gives every key a TTL no longer than what it holds, except clients, accounts and settings', async () => {
+        const engineModels: Array<[string, Record<string, unknown>]> = [
+          ['AccessToken', { grantId: 'g1' }], ['AuthorizationCode', { grantId: 'g1' }], ['RefreshToken', { grantId: 'g1' }],
+          ['DeviceCode', { grantId: 'g1', userCode: 'CODE-1' }], ['BackchannelAuthenticationRequest', { grantId: 'g1' }],
+          ['ClientCredentials', {}], ['Session', { uid: 'uid-1' }], ['Interaction', { uid: 'uid-2' }], ['Grant', {}],
+          ['RegistrationAccessToken', {}], ['InitialAccessToken', {}], ['PushedAuthorizationRequest', {}],
+          ['ReplayDetection', {}], ['GrantWorkspace', { grantId: 'g1' }],
+        ];
+        for (const [name, payload] of engineModels) {
+          const model = store.model(name);
+          await model.upsert('kept', payload, 60);
+          await model.upsert('consumed', { ...payload, uid: undefined, userCode: undefined }, 30);
+          await model.consume('consumed');
+          await model.upsert('destroyed', payload, 60);
+          await model.destroy('destroyed');
+          await model.upsert('kept', payload, 60);
+        }
+        await store.model('Client').upsert('client-1', { client_id: 'client-1' }, undefined);
+        await store.accounts.createWorkspace({ id: 'ws_1', name: 'Acme', createdAt: 1 });
+        await store.accounts.createUser({ id: 'usr_1', email: 'ann@example.com', name: 'Ann', passwordHash: 'h', createdAt: 1 });
+        await store.accounts.putMembership({ userId: 'usr_1', workspaceId: 'ws_1', role: 'admin' });
+        await store.settings.setIfAbsent('k', 'v');
+        await store.revocations.add({ key: 'grant:g1', issuedBefore: Math.floor(Date.now() / 1000) + 40, expiresAt: Math.floor(Date.now() / 1000) + 40 });
+
+        const { options } = backend.target(dir);
+        const prefix = options!.keyPrefix!;
+        const kept = [/^m:Client:/, /^list:Client$/, /^\{accounts\}:/, /^settings$/];
+        const found = await keys();
+        expect(found.size).to.be.greaterThan(engineModels.length * 2);
+        for (const [key, ttl] of found) {
+          const name = key.slice(prefix.length);
+          if (kept.some((pattern) => pattern.test(name))) expect(ttl, key).to.equal(-1);
+          else expect(ttl, key).to.be.within(1, name.startsWith('{revocations}') ? 40_000 : 60_000);
+        }
+      });
+
+      it('leaves no key behind once a grant is revoked and its other records destroyed', async () => {
+        for (const name of ['AccessToken', 'RefreshToken', 'AuthorizationCode']) {
+          await store.model(name).upsert('one', { grantId: 'g1' }, 60);
+          await store.model(name).upsert('two', { grantId: 'g1' }, 30);
+        }
+        await store.model('DeviceCode').upsert('d1', { grantId: 'g1', userCode: 'CODE-1' }, 60);
+        await store.model('Session').upsert('s1', { uid: 'uid-1' }, 60);
+        await store.model('Client').upsert('c1', { client_id: 'c1' }, undefined);
+        for (const name of ['AccessToken', 'RefreshToken', 'AuthorizationCode', 'DeviceCode']) await store.model(name).revokeByGrantId('g1');
+        await store.model('Session').destroy('s1');
+        await store.model('Client').destroy('c1');
+        expect([...(await keys()).keys()]).to.deep.equal([]);
+      });
+
+      it('drops an expired member from a grant index when the index is next touched, and expires the index with its last member', async () => {
+        const model = store.model('AccessToken');
+        await model.upsert('short', { grantId: 'g1' }, 1);
+        await model.upsert('long', { grantId: 'g1' }, 3);
+        await sleep(1200);
+        await model.upsert('later', { grantId: 'g1' }, 2);
+        const { url, options } = backend.target(dir);
+        const index = new RedisKeys(options!.keyPrefix!).grant('AccessToken', 'g1');
+        const client = await rawRedis(url);
+        try {
+          // By expiry: 'long' ends about 1.8 s from now, 'later' 2 s from now, and the index with it.
+          expect(await client.zrange(index, 0, '-1')).to.deep.equal(['long', 'later']);
+          expect(await client.pttl(index)).to.be.within(1500, 2000);
+          await sleep(2100);
+          expect(await client.exists(index)).to.equal(0);
+        } finally {
+          client.disconnect();
+        }
+      });
+    });
+
     it('answers ping while open and reports unavailability once closed', async () => {
       await store.ping();
       await store.close();
@@ -217,3 +396,29 @@ describe('sqlite store file', () => {
     expect(() => openStore('postgres://x')).to.throw(/unsupported storage URL/);
   });
 });
+
+/** Runs `count` processes that each open the store and consume every id at the same moment; their results, per process. */
+async function consumeInProcesses(count: number, url: string, keyPrefix: string, model: string, ids: string[]): Promise<boolean[][]> {
+  const script = fileURLToPath(new URL('./helpers/consume_child.ts', import.meta.url));
+  const consumers = Array.from({ length: count }, (_, i) => {
+    const child = spawn(process.execPath, [script, url, keyPrefix, model, ids.join(',')], { stdio: ['pipe', 'pipe', 'inherit'] });
+    let output = '';
+    const closed = once(child, 'close');
+    const ready = new Promise<void>((resolve, reject) => {
+      child.stdout.on('data', (chunk: Buffer) => {
+        output += chunk.toString();
+        if (output.startsWith('ready\n')) resolve();
+      });
+      closed.then(() => reject(new Error(`consumer ${i} exited before it was ready: ${output}`)), reject);
+    });
+    return { child, ready, closed, output: () => output };
+  });
+  try {
+    await Promise.all(consumers.map(({ ready }) => ready));
+    for (const { child } of consumers) child.stdin.end('go\n');
+    await Promise.all(consumers.map(({ closed }) => closed));
+    return consumers.map(({ output }) => JSON.parse(output().split('\n')[1]!) as boolean[]);
+  } finally {
+    for (const { child } of consumers) if (child.exitCode === null) child.kill();
+  }
+}

@@ -1,0 +1,21 @@
+/**
+ * A separate process consuming records of one store, for the contract case "exactly one of several
+ * stores opened on the same backend wins" (two SQLite connections in one process would wait on
+ * each other's lock, see adapters/sqlite_connection.ts). Prints "ready" once its store answers,
+ * waits for a line on stdin so every process starts together, then prints the consume results as JSON.
+ *
+ * argv: storage URL, key prefix ('' none), model, comma-separated ids.
+ */
+import { once } from 'node:events';
+
+import { openStore } from '../../adapters/index.ts';
+
+const [url = '', keyPrefix = '', model = '', ids = ''] = process.argv.slice(2);
+const store = openStore(url, keyPrefix ? { keyPrefix } : {});
+await store.ping();
+process.stdout.write('ready\n');
+await once(process.stdin, 'data');
+const results = await Promise.all(ids.split(',').map((id) => store.model(model).consume(id)));
+await store.committed();
+process.stdout.write(`${JSON.stringify(results)}\n`);
+await store.close();

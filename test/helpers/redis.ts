@@ -1,0 +1,228 @@
+import { execFile, spawn, type ChildProcess } from 'node:child_process';
+import { mkdtemp, rm, writeFile } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { promisify } from 'node:util';
+
+import { Cluster } from 'ioredis';
+
+import { connectRedis, type RedisClient } from '../../adapters/redis_connection.ts';
+import { freePort } from './server.ts';
+
+/**
+ * Real Redis processes for tests, on free loopback ports, in temporary directories that are
+ * removed when they stop: one server, a master watched by sentinels, a three-node cluster.
+ * Nothing is persisted (`--save ''`, no AOF).
+ */
+
+export interface RedisDeployment {
+  /** The STORE URL that reaches it. */
+  url: string;
+  /** Stops every process and removes the directories. */
+  stop(): Promise<void>;
+}
+
+export interface RedisServer extends RedisDeployment {
+  port: number;
+  /** Stops the process (an outage: connections drop, new ones are refused); the port stays reserved for up(). */
+  down(): Promise<void>;
+  /** Starts it again on the same port, empty. */
+  up(): Promise<void>;
+  /** Freezes the process (SIGSTOP): connections stay open, nothing is answered. */
+  pause(): void;
+  resume(): void;
+}
+
+const run = promisify(execFile);
+
+/** Processes still running, killed if the test run exits without stopping them. */
+const running = new Set<ChildProcess>();
+process.once('exit', () => {
+  for (const child of running) child.kill('SIGKILL');
+});
+
+export async function redisCli(port: number, ...args: string[]): Promise<string> {
+  const { stdout } = await run('redis-cli', ['-h', '127.0.0.1', '-p', String(port), ...args], { timeout: 10_000 });
+  return stdout.trim();
+}
+
+/** One redis-server; `extra` adds options (cluster mode). */
+export async function startRedis(extra: string[] = []): Promise<RedisServer> {
+  const dir = await mkdtemp(join(tmpdir(), 'redis-'));
+  const port = await freePort();
+  const args = ['--port', String(port), '--bind', '127.0.0.1', '--save', '', '--appendonly', 'no', '--dir', dir, ...extra];
+  let child: ChildProcess | undefined;
+
+  const up = async () => {
+    child = await launch('redis-server', args, dir);
+    await waitFor(async () => await redisCli(port, 'ping') === 'PONG', `redis-server on port ${port} to answer`, child);
+  };
+  const down = async () => {
+    if (child) await terminate(child);
+    child = undefined;
+  };
+
+  await up();
+  return {
+    url: `redis://127.0.0.1:${port}`,
+    port,
+    up,
+    down,
+    pause: () => child?.kill('SIGSTOP'),
+    resume: () => child?.kill('SIGCONT'),
+    stop: async () => {
+      child?.kill('SIGCONT');
+      await down();
+      await rm(dir, { recursive: true, force: true });
+    },
+  };
+}
+
+/** A master and `count` sentinels monitoring it as `mymaster`; resolves once every sentinel knows the master. */
+export async function startSentinel(count = 2): Promise<RedisDeployment & { master: RedisServer }> {
+  const master = await startRedis();
+  const sentinels: Array<{ child: ChildProcess; dir: string; port: number }> = [];
+  try {
+    for (let i = 0; i < count; i += 1) {
+      const dir = await mkdtemp(join(tmpdir(), 'sentinel-'));
+      const port = await freePort();
+      const config = join(dir, 'sentinel.conf');
+      // Sentinel rewrites its configuration file as it learns, so each gets its own writable copy.
+      await writeFile(config, [
+        `port ${port}`,
+        'bind 127.0.0.1',
+        `dir ${dir}`,
+        `sentinel monitor mymaster 127.0.0.1 ${master.port} 1`,
+        'sentinel down-after-milliseconds mymaster 2000',
+        '',
+      ].join('\n'));
+      const child = await launch('redis-server', [config, '--sentinel'], dir);
+      sentinels.push({ child, dir, port });
+      await waitFor(async () => {
+        const address = await redisCli(port, 'sentinel', 'get-master-addr-by-name', 'mymaster');
+        return address.split('\n').join(':') === `127.0.0.1:${master.port}`;
+      }, `sentinel on port ${port} to know the master`, child);
+    }
+  } catch (error) {
+    await stopAll(sentinels);
+    await master.stop();
+    throw error;
+  }
+  return {
+    url: `redis+sentinel://${sentinels.map(({ port }) => `127.0.0.1:${port}`).join(',')}/mymaster`,
+    master,
+    stop: async () => {
+      await stopAll(sentinels);
+      await master.stop();
+    },
+  };
+}
+
+/** `size` masters (no replicas) sharing the 16384 slots; resolves once every node reports cluster_state:ok. */
+export async function startCluster(size = 3): Promise<RedisDeployment> {
+  const nodes: RedisServer[] = [];
+  try {
+    for (let i = 0; i < size; i += 1) {
+      // The cluster bus gets a free port of its own rather than the default port + 10000, which may be taken or out of range.
+      const busPort = await freePort();
+      nodes.push(await startRedis(['--cluster-enabled', 'yes', '--cluster-config-file', 'nodes.conf', '--cluster-port', String(busPort), '--cluster-node-timeout', '2000']));
+    }
+    await run('redis-cli', ['--cluster', 'create', ...nodes.map(({ port }) => `127.0.0.1:${port}`), '--cluster-replicas', '0', '--cluster-yes'], { timeout: 30_000 });
+    for (const node of nodes) {
+      await waitFor(async () => /cluster_state:ok/.test(await redisCli(node.port, 'cluster', 'info')), `cluster node ${node.port} to be ok`);
+    }
+  } catch (error) {
+    await Promise.all(nodes.map((node) => node.stop()));
+    throw error;
+  }
+  return {
+    url: `redis+cluster://${nodes.map(({ port }) => `127.0.0.1:${port}`).join(',')}`,
+    stop: async () => {
+      await Promise.all(nodes.map((node) => node.stop()));
+    },
+  };
+}
+
+/** A connected client of its own, to look at the keys a store wrote; the caller disconnects it. */
+export async function rawRedis(url: string): Promise<RedisClient> {
+  const client = connectRedis(url);
+  try {
+    await new Promise<void>((resolve, reject) => {
+      if (client.status === 'ready') resolve();
+      client.once('ready', () => resolve());
+      setTimeout(() => reject(new Error('raw Redis client did not connect')), 5000).unref();
+    });
+  } catch (error) {
+    client.disconnect();
+    throw error;
+  }
+  return client;
+}
+
+/** Every key starting with `prefix`, with its PTTL (-1: none), read by SCAN on each master: for tests only. */
+export async function keysUnder(url: string, prefix: string): Promise<Map<string, number>> {
+  const client = await rawRedis(url);
+  try {
+    const masters = client instanceof Cluster ? client.nodes('master') : [client];
+    const found = new Map<string, number>();
+    for (const node of masters) {
+      let cursor = '0';
+      do {
+        const [next, keys] = await node.scan(cursor, 'MATCH', `${prefix}*`, 'COUNT', 1000);
+        for (const key of keys) found.set(key, await node.pttl(key));
+        cursor = next;
+      } while (cursor !== '0');
+    }
+    return found;
+  } finally {
+    client.disconnect();
+  }
+}
+
+async function launch(command: string, args: string[], cwd: string): Promise<ChildProcess> {
+  const child = spawn(command, args, { cwd, stdio: ['ignore', 'pipe', 'pipe'] });
+  let output = '';
+  child.stdout!.on('data', (chunk: Buffer) => { output = (output + chunk.toString()).slice(-4000); });
+  child.stderr!.on('data', (chunk: Buffer) => { output = (output + chunk.toString()).slice(-4000); });
+  Object.defineProperty(child, 'output', { get: () => output });
+  running.add(child);
+  child.once('exit', () => running.delete(child));
+  await new Promise<void>((resolve, reject) => {
+    child.once('spawn', resolve);
+    child.once('error', reject);
+  });
+  return child;
+}
+
+async function terminate(child: ChildProcess): Promise<void> {
+  if (child.exitCode !== null || child.signalCode !== null) return;
+  await new Promise<void>((resolve) => {
+    child.once('exit', () => resolve());
+    child.kill('SIGCONT');
+    child.kill('SIGTERM');
+    setTimeout(() => child.kill('SIGKILL'), 5000).unref();
+  });
+}
+
+async function stopAll(processes: Array<{ child: ChildProcess; dir: string }>): Promise<void> {
+  await Promise.all(processes.map(async ({ child, dir }) => {
+    await terminate(child);
+    await rm(dir, { recursive: true, force: true });
+  }));
+}
+
+async function waitFor(check: () => Promise<boolean>, what: string, child?: ChildProcess): Promise<void> {
+  const deadline = Date.now() + 15_000;
+  for (;;) {
+    if (child && child.exitCode !== null) {
+      throw new Error(`waiting for ${what}: the process exited with ${child.exitCode}\n${(child as ChildProcess & { output?: string }).output ?? ''}`);
+    }
+    try {
+      if (await check()) return;
+    } catch {
+      // not answering yet
+    }
+    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
+    await new Promise((resolve) => setTimeout(resolve, 50));
+  }
+}
