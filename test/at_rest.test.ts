@@ -4,6 +4,7 @@ import { expect } from 'chai';
 
 import { openStore, sqliteFile } from '../adapters/index.ts';
 import { codeRequest, exchangeCode, postCredentials, registerClient, tokenRequest } from './helpers/oauth.ts';
+import { keysUnder, rawRedis, startRedis, type RedisServer } from './helpers/redis.ts';
 import { initialAccessToken, seedUser, startServer, type TestServer } from './helpers/server.ts';
 import { UserAgent, authorize } from './helpers/user_agent.ts';
 
@@ -17,6 +18,45 @@ async function storeBytes(server: TestServer): Promise<string> {
   return Buffer.concat(parts).toString('latin1');
 }
 
+/** Every key Redis holds and every value under it, read by type (a backup holds the same). */
+async function redisContents(url: string): Promise<string> {
+  const keys = [...(await keysUnder(url, '')).keys()];
+  const client = await rawRedis(url);
+  try {
+    const parts: string[] = [];
+    for (const key of keys) {
+      const type = await client.type(key);
+      const value = type === 'string' ? await client.get(key)
+        : type === 'hash' ? await client.hgetall(key)
+          : type === 'zset' ? await client.zrange(key, '0', '-1')
+            : type === 'set' ? await client.smembers(key)
+              : type === 'list' ? await client.lrange(key, '0', '-1') : `(${type})`;
+      parts.push(key, JSON.stringify(value));
+    }
+    return parts.join('\n');
+  } finally {
+    client.disconnect();
+  }
+}
+
+const BACKENDS: Array<{ name: string; start(): Promise<{ server: TestServer; contents(): Promise<string>; stop(): Promise<void> }> }> = [
+  {
+    name: 'the SQLite file',
+    async start() {
+      const server = await startServer();
+      return { server, contents: () => storeBytes(server), stop: () => server.stop() };
+    },
+  },
+  {
+    name: 'Redis',
+    async start() {
+      const redis: RedisServer = await startRedis();
+      const server = await startServer({ store: redis.url, env: { KEY_ENCRYPTION_KEY: KEY_A } });
+      return { server, contents: () => redisContents(redis.url), stop: async () => { await server.stop(); await redis.stop(); } };
+    },
+  },
+];
+
 async function storedSetting(server: TestServer, name: string): Promise<string | undefined> {
   const store = openStore(server.store);
   try {
@@ -29,6 +69,73 @@ async function storedSetting(server: TestServer, name: string): Promise<string |
 describe('a copy of the store', function () {
   this.timeout(60_000);
 
+  for (const backend of BACKENDS) {
+    describe(`in ${backend.name}`, () => {
+      let server: TestServer;
+      let contents: () => Promise<string>;
+      let stop: () => Promise<void>;
+
+      before(async () => {
+        ({ server, contents, stop } = await backend.start());
+      });
+
+      after(async () => {
+        await stop?.();
+      });
+
+      it('holds no credential the service handed out: codes, tokens, secrets, session ids, registration and initial access tokens', async () => {
+        const user = await seedUser(server);
+        const iat = await initialAccessToken(server, user.workspaces[0]!.id);
+        const machine = await registerClient(server.issuer, { grant_types: ['client_credentials'], redirect_uris: [] }, iat);
+        const app = await registerClient(server.issuer, { client_name: 'At Rest App' });
+
+        const agent = new UserAgent();
+        const { url, verifier } = codeRequest(server.issuer, app.client_id, { scope: 'openid api profile' });
+        const callback = await authorize(agent, url, server.origin, { email: user.email, password: user.password });
+        const code = callback.searchParams.get('code')!;
+        const exchanged = await exchangeCode(server.issuer, app, code, verifier);
+        expect(exchanged.status).to.equal(200);
+        const tokens = await exchanged.json() as { access_token: string; refresh_token: string; id_token: string };
+        const refreshed = await tokenRequest(server.issuer, { grant_type: 'refresh_token', refresh_token: tokens.refresh_token, ...postCredentials(app) });
+        expect(refreshed.status).to.equal(200);
+        const rotated = await refreshed.json() as { access_token: string; refresh_token: string };
+        const machineToken = await tokenRequest(server.issuer, { grant_type: 'client_credentials', ...postCredentials(machine) });
+        expect(machineToken.status).to.equal(200);
+
+        const credentials: Record<string, string> = {
+          'initial access token': iat,
+          'initial access token secret': iat.split('.').pop()!,
+          'client secret': machine.client_secret!,
+          'other client secret': app.client_secret!,
+          'registration access token': machine.registration_access_token,
+          'other registration access token': app.registration_access_token,
+          'authorization code': code,
+          'refresh token': tokens.refresh_token,
+          'rotated refresh token': rotated.refresh_token,
+          'access token': tokens.access_token,
+          'client credentials access token': ((await machineToken.json()) as { access_token: string }).access_token,
+          'ID token': tokens.id_token,
+          ...Object.fromEntries(agent.cookieValues().filter((value) => value.length >= 16).map((value, i) => [`cookie ${i}`, value])),
+        };
+        expect(Object.keys(credentials).filter((name) => name.startsWith('cookie')), 'the browser session cookies').to.not.be.empty;
+
+        const bytes = await contents();
+        expect(bytes, 'the reader sees the stored records (client ids are public)').to.include(app.client_id);
+        for (const [name, value] of Object.entries(credentials)) {
+          expect(bytes.includes(value), `${name} found in the store`).to.equal(false);
+        }
+      });
+
+      it('holds the signing and cookie keys only sealed', async () => {
+        for (const name of ['signing_jwks', 'cookie_keys']) {
+          const value = await storedSetting(server, name);
+          expect(value, name).to.match(/^kek1\./);
+          expect(value).to.not.include('"d"');
+        }
+      });
+    });
+  }
+
   describe('with the embedded default key-encryption key', () => {
     let server: TestServer;
 
@@ -40,55 +147,7 @@ describe('a copy of the store', function () {
       await server?.stop();
     });
 
-    it('holds no credential the service handed out: codes, tokens, secrets, session ids, registration and initial access tokens', async () => {
-      const user = await seedUser(server);
-      const iat = await initialAccessToken(server, user.workspaces[0]!.id);
-      const machine = await registerClient(server.issuer, { grant_types: ['client_credentials'], redirect_uris: [] }, iat);
-      const app = await registerClient(server.issuer, { client_name: 'At Rest App' });
-
-      const agent = new UserAgent();
-      const { url, verifier } = codeRequest(server.issuer, app.client_id, { scope: 'openid api profile' });
-      const callback = await authorize(agent, url, server.origin, { email: user.email, password: user.password });
-      const code = callback.searchParams.get('code')!;
-      const exchanged = await exchangeCode(server.issuer, app, code, verifier);
-      expect(exchanged.status).to.equal(200);
-      const tokens = await exchanged.json() as { access_token: string; refresh_token: string; id_token: string };
-      const refreshed = await tokenRequest(server.issuer, { grant_type: 'refresh_token', refresh_token: tokens.refresh_token, ...postCredentials(app) });
-      expect(refreshed.status).to.equal(200);
-      const rotated = await refreshed.json() as { access_token: string; refresh_token: string };
-      const machineToken = await tokenRequest(server.issuer, { grant_type: 'client_credentials', ...postCredentials(machine) });
-      expect(machineToken.status).to.equal(200);
-
-      const credentials: Record<string, string> = {
-        'initial access token': iat,
-        'initial access token secret': iat.split('.').pop()!,
-        'client secret': machine.client_secret!,
-        'other client secret': app.client_secret!,
-        'registration access token': machine.registration_access_token,
-        'other registration access token': app.registration_access_token,
-        'authorization code': code,
-        'refresh token': tokens.refresh_token,
-        'rotated refresh token': rotated.refresh_token,
-        'access token': tokens.access_token,
-        'client credentials access token': ((await machineToken.json()) as { access_token: string }).access_token,
-        'ID token': tokens.id_token,
-        ...Object.fromEntries(agent.cookieValues().filter((value) => value.length >= 16).map((value, i) => [`cookie ${i}`, value])),
-      };
-      expect(Object.keys(credentials).filter((name) => name.startsWith('cookie')), 'the browser session cookies').to.not.be.empty;
-
-      const bytes = await storeBytes(server);
-      expect(bytes.length).to.be.greaterThan(0);
-      for (const [name, value] of Object.entries(credentials)) {
-        expect(bytes.includes(value), `${name} found in the store`).to.equal(false);
-      }
-    });
-
-    it('holds the signing and cookie keys only sealed, with the key-encryption key in an owner-only file beside it', async () => {
-      for (const name of ['signing_jwks', 'cookie_keys']) {
-        const value = await storedSetting(server, name);
-        expect(value, name).to.match(/^kek1\./);
-        expect(value).to.not.include('"d"');
-      }
+    it('keeps the key-encryption key in an owner-only file beside the database, never in it', async () => {
       const keyFile = sqliteFile(server.store)!.replace(/\.sqlite$/, '.kek');
       expect((await stat(keyFile)).mode & 0o777).to.equal(0o600);
       const key = (await readFile(keyFile, 'utf8')).trim();

@@ -7,33 +7,75 @@ import { PROPAGATION_BOUND_MS } from '../src/oauth/propagation.ts';
 import { CLOCK_MARGIN_SECONDS } from '../src/oauth/revocation_list.ts';
 import { codeRequest, exchangeCode, introspect, postCredentials, registerClient, tokenRequest, REDIRECT_URI, type RegisteredClient } from './helpers/oauth.ts';
 import { initialAccessToken, seedUser, startServer, type SeededUser, type TestServer } from './helpers/server.ts';
+import { startRedis, type RedisServer } from './helpers/redis.ts';
 import { UserAgent, authorize } from './helpers/user_agent.ts';
+
+/** Two instances behind one load balancer: one issuer, one store, each on its own port. */
+interface SharedStore {
+  name: string;
+  start(): Promise<{ first: TestServer; second: TestServer; stop(): Promise<void> }>;
+}
+
+const KEY_ENCRYPTION_KEY = Buffer.alloc(32, 7).toString('base64url');
+
+const SHARED_STORES: SharedStore[] = [
+  {
+    name: 'one SQLite file',
+    async start() {
+      const first = await startServer();
+      const second = await startServer({ store: first.store, env: { BASE_URL: first.issuer } });
+      return { first, second, stop: async () => { await second.stop(); await first.stop(); } };
+    },
+  },
+  {
+    name: 'one Redis',
+    async start() {
+      const redis: RedisServer = await startRedis();
+      const first = await startServer({ store: redis.url, env: { KEY_ENCRYPTION_KEY } });
+      const second = await startServer({ store: redis.url, env: { BASE_URL: first.issuer, KEY_ENCRYPTION_KEY } });
+      return { first, second, stop: async () => { await second.stop(); await first.stop(); await redis.stop(); } };
+    },
+  },
+];
 
 /**
  * Several instances behind one load balancer share one store. What one instance (or the admin
  * CLI) changes, every other honours within PROPAGATION_BOUND_MS: revoked grants and tokens,
- * deleted and updated clients.
+ * deleted and updated clients; and each serves what the other issued.
  */
-describe('instances sharing one store', function () {
+for (const shared of SHARED_STORES) describe(`instances sharing ${shared.name}`, function () {
   this.timeout(60_000);
 
   let first: TestServer;
   let second: TestServer;
+  let stopAll: () => Promise<void>;
   let user: SeededUser;
   let app: RegisteredClient;
   /** Extra time for the test's own requests, on top of the bound the service guarantees. */
   const REQUEST_SLACK_MS = 300;
 
   before(async () => {
-    first = await startServer();
-    second = await startServer({ store: first.store, env: { BASE_URL: first.issuer } });
+    ({ first, second, stop: stopAll } = await shared.start());
     user = await seedUser(first);
     app = await registerClient(first.issuer, { client_name: 'Shared App' });
   });
 
   after(async () => {
-    await second?.stop();
-    await first?.stop();
+    await stopAll?.();
+  });
+
+  it('publish the same signing keys, and a code issued at one redeems at the other, once', async () => {
+    const jwks = async (server: TestServer) => (await fetch(`${server.origin}/oauth/jwks`)).json();
+    expect(await jwks(second)).to.deep.equal(await jwks(first));
+
+    const { url, verifier } = codeRequest(first.origin, app.client_id);
+    const callback = await authorize(new UserAgent(), url, first.origin, { email: user.email, password: user.password });
+    const code = callback.searchParams.get('code')!;
+    const redeemed = await exchangeCode(second.origin, app, code, verifier);
+    expect(redeemed.status, 'the client registered at the first instance authenticates at the second').to.equal(200);
+    const replayed = await exchangeCode(first.origin, app, code, verifier);
+    expect(replayed.status).to.equal(400);
+    expect((await replayed.json() as { error: string }).error).to.equal('invalid_grant');
   });
 
   /** Tokens for the user through the code flow, all of it at `server`. */

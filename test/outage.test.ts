@@ -1,0 +1,66 @@
+import { expect } from 'chai';
+
+import { codeRequest, exchangeCode, registerClient } from './helpers/oauth.ts';
+import { startRedis, type RedisServer } from './helpers/redis.ts';
+import { seedUser, startServer, type TestServer } from './helpers/server.ts';
+import { UserAgent, authorize } from './helpers/user_agent.ts';
+
+const KEY_ENCRYPTION_KEY = Buffer.alloc(32, 9).toString('base64url');
+
+/** The service on Redis while Redis goes away and comes back (AOF on, so what was stored survives). */
+describe('a Redis outage', function () {
+  this.timeout(60_000);
+
+  let redis: RedisServer;
+  let server: TestServer;
+
+  before(async () => {
+    redis = await startRedis(['--appendonly', 'yes', '--appendfsync', 'always']);
+    server = await startServer({ store: redis.url, env: { KEY_ENCRYPTION_KEY } });
+  });
+
+  after(async () => {
+    await server?.stop();
+    await redis?.stop();
+  });
+
+  it('answers 503 with Retry-After while Redis is down, recovers by itself, and a code issued before still redeems exactly once', async () => {
+    const pid = server.pid()!;
+    const user = await seedUser(server);
+    const client = await registerClient(server.issuer, { client_name: 'Outage App' });
+    const { url, verifier } = codeRequest(server.issuer, client.client_id);
+    const callback = await authorize(new UserAgent(), url, server.origin, { email: user.email, password: user.password });
+    const code = callback.searchParams.get('code')!;
+
+    await redis.down();
+    const started = Date.now();
+    const token = await exchangeCode(server.issuer, client, code, verifier);
+    expect(Date.now() - started, 'answered quickly, not hung').to.be.below(5000);
+    expect(token.status).to.equal(503);
+    expect(token.headers.get('retry-after')).to.match(/^\d+$/);
+    expect(await token.json()).to.include({ error: 'temporarily_unavailable' });
+
+    const page = await fetch(codeRequest(server.issuer, client.client_id).url, { headers: { accept: 'text/html' } });
+    expect(page.status).to.equal(503);
+    expect(page.headers.get('content-type')).to.contain('text/html');
+    const html = await page.text();
+    expect(html).to.not.match(/\bat .+\.(ts|js):\d+/);
+
+    const health = await fetch(`${server.origin}/healthz`);
+    expect(health.status).to.equal(503);
+
+    await redis.up();
+    const deadline = Date.now() + 15_000;
+    while ((await fetch(`${server.origin}/healthz`)).status !== 200) {
+      if (Date.now() > deadline) throw new Error('the service did not recover after Redis came back');
+      await new Promise((resolve) => setTimeout(resolve, 200));
+    }
+
+    const redeemed = await exchangeCode(server.issuer, client, code, verifier);
+    expect(redeemed.status, 'the code issued before the outage').to.equal(200);
+    const again = await exchangeCode(server.issuer, client, code, verifier);
+    expect(again.status).to.equal(400);
+    expect(server.pid(), 'the same process served throughout: it never crashed or restarted').to.equal(pid);
+    expect(() => process.kill(pid, 0)).to.not.throw();
+  });
+});
