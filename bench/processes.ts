@@ -25,6 +25,12 @@ export interface ServerProcess {
 }
 
 const children = new Set<ChildProcess>();
+/** What else a run started that must be stopped at the end (a redis-server). */
+const stoppers = new Set<() => Promise<void>>();
+
+export function onCleanUp(stop: () => Promise<void>): void {
+  stoppers.add(stop);
+}
 /** Where servers write V8 CPU profiles (`--profile`), one folder a server; undefined: no profiling. */
 let profileDir: string | undefined;
 
@@ -91,6 +97,10 @@ function stopChild(child: ChildProcess): Promise<void> {
 /** Stops every child this run started and removes its temporary directories. */
 export async function cleanUp(): Promise<void> {
   await Promise.all([...children].map(stopChild));
+  await Promise.all([...stoppers].map(async (stop) => {
+    await stop();
+    stoppers.delete(stop);
+  }));
   await Promise.all([...directories].map(async (dir) => {
     await rm(dir, { recursive: true, force: true });
     directories.delete(dir);

@@ -4,7 +4,7 @@ import { registerClient } from '../test/helpers/oauth.ts';
 import { freePort, runAdmin } from '../test/helpers/server.ts';
 import { authorize } from '../test/helpers/user_agent.ts';
 import { CodeMinter } from './codes.ts';
-import { startNode, tempDir } from './processes.ts';
+import { onCleanUp, startNode, tempDir } from './processes.ts';
 import { SEED_LINE_PREFIX, seedUser, type BenchUser } from './seed.ts';
 import { storePlan, type StoreKind, type StorePlan } from './stores.ts';
 import { credentials, type Target } from './target.ts';
@@ -23,7 +23,8 @@ export interface ServiceOptions {
  * client_credentials client (through an initial access token) and an authorization_code client.
  */
 export async function startService(options: ServiceOptions): Promise<Target> {
-  const plan = storePlan(options.store, await tempDir('oauth-bench-'));
+  const plan = await storePlan(options.store, await tempDir('oauth-bench-'));
+  onCleanUp(plan.stop);
   const port = await freePort();
   const issuer = `http://127.0.0.1:${port}`;
   const env: Record<string, string> = {
@@ -35,6 +36,7 @@ export async function startService(options: ServiceOptions): Promise<Target> {
     STORE: plan.url,
     LOG_LEVEL: options.logLevel,
     WORKERS: String(options.workers),
+    ...plan.env,
   };
   const server = await startNode('service', plan.nodeArgs, env, `${issuer}/healthz`);
   const { user, initialAccessToken } = plan.seededFromOutside

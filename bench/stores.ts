@@ -1,15 +1,16 @@
 import { join } from 'node:path';
 
+import { startRedis } from '../test/helpers/redis.ts';
+
 /**
  * Which storage the service runs on during a bench, and what that means for starting and seeding it.
- * A store the harness can open from outside (a file; later a Redis URL) is seeded the way the tests
- * do it, while the service runs; a memory store exists only inside the service's process, so a
- * preload seeds it in there (bench/memory_preload.ts).
+ * A store the harness can open from outside (a file, a Redis) is seeded the way the tests do it,
+ * while the service runs; a memory store exists only inside the service's process, so a preload
+ * seeds it in there (bench/memory_preload.ts). `redis` starts a redis-server of the bench's own
+ * with the persistence a production deployment would use (AOF, fsync every second).
  */
 
-export const STORE_KINDS = ['sqlite', 'memory'] as const;
-// Adding 'redis': a `redis://` URL from an option, nodeArgs ['src/main.ts'], seededFromOutside true,
-// and a flush of the bench's keys on clean-up.
+export const STORE_KINDS = ['sqlite', 'memory', 'redis'] as const;
 export type StoreKind = typeof STORE_KINDS[number];
 
 export interface StorePlan {
@@ -20,14 +21,25 @@ export interface StorePlan {
   readonly nodeArgs: readonly string[];
   /** The harness seeds the user with openStore + Accounts and the initial access token with the admin CLI. */
   readonly seededFromOutside: boolean;
+  /** More environment for the service and the admin CLI. */
+  readonly env: Record<string, string>;
+  /** Stops what the plan started (a redis-server). */
+  stop(): Promise<void>;
 }
 
-export function storePlan(kind: StoreKind, tempDir: string): StorePlan {
+const nothingToStop = async () => undefined;
+
+export async function storePlan(kind: StoreKind, tempDir: string): Promise<StorePlan> {
   switch (kind) {
     case 'sqlite':
-      return { kind, url: `sqlite:${join(tempDir, 'oauth.sqlite')}`, nodeArgs: ['src/main.ts'], seededFromOutside: true };
+      return { kind, url: `sqlite:${join(tempDir, 'oauth.sqlite')}`, nodeArgs: ['src/main.ts'], seededFromOutside: true, env: {}, stop: nothingToStop };
     case 'memory':
-      return { kind, url: 'memory:', nodeArgs: ['--import', './bench/memory_preload.ts', 'src/main.ts'], seededFromOutside: false };
+      return { kind, url: 'memory:', nodeArgs: ['--import', './bench/memory_preload.ts', 'src/main.ts'], seededFromOutside: false, env: {}, stop: nothingToStop };
+    case 'redis': {
+      const redis = await startRedis(['--appendonly', 'yes', '--appendfsync', 'everysec']);
+      const env = { KEY_ENCRYPTION_KEY: Buffer.alloc(32, 11).toString('base64url') };
+      return { kind, url: redis.url, nodeArgs: ['src/main.ts'], seededFromOutside: true, env, stop: () => redis.stop() };
+    }
   }
 }
 

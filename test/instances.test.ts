@@ -106,6 +106,19 @@ for (const shared of SHARED_STORES) describe(`instances sharing ${shared.name}`,
     }
   }
 
+  it('lets exactly one of concurrent redemptions of a code spread over both instances win; the others get invalid_grant, never a 5xx', async () => {
+    const { url, verifier } = codeRequest(first.origin, app.client_id);
+    const callback = await authorize(new UserAgent(), url, first.origin, { email: user.email, password: user.password });
+    const code = callback.searchParams.get('code')!;
+    const responses = await Promise.all(Array.from({ length: 6 }, (_, i) => exchangeCode((i % 2 ? first : second).origin, app, code, verifier)));
+    const statuses = responses.map((response) => response.status);
+    expect(statuses.filter((status) => status === 200), `statuses ${statuses}`).to.have.length(1);
+    for (const response of responses.filter(({ status }) => status !== 200)) {
+      expect(response.status).to.equal(400);
+      expect((await response.json() as { error: string }).error).to.equal('invalid_grant');
+    }
+  });
+
   it('a grant revoked at one instance is refused by the other within the bound', async () => {
     const tokens = await userTokens(first);
     expect(await userinfoStatus(second, tokens.access_token)).to.equal(200);
