@@ -175,6 +175,17 @@ describe('discovery', () => {
       const response = await fetch(`${server.origin}/healthz`);
       expect(response.status).to.equal(200);
     });
+
+    it('GET /readyz is 200 with the store answering and the keys loaded; probes stay out of the info log', async () => {
+      const response = await fetch(`${server.origin}/readyz`);
+      expect(response.status).to.equal(200);
+      expect(response.headers.get('cache-control')).to.equal('no-store');
+      expect(await response.json()).to.deep.equal({ status: 'ready', store: 'ok', keys: 'loaded' });
+      await fetch(`${server.origin}/.well-known/openid-configuration`);
+      await new Promise((resolve) => setTimeout(resolve, 100));
+      expect(server.logs(), 'other requests are logged').to.contain('"path":"/.well-known/openid-configuration"');
+      expect(server.logs()).to.not.contain('"path":"/readyz"').and.not.contain('"path":"/healthz"');
+    });
   });
 
   describe('issuer with a path (BASE_URL .../auth)', () => {

@@ -48,6 +48,9 @@ describe('a Redis outage', function () {
 
     const health = await fetch(`${server.origin}/healthz`);
     expect(health.status).to.equal(503);
+    const readiness = await fetch(`${server.origin}/readyz`);
+    expect(readiness.status).to.equal(503);
+    expect(await readiness.json()).to.include({ status: 'not ready', store: 'unavailable' });
 
     await redis.up();
     const deadline = Date.now() + 15_000;
@@ -56,6 +59,7 @@ describe('a Redis outage', function () {
       await new Promise((resolve) => setTimeout(resolve, 200));
     }
 
+    expect(await (await fetch(`${server.origin}/readyz`)).json()).to.include({ status: 'ready', keys: 'loaded' });
     const redeemed = await exchangeCode(server.issuer, client, code, verifier);
     expect(redeemed.status, 'the code issued before the outage').to.equal(200);
     const again = await exchangeCode(server.issuer, client, code, verifier);

@@ -3,6 +3,7 @@ import type { Middleware, Context } from 'koa';
 import { BackendUnavailableError } from '../../adapters/store.ts';
 import type { Logger } from '../logger.ts';
 import { ENGINE_BODY_LIMIT } from '../oauth/engine_limits.ts';
+import { PROBE_PATHS } from './health.ts';
 
 /** Seconds a client should wait before retrying when the storage backend is down. */
 const RETRY_AFTER_SECONDS = 5;
@@ -80,14 +81,18 @@ function logServerError(logger: Logger, ctx: Context, error: unknown): void {
   logger.error('request failed', { method: ctx.method, path: ctx.path, status: ctx.status, error: err.name, detail: err.message, stack: err.stack });
 }
 
-/** One line per request: method, path (never the query, which can carry codes), status, duration. */
+/**
+ * One line per request: method, path (never the query, which can carry codes), status, duration.
+ * Probes (`/healthz`, `/readyz`) are logged at debug level: a load balancer polls them constantly.
+ */
 export function requestLog(logger: Logger): Middleware {
   return async (ctx, next) => {
     const started = performance.now();
     try {
       await next();
     } finally {
-      logger.info('request', { method: ctx.method, path: ctx.path, status: ctx.status, ms: Math.round(performance.now() - started) });
+      const log = PROBE_PATHS.has(ctx.path) ? logger.debug : logger.info;
+      log('request', { method: ctx.method, path: ctx.path, status: ctx.status, ms: Math.round(performance.now() - started) });
     }
   };
 }
