@@ -1,3 +1,5 @@
+import { readFile } from 'node:fs/promises';
+
 import { expect } from 'chai';
 
 import { codeRequest, exchangeCode, registerClient } from './helpers/oauth.ts';
@@ -6,6 +8,12 @@ import { seedUser, startServer, type TestServer } from './helpers/server.ts';
 import { UserAgent, authorize } from './helpers/user_agent.ts';
 
 const KEY_ENCRYPTION_KEY = Buffer.alloc(32, 9).toString('base64url');
+
+/** The resident memory of a process, in MiB. */
+async function rssMiB(pid: number): Promise<number> {
+  const kib = Number(/VmRSS:\s+(\d+)/.exec(await readFile(`/proc/${pid}/status`, 'utf8'))?.[1]);
+  return kib / 1024;
+}
 
 /** The service on Redis while Redis goes away and comes back (AOF on, so what was stored survives). */
 describe('a Redis outage', function () {
@@ -45,6 +53,14 @@ describe('a Redis outage', function () {
     expect(page.headers.get('content-type')).to.contain('text/html');
     const html = await page.text();
     expect(html).to.not.match(/\bat .+\.(ts|js):\d+/);
+
+    // A burst while Redis is down: every request refused at once, nothing queued up to wait for Redis.
+    const before = await rssMiB(pid);
+    const burstStarted = Date.now();
+    const burst = await Promise.all(Array.from({ length: 300 }, () => exchangeCode(server.issuer, client, 'some-code', verifier)));
+    expect(new Set(burst.map(({ status }) => status))).to.deep.equal(new Set([503]));
+    expect(Date.now() - burstStarted, '300 refusals, not a queue').to.be.below(10_000);
+    expect(await rssMiB(pid) - before, 'MiB grown during the burst').to.be.below(64);
 
     const health = await fetch(`${server.origin}/healthz`);
     expect(health.status).to.equal(503);
