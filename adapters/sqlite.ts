@@ -2,7 +2,9 @@ import { mkdirSync } from 'node:fs';
 import { dirname } from 'node:path';
 import { DatabaseSync } from 'node:sqlite';
 
+import { API_KEYS_SCHEMA, SqliteApiKeyStore, SWEEP_EXPIRED_API_KEYS } from './sqlite_api_keys.ts';
 import { SqliteConnection } from './sqlite_connection.ts';
+import { RECORDS_SCHEMA, SqliteRecordStore } from './sqlite_records.ts';
 
 import {
   BackendUnavailableError,
@@ -85,13 +87,14 @@ const now = () => Math.floor(Date.now() / 1000);
 export function openSqliteStore(path: string, kind: 'sqlite' | 'memory' = 'sqlite'): Store {
   if (path !== ':memory:') mkdirSync(dirname(path), { recursive: true });
   const db = new DatabaseSync(path);
-  db.exec(SCHEMA);
+  db.exec(SCHEMA + RECORDS_SCHEMA + API_KEYS_SCHEMA);
   const connection = new SqliteConnection(db);
 
   const sweep = () => connection.write(() => {
     const at = now();
     connection.statement('DELETE FROM oidc_models WHERE expires_at IS NOT NULL AND expires_at <= ?').run(at);
     connection.statement('DELETE FROM revocations WHERE expires_at <= ?').run(at);
+    connection.statement(SWEEP_EXPIRED_API_KEYS).run(at);
   });
   const timer = setInterval(() => sweep().catch(() => undefined), SWEEP_INTERVAL_MS);
   timer.unref();
@@ -112,6 +115,8 @@ export function openSqliteStore(path: string, kind: 'sqlite' | 'memory' = 'sqlit
     accounts: new SqliteAccountStore(connection),
     settings: new SqliteSettingStore(connection),
     revocations: new SqliteRevocationStore(connection),
+    records: new SqliteRecordStore(connection),
+    apiKeys: new SqliteApiKeyStore(connection),
     committed: () => connection.committed(),
     async ping() {
       if (closed) throw new BackendUnavailableError('the SQLite store is closed');

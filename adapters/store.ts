@@ -106,12 +106,83 @@ export interface RevocationStore {
   changesSince(cursor: number): Promise<{ entries: RevocationEntry[]; cursor: number }>;
 }
 
+/**
+ * One record of the data API (a company, a person), as stored. The store knows nothing of the
+ * object types' fields: `values` is what the resource layer validated, absent fields are null.
+ */
+export interface DataRecord {
+  id: string;
+  /** Where the record sits in its list: assigned at creation, increasing, never reused. */
+  position: number;
+  /** ISO 8601 times. */
+  createdAt: string;
+  updatedAt: string;
+  values: Record<string, unknown>;
+}
+
+export interface RecordPage {
+  records: DataRecord[];
+  /** Records of this object in the workspace, in every page. */
+  total: number;
+  /** More records come after the last one of this page. */
+  hasMore: boolean;
+}
+
+/** The data API's records, each in one workspace and one object type (`companies`, `people`). Kept without a lifetime. */
+export interface RecordStore {
+  /** Inserts a new record and gives it its position. */
+  create(workspaceId: string, object: string, record: Omit<DataRecord, 'position'>): Promise<DataRecord>;
+  get(workspaceId: string, object: string, id: string): Promise<DataRecord | undefined>;
+  /** Which of `ids` name a record of this object in this workspace. */
+  existing(workspaceId: string, object: string, ids: string[]): Promise<Set<string>>;
+  /** Up to `limit` records positioned after `after` (0: from the first), in position order. */
+  list(workspaceId: string, object: string, after: number, limit: number): Promise<RecordPage>;
+  /**
+   * Merges `changes` into the record in one atomic step (a null value clears the field), so two
+   * concurrent updates of different fields both stay. Undefined when there is no such record.
+   */
+  update(workspaceId: string, object: string, id: string, changes: Record<string, unknown>, updatedAt: string): Promise<DataRecord | undefined>;
+  /** False when there was no such record. */
+  delete(workspaceId: string, object: string, id: string): Promise<boolean>;
+}
+
+/** A workspace's API key as stored: never the key itself, only its digest. Times in seconds since the epoch. */
+export interface ApiKeyRecord {
+  id: string;
+  workspaceId: string;
+  name: string;
+  /** Digest of the whole key (records_at_rest.ts `digest`), by which a presented key is found. */
+  digest: string;
+  /** The key's first characters, shown in lists so a person can tell keys apart. */
+  hint: string;
+  createdAt: number;
+  /** Undefined: never expires. */
+  expiresAt?: number;
+  lastUsedAt?: number;
+}
+
+/** API keys. An expired key is gone: no read returns it. */
+export interface ApiKeyStore {
+  /** Rejects with DuplicateError when the id or digest is taken. */
+  create(key: ApiKeyRecord): Promise<void>;
+  findByDigest(digest: string): Promise<ApiKeyRecord | undefined>;
+  get(id: string): Promise<ApiKeyRecord | undefined>;
+  /** The workspace's live keys, oldest first. */
+  list(workspaceId: string): Promise<ApiKeyRecord[]>;
+  /** False when there was no such key. */
+  delete(id: string): Promise<boolean>;
+  /** Records a use; does nothing for a key that is gone. */
+  touch(id: string, lastUsedAt: number): Promise<void>;
+}
+
 export interface Store {
   readonly kind: 'sqlite' | 'memory' | 'redis';
   model(name: string): ModelStore;
   readonly accounts: AccountStore;
   readonly settings: SettingStore;
   readonly revocations: RevocationStore;
+  readonly records: RecordStore;
+  readonly apiKeys: ApiKeyStore;
   /** Resolves when the backend answers; rejects with BackendUnavailableError when it does not. */
   ping(): Promise<void>;
   /**

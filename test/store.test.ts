@@ -9,7 +9,7 @@ import { expect } from 'chai';
 
 import { openStore, type OpenStoreOptions } from '../adapters/index.ts';
 import { RedisKeys } from '../adapters/redis_keys.ts';
-import { BackendUnavailableError, DuplicateError, type Store } from '../adapters/store.ts';
+import { BackendUnavailableError, DuplicateError, type ApiKeyRecord, type Store } from '../adapters/store.ts';
 import { keysUnder, rawRedis, startCluster, startRedis, startSentinel, type RedisDeployment } from './helpers/redis.ts';
 
 interface Backend {
@@ -263,6 +263,122 @@ for (const backend of BACKENDS) {
         expect((await store.revocations.changesSince(0)).entries.map((e) => e.key)).to.deep.equal(['token:short', 'token:long']);
         await new Promise((resolve) => setTimeout(resolve, 2100));
         expect((await store.revocations.changesSince(0)).entries.map((e) => e.key)).to.deep.equal(['token:long']);
+      });
+    });
+
+    describe('data records', () => {
+      const at = '2026-11-22T10:00:00.000Z';
+      const later = '2026-11-22T11:00:00.000Z';
+      const create = (workspace: string, object: string, id: string, values: Record<string, unknown> = {}) =>
+        store.records.create(workspace, object, { id, createdAt: at, updatedAt: at, values });
+
+      it('creates, reads, merges updates into and deletes a record', async () => {
+        const created = await create('ws_1', 'companies', 'c1', { name: 'Acme', employees: 12, city: null });
+        expect(created).to.deep.include({ id: 'c1', createdAt: at, updatedAt: at, values: { name: 'Acme', employees: 12 } });
+        expect(created.position).to.be.a('number').greaterThan(0);
+        expect(await store.records.get('ws_1', 'companies', 'c1')).to.deep.equal(created);
+
+        const updated = await store.records.update('ws_1', 'companies', 'c1', { employees: null, city: 'Paris' }, later);
+        expect(updated).to.deep.equal({ ...created, updatedAt: later, values: { name: 'Acme', city: 'Paris' } });
+        expect(await store.records.get('ws_1', 'companies', 'c1')).to.deep.equal(updated);
+
+        expect(await store.records.delete('ws_1', 'companies', 'c1')).to.equal(true);
+        expect(await store.records.delete('ws_1', 'companies', 'c1')).to.equal(false);
+        expect(await store.records.get('ws_1', 'companies', 'c1')).to.equal(undefined);
+        expect(await store.records.update('ws_1', 'companies', 'c1', { name: 'Back' }, later)).to.equal(undefined);
+        expect(await store.records.get('ws_1', 'companies', 'c1')).to.equal(undefined);
+      });
+
+      it('keeps both of two concurrent updates of different fields', async () => {
+        await create('ws_1', 'people', 'p1', { firstName: 'Ann' });
+        await Promise.all([
+          store.records.update('ws_1', 'people', 'p1', { lastName: 'Lee' }, later),
+          store.records.update('ws_1', 'people', 'p1', { jobTitle: 'CTO' }, later),
+        ]);
+        expect((await store.records.get('ws_1', 'people', 'p1'))?.values).to.deep.equal({ firstName: 'Ann', lastName: 'Lee', jobTitle: 'CTO' });
+      });
+
+      it('keeps workspaces and object types apart, even under the same id', async () => {
+        await create('ws_1', 'companies', 'same', { name: 'One' });
+        await create('ws_2', 'companies', 'same', { name: 'Two' });
+        await create('ws_1', 'people', 'same', { firstName: 'Three' });
+        expect((await store.records.get('ws_2', 'companies', 'same'))?.values).to.deep.equal({ name: 'Two' });
+        expect(await store.records.get('ws_3', 'companies', 'same')).to.equal(undefined);
+        expect([...await store.records.existing('ws_1', 'companies', ['same', 'other'])]).to.deep.equal(['same']);
+        expect([...await store.records.existing('ws_3', 'companies', ['same'])]).to.deep.equal([]);
+        expect(await store.records.update('ws_3', 'companies', 'same', { name: 'Hijack' }, later)).to.equal(undefined);
+        expect(await store.records.delete('ws_3', 'companies', 'same')).to.equal(false);
+        expect(await store.records.delete('ws_2', 'companies', 'same')).to.equal(true);
+        expect((await store.records.get('ws_1', 'companies', 'same'))?.values).to.deep.equal({ name: 'One' });
+        expect((await store.records.list('ws_2', 'companies', 0, 10)).total).to.equal(0);
+      });
+
+      it('lists in creation order, a page at a time, and a deleted record does not break a cursor', async () => {
+        for (let i = 1; i <= 5; i += 1) await create('ws_1', 'companies', `c${i}`, { name: `Company ${i}` });
+        await create('ws_2', 'companies', 'elsewhere', { name: 'Other workspace' });
+        const first = await store.records.list('ws_1', 'companies', 0, 2);
+        expect(first.records.map((r) => r.id)).to.deep.equal(['c1', 'c2']);
+        expect(first).to.include({ total: 5, hasMore: true });
+        await store.records.delete('ws_1', 'companies', 'c2');
+        const second = await store.records.list('ws_1', 'companies', first.records[1]!.position, 2);
+        expect(second.records.map((r) => r.id)).to.deep.equal(['c3', 'c4']);
+        expect(second).to.include({ total: 4, hasMore: true });
+        const last = await store.records.list('ws_1', 'companies', second.records[1]!.position, 2);
+        expect(last.records.map((r) => r.id)).to.deep.equal(['c5']);
+        expect(last.hasMore).to.equal(false);
+        expect((await store.records.list('ws_1', 'people', 0, 2))).to.deep.equal({ records: [], total: 0, hasMore: false });
+      });
+    });
+
+    describe('API keys', () => {
+      const now = () => Math.floor(Date.now() / 1000);
+      const key = (id: string, overrides: Partial<ApiKeyRecord> = {}): ApiKeyRecord => ({
+        id, workspaceId: 'ws_1', name: `key ${id}`, digest: `digest-${id}`, hint: 'wsk_Ab', createdAt: now(), ...overrides,
+      });
+
+      it('finds a key by its digest and by its id, lists a workspace\'s keys oldest first, and deletes one', async () => {
+        await store.apiKeys.create(key('k1', { createdAt: now() - 10, expiresAt: now() + 3600 }));
+        await store.apiKeys.create(key('k2'));
+        await store.apiKeys.create(key('k3', { workspaceId: 'ws_2' }));
+        expect(await store.apiKeys.findByDigest('digest-k1')).to.deep.equal(key('k1', { createdAt: now() - 10, expiresAt: now() + 3600 }));
+        expect((await store.apiKeys.get('k2'))?.name).to.equal('key k2');
+        expect(await store.apiKeys.findByDigest('digest-unknown')).to.equal(undefined);
+        expect((await store.apiKeys.list('ws_1')).map((k) => k.id)).to.deep.equal(['k1', 'k2']);
+        expect(await store.apiKeys.delete('k1')).to.equal(true);
+        expect(await store.apiKeys.delete('k1')).to.equal(false);
+        expect(await store.apiKeys.findByDigest('digest-k1')).to.equal(undefined);
+        expect((await store.apiKeys.list('ws_1')).map((k) => k.id)).to.deep.equal(['k2']);
+      });
+
+      it('refuses a second key with the same digest', async () => {
+        await store.apiKeys.create(key('k1'));
+        let error: unknown;
+        try {
+          await store.apiKeys.create(key('k2', { digest: 'digest-k1' }));
+        } catch (caught) {
+          error = caught;
+        }
+        expect(error).to.be.instanceOf(DuplicateError);
+        expect((await store.apiKeys.list('ws_1')).map((k) => k.id)).to.deep.equal(['k1']);
+      });
+
+      it('records the last use, never moving it back, and not for a deleted key', async () => {
+        await store.apiKeys.create(key('k1'));
+        await store.apiKeys.touch('k1', 2000);
+        await store.apiKeys.touch('k1', 1000);
+        expect((await store.apiKeys.get('k1'))?.lastUsedAt).to.equal(2000);
+        await store.apiKeys.delete('k1');
+        await store.apiKeys.touch('k1', 3000);
+        expect(await store.apiKeys.get('k1')).to.equal(undefined);
+      });
+
+      it('forgets a key once it has expired', async () => {
+        await store.apiKeys.create(key('short', { expiresAt: now() + 1 }));
+        await store.apiKeys.create(key('long', { expiresAt: now() + 60 }));
+        await sleep(2100);
+        expect(await store.apiKeys.findByDigest('digest-short')).to.equal(undefined);
+        expect(await store.apiKeys.get('short')).to.equal(undefined);
+        expect((await store.apiKeys.list('ws_1')).map((k) => k.id)).to.deep.equal(['long']);
       });
     });
 
