@@ -14,6 +14,9 @@ import { RevocationList, revocationEntries } from '../oauth/revocation_list.ts';
 import { LIFETIMES } from '../oauth/lifetimes.ts';
 import { buildProvider } from '../oauth/provider.ts';
 import { WORKSPACE_METADATA, createInitialAccessToken } from '../oauth/registration.ts';
+import { ApiKeyError, ApiKeys } from '../resource/api_keys.ts';
+import type { ApiKeyRecord } from '../../adapters/store.ts';
+import { parseDuration } from './duration.ts';
 
 const USAGE = `Usage: npm run admin -- <command> [options] [--json]
 
@@ -25,6 +28,9 @@ const USAGE = `Usage: npm run admin -- <command> [options] [--json]
   iat create --workspace WORKSPACE_ID [--expires-in SECONDS]
   client list
   client delete CLIENT_ID
+  api-key create --workspace WORKSPACE_ID --name NAME [--expires-in 90d|12h|SECONDS]
+  api-key list --workspace WORKSPACE_ID
+  api-key revoke KEY_ID
 
 Uses the same STORE (and other settings) as the service.`;
 
@@ -123,7 +129,51 @@ const COMMANDS: Record<string, Command> = {
     await sleep(PROPAGATION_BOUND_MS + 50);
     return { text: `deleted client ${clientId}`, json: { deleted: clientId } };
   },
+  'api-key create': async ({ store, accounts, options }) => {
+    const workspaceId = required(options, 'workspace');
+    const name = required(options, 'name');
+    if (!await accounts.getWorkspace(workspaceId)) throw new AccountError(`no workspace with id ${workspaceId}`);
+    const given = options['expires-in'];
+    const expiresIn = given === undefined ? undefined : parseDuration(given);
+    if (given !== undefined && expiresIn === undefined) throw new UsageError('--expires-in must be a duration such as 90d, 12h, 30m or a number of seconds');
+    const { key, record } = await new ApiKeys(store.apiKeys).create(workspaceId, name, expiresIn);
+    const expiry = record.expiresAt === undefined ? 'never expires' : `expires ${isoTime(record.expiresAt)}`;
+    return {
+      text: `created API key ${record.id} "${record.name}" for ${workspaceId} (${expiry}); shown once, store it now:\n${key}`,
+      json: { ...shownKey(record), key },
+    };
+  },
+  'api-key list': async ({ store, accounts, options }) => {
+    const workspaceId = required(options, 'workspace');
+    if (!await accounts.getWorkspace(workspaceId)) throw new AccountError(`no workspace with id ${workspaceId}`);
+    const keys = (await new ApiKeys(store.apiKeys).list(workspaceId)).map(shownKey);
+    const lines = keys.map((k) => `${k.id}\t${k.hint}…\t${k.name}\tcreated ${k.created_at}\texpires ${k.expires_at ?? 'never'}\tlast used ${k.last_used_at ?? 'never'}`);
+    return { text: lines.join('\n') || '(no API keys)', json: keys };
+  },
+  'api-key revoke': async ({ store }, [keyId]) => {
+    if (!keyId) throw new UsageError('name the key: api-key revoke KEY_ID');
+    const revoked = await new ApiKeys(store.apiKeys).revoke(keyId);
+    if (!revoked) throw new AccountError(`no API key with id ${keyId}`);
+    // "Revoked" means every running instance refuses it: instances keep a verified key this long.
+    await sleep(PROPAGATION_BOUND_MS + 50);
+    return { text: `revoked API key ${keyId} ("${revoked.name}")`, json: { revoked: keyId } };
+  },
 };
+
+const isoTime = (seconds: number) => new Date(seconds * 1000).toISOString();
+
+/** What the CLI shows of a key: never its digest. */
+function shownKey(key: ApiKeyRecord) {
+  return {
+    id: key.id,
+    name: key.name,
+    workspace_id: key.workspaceId,
+    hint: key.hint,
+    created_at: isoTime(key.createdAt),
+    expires_at: key.expiresAt === undefined ? null : isoTime(key.expiresAt),
+    last_used_at: key.lastUsedAt === undefined ? null : isoTime(key.lastUsedAt),
+  };
+}
 
 function required(options: Options, name: 'name' | 'email' | 'workspace' | 'user' | 'role'): string {
   const value = options[name];
@@ -172,7 +222,7 @@ async function run(argv: string[]): Promise<number> {
       process.stderr.write(`error: ${error.message}\n\n${USAGE}\n`);
       return 2;
     }
-    if (error instanceof AccountError) {
+    if (error instanceof AccountError || error instanceof ApiKeyError) {
       process.stderr.write(`error: ${error.message}\n`);
       return 1;
     }

@@ -5,14 +5,32 @@ export function bearerToken(ctx: Context): string | undefined {
   return /^Bearer +([A-Za-z0-9\-._~+/]+=*)$/i.exec(ctx.get('authorization'))?.[1];
 }
 
-/** RFC 6750 section 3: 401 for a missing or bad token, 403 for a token lacking a scope. */
-export function refuseBearer(ctx: Context, status: 401 | 403, error?: 'invalid_token' | 'insufficient_scope', description?: string, scope?: string): void {
-  const params = ['realm="oauth"'];
-  if (error) params.push(`error="${error}"`);
-  if (description) params.push(`error_description="${description}"`);
-  if (scope) params.push(`scope="${scope}"`);
-  ctx.status = status;
-  ctx.set('WWW-Authenticate', `Bearer ${params.join(', ')}`);
+export interface BearerRefusal {
+  /** 401 for a missing or bad credential, 403 for one lacking a scope (RFC 6750 section 3.1). */
+  status: 401 | 403;
+  /** None when the request carried no credential: RFC 6750 section 3.1 asks for no error code then. */
+  error?: 'invalid_token' | 'insufficient_scope';
+  description?: string;
+  /** The scope the request needs (insufficient_scope). */
+  scope?: string;
+  realm?: string;
+  /** Where the protected resource's metadata is (RFC 9728 section 5.1). */
+  resourceMetadata?: string;
+}
+
+/** Answers with the RFC 6750 challenge in `WWW-Authenticate` and the same error as JSON. */
+export function refuseBearer(ctx: Context, refusal: BearerRefusal): void {
+  const params: string[] = [];
+  if (refusal.realm) params.push(`realm="${refusal.realm}"`);
+  if (refusal.resourceMetadata) params.push(`resource_metadata="${refusal.resourceMetadata}"`);
+  if (refusal.error) params.push(`error="${refusal.error}"`);
+  if (refusal.error && refusal.description) params.push(`error_description="${refusal.description}"`);
+  if (refusal.scope) params.push(`scope="${refusal.scope}"`);
+  ctx.status = refusal.status;
+  ctx.set('WWW-Authenticate', params.length ? `Bearer ${params.join(', ')}` : 'Bearer');
   ctx.set('Cache-Control', 'no-store');
-  ctx.body = error ? { error, error_description: description } : { error: 'invalid_request', error_description: 'an access token is required' };
+  ctx.body = {
+    error: refusal.error ?? 'invalid_request',
+    error_description: refusal.description ?? 'an access token is required',
+  };
 }

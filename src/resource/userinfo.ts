@@ -13,16 +13,16 @@ export function userinfo(verifier: AccessTokenVerifier, accounts: Accounts): Mid
   return async (ctx) => {
     ctx.set('Cache-Control', 'no-store');
     const token = bearerToken(ctx);
-    if (!token) return refuseBearer(ctx, 401);
+    if (!token) return refuseBearer(ctx, { status: 401, realm: 'oauth' });
     const claims = await verifier.verify(token);
-    if (!claims) return refuseBearer(ctx, 401, 'invalid_token', 'the access token is invalid, expired or revoked');
+    if (!claims) return refuseBearer(ctx, { status: 401, realm: 'oauth', error: 'invalid_token', description: 'the access token is invalid, expired or revoked' });
 
     const scopes = new Set((claims.scope ?? '').split(' '));
     if (!scopes.has('profile') && !scopes.has('openid')) {
-      return refuseBearer(ctx, 403, 'insufficient_scope', 'the access token needs the profile scope', 'profile');
+      return refuseBearer(ctx, { status: 403, realm: 'oauth', error: 'insufficient_scope', description: 'the access token needs the profile scope', scope: 'profile' });
     }
     const user = isUserToken(claims) ? await accounts.getUser(claims.sub) : undefined;
-    if (!user) return refuseBearer(ctx, 401, 'invalid_token', 'the access token is not tied to a user');
+    if (!user) return refuseBearer(ctx, { status: 401, realm: 'oauth', error: 'invalid_token', description: 'the access token is not tied to a user' });
     if (!scopes.has('profile')) {
       ctx.body = { sub: user.id };
       return;

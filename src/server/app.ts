@@ -21,6 +21,10 @@ import { registrationWorkspace } from '../oauth/registration.ts';
 import type { RevocationList } from '../oauth/revocation_list.ts';
 import { ENGINE_ROUTES, INTERACTION_PATH, USERINFO_PATH } from '../oauth/routes.ts';
 import { rfc6749ErrorCodes } from '../oauth/token_errors.ts';
+import { ApiKeys } from '../resource/api_keys.ts';
+import { dataApi } from '../resource/data_api.ts';
+import { LiveRoles } from '../resource/live_roles.ts';
+import { protectedResourceMetadata } from '../resource/protected_resource_metadata.ts';
 import { userinfo } from '../resource/userinfo.ts';
 import { commitBeforeResponse } from './commit_before_response.ts';
 import { authorizationServerMetadata } from './discovery.ts';
@@ -43,15 +47,16 @@ export interface Service {
   app: Koa;
   provider: Provider;
   accounts: Accounts;
+  apiKeys: ApiKeys;
 }
 
 const VIEWS = fileURLToPath(new URL('../../views', import.meta.url));
 
 /**
  * The Koa host: request log and error mapping outermost, then the wait for the store's commit
- * before each response, security headers, health, then the
- * host's own routes (interaction pages, userinfo, the few places the product completes the
- * engine), then the engine itself, mounted at the issuer's path.
+ * before each response, security headers, health, discovery, the data API (the protected
+ * resource, under /rest), then the host's own routes (interaction pages, userinfo, the few places
+ * the product completes the engine), then the engine itself, mounted at the issuer's path.
  */
 export function createService({ config, store, keys, revocations, logger }: ServiceDependencies): Service {
   const accounts = new Accounts(store.accounts);
@@ -71,6 +76,15 @@ export function createService({ config, store, keys, revocations, logger }: Serv
   host.get(USERINFO_PATH, userinfoEndpoint);
   host.post(USERINFO_PATH, userinfoEndpoint);
 
+  const apiKeys = new ApiKeys(store.apiKeys, {
+    onTouchError: (error) => logger.warn('could not record the last use of an API key', { error: (error as Error).name }),
+  });
+  const resourceMetadata = protectedResourceMetadata(config.issuer, audience);
+  const restPath = `${config.basePath}/rest`;
+  const data = dataApi({
+    records: store.records, restPath, verifier, apiKeys, liveRoles: new LiveRoles(store.accounts), resourceMetadata: resourceMetadata.metadataUrl,
+  });
+
   const interactions = interactionRouter({
     provider, accounts, grantWorkspaces, audience, basePath: config.basePath, csrf: new CsrfTokens(keys.cookieKeys[0]!),
   });
@@ -84,11 +98,13 @@ export function createService({ config, store, keys, revocations, logger }: Serv
   app.use(securityHeaders(`${config.basePath}${ENGINE_ROUTES.authorization}`));
   app.use(health(store));
   app.use(authorizationServerMetadata(config.basePath));
+  app.use(onlyWhere((path) => resourceMetadata.paths.has(path), resourceMetadata.middleware));
+  app.use(onlyWhere((path) => path === restPath || path.startsWith(`${restPath}/`), data));
   const interactionPrefix = `${config.basePath}${INTERACTION_PATH}/`;
   app.use(onlyWhere((path) => path.startsWith(interactionPrefix), interactions.routes()));
   app.use(onlyWhere(hostPaths(config.basePath), host.routes()));
   app.use(mount(config.basePath || '/', provider as unknown as Koa));
-  return { app, provider, accounts };
+  return { app, provider, accounts, apiKeys };
 }
 
 /** The paths the host's own routes answer or complete. */

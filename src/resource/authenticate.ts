@@ -1,0 +1,62 @@
+import type { Context, Middleware } from 'koa';
+
+import { ROLES, type Role } from '../../adapters/store.ts';
+import { isUserToken, type AccessTokenClaims, type AccessTokenVerifier } from '../oauth/jwt_access_tokens.ts';
+import { looksLikeApiKey } from './api_key_format.ts';
+import type { ApiKeys } from './api_keys.ts';
+import { bearerToken, refuseBearer } from './bearer.ts';
+import type { LiveRoles } from './live_roles.ts';
+import { lowerRole, type Principal } from './principal.ts';
+
+/** The scope an OAuth token needs for the data API. */
+export const DATA_API_SCOPE = 'api';
+
+export interface Authenticators {
+  verifier: AccessTokenVerifier;
+  apiKeys: ApiKeys;
+  liveRoles: LiveRoles;
+  /** The protected resource metadata URL, named in every challenge (RFC 9728 section 5.1). */
+  resourceMetadata: string;
+}
+
+/**
+ * Every data API request carries `Authorization: Bearer` with an OAuth access token or an API
+ * key; the prefix says which, and a credential is checked only as what it claims to be. Sets
+ * `ctx.state.principal`, or answers the RFC 6750 refusal.
+ */
+export function authenticate({ verifier, apiKeys, liveRoles, resourceMetadata }: Authenticators): Middleware {
+  const refuse = (ctx: Context, status: 401 | 403, error?: 'invalid_token' | 'insufficient_scope', description?: string, scope?: string) =>
+    refuseBearer(ctx, { status, resourceMetadata, ...(error ? { error } : {}), ...(description ? { description } : {}), ...(scope ? { scope } : {}) });
+
+  return async (ctx, next) => {
+    const credential = bearerToken(ctx);
+    if (!credential) return refuse(ctx, 401, undefined, 'an OAuth access token or an API key is required (Authorization: Bearer)');
+
+    if (looksLikeApiKey(credential)) {
+      const key = await apiKeys.verify(credential);
+      if (!key) return refuse(ctx, 401, 'invalid_token', 'the API key is invalid, expired or revoked');
+      ctx.state.principal = { kind: 'api_key', workspaceId: key.workspaceId, keyId: key.id } satisfies Principal;
+      return next();
+    }
+
+    const claims = await verifier.verify(credential);
+    if (!claims) return refuse(ctx, 401, 'invalid_token', 'the access token is invalid, expired or revoked');
+    if (!(claims.scope ?? '').split(' ').includes(DATA_API_SCOPE)) {
+      return refuse(ctx, 403, 'insufficient_scope', `the access token needs the ${DATA_API_SCOPE} scope`, DATA_API_SCOPE);
+    }
+    const principal = await tokenPrincipal(claims, liveRoles);
+    if (!principal) return refuse(ctx, 401, 'invalid_token', 'the user is no longer a member of the workspace this token is for');
+    ctx.state.principal = principal;
+    return next();
+  };
+}
+
+async function tokenPrincipal(claims: AccessTokenClaims, liveRoles: LiveRoles): Promise<Principal | undefined> {
+  if (typeof claims.workspace_id !== 'string') return undefined;
+  if (!isUserToken(claims)) return { kind: 'client', workspaceId: claims.workspace_id, clientId: claims.client_id };
+  const issuedRole = ROLES.includes(claims.role as Role) ? claims.role as Role : undefined;
+  const currentRole = await liveRoles.roleOf(claims.sub, claims.workspace_id);
+  if (!issuedRole || !currentRole) return undefined;
+  // A demotion applies at once; a promotion with the next token.
+  return { kind: 'user', workspaceId: claims.workspace_id, userId: claims.sub, clientId: claims.client_id, role: lowerRole(issuedRole, currentRole) };
+}

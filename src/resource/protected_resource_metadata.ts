@@ -1,0 +1,40 @@
+import type { Middleware } from 'koa';
+
+import { DATA_API_SCOPE } from './authenticate.ts';
+import { bearerCors } from './cors.ts';
+
+const WELL_KNOWN = '/.well-known/oauth-protected-resource';
+
+/**
+ * RFC 9728 protected resource metadata for the data API (`{issuer}/rest`), so a client that
+ * starts from an API URL (MCP clients do) finds the authorization server. Served at the
+ * resource's well-known URL (the resource path appended) and at the bare well-known URL, which
+ * clients try when the first is not found.
+ */
+export function protectedResourceMetadata(issuer: string, resource: string): { paths: Set<string>; metadataUrl: string; middleware: Middleware } {
+  const resourcePath = new URL(resource).pathname;
+  const metadataUrl = `${new URL(resource).origin}${WELL_KNOWN}${resourcePath}`;
+  const paths = new Set([`${WELL_KNOWN}${resourcePath}`, WELL_KNOWN]);
+  const document = {
+    resource,
+    authorization_servers: [issuer],
+    scopes_supported: [DATA_API_SCOPE],
+    bearer_methods_supported: ['header'],
+    resource_name: 'Workspace data API (Core and Metadata)',
+  };
+  const cors = bearerCors('GET');
+  return {
+    paths,
+    metadataUrl,
+    middleware: (ctx) => cors(ctx, async () => {
+      if (ctx.method !== 'GET' && ctx.method !== 'HEAD') {
+        ctx.status = 405;
+        ctx.set('Allow', 'GET, HEAD');
+        ctx.body = { error: 'method_not_allowed', error_description: 'the metadata is read with GET' };
+        return;
+      }
+      ctx.set('Cache-Control', 'public, max-age=300');
+      ctx.body = document;
+    }),
+  };
+}

@@ -1,0 +1,135 @@
+import { randomUUID } from 'node:crypto';
+
+import type { Context } from 'koa';
+
+import type { DataRecord, RecordStore } from '../../adapters/store.ts';
+import { ApiError, invalidRequest, notFound } from './errors.ts';
+import { decodeCursor, encodeCursor, pageSize } from './pagination.ts';
+import { canWriteRecords, type Principal } from './principal.ts';
+import { OBJECTS, objectNamed, writableFields, type ObjectDefinition } from './objects.ts';
+import { isRecordId, validateBody, type Changes } from './validation.ts';
+
+/** A record as the Core API shows it: system fields, then every field of its object (null when unset). */
+export type RecordBody = Record<string, unknown>;
+
+/**
+ * The Core API's handlers: list, get, create, update and delete the records of one object type,
+ * always within the workspace of the request's principal. Another workspace's record is never
+ * found: the workspace is part of every store lookup, not a check made after it.
+ */
+export class CoreApi {
+  readonly #records: RecordStore;
+  readonly #clock: () => Date;
+
+  constructor(records: RecordStore, clock: () => Date = () => new Date()) {
+    this.#records = records;
+    this.#clock = clock;
+  }
+
+  async list(ctx: Context, object: ObjectDefinition): Promise<void> {
+    const { workspaceId } = principalOf(ctx);
+    const limit = pageSize(ctx.query.limit);
+    const startingAfter = ctx.query.starting_after;
+    if (Array.isArray(startingAfter)) throw invalidRequest('give starting_after once');
+    const after = startingAfter === undefined ? 0 : decodeCursor(object.namePlural, startingAfter);
+    const page = await this.#records.list(workspaceId, object.namePlural, after, limit);
+    const shown = await this.#present(workspaceId, object, page.records);
+    const first = page.records[0];
+    const last = page.records.at(-1);
+    ctx.body = {
+      data: { [object.namePlural]: shown },
+      pageInfo: {
+        hasNextPage: page.hasMore,
+        startCursor: first ? encodeCursor(object.namePlural, first.position) : null,
+        endCursor: last ? encodeCursor(object.namePlural, last.position) : null,
+      },
+      totalCount: page.total,
+    };
+  }
+
+  async get(ctx: Context, object: ObjectDefinition, id: string): Promise<void> {
+    const { workspaceId } = principalOf(ctx);
+    const record = isRecordId(id) ? await this.#records.get(workspaceId, object.namePlural, id) : undefined;
+    if (!record) throw missing(object, id);
+    ctx.body = { data: { [object.nameSingular]: (await this.#present(workspaceId, object, [record]))[0] } };
+  }
+
+  async create(ctx: Context, object: ObjectDefinition): Promise<void> {
+    const principal = writer(ctx);
+    const changes = validateBody(object, ctx.request.body, true);
+    await this.#checkRelations(principal.workspaceId, object, changes);
+    const now = this.#clock().toISOString();
+    const record = await this.#records.create(principal.workspaceId, object.namePlural, { id: randomUUID(), createdAt: now, updatedAt: now, values: changes });
+    ctx.status = 201;
+    ctx.set('Location', `${ctx.path.replace(/\/$/, '')}/${record.id}`);
+    ctx.body = { data: { [object.nameSingular]: (await this.#present(principal.workspaceId, object, [record]))[0] } };
+  }
+
+  async update(ctx: Context, object: ObjectDefinition, id: string): Promise<void> {
+    const principal = writer(ctx);
+    if (!isRecordId(id)) throw missing(object, id);
+    const changes = validateBody(object, ctx.request.body, false);
+    await this.#checkRelations(principal.workspaceId, object, changes);
+    const record = await this.#records.update(principal.workspaceId, object.namePlural, id, changes, this.#clock().toISOString());
+    if (!record) throw missing(object, id);
+    ctx.body = { data: { [object.nameSingular]: (await this.#present(principal.workspaceId, object, [record]))[0] } };
+  }
+
+  async delete(ctx: Context, object: ObjectDefinition, id: string): Promise<void> {
+    const principal = writer(ctx);
+    if (!isRecordId(id) || !await this.#records.delete(principal.workspaceId, object.namePlural, id)) throw missing(object, id);
+    ctx.body = { data: { [object.nameSingular]: { id } } };
+  }
+
+  /** A relation must name a record of its target in the same workspace. */
+  async #checkRelations(workspaceId: string, object: ObjectDefinition, changes: Changes): Promise<void> {
+    for (const field of writableFields(object)) {
+      const value = changes[field.name];
+      if (field.type !== 'RELATION' || typeof value !== 'string') continue;
+      const found = await this.#records.existing(workspaceId, field.target!, [value]);
+      if (!found.has(value)) throw invalidRequest(`${field.name}: no ${objectNamed(field.target!)!.nameSingular} with id ${value} in this workspace`);
+    }
+  }
+
+  /**
+   * Shapes records for the response. A relation whose target was deleted reads as null: record
+   * ids are never reused, so this is what clearing it at the deletion would have shown, without
+   * an index from every company to its people.
+   */
+  async #present(workspaceId: string, object: ObjectDefinition, records: DataRecord[]): Promise<RecordBody[]> {
+    const live = new Map<string, Set<string>>();
+    for (const field of writableFields(object)) {
+      if (field.type !== 'RELATION') continue;
+      const ids = [...new Set(records.map((record) => record.values[field.name]).filter((value): value is string => typeof value === 'string'))];
+      live.set(field.name, await this.#records.existing(workspaceId, field.target!, ids));
+    }
+    return records.map((record) => {
+      const body: RecordBody = { id: record.id, createdAt: record.createdAt, updatedAt: record.updatedAt };
+      for (const field of writableFields(object)) {
+        const value = record.values[field.name] ?? null;
+        const dangling = field.type === 'RELATION' && typeof value === 'string' && !live.get(field.name)!.has(value);
+        body[field.name] = dangling ? null : value;
+      }
+      return body;
+    });
+  }
+}
+
+function principalOf(ctx: Context): Principal {
+  return ctx.state.principal as Principal;
+}
+
+function writer(ctx: Context): Principal {
+  const principal = principalOf(ctx);
+  if (!canWriteRecords(principal)) {
+    throw new ApiError(403, 'insufficient_role', 'your role in this workspace (viewer) can read records but not create, change or delete them');
+  }
+  return principal;
+}
+
+function missing(object: ObjectDefinition, id: string): ApiError {
+  return notFound(`no ${object.nameSingular} with id ${id.slice(0, 64)} in this workspace`);
+}
+
+/** Every object type's plural name, for messages. */
+export const OBJECT_NAMES = OBJECTS.map((object) => object.namePlural).join(', ');

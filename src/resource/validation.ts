@@ -1,0 +1,70 @@
+import { invalidRequest } from './errors.ts';
+import { writableFields, type FieldDefinition, type ObjectDefinition } from './objects.ts';
+
+/** The changes a valid body asks for, field name -> value (null clears a field). */
+export type Changes = Record<string, unknown>;
+
+const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/;
+/** Deliberately loose (RFC 5321 allows far more than any pattern checks); catches obvious mistakes. */
+const EMAIL = /^[^\s@]+@[^\s@]+\.[^\s@]+$/;
+
+export function isRecordId(value: unknown): value is string {
+  return typeof value === 'string' && UUID.test(value);
+}
+
+/**
+ * Checks a create (`creating`) or update body against the object's fields and returns the
+ * changes it asks for; every problem is named in one 400, so a developer fixes them in one go.
+ */
+export function validateBody(object: ObjectDefinition, body: unknown, creating: boolean): Changes {
+  if (typeof body !== 'object' || body === null || Array.isArray(body)) {
+    throw invalidRequest(`the body must be a JSON object of ${object.nameSingular} fields`);
+  }
+  const fields = new Map(object.fields.map((field) => [field.name, field]));
+  const problems: string[] = [];
+  const changes: Changes = {};
+  for (const [name, value] of Object.entries(body)) {
+    const field = fields.get(name);
+    if (!field) problems.push(`${name}: no such field on ${object.namePlural}`);
+    else if (field.readOnly) problems.push(`${name}: set by the server, cannot be given`);
+    else {
+      const problem = checkValue(field, value);
+      if (problem) problems.push(`${name}: ${problem}`);
+      else changes[name] = value;
+    }
+  }
+  if (creating) {
+    for (const field of writableFields(object)) {
+      if (field.required && !(field.name in body)) problems.push(`${field.name}: required`);
+    }
+  }
+  if (!creating && !Object.keys(body).length) problems.push('give at least one field to change');
+  if (problems.length) throw invalidRequest(problems.join('; '));
+  return changes;
+}
+
+function checkValue(field: FieldDefinition, value: unknown): string | undefined {
+  if (value === null) return field.required ? 'required, cannot be null' : undefined;
+  switch (field.type) {
+    case 'TEXT':
+    case 'EMAIL': {
+      if (typeof value !== 'string') return 'must be a string';
+      if (field.required && value.trim() === '') return 'required, cannot be empty';
+      if (field.maxLength !== undefined && value.length > field.maxLength) return `at most ${field.maxLength} characters`;
+      if (field.type === 'EMAIL' && !EMAIL.test(value)) return 'must be an email address';
+      return undefined;
+    }
+    case 'NUMBER': {
+      if (typeof value !== 'number' || !Number.isFinite(value)) return 'must be a number';
+      if (field.integer && !Number.isSafeInteger(value)) return 'must be a whole number';
+      if (field.minimum !== undefined && value < field.minimum) return `must be at least ${field.minimum}`;
+      return undefined;
+    }
+    case 'BOOLEAN':
+      return typeof value === 'boolean' ? undefined : 'must be true or false';
+    case 'RELATION':
+      return isRecordId(value) ? undefined : `must be the id of a record of ${field.target}`;
+    default:
+      return 'cannot be set';
+  }
+}
