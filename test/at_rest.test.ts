@@ -3,6 +3,7 @@ import { readFile, stat } from 'node:fs/promises';
 import { expect } from 'chai';
 
 import { openStore, sqliteFile } from '../adapters/index.ts';
+import { api, createApiKey } from './helpers/data_api.ts';
 import { codeRequest, exchangeCode, postCredentials, registerClient, tokenRequest } from './helpers/oauth.ts';
 import { keysUnder, rawRedis, startRedis, type RedisServer } from './helpers/redis.ts';
 import { initialAccessToken, seedUser, startServer, type TestServer } from './helpers/server.ts';
@@ -83,7 +84,7 @@ describe('a copy of the store', function () {
         await stop?.();
       });
 
-      it('holds no credential the service handed out: codes, tokens, secrets, session ids, registration and initial access tokens', async () => {
+      it('holds no credential the service handed out: codes, tokens, secrets, session ids, registration and initial access tokens, API keys', async () => {
         const user = await seedUser(server);
         const iat = await initialAccessToken(server, user.workspaces[0]!.id);
         const machine = await registerClient(server.issuer, { grant_types: ['client_credentials'], redirect_uris: [] }, iat);
@@ -101,6 +102,8 @@ describe('a copy of the store', function () {
         const rotated = await refreshed.json() as { access_token: string; refresh_token: string };
         const machineToken = await tokenRequest(server.issuer, { grant_type: 'client_credentials', ...postCredentials(machine) });
         expect(machineToken.status).to.equal(200);
+        const apiKey = await createApiKey(server, user.workspaces[0]!.id, { name: 'At Rest key' });
+        expect((await api(server, '/rest/companies', { credential: apiKey.key })).status).to.equal(200);
 
         const credentials: Record<string, string> = {
           'initial access token': iat,
@@ -115,12 +118,15 @@ describe('a copy of the store', function () {
           'access token': tokens.access_token,
           'client credentials access token': ((await machineToken.json()) as { access_token: string }).access_token,
           'ID token': tokens.id_token,
+          'API key': apiKey.key,
+          'API key secret part': apiKey.key.slice(8),
           ...Object.fromEntries(agent.cookieValues().filter((value) => value.length >= 16).map((value, i) => [`cookie ${i}`, value])),
         };
         expect(Object.keys(credentials).filter((name) => name.startsWith('cookie')), 'the browser session cookies').to.not.be.empty;
 
         const bytes = await contents();
         expect(bytes, 'the reader sees the stored records (client ids are public)').to.include(app.client_id);
+        expect(bytes, 'and the API key\'s record').to.include(apiKey.id);
         for (const [name, value] of Object.entries(credentials)) {
           expect(bytes.includes(value), `${name} found in the store`).to.equal(false);
         }
