@@ -5,6 +5,7 @@ import { expect } from 'chai';
 import { openStore } from '../adapters/index.ts';
 import { PROPAGATION_BOUND_MS } from '../src/oauth/propagation.ts';
 import { CLOCK_MARGIN_SECONDS } from '../src/oauth/revocation_list.ts';
+import { api, createApiKey } from './helpers/data_api.ts';
 import { codeRequest, exchangeCode, introspect, postCredentials, registerClient, tokenRequest, REDIRECT_URI, type RegisteredClient } from './helpers/oauth.ts';
 import { initialAccessToken, seedUser, startServer, type SeededUser, type TestServer } from './helpers/server.ts';
 import { startRedis, type RedisServer } from './helpers/redis.ts';
@@ -214,5 +215,29 @@ for (const shared of SHARED_STORES) describe(`instances sharing ${shared.name}`,
 
     await withinBound(async () => (await issue(second)).status === 401, deletedAt, 'the deleted client at the other instance');
     expect((await introspect(second.origin, postCredentials(app), accessToken)).active).to.equal(false);
+  });
+
+  it('serve one set of data API records: written at one instance, read, changed and deleted at the other; a revoked API key is refused by both', async () => {
+    const workspaceId = user.workspaces[0]!.id;
+    const { id: keyId, key } = await createApiKey(first, workspaceId, { name: 'shared' });
+    const created = await api<{ data: { company: { id: string } } }>(first, '/rest/companies', { credential: key, json: { name: 'Shared Co' } });
+    expect(created.status).to.equal(201);
+    const path = `/rest/companies/${created.body.data.company.id}`;
+    const read = await api<{ data: { company: { name: string } } }>(second, path, { credential: key });
+    expect(read.body.data.company.name).to.equal('Shared Co');
+    // Two updates of different fields, one at each instance at the same moment: both stay.
+    const [a, b] = await Promise.all([
+      api(first, path, { method: 'PATCH', credential: key, json: { city: 'Lyon' } }),
+      api(second, path, { method: 'PATCH', credential: key, json: { employees: 9 } }),
+    ]);
+    expect([a.status, b.status]).to.deep.equal([200, 200]);
+    const merged = await api<{ data: { company: Record<string, unknown> } }>(first, path, { credential: key });
+    expect(merged.body.data.company).to.include({ name: 'Shared Co', city: 'Lyon', employees: 9 });
+    expect((await api(second, path, { method: 'DELETE', credential: key })).status).to.equal(200);
+    expect((await api(first, path, { credential: key })).status).to.equal(404);
+
+    const revoked = await first.admin(['api-key', 'revoke', keyId]);
+    expect(revoked.code, revoked.stderr).to.equal(0);
+    for (const server of [first, second]) expect((await api(server, '/rest/companies', { credential: key })).status).to.equal(401);
   });
 });
