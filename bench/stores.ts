@@ -28,16 +28,20 @@ export interface StorePlan {
 }
 
 const nothingToStop = async () => undefined;
+/** A fixed key-encryption key for stores that get none by default from outside (a bench's data is thrown away). */
+const BENCH_KEY_ENCRYPTION_KEY = Buffer.alloc(32, 11).toString('base64url');
 
 export async function storePlan(kind: StoreKind, tempDir: string): Promise<StorePlan> {
   switch (kind) {
     case 'sqlite':
       return { kind, url: `sqlite:${join(tempDir, 'oauth.sqlite')}`, nodeArgs: ['src/main.ts'], seededFromOutside: true, env: {}, stop: nothingToStop };
     case 'memory':
-      return { kind, url: 'memory:', nodeArgs: ['--import', './bench/memory_preload.ts', 'src/main.ts'], seededFromOutside: false, env: {}, stop: nothingToStop };
+      // One key for the service and the admin CLI the preload runs in its process: left unset, each
+      // would make its own for `memory:`, and the CLI could not open the keys the service sealed.
+      return { kind, url: 'memory:', nodeArgs: ['--import', './bench/memory_preload.ts', 'src/main.ts'], seededFromOutside: false, env: { KEY_ENCRYPTION_KEY: BENCH_KEY_ENCRYPTION_KEY }, stop: nothingToStop };
     case 'redis': {
       const redis = await startRedis(['--appendonly', 'yes', '--appendfsync', 'everysec']);
-      const env = { KEY_ENCRYPTION_KEY: Buffer.alloc(32, 11).toString('base64url') };
+      const env = { KEY_ENCRYPTION_KEY: BENCH_KEY_ENCRYPTION_KEY };
       return { kind, url: redis.url, nodeArgs: ['src/main.ts'], seededFromOutside: true, env, stop: () => redis.stop() };
     }
   }
