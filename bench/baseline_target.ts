@@ -41,5 +41,6 @@ export async function startBaseline(): Promise<Target> {
     codes,
     introspectableResource: `${issuer}${BASELINE_OPAQUE_RESOURCE}`,
     userinfoScope: 'openid profile',
+    dataApiKey: undefined,
   };
 }

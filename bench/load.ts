@@ -13,8 +13,9 @@ export interface LoadPlan {
   /** The same body on every request (autocannon encodes the request once). */
   readonly body?: string;
   /**
-   * Or a body per request: called once per connection, so a connection can carry state from one
-   * response to its next request (a refresh-token chain) or draw from a shared supply (codes).
+   * Or a body (or headers) per request: called once per connection, so a connection can carry state
+   * from one response to its next request (a refresh-token chain) or draw from a shared supply
+   * (codes, distinct access tokens).
    */
   readonly perConnection?: () => ConnectionScript;
   /** Stop after exactly this many requests instead of after the round's duration (single-use codes). */
@@ -27,7 +28,9 @@ export interface LoadPlan {
 }
 
 export interface ConnectionScript {
-  nextBody(): string;
+  nextBody?(): string;
+  /** Headers for the next request, over the plan's. */
+  nextHeaders?(): Record<string, string>;
   onResponse?(status: number, body: string): void;
 }
 
@@ -138,7 +141,11 @@ function scripted(template: Request, perConnection: () => ConnectionScript) {
     const script = perConnection();
     client.setRequests([{
       ...template,
-      setupRequest: (request: Request) => ({ ...request, body: script.nextBody() }),
+      setupRequest: (request: Request) => ({
+        ...request,
+        ...(script.nextBody ? { body: script.nextBody() } : {}),
+        ...(script.nextHeaders ? { headers: { ...template.headers, ...script.nextHeaders() } } : {}),
+      }),
       onResponse: (status: number, body: string) => script.onResponse?.(status, body),
     }]);
   };

@@ -3,13 +3,15 @@
  * A memory store exists only inside the service's process, so the seeding the harness does from
  * outside for a file store happens in here instead, through the same public pieces: the user and
  * workspace with Accounts, the initial access token with the admin CLI (`iat create --json`), run
- * in this process against the service's own store. The service itself starts unchanged.
+ * in this process against the service's own store, and an API key with ApiKeys (what the CLI's
+ * `api-key create` calls). The service itself starts unchanged.
  * What was made is reported on stdout as one line: `bench-seed {...}`.
  */
 import { registerHooks } from 'node:module';
 
 import { Accounts } from '../src/accounts/accounts.ts';
-import { SEED_LINE_PREFIX, seedUser } from './seed.ts';
+import { ApiKeys } from '../src/resource/api_keys.ts';
+import { SEED_LINE_PREFIX, seedUser, type MemorySeedExtras } from './seed.ts';
 
 const ADAPTERS = new URL('../adapters/index.ts', import.meta.url).href;
 const SHIM = new URL('./shared_memory_store.ts', import.meta.url).href;
@@ -29,7 +31,12 @@ const { sharedStoreOpened } = await import(SHIM) as typeof import('./shared_memo
 void sharedStoreOpened.then(async (store) => {
   const user = await seedUser(new Accounts(store.accounts));
   const initialAccessToken = await runAdminCli(['iat', 'create', '--workspace', user.workspaceId, '--json']);
-  process.stdout.write(`${SEED_LINE_PREFIX}${JSON.stringify({ ...user, initialAccessToken })}\n`);
+  // For the data API scenarios; a failure here must not stop the others, so it is reported, not thrown.
+  const extras: MemorySeedExtras = await new ApiKeys(store.apiKeys).create(user.workspaceId, 'bench').then(
+    ({ key }) => ({ initialAccessToken, apiKey: key }),
+    (error: unknown) => ({ initialAccessToken, apiKeyError: (error as Error).message }),
+  );
+  process.stdout.write(`${SEED_LINE_PREFIX}${JSON.stringify({ ...user, ...extras })}\n`);
 }).catch((error: unknown) => {
   process.stderr.write(`bench seeding failed: ${(error as Error).stack ?? String(error)}\n`);
 });

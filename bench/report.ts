@@ -44,9 +44,14 @@ export interface SideSummary {
 export interface ScenarioSummary {
   scenario: string;
   summary: string;
-  /** Service req/s over baseline req/s (medians). */
-  ratio: number;
-  sides: Record<Side, SideSummary>;
+  /** Service req/s over baseline req/s (medians); absent for a service-only scenario. */
+  ratio?: number;
+  /** The baseline is absent for a service-only scenario (the data API: the bare engine has none). */
+  sides: { service: SideSummary; baseline?: SideSummary };
+  /** Service-only: the service's req/s over the machine's single-core ES256 verifications/s (from bench/crypto_limits.ts). */
+  perEs256Verification?: number;
+  /** Whether the credential's check is cached in the measured case. */
+  caching?: string;
 }
 
 export function median(values: readonly number[]): number {
@@ -83,12 +88,27 @@ function summarizeSide(results: readonly LoadResult[], rssBefore: number | undef
   };
 }
 
-export function summarize(run: ScenarioRun): ScenarioSummary {
-  const sides = {
-    service: summarizeSide(run.rounds.service, run.rssBefore.service),
-    baseline: summarizeSide(run.rounds.baseline, run.rssBefore.baseline),
-  };
+export function summarize(run: ScenarioRun, crypto: CryptoLimits | undefined): ScenarioSummary {
+  const service = summarizeSide(run.rounds.service, run.rssBefore.service);
+  if (run.serviceOnly) {
+    return {
+      scenario: run.scenario,
+      summary: run.summary,
+      sides: { service },
+      ...(crypto ? { perEs256Verification: service.requestsPerSecond / crypto.es256VerifyPerSecond } : {}),
+      ...(run.caching ? { caching: run.caching } : {}),
+    };
+  }
+  const sides = { service, baseline: summarizeSide(run.rounds.baseline, run.rssBefore.baseline) };
   return { scenario: run.scenario, summary: run.summary, ratio: sides.service.requestsPerSecond / sides.baseline.requestsPerSecond, sides };
+}
+
+/** The sides a summary measured, in report order. */
+function measuredSides(summary: ScenarioSummary): Array<[Side, SideSummary]> {
+  return SIDES.flatMap((side) => {
+    const s = summary.sides[side];
+    return s ? [[side, s] as [Side, SideSummary]] : [];
+  });
 }
 
 const MB = 1024 * 1024;
@@ -96,16 +116,38 @@ const mb = (bytes: number | undefined) => (bytes === undefined ? '?' : (bytes / 
 const fixed = (value: number | undefined, digits: number) => (value === undefined || Number.isNaN(value) ? '?' : value.toFixed(digits));
 const thousands = (value: number) => Math.round(value).toLocaleString('en-US');
 
-const COLUMNS: Array<[header: string, width: number]> = [
+type Columns = Array<[header: string, width: number]>;
+
+const COLUMNS: Columns = [
   ['scenario', 19], ['server', 9], ['req/s', 8], ['svc/base', 9], ['p50 ms', 8], ['p99 ms', 8], ['errors', 7],
   ['RSS MB', 8], ['srv cores', 10], ['srv main', 9], ['bench cores', 12], ['req/s by round', 0],
 ];
 
-function row(cells: string[]): string {
+/** Service-only scenarios: no baseline, so req/s against one core's ES256 verifications/s instead. */
+const SERVICE_ONLY_COLUMNS: Columns = [
+  ['scenario', 23], ['server', 9], ['req/s', 8], ['/ES256 verify', 14], ['p50 ms', 8], ['p99 ms', 8], ['errors', 7],
+  ['RSS MB', 8], ['srv cores', 10], ['srv main', 9], ['bench cores', 12], ['req/s by round', 0],
+];
+
+function row(cells: string[], columns: Columns = COLUMNS): string {
   return cells.map((cell, i) => {
-    const [, width] = COLUMNS[i]!;
+    const [, width] = columns[i]!;
     return i < 2 || width === 0 ? cell.padEnd(width) : cell.padStart(width);
   }).join(' ').trimEnd();
+}
+
+/** The columns every table shares after the comparison column. */
+function measures(s: SideSummary): string[] {
+  return [
+    fixed(s.latencyP50, 1),
+    fixed(s.latencyP99, 1),
+    String(s.errors),
+    mb(s.rssAfterBytes),
+    fixed(s.serverCores, 2),
+    fixed(s.serverMainThreadCores, 2),
+    fixed(s.benchCores, 2),
+    s.roundRequestsPerSecond.map(thousands).join(' '),
+  ];
 }
 
 export function formatReport(machine: MachineInfo, crypto: CryptoLimits | undefined, settings: RunSettings, summaries: readonly ScenarioSummary[]): string {
@@ -115,43 +157,52 @@ export function formatReport(machine: MachineInfo, crypto: CryptoLimits | undefi
   lines.push(`service:   ${machine.revision}, STORE=${settings.store}, LOG_LEVEL=${settings.logLevel}, WORKERS=${settings.workers}; baseline: bare engine, Map storage`);
   lines.push(`load:      autocannon, ${settings.connections} connections, ${settings.duration} s rounds, ${settings.rounds} per server alternating service/baseline `
     + `after a ${settings.warmup} s warm-up each; medians of rounds (errors: totals)`);
+  if (summaries.some((summary) => !summary.sides.baseline)) {
+    lines.push('           (data API scenarios: the service alone; errors: non-2xx, socket errors, timeouts, and 2xx without records)');
+  }
   if (crypto) {
     lines.push(`crypto:    jose ES256 on one core: ${thousands(crypto.es256SignPerSecond)} signatures/s, ${thousands(crypto.es256VerifyPerSecond)} verifications/s`);
   }
-  lines.push('');
-  lines.push(row(COLUMNS.map(([header]) => header)));
-  for (const summary of summaries) {
-    for (const side of SIDES) {
-      const s = summary.sides[side];
-      lines.push(row([
-        side === 'service' ? summary.scenario : '',
-        side,
-        thousands(s.requestsPerSecond),
-        side === 'service' ? `${fixed(summary.ratio, 2)}x` : '',
-        fixed(s.latencyP50, 1),
-        fixed(s.latencyP99, 1),
-        String(s.errors),
-        mb(s.rssAfterBytes),
-        fixed(s.serverCores, 2),
-        fixed(s.serverMainThreadCores, 2),
-        fixed(s.benchCores, 2),
-        s.roundRequestsPerSecond.map(thousands).join(' '),
-      ]));
+  const compared = summaries.filter((summary) => summary.sides.baseline);
+  const serviceOnly = summaries.filter((summary) => !summary.sides.baseline);
+  if (compared.length) {
+    lines.push('');
+    lines.push(row(COLUMNS.map(([header]) => header)));
+    for (const summary of compared) {
+      for (const [side, s] of measuredSides(summary)) {
+        lines.push(row([
+          side === 'service' ? summary.scenario : '',
+          side,
+          thousands(s.requestsPerSecond),
+          side === 'service' ? `${fixed(summary.ratio, 2)}x` : '',
+          ...measures(s),
+        ]));
+      }
+    }
+  }
+  if (serviceOnly.length) {
+    lines.push('');
+    lines.push('Data API, the service alone (the bare engine has no data API); /ES256 verify: req/s over the machine\'s single-core');
+    lines.push(`ES256 verifications/s (${crypto ? thousands(crypto.es256VerifyPerSecond) : '?'}/s, jose, above), the cost of checking one uncached token signature.`);
+    lines.push('jose verifies through Node\'s WebCrypto, which runs the check on libuv\'s thread pool, off the JavaScript thread: uncached');
+    lines.push('checks show in srv cores more than in srv main, and concurrent ones can use more than the one core measured above.');
+    lines.push('');
+    lines.push(row(SERVICE_ONLY_COLUMNS.map(([header]) => header), SERVICE_ONLY_COLUMNS));
+    for (const summary of serviceOnly) {
+      const s = summary.sides.service;
+      lines.push(row([summary.scenario, 'service', thousands(s.requestsPerSecond), `${fixed(summary.perEs256Verification, 2)}x`, ...measures(s)], SERVICE_ONLY_COLUMNS));
     }
   }
 
   const notes: string[] = [];
   for (const summary of summaries) {
     notes.push(`${summary.scenario}: ${summary.summary}`);
+    if (summary.caching) notes.push(`  measured case: ${summary.caching}`);
     if (summary.scenario === 'rss') {
-      const growth = SIDES.map((side) => {
-        const s = summary.sides[side];
-        return `${side} ${mb(s.rssBeforeBytes)} -> ${mb(s.rssAfterBytes)} MB after ${thousands(s.requests)} tokens`;
-      });
+      const growth = measuredSides(summary).map(([side, s]) => `${side} ${mb(s.rssBeforeBytes)} -> ${mb(s.rssAfterBytes)} MB after ${thousands(s.requests)} tokens`);
       notes.push(`  RSS: ${growth.join('; ')}`);
     }
-    for (const side of SIDES) {
-      const s = summary.sides[side];
+    for (const [side, s] of measuredSides(summary)) {
       if (s.errors > 0) {
         notes.push(`  ${side}: ${s.errors} errors; responses by status: ${JSON.stringify(s.statusCodes)}; 2xx with the wrong content: ${s.wrongBodies}`);
       }

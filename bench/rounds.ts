@@ -19,6 +19,10 @@ export interface RoundOptions {
 export interface ScenarioRun {
   scenario: ScenarioName;
   summary: string;
+  /** Measured on the service alone: the baseline's rounds are empty. */
+  serviceOnly?: true;
+  /** Whether the credential's check is cached in the measured case (the data API scenarios). */
+  caching?: string;
   rounds: Record<Side, LoadResult[]>;
   /** Each server's VmRSS before the first measured round (for rss: before the bulk issuance). */
   rssBefore: Record<Side, number | undefined>;
@@ -32,6 +36,11 @@ function limitSeconds(scenario: Scenario, duration: number): number {
   return scenario.countLimitSeconds ?? duration + ROUND_OVERHEAD_SECONDS;
 }
 
+/** The servers a scenario measures: all of them, or the service alone for a service-only scenario. */
+export function measuredTargets<T extends { side: Side }>(scenario: Scenario, targets: readonly T[]): T[] {
+  return scenario.serviceOnly ? targets.filter((target) => target.side === 'service') : [...targets];
+}
+
 /** The longest a scenario can take against `servers` servers, for the bench's overall time bound. */
 export function worstCaseSeconds(scenario: Scenario, options: RoundOptions, servers: number): number {
   // Planning may mint for about a round's length before the run itself.
@@ -40,7 +49,8 @@ export function worstCaseSeconds(scenario: Scenario, options: RoundOptions, serv
   return servers * ((options.warmup > 0 ? round(options.warmup) : 0) + options.rounds * round(options.duration));
 }
 
-export async function runScenario(scenario: Scenario, targets: readonly Target[], options: RoundOptions, progress: (line: string) => void): Promise<ScenarioRun> {
+export async function runScenario(scenario: Scenario, allTargets: readonly Target[], options: RoundOptions, progress: (line: string) => void): Promise<ScenarioRun> {
+  const targets = measuredTargets(scenario, allTargets);
   const rounds = { service: [], baseline: [] } as Record<Side, LoadResult[]>;
   const rssBefore = { service: undefined, baseline: undefined } as Record<Side, number | undefined>;
   const context = (duration: number): RoundContext => ({ connections: options.connections, duration, rssTokens: options.rssTokens });
@@ -70,7 +80,14 @@ export async function runScenario(scenario: Scenario, targets: readonly Target[]
       progress(`${scenario.name} round ${round}/${count} ${target.side}: ${describe(result)}`);
     }
   }
-  return { scenario: scenario.name, summary: scenario.summary, rounds, rssBefore };
+  return {
+    scenario: scenario.name,
+    summary: scenario.summary,
+    ...(scenario.serviceOnly ? { serviceOnly: true } : {}),
+    ...(scenario.caching ? { caching: scenario.caching } : {}),
+    rounds,
+    rssBefore,
+  };
 }
 
 function describe(result: LoadResult): string {

@@ -7,7 +7,10 @@ import type { Credentials, Target } from './target.ts';
  * mints (codes, refresh tokens, access tokens) is fresh: codes live only 60 s.
  */
 
-export const SCENARIO_NAMES = ['client_credentials', 'authorization_code', 'refresh_token', 'introspection', 'userinfo', 'rss'] as const;
+export const SCENARIO_NAMES = [
+  'client_credentials', 'authorization_code', 'refresh_token', 'introspection', 'userinfo',
+  'data_api_token', 'data_api_token_uncached', 'data_api_key', 'rss',
+] as const;
 export type ScenarioName = typeof SCENARIO_NAMES[number];
 
 export interface RoundContext {
@@ -26,6 +29,10 @@ export interface Scenario {
   readonly once?: boolean;
   /** For a scenario run by count: the most seconds a run may take before it is stopped. */
   readonly countLimitSeconds?: number;
+  /** Run against the service alone: the bare engine has nothing to compare (the data API). */
+  readonly serviceOnly?: boolean;
+  /** For the report: whether the credential's check is cached, i.e. which case the numbers are. */
+  readonly caching?: string;
   plan(target: Target, context: RoundContext): Promise<LoadPlan>;
 }
 
@@ -33,6 +40,8 @@ export interface Scenario {
 const ISSUED = '"access_token"';
 const ACTIVE = '"active":true';
 const PROFILE = '"sub"';
+/** A list with records in it, not just any 200. */
+const COMPANIES_LISTED = '"companies":[{';
 
 const FORM = { 'content-type': 'application/x-www-form-urlencoded' };
 const form = (values: Record<string, string>) => new URLSearchParams(values).toString();
@@ -61,6 +70,66 @@ async function issueClientCredentials(target: Target, resource: string | undefin
   });
   if (response.status !== 200) throw new Error(`${target.side}: client_credentials failed ${response.status}: ${await response.text()}`);
   return ((await response.json()) as { access_token: string }).access_token;
+}
+
+/** The data API request every data_api scenario sends: a page of the workspace's companies. */
+const DATA_API_PAGE = 10;
+const DATA_API_PATH = `/rest/companies?limit=${DATA_API_PAGE}`;
+/** Companies seeded in the bench workspace, so a page is full. */
+const SEEDED_COMPANIES = 10;
+/**
+ * The service keeps this many verified access tokens in process (VERIFIED_TOKENS_KEPT in
+ * src/oauth/jwt_access_tokens.ts), evicting the oldest first; used round-robin, a pool larger than
+ * that misses the cache on every request.
+ */
+const SERVICE_VERIFIED_TOKENS_KEPT = 10_000;
+const DISTINCT_TOKENS = 12_000;
+/** A minted pool is reused while its tokens have well over half their hour (3600 s) left. */
+const POOL_REUSE_MS = 20 * 60 * 1000;
+
+/** The service's data API: seeded once per target (companies, through the API itself), then read. */
+const seeded = new WeakMap<Target, Promise<void>>();
+const tokenPools = new WeakMap<Target, { mintedAt: number; tokens: Promise<string[]> }>();
+
+function requireDataApi(target: Target): () => Promise<string> {
+  if (!target.dataApiKey) throw new Error(`${target.side} has no data API: this scenario runs against the service only`);
+  return target.dataApiKey;
+}
+
+function seedCompanies(target: Target): Promise<void> {
+  let done = seeded.get(target);
+  if (!done) {
+    done = (async () => {
+      const token = await issueClientCredentials(target, undefined);
+      for (let i = 1; i <= SEEDED_COMPANIES; i += 1) {
+        const response = await fetch(`${target.issuer}/rest/companies`, {
+          method: 'POST',
+          headers: { authorization: `Bearer ${token}`, 'content-type': 'application/json' },
+          body: JSON.stringify({ name: `Bench company ${i}` }),
+        });
+        if (response.status !== 201) throw new Error(`${target.side}: POST /rest/companies answered ${response.status}: ${await response.text()}`);
+      }
+    })();
+    seeded.set(target, done);
+  }
+  return done;
+}
+
+/** DISTINCT_TOKENS client_credentials tokens, minted in parallel; kept for later rounds while young. */
+function distinctTokens(target: Target): Promise<string[]> {
+  const pool = tokenPools.get(target);
+  if (pool && Date.now() - pool.mintedAt < POOL_REUSE_MS) return pool.tokens;
+  const tokens: string[] = [];
+  const worker = async () => {
+    while (tokens.length < DISTINCT_TOKENS) tokens.push(await issueClientCredentials(target, undefined));
+  };
+  const minted = Promise.all(Array.from({ length: MINTING_CONCURRENCY }, worker)).then(() => tokens);
+  tokenPools.set(target, { mintedAt: Date.now(), tokens: minted });
+  return minted;
+}
+
+function dataApiRead(authorization: string): LoadPlan {
+  return { method: 'GET', path: DATA_API_PATH, headers: { authorization }, expect: COMPANIES_LISTED };
 }
 
 export const SCENARIOS: Record<ScenarioName, Scenario> = {
@@ -138,6 +207,52 @@ export const SCENARIOS: Record<ScenarioName, Scenario> = {
     plan: async (target) => {
       const { access_token: token } = await target.codes.tokens(target.userinfoScope);
       return { method: 'GET', path: '/oauth/userinfo', headers: { authorization: `Bearer ${token}` }, expect: PROFILE };
+    },
+  },
+
+  data_api_token: {
+    name: 'data_api_token',
+    summary: `GET ${DATA_API_PATH} with a client_credentials access token (scope api, workspace-bound client); `
+      + `${SEEDED_COMPANIES} companies seeded`,
+    serviceOnly: true,
+    caching: 'one token for every request of a round: the service keeps verified tokens in process (src/oauth/jwt_access_tokens.ts, '
+      + `${SERVICE_VERIFIED_TOKENS_KEPT.toLocaleString('en-US')} tokens), so only a round's first request checks the ES256 signature`,
+    plan: async (target) => {
+      requireDataApi(target);
+      await seedCompanies(target);
+      return dataApiRead(`Bearer ${await issueClientCredentials(target, undefined)}`);
+    },
+  },
+
+  data_api_token_uncached: {
+    name: 'data_api_token_uncached',
+    summary: `GET ${DATA_API_PATH} with a different client_credentials access token each request `
+      + `(${DISTINCT_TOKENS.toLocaleString('en-US')} minted before the first round, used in turn)`,
+    serviceOnly: true,
+    caching: `${DISTINCT_TOKENS.toLocaleString('en-US')} tokens in turn, more than the ${SERVICE_VERIFIED_TOKENS_KEPT.toLocaleString('en-US')} `
+      + 'the service keeps verified (oldest evicted first): every request checks an ES256 signature '
+      + '(with WORKERS above 1, each worker keeps its own cache and sees only part of each pass, so some requests hit)',
+    plan: async (target) => {
+      requireDataApi(target);
+      await seedCompanies(target);
+      const tokens = await distinctTokens(target);
+      let next = 0;
+      // One shared turn across connections: round-robin over the whole pool.
+      const script: ConnectionScript = { nextHeaders: () => ({ authorization: `Bearer ${tokens[next++ % tokens.length]!}` }) };
+      return { ...dataApiRead(`Bearer ${tokens[0]!}`), perConnection: () => script };
+    },
+  },
+
+  data_api_key: {
+    name: 'data_api_key',
+    summary: `GET ${DATA_API_PATH} with an API key of the workspace (admin api-key create); ${SEEDED_COMPANIES} companies seeded`,
+    serviceOnly: true,
+    caching: 'one API key: the service keeps a verified key in process (src/resource/api_keys.ts) and re-reads it from the store '
+      + 'every 2 s; no signature, a SHA-256 digest of the key per request',
+    plan: async (target) => {
+      const apiKey = await requireDataApi(target)();
+      await seedCompanies(target);
+      return dataApiRead(`Bearer ${apiKey}`);
     },
   },
 

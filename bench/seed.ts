@@ -12,6 +12,13 @@ export interface BenchUser {
   workspaceId: string;
 }
 
+/** What bench/memory_preload.ts reports besides the user: the initial access token and the workspace's API key (or why there is none). */
+export interface MemorySeedExtras {
+  initialAccessToken: string;
+  apiKey?: string;
+  apiKeyError?: string;
+}
+
 /** Creates a workspace and an admin in it through the service's own Accounts (as test/helpers' seedUser does). */
 export async function seedUser(accounts: Accounts): Promise<BenchUser> {
   const email = `bench-${randomBytes(4).toString('hex')}@example.com`;

@@ -5,7 +5,7 @@ import { freePort, runAdmin } from '../test/helpers/server.ts';
 import { authorize } from '../test/helpers/user_agent.ts';
 import { CodeMinter } from './codes.ts';
 import { onCleanUp, startNode, tempDir } from './processes.ts';
-import { SEED_LINE_PREFIX, seedUser, type BenchUser } from './seed.ts';
+import { SEED_LINE_PREFIX, seedUser, type BenchUser, type MemorySeedExtras } from './seed.ts';
 import { storePlan, type StoreKind, type StorePlan } from './stores.ts';
 import { credentials, type Target } from './target.ts';
 
@@ -21,6 +21,7 @@ export interface ServiceOptions {
  * Starts the real service (`node src/main.ts`) on a free loopback port with its own store, seeds a
  * user and workspace, and registers the two clients the scenarios use: a workspace-bound
  * client_credentials client (through an initial access token) and an authorization_code client.
+ * The data API scenarios' API key is made when first asked for (`dataApiKey`).
  */
 export async function startService(options: ServiceOptions): Promise<Target> {
   const plan = await storePlan(options.store, await tempDir('oauth-bench-'));
@@ -39,7 +40,7 @@ export async function startService(options: ServiceOptions): Promise<Target> {
     ...plan.env,
   };
   const server = await startNode('service', plan.nodeArgs, env, `${issuer}/healthz`);
-  const { user, initialAccessToken } = plan.seededFromOutside
+  const { user, initialAccessToken, dataApiKey } = plan.seededFromOutside
     ? await seedFromOutside(plan, env)
     : await seedReportedBy(server.output);
 
@@ -58,12 +59,21 @@ export async function startService(options: ServiceOptions): Promise<Target> {
     codes,
     introspectableResource: undefined,
     userinfoScope: 'api profile',
+    dataApiKey,
   };
 }
 
 interface Seed {
   user: BenchUser;
   initialAccessToken: string;
+  /** Only the data API scenarios need a key, so it is made on first use: a store without API keys fails those alone. */
+  dataApiKey: () => Promise<string>;
+}
+
+/** `make` run on the first call only; every call gets its one answer. */
+function once<T>(make: () => Promise<T>): () => Promise<T> {
+  let made: Promise<T> | undefined;
+  return () => (made ??= make());
 }
 
 /** As the tests do: the user straight into the store the server reads live, the initial access token from the admin CLI. */
@@ -78,7 +88,16 @@ async function seedFromOutside(plan: StorePlan, env: Record<string, string>): Pr
   const result = await runAdmin(env, ['iat', 'create', '--workspace', user.workspaceId, '--json']);
   if (result.code !== 0) throw new Error(`admin iat create failed (${result.code}): ${result.stderr}`);
   const { initial_access_token: initialAccessToken } = JSON.parse(result.stdout) as { initial_access_token: string };
-  return { user, initialAccessToken };
+  return { user, initialAccessToken, dataApiKey: once(() => createApiKey(env, user.workspaceId)) };
+}
+
+/** An API key of the workspace, from the admin CLI (`api-key create --json`), as an operator makes one. */
+async function createApiKey(env: Record<string, string>, workspaceId: string): Promise<string> {
+  const result = await runAdmin(env, ['api-key', 'create', '--workspace', workspaceId, '--name', 'bench', '--json']);
+  if (result.code !== 0) throw new Error(`admin api-key create failed (${result.code}): ${result.stderr}`);
+  const { key } = JSON.parse(result.stdout) as { key?: unknown };
+  if (typeof key !== 'string') throw new Error(`admin api-key create printed no key: ${result.stdout}`);
+  return key;
 }
 
 /** bench/memory_preload.ts seeds the service's memory store from inside and prints what it made. */
@@ -87,8 +106,12 @@ async function seedReportedBy(output: () => string): Promise<Seed> {
   while (Date.now() < deadline) {
     const line = output().split('\n').find((candidate) => candidate.startsWith(SEED_LINE_PREFIX));
     if (line) {
-      const { initialAccessToken, ...user } = JSON.parse(line.slice(SEED_LINE_PREFIX.length)) as BenchUser & { initialAccessToken: string };
-      return { user, initialAccessToken };
+      const { initialAccessToken, apiKey, apiKeyError, ...user } = JSON.parse(line.slice(SEED_LINE_PREFIX.length)) as BenchUser & MemorySeedExtras;
+      const dataApiKey = async () => {
+        if (apiKey === undefined) throw new Error(`the memory-store service made no API key: ${apiKeyError ?? 'no reason given'}`);
+        return apiKey;
+      };
+      return { user, initialAccessToken, dataApiKey };
     }
     await new Promise((resolve) => setTimeout(resolve, 50));
   }

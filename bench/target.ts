@@ -29,6 +29,11 @@ export interface Target {
   readonly introspectableResource: string | undefined;
   /** The scope of a user token the server's userinfo accepts ('openid profile' for the bare engine: audience-less). */
   readonly userinfoScope: string;
+  /**
+   * An API key of the seeded workspace, for the data API (`/rest`), created on the first call;
+   * undefined for the bare engine, which has no data API.
+   */
+  readonly dataApiKey: (() => Promise<string>) | undefined;
 }
 
 /** The credentials of a client just registered (a confidential client always gets a secret). */
