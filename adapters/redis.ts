@@ -1,7 +1,9 @@
 import { RedisAccountStore } from './redis_accounts.ts';
+import { RedisApiKeyStore } from './redis_api_keys.ts';
 import { connectRedis, RedisConnection } from './redis_connection.ts';
 import { RedisKeys } from './redis_keys.ts';
 import { RedisModelStore } from './redis_models.ts';
+import { RedisRecordStore } from './redis_records.ts';
 import { RedisRevocationStore } from './redis_revocations.ts';
 import { setIfAbsent } from './redis_scripts.ts';
 import type { ModelStore, SettingStore, Store } from './store.ts';
@@ -34,6 +36,8 @@ export function openRedisStore(url: string, options: RedisStoreOptions = {}): St
     accounts: new RedisAccountStore(redis, keys),
     settings: new RedisSettingStore(redis, keys),
     revocations: new RedisRevocationStore(redis, keys),
+    records: new RedisRecordStore(redis, keys),
+    apiKeys: new RedisApiKeyStore(redis, keys),
     async ping() {
       await redis.run((client) => client.ping());
     },

@@ -8,7 +8,8 @@
  * first, the record last (an entry whose record is missing or no longer matches is skipped), and
  * on removal the record first. Accounts and the revocation list are small and need multi-key
  * atomic steps (one email per user, positions in write order), so each lives under one hash tag,
- * which keeps all of its keys on one cluster node.
+ * which keeps all of its keys on one cluster node; so do API keys (one id per digest). Data records
+ * have a hash tag per workspace: a step only ever touches one workspace's keys.
  */
 export class RedisKeys {
   readonly #prefix: string;
@@ -82,6 +83,54 @@ export class RedisKeys {
   /** Hash: name -> value. No TTL. */
   settings(): string {
     return `${this.#prefix}settings`;
+  }
+
+  /**
+   * Hash: one data record. `$p` = position, `$c` / `$u` = createdAt / updatedAt, and `v:<field>` =
+   * that value's JSON, one field per value that is set (so an update merges field by field). No TTL.
+   */
+  dataRecord(workspaceId: string, object: string, id: string): string {
+    return `${this.#dataTag(workspaceId)}:r:${object}:${id}`;
+  }
+
+  /** Sorted set: the ids of one object's records in the workspace, scored by position. No TTL; gone with the last record. */
+  dataOrder(workspaceId: string, object: string): string {
+    return `${this.#dataTag(workspaceId)}:order:${object}`;
+  }
+
+  /**
+   * String: the last position given to one object's records in the workspace. No TTL while the
+   * object has records; then it expires when the clock passes it (redis_record_scripts.ts).
+   */
+  dataPosition(workspaceId: string, object: string): string {
+    return `${this.#dataTag(workspaceId)}:position:${object}`;
+  }
+
+  /** One hash tag per workspace: its records spread over the cluster by workspace, and each step's keys share a node. */
+  #dataTag(workspaceId: string): string {
+    return `${this.#prefix}{data:${workspaceId}}`;
+  }
+
+  /**
+   * Hash: one API key. w = workspace id, n = name, d = digest, h = hint, c = createdAt,
+   * e = expiresAt (absent: never), l = lastUsedAt (absent: never used). TTL: until expiresAt; none without it.
+   */
+  apiKey(id: string): string {
+    return `${this.#prefix}{apikeys}:key:${id}`;
+  }
+
+  /** String: the id of the API key with this digest. TTL: the key's. */
+  apiKeyDigest(digest: string): string {
+    return `${this.#prefix}{apikeys}:digest:${digest}`;
+  }
+
+  /**
+   * Sorted set: the workspace's API key ids, in creation order (score: redis_record_scripts.ts
+   * createApiKey). TTL: none once it has held a key that never expires, else at least the latest
+   * member expiry; ids of expired keys are dropped when it is next listed.
+   */
+  apiKeys(workspaceId: string): string {
+    return `${this.#prefix}{apikeys}:workspace:${workspaceId}`;
   }
 
   /** entries, log, expiry, position (see redis_scripts.ts addRevocation). TTL: the furthest entry expiry. */

@@ -8,7 +8,7 @@ import { Script } from './redis_connection.ts';
  */
 
 /** Numbers go to Redis as integer strings (%d): how Lua would print a 13-digit millisecond time is left to no version's choice. */
-const NOW_MS = `
+export const NOW_MS = `
 local time = redis.call('TIME')
 local now = string.format('%d', tonumber(time[1]) * 1000 + math.floor(tonumber(time[2]) / 1000))
 `;

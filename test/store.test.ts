@@ -328,6 +328,20 @@ for (const backend of BACKENDS) {
         expect(last.hasMore).to.equal(false);
         expect((await store.records.list('ws_1', 'people', 0, 2))).to.deep.equal({ records: [], total: 0, hasMore: false });
       });
+
+      it('never gives a position twice, also once every record of the object was deleted', async () => {
+        let highest = 0;
+        // Several rounds: on Redis a repeat would need a delete and a create in one millisecond.
+        for (let round = 0; round < 20; round += 1) {
+          const ids = ['c1', 'c2', 'c3'].map((id) => `${id}-${round}`);
+          const created = await Promise.all(ids.map((id) => create('ws_1', 'companies', id)));
+          const positions = created.map((r) => r.position);
+          expect(new Set(positions).size).to.equal(3);
+          expect(Math.min(...positions), `round ${round}`).to.be.greaterThan(highest);
+          highest = Math.max(...positions);
+          for (const id of ids) await store.records.delete('ws_1', 'companies', id);
+        }
+      });
     });
 
     describe('API keys', () => {
@@ -348,6 +362,15 @@ for (const backend of BACKENDS) {
         expect(await store.apiKeys.delete('k1')).to.equal(false);
         expect(await store.apiKeys.findByDigest('digest-k1')).to.equal(undefined);
         expect((await store.apiKeys.list('ws_1')).map((k) => k.id)).to.deep.equal(['k2']);
+      });
+
+      it('lists keys of the same creation time in the order they were created', async () => {
+        const at = now();
+        await store.apiKeys.create(key('b', { createdAt: at }));
+        await store.apiKeys.create(key('a', { createdAt: at }));
+        await store.apiKeys.create(key('c', { createdAt: at }));
+        await store.apiKeys.create(key('earlier', { createdAt: at - 1 }));
+        expect((await store.apiKeys.list('ws_1')).map((k) => k.id)).to.deep.equal(['earlier', 'b', 'a', 'c']);
       });
 
       it('refuses a second key with the same digest', async () => {
@@ -388,7 +411,7 @@ for (const backend of BACKENDS) {
         return keysUnder(url, options!.keyPrefix!);
       };
 
-      it('gives every key a TTL no longer than what it holds, except clients, accounts and settings', async () => {
+      it('gives every key a TTL no longer than what it holds, except clients, accounts, settings, data records and API keys that never expire', async () => {
         const engineModels: Array<[string, Record<string, unknown>]> = [
           ['AccessToken', { grantId: 'g1' }], ['AuthorizationCode', { grantId: 'g1' }], ['RefreshToken', { grantId: 'g1' }],
           ['DeviceCode', { grantId: 'g1', userCode: 'CODE-1' }], ['BackchannelAuthenticationRequest', { grantId: 'g1' }],
@@ -411,17 +434,56 @@ for (const backend of BACKENDS) {
         await store.accounts.putMembership({ userId: 'usr_1', workspaceId: 'ws_1', role: 'admin' });
         await store.settings.setIfAbsent('k', 'v');
         await store.revocations.add({ key: 'grant:g1', issuedBefore: Math.floor(Date.now() / 1000) + 40, expiresAt: Math.floor(Date.now() / 1000) + 40 });
+        const at = new Date().toISOString();
+        await store.records.create('ws_1', 'companies', { id: 'c1', createdAt: at, updatedAt: at, values: { name: 'Acme' } });
+        await store.records.update('ws_1', 'companies', 'c1', { city: 'Paris' }, at);
+        const now = Math.floor(Date.now() / 1000);
+        const apiKey = (id: string, workspaceId: string, expiresAt?: number): ApiKeyRecord =>
+          ({ id, workspaceId, name: id, digest: `digest-${id}`, hint: 'wsk_Ab', createdAt: now, ...(expiresAt ? { expiresAt } : {}) });
+        // ws_1's list is kept for the key that never expires, also when created after one that does.
+        await store.apiKeys.create(apiKey('soon', 'ws_1', now + 50));
+        await store.apiKeys.create(apiKey('forever', 'ws_1'));
+        await store.apiKeys.create(apiKey('sooner', 'ws_2', now + 30));
+        await store.apiKeys.create(apiKey('later', 'ws_2', now + 50));
+        await store.apiKeys.touch('later', now);
 
         const { options } = backend.target(dir);
         const prefix = options!.keyPrefix!;
-        const kept = [/^m:Client:/, /^list:Client$/, /^\{accounts\}:/, /^settings$/];
+        const kept = [/^m:Client:/, /^list:Client$/, /^\{accounts\}:/, /^settings$/, /^\{data:ws_1\}:/,
+          /^\{apikeys\}:(key:forever|digest:digest-forever|workspace:ws_1)$/];
+        const longest = (name: string) => name.startsWith('{revocations}') ? 40_000 : name.startsWith('{apikeys}') ? 50_000 : 60_000;
         const found = await keys();
         expect(found.size).to.be.greaterThan(engineModels.length * 2);
+        for (const name of ['{data:ws_1}:r:companies:c1', '{apikeys}:key:soon', '{apikeys}:digest:digest-later', '{apikeys}:workspace:ws_2']) {
+          expect(found.has(prefix + name), name).to.equal(true);
+        }
         for (const [key, ttl] of found) {
           const name = key.slice(prefix.length);
           if (kept.some((pattern) => pattern.test(name))) expect(ttl, key).to.equal(-1);
-          else expect(ttl, key).to.be.within(1, name.startsWith('{revocations}') ? 40_000 : 60_000);
+          else expect(ttl, key).to.be.within(1, longest(name));
         }
+        // A workspace's key list lives as long as its longest-lived key.
+        expect(found.get(`${prefix}{apikeys}:workspace:ws_2`)).to.be.greaterThan(40_000);
+      });
+
+      it('leaves no key behind once every data record and API key is deleted', async () => {
+        const at = new Date().toISOString();
+        const records: Array<[string, string, string]> = [['ws_1', 'companies', 'c1'], ['ws_1', 'companies', 'c2'], ['ws_1', 'people', 'p1'], ['ws_2', 'companies', 'c1']];
+        for (const [workspaceId, object, id] of records) {
+          await store.records.create(workspaceId, object, { id, createdAt: at, updatedAt: at, values: { name: id, employees: 3 } });
+        }
+        await store.records.update('ws_1', 'companies', 'c1', { employees: null, city: 'Paris' }, at);
+        const now = Math.floor(Date.now() / 1000);
+        await store.apiKeys.create({ id: 'k1', workspaceId: 'ws_1', name: 'one', digest: 'd1', hint: 'wsk_Ab', createdAt: now });
+        await store.apiKeys.create({ id: 'k2', workspaceId: 'ws_1', name: 'two', digest: 'd2', hint: 'wsk_Cd', createdAt: now, expiresAt: now + 60 });
+        await store.apiKeys.touch('k1', now);
+
+        for (const [workspaceId, object, id] of records) expect(await store.records.delete(workspaceId, object, id)).to.equal(true);
+        for (const id of ['k1', 'k2']) expect(await store.apiKeys.delete(id)).to.equal(true);
+        // A position key outlives its object's last record while positions are ahead of the clock
+        // (records created within one millisecond): a few milliseconds at most here.
+        await sleep(20);
+        expect([...(await keys()).keys()]).to.deep.equal([]);
       });
 
       it('leaves no key behind once a grant is revoked and its other records destroyed', async () => {
