@@ -1,5 +1,5 @@
 import type { SqliteConnection } from './sqlite_connection.ts';
-import type { DataRecord, RecordPage, RecordStore } from './store.ts';
+import { DuplicateError, type DataRecord, type RecordPage, type RecordStore } from './store.ts';
 
 /** `position` is the row's seq: AUTOINCREMENT never reuses one, so a cursor stays meaningful after deletes. */
 export const RECORDS_SCHEMA = `
@@ -44,9 +44,14 @@ export class SqliteRecordStore implements RecordStore {
   }
 
   async create(workspaceId: string, object: string, record: Omit<DataRecord, 'position'>) {
-    const row = await this.#db.write(() => this.#db.statement(SQL.create)
-      .get(workspaceId, object, record.id, JSON.stringify(withoutNulls(record.values)), record.createdAt, record.updatedAt));
-    return toRecord(row as unknown as RecordRow);
+    try {
+      const row = await this.#db.write(() => this.#db.statement(SQL.create)
+        .get(workspaceId, object, record.id, JSON.stringify(withoutNulls(record.values)), record.createdAt, record.updatedAt));
+      return toRecord(row as unknown as RecordRow);
+    } catch (error) {
+      if (error instanceof Error && /UNIQUE constraint failed/.test(error.message)) throw new DuplicateError(`a record of ${object} with id ${record.id} exists`);
+      throw error;
+    }
   }
 
   async get(workspaceId: string, object: string, id: string) {

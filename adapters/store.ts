@@ -130,7 +130,7 @@ export interface RecordPage {
 
 /** The data API's records, each in one workspace and one object type (`companies`, `people`). Kept without a lifetime. */
 export interface RecordStore {
-  /** Inserts a new record and gives it its position. */
+  /** Inserts a new record and gives it its position; rejects with DuplicateError when the id is taken. */
   create(workspaceId: string, object: string, record: Omit<DataRecord, 'position'>): Promise<DataRecord>;
   get(workspaceId: string, object: string, id: string): Promise<DataRecord | undefined>;
   /** Which of `ids` name a record of this object in this workspace. */

@@ -302,6 +302,9 @@ for (const backend of BACKENDS) {
         await create('ws_1', 'companies', 'same', { name: 'One' });
         await create('ws_2', 'companies', 'same', { name: 'Two' });
         await create('ws_1', 'people', 'same', { firstName: 'Three' });
+        let duplicate: unknown;
+        await create('ws_1', 'companies', 'same', { name: 'Again' }).catch((error: unknown) => { duplicate = error; });
+        expect(duplicate, 'a second record under a taken id').to.be.instanceOf(DuplicateError);
         expect((await store.records.get('ws_2', 'companies', 'same'))?.values).to.deep.equal({ name: 'Two' });
         expect(await store.records.get('ws_3', 'companies', 'same')).to.equal(undefined);
         expect([...await store.records.existing('ws_1', 'companies', ['same', 'other'])]).to.deep.equal(['same']);

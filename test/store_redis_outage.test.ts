@@ -35,6 +35,18 @@ const OPERATIONS: Array<[string, (store: Store) => Promise<unknown>]> = [
   ['settings.put', (store) => store.settings.put('k', 'w')],
   ['revocations.add', (store) => store.revocations.add({ key: 'grant:g2', issuedBefore: now() + 60, expiresAt: now() + 60 })],
   ['revocations.changesSince', (store) => store.revocations.changesSince(0)],
+  ['records.create', (store) => store.records.create('ws_1', 'companies', { id: randomUUID(), createdAt: 'now', updatedAt: 'now', values: { name: 'Two' } })],
+  ['records.get', (store) => store.records.get('ws_1', 'companies', 'r1')],
+  ['records.existing', (store) => store.records.existing('ws_1', 'companies', ['r1'])],
+  ['records.list', (store) => store.records.list('ws_1', 'companies', 0, 10)],
+  ['records.update', (store) => store.records.update('ws_1', 'companies', 'r1', { city: 'Paris' }, 'now')],
+  ['records.delete', (store) => store.records.delete('ws_1', 'companies', 'r2')],
+  ['apiKeys.create', (store) => store.apiKeys.create({ id: randomUUID(), workspaceId: 'ws_1', name: 'k', digest: randomUUID(), hint: 'wsk_', createdAt: now() })],
+  ['apiKeys.findByDigest', (store) => store.apiKeys.findByDigest('digest-1')],
+  ['apiKeys.get', (store) => store.apiKeys.get('key-1')],
+  ['apiKeys.list', (store) => store.apiKeys.list('ws_1')],
+  ['apiKeys.delete', (store) => store.apiKeys.delete('key-2')],
+  ['apiKeys.touch', (store) => store.apiKeys.touch('key-1', now())],
 ];
 
 const now = () => Math.floor(Date.now() / 1000);
@@ -52,6 +64,8 @@ async function seed(store: Store): Promise<void> {
   await store.accounts.createWorkspace({ id: 'ws_1', name: 'One', createdAt: 1 }).catch(unlessThere);
   await store.accounts.createUser({ id: 'usr_1', email: 'ann@example.com', name: 'Ann', passwordHash: 'h', createdAt: 1 }).catch(unlessThere);
   await store.settings.put('k', 'v');
+  await store.records.create('ws_1', 'companies', { id: 'r1', createdAt: 'then', updatedAt: 'then', values: { name: 'One' } }).catch(unlessThere);
+  await store.apiKeys.create({ id: 'key-1', workspaceId: 'ws_1', name: 'k', digest: 'digest-1', hint: 'wsk_', createdAt: now() }).catch(unlessThere);
 }
 
 /** Runs every operation at once; each must reject with BackendUnavailableError within 2 s. */
