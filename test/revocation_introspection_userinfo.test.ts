@@ -199,6 +199,22 @@ describe('revocation, introspection and userinfo', function () {
       expect(jwtShaped.status).to.equal(200);
     });
 
+    it('answers every successful revocation the same way, 200 application/json {}, so every client library parses it', async () => {
+      const tokens = await userTokens('api');
+      const cases: Record<string, string> = {
+        'a refresh token': tokens.refresh_token!,
+        'a JWT access token': (await userTokens('api')).access_token,
+        'an unknown token': 'unknown-token-value',
+        'a JWT the server did not issue': 'eyJhbGciOiJFUzI1NiJ9.eyJzdWIiOiJ4In0.c2lnbmF0dXJl',
+      };
+      for (const [what, token] of Object.entries(cases)) {
+        const response = await postForm(revokeUrl(), { token, ...postCredentials(client) });
+        expect(response.status, what).to.equal(200);
+        expect(response.headers.get('content-type'), what).to.match(/^application\/json/);
+        expect(await response.json(), what).to.deep.equal({});
+      }
+    });
+
     it('refuses a client with wrong credentials: 401 invalid_client', async () => {
       const tokens = await userTokens('api');
       const response = await postForm(revokeUrl(), { token: tokens.access_token, client_id: client.client_id, client_secret: 'wrong-secret' });

@@ -125,7 +125,7 @@ export function jwtAccessTokenEndpoints(verifier: AccessTokenVerifier): { intros
       // RFC 7009: invalid tokens, and other clients' tokens, are answered 200 without effect.
       if (claims && claims.client_id === engine.client.clientId) await verifier.revoke(claims);
       ctx.status = 200;
-      ctx.body = '';
+      ctx.body = {};
     },
   };
 }

@@ -20,6 +20,7 @@ import { buildProvider, type RenderError } from '../oauth/provider.ts';
 import { registrationWorkspace } from '../oauth/registration.ts';
 import type { RevocationList } from '../oauth/revocation_list.ts';
 import { ENGINE_ROUTES, INTERACTION_PATH, USERINFO_PATH } from '../oauth/routes.ts';
+import { revocationAnswersJson } from '../oauth/revocation_response.ts';
 import { rfc6749ErrorCodes } from '../oauth/token_errors.ts';
 import { ApiKeys } from '../resource/api_keys.ts';
 import { dataApi } from '../resource/data_api.ts';
@@ -71,7 +72,7 @@ export function createService({ config, store, keys, revocations, logger }: Serv
   host.all(`${ENGINE_ROUTES.registration}/:clientId`, hideStoredSecret, checkSecretOnUpdate(store.model('Client')));
   host.post(ENGINE_ROUTES.token, rfc6749ErrorCodes);
   host.post(ENGINE_ROUTES.introspection, rfc6749ErrorCodes, jwtEndpoints.introspection);
-  host.post(ENGINE_ROUTES.revocation, rfc6749ErrorCodes, jwtEndpoints.revocation);
+  host.post(ENGINE_ROUTES.revocation, rfc6749ErrorCodes, revocationAnswersJson, jwtEndpoints.revocation);
   const userinfoEndpoint = userinfo(verifier, accounts);
   host.get(USERINFO_PATH, userinfoEndpoint);
   host.post(USERINFO_PATH, userinfoEndpoint);
