@@ -256,6 +256,39 @@ describe('revocation, introspection and userinfo', function () {
       expect(await response.json()).not.to.have.property('sub');
     });
 
+    it('accepts the token in a POST form body (RFC 6750 2.2), and refuses it sent twice with 400 invalid_request', async () => {
+      const tokens = await userTokens('api profile');
+      const fromForm = await postForm(userinfoUrl(), { access_token: tokens.access_token });
+      expect(fromForm.status).to.equal(200);
+      expect(await fromForm.json()).to.deep.equal(await (await callUserinfo(tokens.access_token)).json());
+      const twice = await fetch(userinfoUrl(), {
+        method: 'POST',
+        headers: { authorization: `Bearer ${tokens.access_token}`, 'content-type': 'application/x-www-form-urlencoded' },
+        body: new URLSearchParams({ access_token: tokens.access_token }).toString(),
+      });
+      expect(twice.status).to.equal(400);
+      expect((await twice.json() as OAuthErrorBody).error).to.equal('invalid_request');
+      // The query string is not a way in: tokens in URLs end up in logs.
+      expect((await fetch(`${userinfoUrl()}?access_token=${tokens.access_token}`)).status).to.equal(401);
+    });
+
+    it('can be called from a browser on another origin: preflight answered, every answer readable, no credentials mode', async () => {
+      const preflight = await fetch(userinfoUrl(), {
+        method: 'OPTIONS',
+        headers: { origin: 'https://spa.example', 'access-control-request-method': 'GET', 'access-control-request-headers': 'authorization' },
+      });
+      expect(preflight.status).to.equal(204);
+      expect(preflight.headers.get('access-control-allow-origin')).to.equal('*');
+      expect(preflight.headers.get('access-control-allow-headers')!.toLowerCase()).to.include('authorization');
+      expect(preflight.headers.get('access-control-allow-credentials')).to.equal(null);
+      const tokens = await userTokens('api profile');
+      for (const token of [tokens.access_token, undefined]) {
+        const response = await fetch(userinfoUrl(), { headers: { origin: 'https://spa.example', ...(token ? { authorization: `Bearer ${token}` } : {}) } });
+        expect(response.headers.get('access-control-allow-origin')).to.equal('*');
+        expect(response.headers.get('access-control-expose-headers')).to.include('WWW-Authenticate');
+      }
+    });
+
     it('refuses a request without a token: 401 with WWW-Authenticate: Bearer', async () => {
       const response = await callUserinfo();
       expect(response.status).to.equal(401);

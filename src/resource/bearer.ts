@@ -5,6 +5,25 @@ export function bearerToken(ctx: Context): string | undefined {
   return /^Bearer +([A-Za-z0-9\-._~+/]+=*)$/i.exec(ctx.get('authorization'))?.[1];
 }
 
+/** Two ways of sending a token in one request (RFC 6750 section 2: a client MUST NOT). */
+export class TwoTokensError extends Error {
+  override name = 'TwoTokensError';
+}
+
+/**
+ * The token of the header or, for a form-encoded POST, of its `access_token` parameter (RFC 6750
+ * section 2.2); the form must have been parsed into `ctx.request.body`. The query string (section
+ * 2.3) is not read: tokens in URLs end up in logs.
+ */
+export function headerOrFormToken(ctx: Context): string | undefined {
+  const header = bearerToken(ctx);
+  const body = ctx.request.body as Record<string, unknown> | undefined;
+  const form = ctx.method === 'POST' && ctx.is('application/x-www-form-urlencoded') ? body?.access_token : undefined;
+  if (form === undefined) return header;
+  if (header !== undefined || ctx.get('authorization')) throw new TwoTokensError('send the access token once: in the Authorization header or in the form body, not both');
+  return typeof form === 'string' && form !== '' ? form : undefined;
+}
+
 export interface BearerRefusal {
   /** 401 for a missing or bad credential, 403 for one lacking a scope (RFC 6750 section 3.1). */
   status: 401 | 403;

@@ -76,6 +76,7 @@ export function createService({ config, store, keys, revocations, logger }: Serv
   const userinfoEndpoint = userinfo(verifier, accounts);
   host.get(USERINFO_PATH, userinfoEndpoint);
   host.post(USERINFO_PATH, userinfoEndpoint);
+  host.options(USERINFO_PATH, userinfoEndpoint);
 
   const apiKeys = new ApiKeys(store.apiKeys, {
     onTouchError: (error) => logger.warn('could not record the last use of an API key', { error: (error as Error).name }),
