@@ -9,6 +9,8 @@ import { isRedisUrl, parseRedisUrl } from '../adapters/redis_url.ts';
 
 export type LogLevel = 'debug' | 'info' | 'warn' | 'error' | 'silent';
 export type RegistrationMode = 'open' | 'initial_access_token';
+/** `all`: every authorization request needs PKCE. `public`: a confidential client's OpenID Connect request may omit it. */
+export type PkcePolicy = 'all' | 'public';
 
 export interface Config {
   /** The issuer identifier: BASE_URL without a trailing slash, e.g. `https://auth.example.com/auth`. */
@@ -26,6 +28,8 @@ export interface Config {
   readonly trustProxy: boolean;
   readonly logLevel: LogLevel;
   readonly registration: RegistrationMode;
+  /** Which authorization requests must use PKCE (src/oauth/pkce.ts). */
+  readonly pkceRequired: PkcePolicy;
   /** Private JWKS file supplied by the operator instead of generated keys. */
   readonly jwksFile: string | undefined;
   /**
@@ -43,6 +47,7 @@ export class ConfigError extends Error {
 }
 
 const LOG_LEVELS: readonly LogLevel[] = ['debug', 'info', 'warn', 'error', 'silent'];
+const PKCE_POLICIES: readonly PkcePolicy[] = ['all', 'public'];
 const REGISTRATION_MODES: Record<string, RegistrationMode> = {
   open: 'open',
   initial_access_token: 'initial_access_token',
@@ -65,6 +70,7 @@ export function loadConfig(env: Env = process.env): Config {
     trustProxy: parseBoolean('TRUST_PROXY', env.TRUST_PROXY, false),
     logLevel: parseChoice('LOG_LEVEL', env.LOG_LEVEL, LOG_LEVELS, 'info'),
     registration: parseRegistration(env.REGISTRATION),
+    pkceRequired: parseChoice('PKCE_REQUIRED', env.PKCE_REQUIRED, PKCE_POLICIES, 'all'),
     jwksFile: env.JWKS_FILE || undefined,
     keyEncryptionKey: parseKeyEncryptionKey(env.KEY_ENCRYPTION_KEY, env.KEY_ENCRYPTION_KEY_FILE),
     previousKeyEncryptionKeys: parsePreviousKeys(env.KEY_ENCRYPTION_KEY_PREVIOUS),

@@ -25,6 +25,7 @@ describe('configuration', () => {
     expect(config.store).to.equal('sqlite:./data/oauth.sqlite');
     expect(config.registration).to.equal('open');
     expect(config.trustProxy).to.equal(false);
+    expect(config.pkceRequired).to.equal('all');
   });
 
   it('takes an issuer with a path and strips a trailing slash', () => {
@@ -42,6 +43,7 @@ describe('configuration', () => {
     expect(configError({ TRUST_PROXY: 'maybe' })).to.match(/^TRUST_PROXY/);
     expect(configError({ LOG_LEVEL: 'loud' })).to.match(/^LOG_LEVEL/);
     expect(configError({ REGISTRATION: 'closed' })).to.match(/^REGISTRATION/);
+    expect(configError({ PKCE_REQUIRED: 'none' })).to.match(/^PKCE_REQUIRED must be one of all, public/);
   });
 
   it('accepts Redis storage URLs, and refuses a malformed one saying what is wrong without repeating its password', () => {

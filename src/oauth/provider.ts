@@ -14,6 +14,7 @@ import { findAccount } from './find_account.ts';
 import { GrantWorkspaces } from './grant_workspaces.ts';
 import type { KeyMaterial } from './keys.ts';
 import { LIFETIMES } from './lifetimes.ts';
+import { pkceRequired } from './pkce.ts';
 import { RecordsAtRest } from './records_at_rest.ts';
 import type { RevocationList } from './revocation_list.ts';
 import { WORKSPACE_METADATA, validateClientMetadata } from './registration.ts';
@@ -58,7 +59,7 @@ export function buildProvider({ config, store, accounts, keys, revocations, rend
     // The engine ignores unknown scope values and has no default; the product refuses the first and defaults to `api`.
     extraParams: { scope: (ctx: KoaContextWithOIDC, value: string | undefined) => { ctx.oidc.params!.scope = effectiveScope(value); } },
     responseTypes: ['code'],
-    pkce: { required: () => true },
+    pkce: { required: pkceRequired(config.pkceRequired) },
     allowOmittingSingleRegisteredRedirectUri: false,
     clientAuthMethods: ['client_secret_post', 'client_secret_basic', 'none'],
     clientDefaults: {
