@@ -83,6 +83,25 @@ describe('client registration', () => {
       expect(body).not.to.have.property('workspace_id');
     });
 
+    it('lets a page on another origin register (CORS), without allowing credentials', async () => {
+      const preflight = await fetch(`${server.issuer}/oauth/register`, {
+        method: 'OPTIONS',
+        headers: { origin: 'https://mcp-host.example', 'access-control-request-method': 'POST', 'access-control-request-headers': 'content-type, authorization' },
+      });
+      expect(preflight.status).to.equal(204);
+      expect(preflight.headers.get('access-control-allow-origin')).to.equal('*');
+      expect(preflight.headers.get('access-control-allow-methods')).to.include('POST');
+      expect(preflight.headers.get('access-control-allow-headers')!.toLowerCase()).to.include('content-type').and.include('authorization');
+      expect(preflight.headers.get('access-control-allow-credentials')).to.equal(null);
+      const registered = await fetch(`${server.issuer}/oauth/register`, {
+        method: 'POST',
+        headers: { origin: 'https://mcp-host.example', 'content-type': 'application/json' },
+        body: JSON.stringify({ client_name: 'Browser host', redirect_uris: ['https://mcp-host.example/callback'], token_endpoint_auth_method: 'none' }),
+      });
+      expect(registered.status).to.equal(201);
+      expect(registered.headers.get('access-control-allow-origin')).to.equal('*');
+    });
+
     it('gives every registration its own client_id and client_secret', async () => {
       const [a, b] = await Promise.all([registerClient(server.issuer), registerClient(server.issuer)]);
       expect(a.client_id).not.to.equal(b.client_id);

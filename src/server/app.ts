@@ -23,6 +23,7 @@ import { ENGINE_ROUTES, INTERACTION_PATH, USERINFO_PATH } from '../oauth/routes.
 import { revocationAnswersJson } from '../oauth/revocation_response.ts';
 import { rfc6749ErrorCodes } from '../oauth/token_errors.ts';
 import { ApiKeys } from '../resource/api_keys.ts';
+import { bearerCors } from '../resource/cors.ts';
 import { dataApi } from '../resource/data_api.ts';
 import { LiveRoles } from '../resource/live_roles.ts';
 import { protectedResourceMetadata } from '../resource/protected_resource_metadata.ts';
@@ -68,7 +69,10 @@ export function createService({ config, store, keys, revocations, logger }: Serv
   const jwtEndpoints = jwtAccessTokenEndpoints(verifier);
 
   const host = new Router({ prefix: config.basePath || undefined });
-  host.post(ENGINE_ROUTES.registration, registrationWorkspace(provider));
+  // Browser-based clients (MCP hosts running in a page) register from another origin; no cookies are involved.
+  const registrationCors = bearerCors('POST');
+  host.options(ENGINE_ROUTES.registration, registrationCors);
+  host.post(ENGINE_ROUTES.registration, registrationCors, registrationWorkspace(provider));
   host.all(`${ENGINE_ROUTES.registration}/:clientId`, hideStoredSecret, checkSecretOnUpdate(store.model('Client')));
   host.post(ENGINE_ROUTES.token, rfc6749ErrorCodes);
   host.post(ENGINE_ROUTES.introspection, rfc6749ErrorCodes, jwtEndpoints.introspection);
