@@ -1,8 +1,7 @@
 import type { RedisConnection } from './redis_connection.ts';
 import type { RedisKeys } from './redis_keys.ts';
 import { createRecord, deleteRecord, updateRecord } from './redis_record_scripts.ts';
-import { withoutNulls } from './sqlite_records.ts';
-import { DuplicateError, type DataRecord, type RecordPage, type RecordStore } from './store.ts';
+import { DuplicateError, withoutNulls, type DataRecord, type RecordPage, type RecordStore } from './store.ts';
 
 /** Hash fields of a record that hold its values: a prefix of their own, so no field name can be taken for the metadata. */
 const VALUE = 'v:';

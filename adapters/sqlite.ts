@@ -3,7 +3,7 @@ import { dirname } from 'node:path';
 import { DatabaseSync } from 'node:sqlite';
 
 import { API_KEYS_SCHEMA, SqliteApiKeyStore, SWEEP_EXPIRED_API_KEYS } from './sqlite_api_keys.ts';
-import { SqliteConnection } from './sqlite_connection.ts';
+import { isUniqueViolation, SqliteConnection } from './sqlite_connection.ts';
 import { RECORDS_SCHEMA, SqliteRecordStore } from './sqlite_records.ts';
 
 import {
@@ -272,7 +272,7 @@ class SqliteAccountStore implements AccountStore {
         user.id, user.email, user.name, user.givenName ?? null, user.familyName ?? null, user.passwordHash, user.createdAt,
       ));
     } catch (error) {
-      if (error instanceof Error && /UNIQUE constraint failed: users\.email/.test(error.message)) {
+      if (isUniqueViolation(error, 'users.email')) {
         throw new DuplicateError(`a user with email ${user.email} already exists`);
       }
       throw error;

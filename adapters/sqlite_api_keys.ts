@@ -1,4 +1,4 @@
-import type { SqliteConnection } from './sqlite_connection.ts';
+import { isUniqueViolation, type SqliteConnection } from './sqlite_connection.ts';
 import { DuplicateError, type ApiKeyRecord, type ApiKeyStore } from './store.ts';
 
 export const API_KEYS_SCHEMA = `
@@ -55,7 +55,7 @@ export class SqliteApiKeyStore implements ApiKeyStore {
       await this.#db.write(() => this.#db.statement(SQL.create)
         .run(key.id, key.workspaceId, key.name, key.digest, key.hint, key.createdAt, key.expiresAt ?? null));
     } catch (error) {
-      if (error instanceof Error && /UNIQUE constraint failed/.test(error.message)) throw new DuplicateError('an API key with this id or digest exists');
+      if (isUniqueViolation(error)) throw new DuplicateError('an API key with this id or digest exists');
       throw error;
     }
   }

@@ -78,6 +78,11 @@ export class SqliteConnection {
   }
 }
 
+/** A write refused by a UNIQUE constraint (of `column`, e.g. `users.email`, when given). */
+export function isUniqueViolation(error: unknown, column = ''): boolean {
+  return error instanceof Error && error.message.includes(`UNIQUE constraint failed: ${column}`);
+}
+
 /** Runs `work`, turning SQLite I/O failures (disk gone, file locked too long, closed) into the storage error the HTTP layer maps to 503. */
 export function guard<T>(work: () => T): T {
   try {

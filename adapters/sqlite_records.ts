@@ -1,5 +1,5 @@
-import type { SqliteConnection } from './sqlite_connection.ts';
-import { DuplicateError, type DataRecord, type RecordPage, type RecordStore } from './store.ts';
+import { isUniqueViolation, type SqliteConnection } from './sqlite_connection.ts';
+import { DuplicateError, withoutNulls, type DataRecord, type RecordPage, type RecordStore } from './store.ts';
 
 /** `position` is the row's seq: AUTOINCREMENT never reuses one, so a cursor stays meaningful after deletes. */
 export const RECORDS_SCHEMA = `
@@ -49,7 +49,7 @@ export class SqliteRecordStore implements RecordStore {
         .get(workspaceId, object, record.id, JSON.stringify(withoutNulls(record.values)), record.createdAt, record.updatedAt));
       return toRecord(row as unknown as RecordRow);
     } catch (error) {
-      if (error instanceof Error && /UNIQUE constraint failed/.test(error.message)) throw new DuplicateError(`a record of ${object} with id ${record.id} exists`);
+      if (isUniqueViolation(error)) throw new DuplicateError(`a record of ${object} with id ${record.id} exists`);
       throw error;
     }
   }
@@ -87,9 +87,4 @@ export class SqliteRecordStore implements RecordStore {
 
 function toRecord(row: RecordRow): DataRecord {
   return { id: row.id, position: row.seq, createdAt: row.created_at, updatedAt: row.updated_at, values: JSON.parse(row.data) as Record<string, unknown> };
-}
-
-/** Absent and null mean the same; only set fields are kept, as an update's merge leaves them. */
-export function withoutNulls(values: Record<string, unknown>): Record<string, unknown> {
-  return Object.fromEntries(Object.entries(values).filter(([, value]) => value !== null && value !== undefined));
 }

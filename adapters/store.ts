@@ -146,6 +146,11 @@ export interface RecordStore {
   delete(workspaceId: string, object: string, id: string): Promise<boolean>;
 }
 
+/** For every backend: absent and null mean the same, so only set fields are stored, as an update's merge leaves them. */
+export function withoutNulls(values: Record<string, unknown>): Record<string, unknown> {
+  return Object.fromEntries(Object.entries(values).filter(([, value]) => value !== null && value !== undefined));
+}
+
 /** A workspace's API key as stored: never the key itself, only its digest. Times in seconds since the epoch. */
 export interface ApiKeyRecord {
   id: string;

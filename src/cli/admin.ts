@@ -3,7 +3,7 @@ import { setTimeout as sleep } from 'node:timers/promises';
 import { parseArgs } from 'node:util';
 
 import { openStore } from '../../adapters/index.ts';
-import type { Store } from '../../adapters/store.ts';
+import type { ApiKeyRecord, Store } from '../../adapters/store.ts';
 import { AccountError, Accounts } from '../accounts/accounts.ts';
 import { ConfigError, loadConfig } from '../config.ts';
 import { createLogger } from '../logger.ts';
@@ -15,7 +15,6 @@ import { LIFETIMES } from '../oauth/lifetimes.ts';
 import { buildProvider } from '../oauth/provider.ts';
 import { WORKSPACE_METADATA, createInitialAccessToken } from '../oauth/registration.ts';
 import { ApiKeyError, ApiKeys } from '../resource/api_keys.ts';
-import type { ApiKeyRecord } from '../../adapters/store.ts';
 import { parseDuration } from './duration.ts';
 
 const USAGE = `Usage: npm run admin -- <command> [options] [--json]
@@ -95,8 +94,7 @@ const COMMANDS: Record<string, Command> = {
     return { text: `${membership.userId} is now ${membership.role} of ${membership.workspaceId}`, json: membership };
   },
   'iat create': async ({ store, accounts, options }) => {
-    const workspaceId = required(options, 'workspace');
-    if (!await accounts.getWorkspace(workspaceId)) throw new AccountError(`no workspace with id ${workspaceId}`);
+    const workspaceId = await existingWorkspace(accounts, options);
     const expiresIn = options['expires-in'] === undefined ? LIFETIMES.InitialAccessToken : Number(options['expires-in']);
     if (!Number.isSafeInteger(expiresIn) || expiresIn <= 0) throw new UsageError('--expires-in must be a positive whole number of seconds');
     const { provider } = await engine(store, accounts);
@@ -130,9 +128,8 @@ const COMMANDS: Record<string, Command> = {
     return { text: `deleted client ${clientId}`, json: { deleted: clientId } };
   },
   'api-key create': async ({ store, accounts, options }) => {
-    const workspaceId = required(options, 'workspace');
     const name = required(options, 'name');
-    if (!await accounts.getWorkspace(workspaceId)) throw new AccountError(`no workspace with id ${workspaceId}`);
+    const workspaceId = await existingWorkspace(accounts, options);
     const given = options['expires-in'];
     const expiresIn = given === undefined ? undefined : parseDuration(given);
     if (given !== undefined && expiresIn === undefined) throw new UsageError('--expires-in must be a duration such as 90d, 12h, 30m or a number of seconds');
@@ -144,8 +141,7 @@ const COMMANDS: Record<string, Command> = {
     };
   },
   'api-key list': async ({ store, accounts, options }) => {
-    const workspaceId = required(options, 'workspace');
-    if (!await accounts.getWorkspace(workspaceId)) throw new AccountError(`no workspace with id ${workspaceId}`);
+    const workspaceId = await existingWorkspace(accounts, options);
     const keys = (await new ApiKeys(store.apiKeys).list(workspaceId)).map(shownKey);
     const lines = keys.map((k) => `${k.id}\t${k.hint}…\t${k.name}\tcreated ${k.created_at}\texpires ${k.expires_at ?? 'never'}\tlast used ${k.last_used_at ?? 'never'}`);
     return { text: lines.join('\n') || '(no API keys)', json: keys };
@@ -173,6 +169,13 @@ function shownKey(key: ApiKeyRecord) {
     expires_at: key.expiresAt === undefined ? null : isoTime(key.expiresAt),
     last_used_at: key.lastUsedAt === undefined ? null : isoTime(key.lastUsedAt),
   };
+}
+
+/** The id given with --workspace, once it is known to name a workspace. */
+async function existingWorkspace(accounts: Accounts, options: Options): Promise<string> {
+  const workspaceId = required(options, 'workspace');
+  if (!await accounts.getWorkspace(workspaceId)) throw new AccountError(`no workspace with id ${workspaceId}`);
+  return workspaceId;
 }
 
 function required(options: Options, name: 'name' | 'email' | 'workspace' | 'user' | 'role'): string {

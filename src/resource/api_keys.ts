@@ -107,9 +107,9 @@ export class ApiKeys {
     const key = await this.#store.findByDigest(keyDigest);
     if (!key) return undefined;
     if (this.#verified.size >= MAX_CACHED_KEYS) this.#verified.delete(this.#verified.keys().next().value!);
-    // A copy: the last-use time is updated on it in place.
-    this.#verified.set(keyDigest, { key: { ...key }, readAt: now });
-    return this.#verified.get(keyDigest)!.key;
+    // Kept as read: #recordUse updates its last-use time in place.
+    this.#verified.set(keyDigest, { key, readAt: now });
+    return key;
   }
 
   /** Written in the background: a request never waits for, or fails on, the record of its own use. */

@@ -1,5 +1,5 @@
 import { notFound } from './errors.ts';
-import { OBJECTS, objectNamed, type FieldDefinition, type ObjectDefinition } from './objects.ts';
+import { OBJECTS, type FieldDefinition, type ObjectDefinition } from './objects.ts';
 
 /**
  * The Metadata API's view of the object types: what /rest/metadata/objects lists. Built from the
@@ -46,7 +46,7 @@ export class MetadataApi {
   }
 
   get(id: string) {
-    const object = objectNamed(id) && this.#objects.find((candidate) => candidate.id === id);
+    const object = this.#objects.find((candidate) => candidate.id === id);
     if (!object) throw notFound(`no object with id ${id.slice(0, 64)}; objects: ${this.#objects.map((o) => o.id).join(', ')}`);
     return { data: { object } };
   }

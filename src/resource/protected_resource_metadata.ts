@@ -12,8 +12,8 @@ const WELL_KNOWN = '/.well-known/oauth-protected-resource';
  * clients try when the first is not found.
  */
 export function protectedResourceMetadata(issuer: string, resource: string): { paths: Set<string>; metadataUrl: string; middleware: Middleware } {
-  const resourcePath = new URL(resource).pathname;
-  const metadataUrl = `${new URL(resource).origin}${WELL_KNOWN}${resourcePath}`;
+  const { origin, pathname: resourcePath } = new URL(resource);
+  const metadataUrl = `${origin}${WELL_KNOWN}${resourcePath}`;
   const paths = new Set([`${WELL_KNOWN}${resourcePath}`, WELL_KNOWN]);
   const document = {
     resource,

@@ -49,7 +49,6 @@ export interface Service {
   app: Koa;
   provider: Provider;
   accounts: Accounts;
-  apiKeys: ApiKeys;
 }
 
 const VIEWS = fileURLToPath(new URL('../../views', import.meta.url));
@@ -110,7 +109,7 @@ export function createService({ config, store, keys, revocations, logger }: Serv
   app.use(onlyWhere((path) => path.startsWith(interactionPrefix), interactions.routes()));
   app.use(onlyWhere(hostPaths(config.basePath), host.routes()));
   app.use(mount(config.basePath || '/', provider as unknown as Koa));
-  return { app, provider, accounts, apiKeys };
+  return { app, provider, accounts };
 }
 
 /** The paths the host's own routes answer or complete. */
