@@ -13,6 +13,7 @@ import { CsrfTokens } from '../interactions/csrf.ts';
 import { renderErrorPage } from '../interactions/pages.ts';
 import { interactionRouter } from '../interactions/router.ts';
 import type { Logger } from '../logger.ts';
+import { authorizationByPost } from '../oauth/authorization_post.ts';
 import { checkSecretOnUpdate, hideStoredSecret } from '../oauth/client_secrets.ts';
 import { AccessTokenVerifier, jwtAccessTokenEndpoints } from '../oauth/jwt_access_tokens.ts';
 import type { KeyMaterial } from '../oauth/keys.ts';
@@ -68,6 +69,7 @@ export function createService({ config, store, keys, revocations, logger }: Serv
   const jwtEndpoints = jwtAccessTokenEndpoints(verifier);
 
   const host = new Router({ prefix: config.basePath || undefined });
+  host.post(ENGINE_ROUTES.authorization, authorizationByPost(`${config.issuer}${ENGINE_ROUTES.authorization}`, renderErrorPage));
   // Browser-based clients (MCP hosts running in a page) register from another origin; no cookies are involved.
   const registrationCors = bearerCors('POST');
   host.options(ENGINE_ROUTES.registration, registrationCors);
@@ -114,7 +116,7 @@ export function createService({ config, store, keys, revocations, logger }: Serv
 
 /** The paths the host's own routes answer or complete. */
 function hostPaths(basePath: string): (path: string) => boolean {
-  const exact = new Set([ENGINE_ROUTES.registration, ENGINE_ROUTES.token, ENGINE_ROUTES.introspection, ENGINE_ROUTES.revocation, USERINFO_PATH]
+  const exact = new Set([ENGINE_ROUTES.authorization, ENGINE_ROUTES.registration, ENGINE_ROUTES.token, ENGINE_ROUTES.introspection, ENGINE_ROUTES.revocation, USERINFO_PATH]
     .map((path) => `${basePath}${path}`));
   const clientManagement = `${basePath}${ENGINE_ROUTES.registration}/`;
   return (path) => exact.has(path) || path.startsWith(clientManagement);

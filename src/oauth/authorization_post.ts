@@ -1,0 +1,50 @@
+import { bodyParser } from '@koa/bodyparser';
+import type { Context, Middleware } from 'koa';
+import compose from 'koa-compose';
+
+/** Enough for any authorization request; the redirect carries it in a URL, which Node caps at 16 KiB of headers. */
+export const AUTHORIZATION_FORM_LIMIT = 8 * 1024;
+
+export type ShowError = (ctx: Context, error: string, description: string) => Promise<void>;
+
+/**
+ * OpenID Connect Core 3.1.2.1: the authorization endpoint MUST accept POST with a form body.
+ *
+ * The engine serves POST itself only with `cookies.long.sameSite = 'none'` (a cross-site form
+ * post carries no Lax cookie), which needs Secure cookies and so breaks http development. The
+ * same request is answered instead with 303 to the GET form of itself: the browser follows it as
+ * a top-level GET navigation, which does carry the Lax session cookie, and the engine handles it
+ * exactly as any GET (same validation, same errors, same session). Only the body counts, as for
+ * the engine's own POST handling.
+ */
+export function authorizationByPost(authorizationUrl: string, showError: ShowError): Middleware {
+  const parseForm = bodyParser({ enableTypes: ['form'], formLimit: AUTHORIZATION_FORM_LIMIT }) as Middleware;
+  return compose([refuseWhatIsNotAForm(showError), parseForm, async (ctx) => {
+    const params = new URLSearchParams(ctx.request.rawBody ?? '');
+    ctx.status = 303;
+    ctx.set('Cache-Control', 'no-store');
+    ctx.redirect(`${authorizationUrl}?${params}`);
+  }]);
+}
+
+function refuseWhatIsNotAForm(showError: ShowError): Middleware {
+  return async (ctx, next) => {
+    if (!ctx.is('application/x-www-form-urlencoded')) {
+      ctx.status = 400;
+      return showError(ctx, 'invalid_request', 'an authorization request sent with POST must be a form (application/x-www-form-urlencoded)');
+    }
+    if ((ctx.request.length ?? 0) > AUTHORIZATION_FORM_LIMIT) {
+      ctx.status = 413;
+      return showError(ctx, 'invalid_request', `the authorization request is larger than ${AUTHORIZATION_FORM_LIMIT / 1024} KiB`);
+    }
+    try {
+      await next();
+    } catch (error) {
+      // A body that outgrows its declared length (chunked) or cannot be decoded.
+      const status = (error as { status?: unknown }).status;
+      if (typeof status !== 'number' || status >= 500) throw error;
+      ctx.status = status;
+      await showError(ctx, 'invalid_request', 'the authorization request body could not be read');
+    }
+  };
+}
