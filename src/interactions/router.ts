@@ -7,7 +7,9 @@ import type { Accounts } from '../accounts/accounts.ts';
 import type { GrantWorkspaces } from '../oauth/grant_workspaces.ts';
 import { LIFETIMES } from '../oauth/lifetimes.ts';
 import { INTERACTION_PATH } from '../oauth/routes.ts';
-import { SCOPE_DESCRIPTIONS } from '../oauth/scopes.ts';
+import { PASSWORD_ACR, PASSWORD_AMR } from '../oauth/authentication_context.ts';
+import { requestedClaimNames } from '../oauth/requested_claims.ts';
+import { SCOPE_DESCRIPTIONS, describeClaims } from '../oauth/scopes.ts';
 import type { CsrfTokens } from './csrf.ts';
 import { redirectTarget, renderErrorPage, renderPage } from './pages.ts';
 
@@ -64,7 +66,7 @@ export function interactionRouter(deps: InteractionDependencies): Router {
       ctx.status = 401;
       return showLogin(ctx, deps, details, { email, error: 'The email or password is not right.' });
     }
-    const result: InteractionResults = { login: { accountId: user.id } };
+    const result: InteractionResults = { login: { accountId: user.id, acr: PASSWORD_ACR, amr: PASSWORD_AMR } };
     await provider.interactionFinished(ctx.req, ctx.res, result, { mergeWithLastSubmission: false });
   });
 
@@ -118,8 +120,7 @@ async function showConsent(ctx: Context, deps: InteractionDependencies, details:
   }
   const client = await provider.Client.find(String(details.params.client_id));
   const target = redirectTarget(String(details.params.redirect_uri));
-  const scopes = String(details.params.scope ?? '').split(' ').filter(Boolean)
-    .map((value) => ({ value, description: SCOPE_DESCRIPTIONS[value] ?? value }));
+  const scopes = consentItems(details);
   await renderPage(ctx, 'consent', 'Authorize', {
     clientName: client?.clientName ?? String(details.params.client_id),
     redirectHost: target.label,
@@ -132,8 +133,17 @@ async function showConsent(ctx: Context, deps: InteractionDependencies, details:
   }, { formAction: target.formAction });
 }
 
+/** What the consent page lists: each scope, and the claims asked for by name that no scope already covers. */
+function consentItems(details: Details): Array<{ value: string; description: string }> {
+  const scope = String(details.params.scope ?? '').split(' ').filter(Boolean);
+  const items = scope.map((value) => ({ value, description: SCOPE_DESCRIPTIONS[value] ?? value }));
+  const named = scope.includes('profile') ? [] : requestedClaimNames(details.params.claims);
+  if (named.length) items.push({ value: 'claims', description: describeClaims(named) });
+  return items;
+}
+
 /**
- * Records what the user allowed. A grant is tied to one workspace: consenting for another
+ * Records what the user allowed (scopes, and claims asked for by name). A grant is tied to one workspace: consenting for another
  * workspace starts a new grant rather than moving the old one's tokens.
  */
 async function saveGrant({ provider, grantWorkspaces, audience }: InteractionDependencies, details: Details, accountId: string, workspaceId: string): Promise<string> {
@@ -144,14 +154,16 @@ async function saveGrant({ provider, grantWorkspaces, audience }: InteractionDep
 
   if (sameWorkspace) {
     // The engine lists what the existing grant lacks.
-    const prompt = details.prompt.details as { missingOIDCScope?: string[]; missingResourceScopes?: Record<string, string[]> };
+    const prompt = details.prompt.details as { missingOIDCScope?: string[]; missingOIDCClaims?: string[]; missingResourceScopes?: Record<string, string[]> };
     if (prompt.missingOIDCScope) grant.addOIDCScope(prompt.missingOIDCScope.join(' '));
+    if (prompt.missingOIDCClaims) grant.addOIDCClaims(prompt.missingOIDCClaims);
     for (const [resource, scopes] of Object.entries(prompt.missingResourceScopes ?? {})) {
       grant.addResourceScope(resource, scopes.join(' '));
     }
   } else {
     const scope = String(details.params.scope ?? '');
     grant.addOIDCScope(scope);
+    grant.addOIDCClaims(requestedClaimNames(details.params.claims));
     grant.addResourceScope(audience, scope);
   }
   const grantId = await grant.save();

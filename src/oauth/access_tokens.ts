@@ -4,6 +4,7 @@ import type { Accounts } from '../accounts/accounts.ts';
 import type { GrantWorkspaces } from './grant_workspaces.ts';
 import { LIFETIMES } from './lifetimes.ts';
 import { clientWorkspace } from './registration.ts';
+import { grantedUserinfoClaims } from './requested_claims.ts';
 import { grantReference } from './revocation_list.ts';
 import { SUPPORTED_SCOPES } from './scopes.ts';
 
@@ -40,7 +41,8 @@ export function resourceIndicators(audience: string) {
 /**
  * `extraTokenClaims`: the workspace every token acts in and, for a user's token, the user's role
  * there, read afresh at each issuance so a changed role or a removed member shows in the next token,
- * and the reference to its grant (`gid`) that lets a revoked grant's tokens be refused.
+ * the reference to its grant (`gid`) that lets a revoked grant's tokens be refused, and the
+ * userinfo claims its authorization asked for by name (`claims` parameter), when it did.
  */
 export function workspaceClaims(accounts: Accounts, grantWorkspaces: GrantWorkspaces) {
   return async (ctx: KoaContextWithOIDC, token: AccessToken | ClientCredentials) => {
@@ -54,6 +56,9 @@ export function workspaceClaims(accounts: Accounts, grantWorkspaces: GrantWorksp
     if (!grantId || !workspaceId) throw new errors.InvalidGrant('the grant names no workspace; authorize again');
     const role = await accounts.roleIn(accountId, workspaceId);
     if (!role) throw new errors.InvalidGrant('the user is no longer a member of the workspace this grant was for');
-    return { workspace_id: workspaceId, role, gid: grantReference(grantId) };
+    // The engine leaves `claims` off tokens for a resource server; the code or refresh token has them.
+    const { AuthorizationCode: code, RefreshToken: refreshToken, Grant: grant } = ctx.oidc.entities;
+    const userinfoClaims = grantedUserinfoClaims((code ?? refreshToken)?.claims, grant);
+    return { workspace_id: workspaceId, role, gid: grantReference(grantId), ...(userinfoClaims.length ? { userinfo_claims: userinfoClaims } : {}) };
   };
 }

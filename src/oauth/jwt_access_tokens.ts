@@ -17,6 +17,8 @@ export interface AccessTokenClaims extends JWTPayload {
   workspace_id: string;
   /** The user's role in the workspace; user tokens only. */
   role?: string;
+  /** Userinfo claims asked for by name with the `claims` parameter and granted (requested_claims.ts). */
+  userinfo_claims?: string[];
 }
 
 /** A user's token (authorization code or refresh); client-credentials tokens act for the workspace, with no user. */

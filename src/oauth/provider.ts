@@ -7,6 +7,7 @@ import type { Accounts } from '../accounts/accounts.ts';
 import { PROFILE_CLAIM_NAMES } from '../accounts/profile.ts';
 import type { Config } from '../config.ts';
 import { apiAudience, dataApiResourceServer, resourceIndicators, workspaceClaims } from './access_tokens.ts';
+import { ACR_VALUES } from './authentication_context.ts';
 import { registerClientCredentialsGrant } from './client_credentials.ts';
 import { useHashedClientSecrets } from './client_secrets.ts';
 import { engineAdapterFactory } from './engine_adapter.ts';
@@ -50,12 +51,14 @@ export function buildProvider({ config, store, accounts, keys, revocations, rend
     findAccount: findAccount(accounts, grantWorkspaces),
     jwks: keys.jwks as Configuration['jwks'],
     cookies: { keys: keys.cookieKeys },
-    routes: ENGINE_ROUTES,
+    routes: { ...ENGINE_ROUTES, userinfo: USERINFO_PATH },
     interactions: { url: (_ctx: KoaContextWithOIDC, interaction) => `${config.basePath}${INTERACTION_PATH}/${interaction.uid}` },
     renderError,
 
     scopes: [...SUPPORTED_SCOPES],
-    claims: { openid: ['sub'], profile: [...PROFILE_CLAIM_NAMES] },
+    // Every ID token says how and when the user signed in (the engine's default adds them only on request).
+    claims: { openid: ['sub', 'acr', 'amr', 'auth_time'], profile: [...PROFILE_CLAIM_NAMES] },
+    acrValues: ACR_VALUES,
     // The engine ignores unknown scope values and has no default; the product refuses the first and defaults to `api`.
     extraParams: { scope: (ctx: KoaContextWithOIDC, value: string | undefined) => { ctx.oidc.params!.scope = effectiveScope(value); } },
     responseTypes: ['code'],
@@ -89,7 +92,6 @@ export function buildProvider({ config, store, accounts, keys, revocations, rend
     extraTokenClaims: workspaceClaims(accounts, grantWorkspaces),
 
     discovery: {
-      userinfo_endpoint: `${config.issuer}${USERINFO_PATH}`,
       // RFC 8414 defaults these to client_secret_basic alone; say what really works.
       revocation_endpoint_auth_methods_supported: ['client_secret_post', 'client_secret_basic', 'none'],
       introspection_endpoint_auth_methods_supported: ['client_secret_post', 'client_secret_basic', 'none'],
@@ -109,13 +111,15 @@ export function buildProvider({ config, store, accounts, keys, revocations, rend
       introspection: { enabled: true },
       revocation: { enabled: true },
       resourceIndicators: resourceIndicators(audience),
-      // Served by the host (src/resource/userinfo.ts): the engine's accepts only audience-less tokens.
-      userinfo: { enabled: false },
+      // Enabled so the engine accepts `claims.userinfo` requests; the endpoint itself is served by
+      // the host, in front of the engine's (src/resource/userinfo.ts): the engine's accepts only audience-less tokens.
+      userinfo: { enabled: true },
       // Not offered: nothing advertised that is not tested end to end.
       dPoP: { enabled: false },
       pushedAuthorizationRequests: { enabled: false },
       rpInitiatedLogout: { enabled: false },
-      claimsParameter: { enabled: false },
+      // Individual claims by name (OpenID Connect Core 5.5); the user consents to them with the scopes.
+      claimsParameter: { enabled: true },
       requestObjects: { enabled: false },
       deviceFlow: { enabled: false },
       backchannelLogout: { enabled: false },

@@ -11,6 +11,22 @@ export const SCOPE_DESCRIPTIONS: Record<string, string> = {
   profile: 'See your name, email address and workspace',
 };
 
+const CLAIM_LABELS: Record<string, string> = {
+  name: 'name',
+  given_name: 'given name',
+  family_name: 'family name',
+  preferred_username: 'username',
+  updated_at: 'when your profile last changed',
+  email: 'email address',
+  email_verified: 'whether your email address is verified',
+  workspace: 'workspace and role',
+};
+
+/** The consent screen's description of claims asked for by name (the `claims` parameter). */
+export function describeClaims(names: string[]): string {
+  return `See these details of your profile: ${names.map((name) => CLAIM_LABELS[name] ?? name).join(', ')}`;
+}
+
 /**
  * The scope a request really asks for: the default when none is given, an `invalid_scope`
  * error naming the values this server does not know.

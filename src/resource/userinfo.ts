@@ -3,19 +3,30 @@ import type { Middleware } from 'koa';
 import compose from 'koa-compose';
 
 import type { Accounts } from '../accounts/accounts.ts';
-import { profileClaims } from '../accounts/profile.ts';
+import { PROFILE_CLAIM_NAMES, profileClaims, type ProfileClaims } from '../accounts/profile.ts';
 import { isUserToken, type AccessTokenVerifier } from '../oauth/jwt_access_tokens.ts';
 import { headerOrFormToken, refuseBearer, TwoTokensError } from './bearer.ts';
 import { bearerCors } from './cors.ts';
 
 /**
  * The userinfo endpoint (OpenID Connect Core 5.3), for the product's JWT access tokens:
- * `sub` for a token with `openid`, the profile claims for a token with `profile`. GET or POST,
+ * `sub` for a token with `openid`, the profile claims for a token with `profile` or those its
+ * authorization asked for by name (OpenID Connect Core 5.5). GET or POST,
  * with the token in the header or a POST's form body (RFC 6750 2.1, 2.2), callable from browsers
  * on any origin (OpenID Connect Core 5.3: it SHOULD support CORS; no cookies are involved).
  */
 export function userinfo(verifier: AccessTokenVerifier, accounts: Accounts): Middleware {
   return compose([bearerCors('GET, POST'), bodyParser({ enableTypes: ['form'], formLimit: '16kb' }) as Middleware, answer(verifier, accounts)]);
+}
+
+/** The `profile` scope releases every profile claim; otherwise only those asked for by name (the `claims` parameter). */
+function releasedClaims(scopes: Set<string>, named: unknown): Set<string> {
+  if (scopes.has('profile')) return new Set(PROFILE_CLAIM_NAMES);
+  return new Set(Array.isArray(named) ? named.filter((name): name is string => typeof name === 'string') : []);
+}
+
+function pick(claims: ProfileClaims, names: Set<string>): Partial<ProfileClaims> {
+  return Object.fromEntries(Object.entries(claims).filter(([name]) => names.has(name)));
 }
 
 function answer(verifier: AccessTokenVerifier, accounts: Accounts): Middleware {
@@ -40,11 +51,8 @@ function answer(verifier: AccessTokenVerifier, accounts: Accounts): Middleware {
     }
     const user = isUserToken(claims) ? await accounts.getUser(claims.sub) : undefined;
     if (!user) return refuseBearer(ctx, { status: 401, realm: 'oauth', error: 'invalid_token', description: 'the access token is not tied to a user' });
-    if (!scopes.has('profile')) {
-      ctx.body = { sub: user.id };
-      return;
-    }
-    const workspace = await accounts.membershipIn(user.id, claims.workspace_id);
-    ctx.body = { sub: user.id, ...profileClaims(user, workspace) };
+    const released = releasedClaims(scopes, claims.userinfo_claims);
+    const workspace = released.has('workspace') ? await accounts.membershipIn(user.id, claims.workspace_id) : undefined;
+    ctx.body = { sub: user.id, ...pick(profileClaims(user, workspace), released) };
   };
 }
