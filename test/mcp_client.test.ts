@@ -1,12 +1,14 @@
 import { randomBytes } from 'node:crypto';
 
 import { auth, extractWWWAuthenticateParams, type OAuthClientProvider } from '@modelcontextprotocol/sdk/client/auth.js';
+import { ClientCredentialsProvider } from '@modelcontextprotocol/sdk/client/auth-extensions.js';
 import type { OAuthClientInformationMixed, OAuthClientMetadata, OAuthTokens } from '@modelcontextprotocol/sdk/shared/auth.js';
 import type { FetchLike } from '@modelcontextprotocol/sdk/shared/transport.js';
 import { expect } from 'chai';
 import { decodeJwt } from 'jose';
 
-import { freePort, seedUser, startServer, type SeededUser, type TestServer } from './helpers/server.ts';
+import { registerClient } from './helpers/oauth.ts';
+import { freePort, initialAccessToken, seedUser, startServer, type SeededUser, type TestServer } from './helpers/server.ts';
 import { UserAgent, authorize } from './helpers/user_agent.ts';
 
 /**
@@ -317,6 +319,73 @@ describe('a stock MCP client (@modelcontextprotocol/sdk) starting from the data 
 
   it('public client (none, PKCE only): the same journey', async () => {
     await journey('none');
+  });
+
+  it('machine-to-machine (the SDK\'s ClientCredentialsProvider): auth() gets a workspace token by client_credentials, no user, no registration; it works on the data API', async () => {
+    // A client bound to the workspace, registered by an operator with an initial access token.
+    const workspace = user.workspaces[0]!.id;
+    const registered = await registerClient(server.issuer, {
+      client_name: 'MCP service account',
+      grant_types: ['client_credentials'],
+      redirect_uris: [],
+      // What ClientCredentialsProvider authenticates with (it says so in its client metadata).
+      token_endpoint_auth_method: 'client_secret_basic',
+    }, await initialAccessToken(server, workspace));
+    const provider = new ClientCredentialsProvider({ clientId: registered.client_id, clientSecret: registered.client_secret!, expectedIssuer: server.issuer });
+
+    const probe = await fetch(companiesUrl());
+    expect(probe.status).to.equal(401);
+    const { resourceMetadataUrl } = extractWWWAuthenticateParams(probe);
+    const log: Recorded[] = [];
+    expect(await auth(provider, { serverUrl: companiesUrl(), resourceMetadataUrl, fetchFn: recordingFetch(log) })).to.equal('AUTHORIZED');
+
+    // Discovery, then straight to the token endpoint: HTTP Basic and the resource. The SDK sends a
+    // scope here only if the provider was given one (not the metadata's scopes_supported, as for
+    // the code flow); without one, the server's default scope, api, applies.
+    const fetched = log.map(({ method: verb, url }) => `${verb} ${url}`);
+    expect(fetched[0]).to.equal(`GET ${server.origin}/.well-known/oauth-protected-resource/rest`);
+    expect(fetched).not.to.include(`POST ${server.issuer}/oauth/register`);
+    expect(fetched.at(-1)).to.equal(`POST ${server.issuer}/oauth/token`);
+    const tokenRequest = log.at(-1)!;
+    expect(tokenRequest.form?.get('grant_type')).to.equal('client_credentials');
+    expect(tokenRequest.form?.get('resource')).to.equal(resource());
+    expect(tokenRequest.form?.has('scope')).to.equal(false);
+    expect(tokenRequest.authorization).to.match(/^Basic /);
+    expect(tokenRequest.form?.has('client_secret')).to.equal(false);
+
+    const tokens = provider.tokens();
+    if (!tokens) throw new Error('no tokens saved');
+    expect(tokens.token_type.toLowerCase()).to.equal('bearer');
+    expect(tokens.refresh_token).to.equal(undefined);
+    expect(tokens.scope).to.equal('api');
+    const claims = decodeJwt(tokens.access_token);
+    expect(claims.aud).to.equal(resource());
+    expect(claims.client_id).to.equal(registered.client_id);
+    expect(claims.sub, 'no user: the client is the subject').to.equal(registered.client_id);
+    expect(claims.workspace_id).to.equal(workspace);
+    expect(claims.scope).to.equal('api');
+
+    // The workspace token creates and lists records in the client's workspace.
+    const name = `Synced by an MCP service ${randomBytes(4).toString('hex')}`;
+    const created = await callApi(tokens.access_token, { method: 'POST', body: { name } });
+    expect(created.status, await created.clone().text()).to.equal(201);
+    const listed = await callApi(tokens.access_token);
+    expect(listed.status).to.equal(200);
+    expect((await listed.json() as CompanyList).data.companies.map((c) => c.name)).to.include(name);
+
+    // When the API refuses the token, auth() again simply fetches a new one (there is no refresh token).
+    expect((await callApi(tamperSignature(tokens.access_token))).status).to.equal(401);
+    expect(await auth(provider, { serverUrl: companiesUrl(), resourceMetadataUrl })).to.equal('AUTHORIZED');
+    const second = provider.tokens()!;
+    expect(second.access_token).not.to.equal(tokens.access_token);
+    expect((await callApi(second.access_token)).status).to.equal(200);
+
+    // A wrong secret gets no token: auth() fails with the server's invalid_client.
+    const wrong = new ClientCredentialsProvider({ clientId: registered.client_id, clientSecret: `${registered.client_secret}x`, expectedIssuer: server.issuer });
+    let failure: Error | undefined;
+    await auth(wrong, { serverUrl: companiesUrl(), resourceMetadataUrl }).catch((error: Error) => { failure = error; });
+    expect(failure?.constructor.name).to.equal('InvalidClientError');
+    expect(wrong.tokens()).to.equal(undefined);
   });
 
   it('a client that never saw the challenge finds the metadata at the well-known URL from the API URL alone', async () => {
