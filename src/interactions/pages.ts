@@ -2,7 +2,7 @@ import { randomBytes } from 'node:crypto';
 
 import type { Context } from 'koa';
 
-import { htmlContentSecurityPolicy, type HtmlPolicy } from '../server/security_headers.ts';
+import { cspOrigin, htmlContentSecurityPolicy, type HtmlPolicy } from '../server/security_headers.ts';
 
 /** Renders a view inside the layout, with the page's Content-Security-Policy and no caching. */
 export async function renderPage(ctx: Context, view: string, title: string, data: Record<string, unknown>, policy?: HtmlPolicy): Promise<void> {
@@ -48,6 +48,52 @@ export async function renderErrorPage(ctx: Context, error: string, description?:
 export function redirectTarget(redirectUri: string): { label: string; formAction: string[] } {
   const url = URL.parse(redirectUri);
   if (!url) return { label: redirectUri, formAction: [] };
-  if (url.protocol === 'https:' || url.protocol === 'http:') return { label: url.host, formAction: [url.origin] };
+  if (url.protocol === 'https:' || url.protocol === 'http:') {
+    const origin = cspOrigin(url);
+    return { label: url.host, formAction: origin ? [origin] : [] };
+  }
   return { label: url.protocol, formAction: [url.protocol] };
+}
+
+/** The registered metadata the pages show of an application (the engine's Client has these). */
+export interface ClientMetadata {
+  readonly clientName?: string | undefined;
+  readonly logoUri?: string | undefined;
+  readonly policyUri?: string | undefined;
+  readonly tosUri?: string | undefined;
+}
+
+/** What the login and consent pages show of the application asking. */
+export interface ClientDisplay {
+  name: string;
+  /** The logo to show, and the origin the page's policy must open `img-src` to for it. */
+  logo?: { src: string; origin: string };
+  policyUri?: string;
+  tosUri?: string;
+}
+
+/**
+ * The application's name, logo and documents (RFC 7591 `client_name`, `logo_uri`, `policy_uri`,
+ * `tos_uri`), as the pages may show them. The engine accepts only web URIs at registration;
+ * this checks again, so a page never carries a `javascript:`, `data:` or other non-http(s) URL,
+ * nor one with credentials in it, and shows a logo only if its origin can be named in the policy.
+ */
+export function clientDisplay(clientId: string, client: ClientMetadata | undefined): ClientDisplay {
+  const display: ClientDisplay = { name: client?.clientName || clientId };
+  const logo = webUrl(client?.logoUri);
+  const logoOrigin = logo && cspOrigin(logo);
+  if (logo && logoOrigin) display.logo = { src: logo.href, origin: logoOrigin };
+  const policy = webUrl(client?.policyUri);
+  if (policy) display.policyUri = policy.href;
+  const tos = webUrl(client?.tosUri);
+  if (tos) display.tosUri = tos.href;
+  return display;
+}
+
+function webUrl(value: unknown): URL | undefined {
+  if (typeof value !== 'string') return undefined;
+  const url = URL.parse(value);
+  if (!url || (url.protocol !== 'https:' && url.protocol !== 'http:')) return undefined;
+  if (url.username || url.password) return undefined;
+  return url;
 }

@@ -11,7 +11,7 @@ import { PASSWORD_ACR, PASSWORD_AMR } from '../oauth/authentication_context.ts';
 import { requestedClaimNames } from '../oauth/requested_claims.ts';
 import { SCOPE_DESCRIPTIONS, describeClaims } from '../oauth/scopes.ts';
 import type { CsrfTokens } from './csrf.ts';
-import { redirectTarget, renderErrorPage, renderPage } from './pages.ts';
+import { clientDisplay, redirectTarget, renderErrorPage, renderPage, type ClientDisplay } from './pages.ts';
 
 export interface InteractionDependencies {
   provider: Provider;
@@ -95,14 +95,21 @@ export function interactionRouter(deps: InteractionDependencies): Router {
 }
 
 async function showLogin(ctx: Context, { provider, csrf, basePath }: InteractionDependencies, details: Details, form: { email?: string; error?: string } = {}) {
-  const client = await provider.Client.find(String(details.params.client_id));
+  const client = await findClient(provider, details);
   await renderPage(ctx, 'login', 'Sign in', {
-    clientName: client?.clientName ?? String(details.params.client_id),
+    clientName: client.name,
+    client,
     action: `${basePath}${INTERACTION_PATH}/${details.uid}/login`,
     csrfToken: csrf.issue(details.uid),
     email: form.email ?? '',
     error: form.error,
-  }, { formAction: redirectTarget(String(details.params.redirect_uri)).formAction });
+  }, { formAction: redirectTarget(String(details.params.redirect_uri)).formAction, imgSrc: client.logo?.origin });
+}
+
+/** The application the interaction is for, as the pages show it (its own logo and documents, never another's). */
+async function findClient(provider: Provider, details: Details): Promise<ClientDisplay> {
+  const clientId = String(details.params.client_id);
+  return clientDisplay(clientId, await provider.Client.find(clientId));
 }
 
 async function showConsent(ctx: Context, deps: InteractionDependencies, details: Details, error?: string) {
@@ -118,11 +125,12 @@ async function showConsent(ctx: Context, deps: InteractionDependencies, details:
     ctx.status = 403;
     return renderErrorPage(ctx, 'access_denied', 'Your account is not a member of any workspace, so it cannot authorize applications. Ask a workspace admin to add you.');
   }
-  const client = await provider.Client.find(String(details.params.client_id));
+  const client = await findClient(provider, details);
   const target = redirectTarget(String(details.params.redirect_uri));
   const scopes = consentItems(details);
   await renderPage(ctx, 'consent', 'Authorize', {
-    clientName: client?.clientName ?? String(details.params.client_id),
+    clientName: client.name,
+    client,
     redirectHost: target.label,
     userEmail: user.email,
     scopes,
@@ -130,7 +138,7 @@ async function showConsent(ctx: Context, deps: InteractionDependencies, details:
     action: `${basePath}${INTERACTION_PATH}/${details.uid}/consent`,
     csrfToken: csrf.issue(details.uid),
     error,
-  }, { formAction: target.formAction });
+  }, { formAction: target.formAction, imgSrc: client.logo?.origin });
 }
 
 /** What the consent page lists: each scope, and the claims asked for by name that no scope already covers. */

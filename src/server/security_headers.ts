@@ -3,6 +3,11 @@ import type { Middleware } from 'koa';
 export interface HtmlPolicy {
   /** Extra `form-action` sources: where a form's redirects may lead (the client's redirect URI). */
   formAction?: string[];
+  /**
+   * The one origin the page may load images from (the client's logo), as `cspOrigin` gives it.
+   * Without it the page loads no image at all.
+   */
+  imgSrc?: string;
 }
 
 /**
@@ -30,8 +35,27 @@ const DEFAULT_POLICY = "default-src 'none'; script-src 'none'; form-action 'none
  */
 const FORM_POST_POLICY = "default-src 'none'; script-src 'self'; form-action *; frame-ancestors 'none'; base-uri 'none'";
 
-/** The policy for a rendered page: its own inline style only, forms posting to us (and redirecting to the client). */
+/**
+ * An http(s) origin that is safe to write into a policy as a source: scheme, host (letters,
+ * digits, `-`, `_`, dots, or a bracketed IPv6 address) and port, nothing else. The URL parser
+ * lets through hosts such as `a;b` (`http://a%3bb/`), which would end the directive and start
+ * another; those are refused.
+ */
+const CSP_ORIGIN = /^https?:\/\/(?:[a-z0-9_-]+(?:\.[a-z0-9_-]+)*\.?|\[[0-9a-f:.]+\])(?::[0-9]{1,5})?$/;
+
+/** The origin of an http(s) URL as a policy source, or undefined when it cannot be written safely. */
+export function cspOrigin(url: URL): string | undefined {
+  if (url.protocol !== 'https:' && url.protocol !== 'http:') return undefined;
+  return CSP_ORIGIN.test(url.origin) ? url.origin : undefined;
+}
+
+/**
+ * The policy for a rendered page: its own inline style only, forms posting to us (and
+ * redirecting to the client), and images from the client logo's origin when the page shows one.
+ */
 export function htmlContentSecurityPolicy(nonce: string, policy: HtmlPolicy = {}): string {
   const formAction = ["'self'", ...(policy.formAction ?? [])].join(' ');
-  return `default-src 'none'; style-src 'nonce-${nonce}'; form-action ${formAction}; frame-ancestors 'none'; base-uri 'none'`;
+  if (policy.imgSrc !== undefined && !CSP_ORIGIN.test(policy.imgSrc)) throw new Error(`not an origin a policy may name: ${policy.imgSrc}`);
+  const imgSrc = policy.imgSrc ? `; img-src ${policy.imgSrc}` : '';
+  return `default-src 'none'; style-src 'nonce-${nonce}'${imgSrc}; form-action ${formAction}; frame-ancestors 'none'; base-uri 'none'`;
 }
