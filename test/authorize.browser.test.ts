@@ -173,6 +173,17 @@ describe('authorization in a real browser', function () {
     expect(redirect.url.searchParams.get('state')).to.equal(auth.state);
   });
 
+  it('fills in the email address the client names with login_hint, which the user may still change', async function () {
+    const user = await seedUser(server, [{ workspace: 'Hinted Co' }]);
+    const { page, capture, auth } = await prepare({ login_hint: user.email });
+    await page.goto(auth.url);
+    expect(await page.getByLabel('Email').inputValue()).to.equal(user.email);
+    await page.getByLabel('Password').fill(user.password);
+    await page.getByRole('button', { name: 'Sign in' }).click();
+    await page.getByRole('button', { name: 'Allow', exact: true }).click();
+    expect((await capture.next()).url.searchParams.has('code')).to.equal(true);
+  });
+
   it('shows an error on the login page for a wrong password and sends nothing to the client', async function () {
     const user = await seedUser(server, [{ workspace: 'Typo Inc' }]);
     const { page, capture, auth } = await prepare();

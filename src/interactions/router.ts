@@ -101,9 +101,15 @@ async function showLogin(ctx: Context, { provider, csrf, basePath }: Interaction
     client,
     action: `${basePath}${INTERACTION_PATH}/${details.uid}/login`,
     csrfToken: csrf.issue(details.uid),
-    email: form.email ?? '',
+    // OpenID Connect Core 3.1.2.1: login_hint is how the client names the account it expects.
+    email: form.email ?? loginHint(details),
     error: form.error,
   }, { formAction: redirectTarget(String(details.params.redirect_uri)).formAction, imgSrc: client.logo?.origin });
+}
+
+function loginHint(details: Details): string {
+  const hint = details.params.login_hint;
+  return typeof hint === 'string' && hint.length <= 254 ? hint : '';
 }
 
 /** The application the interaction is for, as the pages show it (its own logo and documents, never another's). */
