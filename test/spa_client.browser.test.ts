@@ -131,15 +131,20 @@ describe('a stock single-page app (oidc-client-ts in Chromium) on another origin
     await server?.stop();
   });
 
-  /** Every console error and failed request in the page, and every response from the server to a fetch made by the SPA. */
+  /**
+   * Every console error, script error and failed request while the page shows the SPA (the
+   * server's own login and consent pages are tested elsewhere), and every response from the server
+   * to a fetch made by the SPA.
+   */
   function watch(page: Page): { errors: string[]; crossOrigin: Array<{ method: string; url: string; status: number; allowOrigin: string | undefined }> } {
     const errors: string[] = [];
     const crossOrigin: Array<{ method: string; url: string; status: number; allowOrigin: string | undefined }> = [];
+    const onSpa = () => page.url().startsWith(`${spaOrigin}/`);
     page.on('console', (message: ConsoleMessage) => {
-      if (message.type() === 'error') errors.push(`${message.location().url}: ${message.text()}`);
+      if (message.type() === 'error' && onSpa()) errors.push(`${message.location().url}: ${message.text()}`);
     });
-    page.on('pageerror', (error) => errors.push(`pageerror: ${error.message}`));
-    page.on('requestfailed', (request: PageRequest) => errors.push(`failed ${request.method()} ${request.url()}: ${request.failure()?.errorText}`));
+    page.on('pageerror', (error) => { if (onSpa()) errors.push(`pageerror: ${error.message}`); });
+    page.on('requestfailed', (request: PageRequest) => { if (onSpa()) errors.push(`failed ${request.method()} ${request.url()}: ${request.failure()?.errorText}`); });
     page.on('response', (response: PageResponse) => {
       const request = response.request();
       if (request.resourceType() !== 'fetch' && request.resourceType() !== 'xhr') return;
