@@ -24,8 +24,11 @@ export interface Config {
   readonly workers: number;
   /** Storage URL: `sqlite:<path>`, `memory:`, or Redis (`redis://`, `rediss://`, `redis+sentinel://`, `redis+cluster://`). */
   readonly store: string;
-  /** Trust X-Forwarded-* headers from a reverse proxy. */
-  readonly trustProxy: boolean;
+  /**
+   * How many reverse proxies stand in front (0: none). Their X-Forwarded-For (the client address,
+   * counted from the right) and X-Forwarded-Proto are believed; the host never is (URLs come from BASE_URL).
+   */
+  readonly proxyHops: number;
   readonly logLevel: LogLevel;
   readonly registration: RegistrationMode;
   /** Which authorization requests must use PKCE (src/oauth/pkce.ts). */
@@ -67,7 +70,7 @@ export function loadConfig(env: Env = process.env): Config {
     host: env.HOST || undefined,
     workers: parseWorkers(env.WORKERS),
     store: parseStore(env.STORE ?? DEFAULT_STORE),
-    trustProxy: parseBoolean('TRUST_PROXY', env.TRUST_PROXY, false),
+    proxyHops: parseProxyHops(env.TRUST_PROXY),
     logLevel: parseChoice('LOG_LEVEL', env.LOG_LEVEL, LOG_LEVELS, 'info'),
     registration: parseRegistration(env.REGISTRATION),
     pkceRequired: parseChoice('PKCE_REQUIRED', env.PKCE_REQUIRED, PKCE_POLICIES, 'all'),
@@ -149,6 +152,16 @@ function parseStore(value: string): string {
   // Credentials in a URL of an unsupported scheme are not repeated into the log.
   const shown = value.replace(/\/\/[^/@]*@/, '//***@');
   throw new ConfigError(`STORE must be "sqlite:<path>", "memory:" or a Redis URL (redis://, rediss://, redis+sentinel://, redis+cluster://), got "${shown}"`);
+}
+
+/** TRUST_PROXY: false, true (one proxy), or the number of proxies in front. */
+function parseProxyHops(value: string | undefined): number {
+  if (value !== undefined && /^[1-9]$/.test(value)) return Number(value);
+  try {
+    return parseBoolean('TRUST_PROXY', value, false) ? 1 : 0;
+  } catch {
+    throw new ConfigError(`TRUST_PROXY must be true, false or the number of proxies in front (1-9), got "${value}"`);
+  }
 }
 
 function parseBoolean(name: string, value: string | undefined, fallback: boolean): boolean {

@@ -24,7 +24,7 @@ describe('configuration', () => {
     expect(config.port).to.equal(3000);
     expect(config.store).to.equal('sqlite:./data/oauth.sqlite');
     expect(config.registration).to.equal('open');
-    expect(config.trustProxy).to.equal(false);
+    expect(config.proxyHops).to.equal(0);
     expect(config.pkceRequired).to.equal('all');
   });
 
@@ -32,6 +32,13 @@ describe('configuration', () => {
     const config = loadConfig({ BASE_URL: 'https://id.example.com/auth/' });
     expect(config.issuer).to.equal('https://id.example.com/auth');
     expect(config.basePath).to.equal('/auth');
+  });
+
+  it('reads TRUST_PROXY as the number of proxies in front: false is none, true is one', () => {
+    expect(loadConfig({ TRUST_PROXY: 'false' }).proxyHops).to.equal(0);
+    expect(loadConfig({ TRUST_PROXY: 'true' }).proxyHops).to.equal(1);
+    expect(loadConfig({ TRUST_PROXY: '2' }).proxyHops).to.equal(2);
+    expect(configError({ TRUST_PROXY: '0x1' })).to.match(/^TRUST_PROXY must be true, false or the number of proxies/);
   });
 
   it('names the variable in every refusal', () => {

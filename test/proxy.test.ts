@@ -44,9 +44,72 @@ describe('behind a TLS-terminating reverse proxy', () => {
     expect(response.headers.get('strict-transport-security')).to.match(/max-age=\d+/);
   });
 
-  it('without TRUST_PROXY, ignores forwarded headers a client could forge', async () => {
+  it('without TRUST_PROXY too, marks its cookies Secure and sends HSTS for an https issuer (no proxy header needed)', async () => {
+    const client = await registerClient(untrusting.origin, { redirect_uris: [REDIRECT_URI] });
+    const { url } = codeRequest(untrusting.origin, client.client_id);
+    const response = await fetch(url, { redirect: 'manual' });
+    const cookies = response.headers.getSetCookie();
+    expect(cookies).to.not.be.empty;
+    for (const cookie of cookies) expect(cookie).to.match(/;\s*secure/i);
+    expect(response.headers.get('strict-transport-security')).to.match(/max-age=\d+/);
+  });
+
+  it('logs the client address the configured number of proxies reports, not one a client put further left', async () => {
+    await fetch(`${trusting.origin}/.well-known/openid-configuration`, { headers: { 'x-forwarded-for': '203.0.113.66, 198.51.100.7' } });
+    await fetch(`${untrusting.origin}/.well-known/openid-configuration`, { headers: { 'x-forwarded-for': '203.0.113.66' } });
+    const trustedLine = trusting.logs().split('\n').reverse().find((line) => line.includes('"path":"/.well-known/openid-configuration"'))!;
+    expect(JSON.parse(trustedLine).ip).to.equal('198.51.100.7');
+    const untrustedLine = untrusting.logs().split('\n').reverse().find((line) => line.includes('"path":"/.well-known/openid-configuration"'))!;
+    expect(JSON.parse(untrustedLine).ip).to.equal('127.0.0.1');
+  });
+
+  it('without TRUST_PROXY, still publishes the issuer\'s endpoints whatever the forwarded headers say', async () => {
     const metadata = await discovery(untrusting);
     expect(metadata.issuer).to.equal(PUBLIC_ISSUER);
-    expect(metadata.authorization_endpoint).to.equal(`http://127.0.0.1:${new URL(untrusting.origin).port}/oauth/authorize`);
+    expect(metadata.authorization_endpoint).to.equal(`${PUBLIC_ISSUER}/oauth/authorize`);
+  });
+
+  describe('every URL derives from BASE_URL, never from the request (no cache poisoning)', () => {
+    const URL_FIELDS = ['issuer', 'authorization_endpoint', 'token_endpoint', 'jwks_uri', 'registration_endpoint',
+      'revocation_endpoint', 'introspection_endpoint', 'userinfo_endpoint'];
+    const forged: Array<{ name: string; headers: Record<string, string> }> = [
+      { name: 'Host', headers: { host: 'evil.example' } },
+      { name: 'X-Forwarded-Host', headers: { 'x-forwarded-host': 'evil.example', 'x-forwarded-proto': 'https' } },
+      { name: 'Forwarded host and port', headers: { 'x-forwarded-host': 'evil.example:8443', 'x-forwarded-port': '8443' } },
+    ];
+
+    for (const { name, headers } of forged) {
+      for (const path of ['/.well-known/openid-configuration', '/.well-known/oauth-authorization-server']) {
+        it(`${path} ignores a forged ${name}, with or without TRUST_PROXY`, async () => {
+          for (const server of [trusting, untrusting]) {
+            const metadata = await (await fetch(`${server.origin}${path}`, { headers })).json() as Record<string, string>;
+            for (const field of URL_FIELDS) {
+              expect(metadata[field], field).to.satisfy((url: string) => url.startsWith(PUBLIC_ISSUER));
+            }
+          }
+        });
+      }
+    }
+
+    it('registration_client_uri, the authorization endpoint\'s redirects and the data API\'s resource_metadata name the issuer', async () => {
+      for (const server of [trusting, untrusting]) {
+        const registered = await fetch(`${server.origin}/oauth/register`, {
+          method: 'POST',
+          headers: { 'content-type': 'application/json', host: 'evil.example', 'x-forwarded-host': 'evil.example' },
+          body: JSON.stringify({ redirect_uris: [REDIRECT_URI], token_endpoint_auth_method: 'client_secret_post' }),
+        });
+        expect(registered.status).to.equal(201);
+        const client = await registered.json() as { client_id: string; registration_client_uri: string };
+        expect(client.registration_client_uri).to.equal(`${PUBLIC_ISSUER}/oauth/register/${client.client_id}`);
+
+        const { url } = codeRequest(server.origin, client.client_id);
+        const authorize = await fetch(url, { headers: { 'x-forwarded-host': 'evil.example' }, redirect: 'manual' });
+        const location = authorize.headers.get('location')!;
+        expect(location.startsWith('/') || location.startsWith(PUBLIC_ISSUER), location).to.equal(true);
+
+        const api = await fetch(`${server.origin}/rest/companies`, { headers: { host: 'evil.example' } });
+        expect(api.headers.get('www-authenticate')).to.include(`resource_metadata="${PUBLIC_ISSUER}/`);
+      }
+    });
   });
 });

@@ -129,7 +129,7 @@ export function buildProvider({ config, store, accounts, keys, revocations, rend
   };
 
   const provider = new Provider(config.issuer, configuration);
-  provider.proxy = config.trustProxy;
+  provider.proxy = config.proxyHops > 0;
   useHashedClientSecrets(provider);
   registerClientCredentialsGrant(provider, audience, dataApiResourceServer(audience));
   return { provider, audience, grantWorkspaces };

@@ -92,7 +92,8 @@ export function requestLog(logger: Logger): Middleware {
       await next();
     } finally {
       const log = PROBE_PATHS.has(ctx.path) ? logger.debug : logger.info;
-      log('request', { method: ctx.method, path: ctx.path, status: ctx.status, ms: Math.round(performance.now() - started) });
+      // The client's address: the socket's, or with TRUST_PROXY=N the one N proxies back in X-Forwarded-For.
+      log('request', { method: ctx.method, path: ctx.path, status: ctx.status, ms: Math.round(performance.now() - started), ip: ctx.ip });
     }
   };
 }
