@@ -1,0 +1,64 @@
+import type { ConformanceModule } from './module.ts';
+import { acrValues, claimsEssential } from './modules/claims.ts';
+import { codeReuse, codeReuse30Seconds } from './modules/code_reuse.ts';
+import { discoveryEndpointVerification } from './modules/discovery.ts';
+import { claimsLocales, clientSecretPost, displayPage, displayPopup, loginHint, postRequest, serverHappyFlow, uiLocales, unknownParameter, validPkce, withoutNonce } from './modules/happy_flows.ts';
+import { idTokenRs256, idTokenSignature, idTokenUnsigned } from './modules/id_tokens.ts';
+import { serverRotateKeys } from './modules/key_rotation.ts';
+import { maxAge1, maxAge10000 } from './modules/max_age.ts';
+import { clientAssertionIssAud, refreshTokenRpKeyRotation, registrationJwksUri, registrationSectorBad, registrationSectorUri, requestUriSignedRs256, requestUriUnsigned } from './modules/out_of_scope.ts';
+import { idTokenHint, promptLogin, promptNoneLoggedIn, promptNoneNotLoggedIn } from './modules/prompt.ts';
+import { redirectUriInRequest, redirectUriQueryAdded, redirectUriQueryMismatch, redirectUriQueryOk, redirectUriRegFrag, registeredRedirectUri } from './modules/redirect_uri.ts';
+import { refreshToken } from './modules/refresh_token.ts';
+import { logoUri, policyUri, tosUri } from './modules/registration.ts';
+import { requestObjectRedirectUri, unsignedRequestObjectModule, unsignedRequestUri } from './modules/request_objects.ts';
+import { responseTypeMissing } from './modules/response_type.ts';
+import { alternateHappyFlow, scopeAddress, scopeAll, scopeEmail, scopePhone, scopeProfile } from './modules/scopes.ts';
+import { userinfoGet, userinfoPostBody, userinfoPostHeader, userinfoRs256 } from './modules/userinfo.ts';
+
+export const BASIC_PLAN = 'oidcc-basic-certification-test-plan';
+export const CONFIG_PLAN = 'oidcc-config-certification-test-plan';
+export const DYNAMIC_PLAN = 'oidcc-dynamic-certification-test-plan';
+export const PLAN_NAMES = [BASIC_PLAN, CONFIG_PLAN, DYNAMIC_PLAN] as const;
+export type PlanName = typeof PLAN_NAMES[number];
+
+export interface PlanEntry {
+  plan: PlanName;
+  module: ConformanceModule;
+}
+
+/**
+ * The plans' modules in the suite's order (OIDCCBasicTestPlan, OIDCCConfigTestPlan,
+ * OIDCCDynamicTestPlan). The basic plan runs with response_type code and client_secret_basic
+ * (client_secret_post for oidcc-server-client-secret-post); the dynamic plan's private_key_jwt
+ * variant is replaced by client_secret_basic, since no module kept here depends on it.
+ */
+export const PLANS: Record<PlanName, ConformanceModule[]> = {
+  [BASIC_PLAN]: [
+    serverHappyFlow, responseTypeMissing, idTokenSignature, idTokenUnsigned, userinfoGet, userinfoPostHeader, userinfoPostBody,
+    withoutNonce, scopeProfile, scopeEmail, scopeAddress, scopePhone, scopeAll, alternateHappyFlow, displayPage, displayPopup,
+    promptLogin, promptNoneNotLoggedIn, promptNoneLoggedIn, maxAge1, maxAge10000, unknownParameter, idTokenHint, loginHint,
+    uiLocales, claimsLocales, acrValues, codeReuse, codeReuse30Seconds, registeredRedirectUri, postRequest, clientSecretPost,
+    unsignedRequestUri, unsignedRequestObjectModule, claimsEssential, requestObjectRedirectUri, refreshToken, validPkce,
+  ],
+  [CONFIG_PLAN]: [discoveryEndpointVerification('static_client')],
+  [DYNAMIC_PLAN]: [
+    idTokenRs256, idTokenUnsigned, userinfoRs256, redirectUriInRequest, redirectUriQueryOk, redirectUriQueryMismatch,
+    redirectUriQueryAdded, redirectUriRegFrag, discoveryEndpointVerification('dynamic_client'), serverHappyFlow, logoUri, policyUri,
+    tosUri, registrationJwksUri, registrationSectorUri, registrationSectorBad, serverRotateKeys, refreshTokenRpKeyRotation,
+    requestUriUnsigned, requestUriSignedRs256, requestObjectRedirectUri, refreshToken, clientAssertionIssAud,
+  ],
+};
+
+/** Short names accepted for --plan. */
+export const PLAN_ALIASES: Record<string, PlanName> = { basic: BASIC_PLAN, config: CONFIG_PLAN, dynamic: DYNAMIC_PLAN };
+
+export function planEntries(plans: readonly PlanName[], modules: readonly string[]): PlanEntry[] {
+  return plans.flatMap((plan) => PLANS[plan]
+    .filter((module) => modules.length === 0 || modules.includes(module.name))
+    .map((module) => ({ plan, module })));
+}
+
+export function moduleNames(): string[] {
+  return [...new Set(Object.values(PLANS).flat().map((module) => module.name))];
+}
