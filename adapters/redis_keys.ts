@@ -25,7 +25,7 @@ export class RedisKeys {
     return this.#prefix;
   }
 
-  /** Hash: p = payload JSON, c = consumed at, g = grant id. TTL: the record's lifetime; none for records kept until destroyed (clients). */
+  /** Hash: p = payload JSON, c = consumed at, g = grant id, u = uses counted. TTL: the record's lifetime; none for records kept until destroyed (clients). */
   record(model: string, id: string): string {
     return `${this.#prefix}m:${model}:${id}`;
   }

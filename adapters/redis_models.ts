@@ -1,6 +1,6 @@
 import type { RedisClient, RedisConnection } from './redis_connection.ts';
 import type { RedisKeys } from './redis_keys.ts';
-import { addGrantMember, consumeRecord, deleteLookup, liveGrantMembers, takeRecord, upsertRecord } from './redis_scripts.ts';
+import { addGrantMember, consumeRecord, countRecordUse, deleteLookup, liveGrantMembers, takeRecord, upsertRecord } from './redis_scripts.ts';
 import type { ModelPayload, ModelStore } from './store.ts';
 
 /**
@@ -55,6 +55,11 @@ export class RedisModelStore implements ModelStore {
   async consume(id: string) {
     const consumed = await this.#redis.run((client) => consumeRecord.run(client, [this.#keys.record(this.#model, id)], [Math.floor(Date.now() / 1000)]));
     return consumed === 1;
+  }
+
+  async countUse(id: string, limit: number) {
+    const uses = await this.#redis.run((client) => countRecordUse.run(client, [this.#keys.record(this.#model, id)], [limit]));
+    return Number(uses);
   }
 
   async destroy(id: string) {

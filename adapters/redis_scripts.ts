@@ -14,9 +14,9 @@ local now = string.format('%d', tonumber(time[1]) * 1000 + math.floor(tonumber(t
 `;
 
 /**
- * Engine record (a hash: p = payload JSON, c = consumed-at seconds, g = grant id), replaced whole so
- * an earlier consumption does not carry over. KEYS: record. ARGV: payload, expiry ms ('' none),
- * grant id ('' none). Returns the PTTL the record had before (-1: kept without a lifetime).
+ * Engine record (a hash: p = payload JSON, c = consumed-at seconds, g = grant id, u = uses), replaced
+ * whole so an earlier consumption or count of uses does not carry over. KEYS: record. ARGV: payload,
+ * expiry ms ('' none), grant id ('' none). Returns the PTTL the record had before (-1: kept without a lifetime).
  */
 export const upsertRecord = new Script(`
 local previous = redis.call('PTTL', KEYS[1])
@@ -38,6 +38,17 @@ return previous
 export const consumeRecord = new Script(`
 if redis.call('EXISTS', KEYS[1]) == 0 then return 0 end
 return redis.call('HSETNX', KEYS[1], 'c', ARGV[1])
+`);
+
+/**
+ * Counts one use of a record unless it already has ARGV[1] (u = uses). Like consumeRecord, nothing is
+ * written unless the record exists, and the field written keeps the key's TTL. An upsert replaces
+ * the hash, so the count starts again. KEYS: record. ARGV: limit. Returns the uses with this one, or 0.
+ */
+export const countRecordUse = new Script(`
+if redis.call('EXISTS', KEYS[1]) == 0 then return 0 end
+if tonumber(redis.call('HGET', KEYS[1], 'u') or '0') >= tonumber(ARGV[1]) then return 0 end
+return redis.call('HINCRBY', KEYS[1], 'u', 1)
 `);
 
 /**

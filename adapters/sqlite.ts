@@ -37,6 +37,7 @@ CREATE TABLE IF NOT EXISTS oidc_models (
   user_code TEXT,
   consumed_at INTEGER,
   expires_at INTEGER,
+  uses INTEGER NOT NULL DEFAULT 0,
   PRIMARY KEY (model, id)
 );
 CREATE INDEX IF NOT EXISTS oidc_models_grant ON oidc_models (grant_id) WHERE grant_id IS NOT NULL;
@@ -88,6 +89,7 @@ export function openSqliteStore(path: string, kind: 'sqlite' | 'memory' = 'sqlit
   if (path !== ':memory:') mkdirSync(dirname(path), { recursive: true });
   const db = new DatabaseSync(path);
   db.exec(SCHEMA + RECORDS_SCHEMA + API_KEYS_SCHEMA);
+  addColumnIfMissing(db, 'oidc_models', 'uses', 'INTEGER NOT NULL DEFAULT 0');
   const connection = new SqliteConnection(db);
 
   const sweep = () => connection.write(() => {
@@ -135,6 +137,18 @@ export function openSqliteStore(path: string, kind: 'sqlite' | 'memory' = 'sqlit
   };
 }
 
+/** A column added after databases were first created: those get it when opened (CREATE TABLE IF NOT EXISTS leaves them as they are). */
+function addColumnIfMissing(db: DatabaseSync, table: string, column: string, definition: string): void {
+  const columns = db.prepare(`PRAGMA table_info(${table})`).all() as Array<{ name: string }>;
+  if (columns.some(({ name }) => name === column)) return;
+  try {
+    db.exec(`ALTER TABLE ${table} ADD COLUMN ${column} ${definition}`);
+  } catch (error) {
+    // Another process opening the same file added it first.
+    if (!/duplicate column name/i.test((error as Error).message)) throw error;
+  }
+}
+
 function stringOrNull(value: unknown): string | null {
   return typeof value === 'string' ? value : null;
 }
@@ -152,11 +166,12 @@ const MODEL_SQL = {
     VALUES (?, ?, ?, ?, ?, ?, NULL, ?)
     ON CONFLICT (model, id) DO UPDATE SET
       payload = excluded.payload, grant_id = excluded.grant_id, uid = excluded.uid,
-      user_code = excluded.user_code, consumed_at = NULL, expires_at = excluded.expires_at`,
+      user_code = excluded.user_code, consumed_at = NULL, expires_at = excluded.expires_at, uses = 0`,
   find: `SELECT id, payload, consumed_at FROM oidc_models WHERE model = ? AND id = ? AND ${LIVE}`,
   findByUid: `SELECT id, payload, consumed_at FROM oidc_models WHERE model = ? AND uid = ? AND ${LIVE}`,
   findByUserCode: `SELECT id, payload, consumed_at FROM oidc_models WHERE model = ? AND user_code = ? AND ${LIVE}`,
   consume: `UPDATE oidc_models SET consumed_at = ? WHERE model = ? AND id = ? AND consumed_at IS NULL AND ${LIVE}`,
+  countUse: `UPDATE oidc_models SET uses = uses + 1 WHERE model = ? AND id = ? AND uses < ? AND ${LIVE} RETURNING uses`,
   destroy: 'DELETE FROM oidc_models WHERE model = ? AND id = ?',
   revokeByGrantId: 'DELETE FROM oidc_models WHERE model = ? AND grant_id = ?',
   list: `SELECT id, payload, consumed_at FROM oidc_models WHERE model = ? AND ${LIVE} ORDER BY rowid`,
@@ -196,6 +211,11 @@ class SqliteModelStore implements ModelStore {
     const timestamp = now();
     const result = await this.#db.write(() => this.#db.statement(MODEL_SQL.consume).run(timestamp, this.#model, id, timestamp));
     return result.changes === 1;
+  }
+
+  async countUse(id: string, limit: number) {
+    const row = await this.#db.write(() => this.#db.statement(MODEL_SQL.countUse).get(this.#model, id, limit, now())) as { uses: number } | undefined;
+    return row?.uses ?? 0;
   }
 
   async destroy(id: string) {

@@ -20,6 +20,12 @@ export interface ModelStore {
   findByUserCode(userCode: string): Promise<ModelPayload | undefined>;
   /** Marks the record consumed. Resolves true for exactly one caller; false when it was already consumed or is gone. */
   consume(id: string): Promise<boolean>;
+  /**
+   * Counts one use of the record, atomically, unless it already has `limit`: resolves how many uses
+   * it has with this one (1 to `limit`), or 0 when it is used up or gone. An upsert starts the count
+   * again. However many callers race, at most `limit` of them get a number.
+   */
+  countUse(id: string, limit: number): Promise<number>;
   destroy(id: string): Promise<void>;
   revokeByGrantId(grantId: string): Promise<void>;
   /** Every live record of this model, oldest first (used by the admin CLI for clients). */

@@ -3,6 +3,7 @@ import { once } from 'node:events';
 import { mkdtemp, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { basename, join } from 'node:path';
+import { DatabaseSync } from 'node:sqlite';
 import { fileURLToPath } from 'node:url';
 
 import { expect } from 'chai';
@@ -127,6 +128,34 @@ for (const backend of BACKENDS) {
         expect(await model.consume('missing')).to.equal(false);
       });
 
+      it('counts uses up to a limit: never more than the limit, however many callers race', async () => {
+        const model = store.model('InitialAccessToken');
+        await model.upsert('t1', { kind: 'InitialAccessToken' }, 60);
+        const results = await Promise.all(Array.from({ length: 10 }, () => model.countUse('t1', 3)));
+        expect(results.filter((uses) => uses > 0).sort()).to.deep.equal([1, 2, 3]);
+        expect(results.filter((uses) => uses === 0)).to.have.length(7);
+        expect(await model.countUse('t1', 3), 'used up').to.equal(0);
+        expect(await model.countUse('t1', 4), 'a higher limit counts on from the uses so far').to.equal(4);
+        expect(await model.find('t1'), 'the record itself is unchanged').to.deep.equal({ kind: 'InitialAccessToken' });
+        expect(await model.countUse('missing', 1)).to.equal(0);
+        expect(await model.find('missing'), 'counting a missing record creates nothing').to.equal(undefined);
+
+        await model.upsert('t1', { kind: 'InitialAccessToken' }, 60);
+        expect(await model.countUse('t1', 1), 'an upsert starts the count again').to.equal(1);
+        expect(await model.countUse('t1', 1)).to.equal(0);
+        await model.destroy('t1');
+        expect(await model.countUse('t1', 5), 'destroyed').to.equal(0);
+      });
+
+      it('counts no use of an expired record', async () => {
+        const model = store.model('InitialAccessToken');
+        await model.upsert('t1', { kind: 'InitialAccessToken' }, 1);
+        expect(await model.countUse('t1', 5)).to.equal(1);
+        await sleep(2100);
+        expect(await model.countUse('t1', 5)).to.equal(0);
+        expect(await model.find('t1')).to.equal(undefined);
+      });
+
       // A memory store is private to its process: there is no second store to race.
       if (backend.shared) it('consumes once across separately opened stores: exactly one of several processes wins each record', async function () {
         this.timeout(60_000);
@@ -136,6 +165,18 @@ for (const backend of BACKENDS) {
         const { url, options } = backend.target(dir);
         const results = await consumeInProcesses(4, url, options?.keyPrefix ?? '', 'AuthorizationCode', ids);
         for (const [i, id] of ids.entries()) expect(results.filter((result) => result[i]), id).to.have.length(1);
+      });
+
+      if (backend.shared) it('counts uses across separately opened stores: at most the limit over several processes', async function () {
+        this.timeout(60_000);
+        const ids = ['t0', 't1', 't2'];
+        for (const id of ids) await store.model('InitialAccessToken').upsert(id, { kind: 'InitialAccessToken' }, 60);
+        await store.committed();
+        const { url, options } = backend.target(dir);
+        const results = await consumeInProcesses(4, url, options?.keyPrefix ?? '', 'InitialAccessToken', ids, 2);
+        for (const [i, id] of ids.entries()) {
+          expect(results.map((result) => Number(result[i])).filter((uses) => uses > 0).sort(), id).to.deep.equal([1, 2]);
+        }
       });
 
       it('forgets a destroyed record\'s uid and user code, and keeps a lookup another record has taken since', async () => {
@@ -430,6 +471,7 @@ for (const backend of BACKENDS) {
           await model.upsert('destroyed', payload, 60);
           await model.destroy('destroyed');
           await model.upsert('kept', payload, 60);
+          await model.countUse('kept', 2);
         }
         await store.model('Client').upsert('client-1', { client_id: 'client-1' }, undefined);
         await store.accounts.createWorkspace({ id: 'ws_1', name: 'Acme', createdAt: 1 });
@@ -554,6 +596,32 @@ describe('sqlite store file', () => {
     }
   });
 
+  it('opens a database made before uses were counted, keeps its records and counts their uses', async () => {
+    const dir = await mkdtemp(join(tmpdir(), 'store-'));
+    try {
+      const path = join(dir, 'old.sqlite');
+      const old = new DatabaseSync(path);
+      old.exec(`CREATE TABLE oidc_models (model TEXT NOT NULL, id TEXT NOT NULL, payload TEXT NOT NULL, grant_id TEXT, uid TEXT,
+        user_code TEXT, consumed_at INTEGER, expires_at INTEGER, PRIMARY KEY (model, id))`);
+      old.prepare('INSERT INTO oidc_models (model, id, payload, expires_at) VALUES (?, ?, ?, ?)')
+        .run('InitialAccessToken', 't1', '{"kind":"InitialAccessToken"}', Math.floor(Date.now() / 1000) + 60);
+      old.close();
+      // The first store to open it adds the column; the second finds it there.
+      const [first, second] = [openStore(`sqlite:${path}`), openStore(`sqlite:${path}`)];
+      try {
+        expect(await first.model('InitialAccessToken').find('t1')).to.deep.equal({ kind: 'InitialAccessToken' });
+        expect(await first.model('InitialAccessToken').countUse('t1', 1)).to.equal(1);
+        await first.committed();
+        expect(await second.model('InitialAccessToken').countUse('t1', 1)).to.equal(0);
+      } finally {
+        await first.close();
+        await second.close();
+      }
+    } finally {
+      await rm(dir, { recursive: true, force: true });
+    }
+  });
+
   it('has every write on disk for every other connection once committed() resolves (group commit)', async () => {
     const dir = await mkdtemp(join(tmpdir(), 'store-'));
     const url = `sqlite:${join(dir, 'db.sqlite')}`;
@@ -575,11 +643,15 @@ describe('sqlite store file', () => {
   });
 });
 
-/** Runs `count` processes that each open the store and consume every id at the same moment; their results, per process. */
-async function consumeInProcesses(count: number, url: string, keyPrefix: string, model: string, ids: string[]): Promise<boolean[][]> {
+/**
+ * Runs `count` processes that each open the store and consume every id at the same moment (or,
+ * given `useLimit`, count a use of each); their results, per process.
+ */
+async function consumeInProcesses(count: number, url: string, keyPrefix: string, model: string, ids: string[], useLimit?: number): Promise<Array<Array<boolean | number>>> {
   const script = fileURLToPath(new URL('./helpers/consume_child.ts', import.meta.url));
   const consumers = Array.from({ length: count }, (_, i) => {
-    const child = spawn(process.execPath, [script, url, keyPrefix, model, ids.join(',')], { stdio: ['pipe', 'pipe', 'inherit'] });
+    const args = [script, url, keyPrefix, model, ids.join(','), ...(useLimit === undefined ? [] : [String(useLimit)])];
+    const child = spawn(process.execPath, args, { stdio: ['pipe', 'pipe', 'inherit'] });
     let output = '';
     const closed = once(child, 'close');
     const ready = new Promise<void>((resolve, reject) => {
@@ -595,7 +667,7 @@ async function consumeInProcesses(count: number, url: string, keyPrefix: string,
     await Promise.all(consumers.map(({ ready }) => ready));
     for (const { child } of consumers) child.stdin.end('go\n');
     await Promise.all(consumers.map(({ closed }) => closed));
-    return consumers.map(({ output }) => JSON.parse(output().split('\n')[1]!) as boolean[]);
+    return consumers.map(({ output }) => JSON.parse(output().split('\n')[1]!) as Array<boolean | number>);
   } finally {
     for (const { child } of consumers) if (child.exitCode === null) child.kill();
   }

@@ -63,6 +63,10 @@ export class CachedClients implements ModelStore {
     return this.#models.consume(id);
   }
 
+  countUse(id: string, limit: number) {
+    return this.#models.countUse(id, limit);
+  }
+
   revokeByGrantId(grantId: string) {
     return this.#models.revokeByGrantId(grantId);
   }
