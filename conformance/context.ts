@@ -1,7 +1,6 @@
 import { generateKeyPair, exportJWK, type JSONWebKeySet, type JWK } from 'jose';
 
-import type { Exchange } from './http/exchange_log.ts';
-import { ExchangeLog } from './http/exchange_log.ts';
+import { ExchangeLog, type Exchange } from './http/exchange_log.ts';
 import { HttpClient } from './http/http_client.ts';
 import type { Credentials } from './http/interactive_sign_in.ts';
 import { UserAgent } from './http/user_agent.ts';

@@ -31,6 +31,7 @@ export interface ModuleResult {
   plan: string;
   module: string;
   variant?: string;
+  summary: string;
   status: Status;
   /** Why it failed, why it is not supported, what the operator must do. */
   reason?: string;

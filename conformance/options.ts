@@ -18,7 +18,7 @@ page and allows on its consent page. Run the server with PKCE_REQUIRED=public: t
   --json                        print the results as JSON on stdout (the table goes to stderr)
   -h, --help
 
-Exit code: 0 when no module fails, 1 when one does, 2 on bad usage.`;
+Exit code: 0 when no module fails, 1 when one does, 2 on bad usage or when --base-url cannot be reached.`;
 
 export interface RunOptions {
   baseUrl: string;

@@ -7,6 +7,7 @@
 import { clientPublicJwks, type Target } from './context.ts';
 import { parseOptions, USAGE, UsageError, type RunOptions } from './options.ts';
 import { planEntries } from './plans.ts';
+import { unreachableReason } from './preflight.ts';
 import { formatFailures, formatSummary, formatTable, jsonReport } from './report.ts';
 import { runAll } from './runner.ts';
 
@@ -24,6 +25,11 @@ function options(): RunOptions {
 }
 
 const run = options();
+const unreachable = await unreachableReason(run.baseUrl);
+if (unreachable) {
+  process.stderr.write(`${unreachable}\n`);
+  process.exit(2);
+}
 const target: Target = {
   issuer: run.baseUrl,
   credentials: { email: run.email, password: run.password },

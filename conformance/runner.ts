@@ -6,26 +6,25 @@ import type { PlanEntry } from './plans.ts';
 const CONCURRENCY = 6;
 
 /** Runs every entry, slow ones first, at most CONCURRENCY at a time; results in plan order. */
-export async function runAll(entries: PlanEntry[], target: Target, onResult: (result: ModuleResult) => void = () => {}): Promise<ModuleResult[]> {
+export async function runAll(entries: PlanEntry[], target: Target): Promise<ModuleResult[]> {
   const results = new Array<ModuleResult>(entries.length);
   const queue = entries.map((entry, index) => ({ entry, index })).sort((a, b) => Number(b.entry.module.slow ?? false) - Number(a.entry.module.slow ?? false));
   const worker = async () => {
     for (let next = queue.shift(); next; next = queue.shift()) {
       results[next.index] = await runOne(next.entry, target);
-      onResult(results[next.index]!);
     }
   };
   await Promise.all(Array.from({ length: Math.min(CONCURRENCY, entries.length) }, worker));
   return results;
 }
 
-export async function runOne({ plan, module }: PlanEntry, target: Target): Promise<ModuleResult> {
+async function runOne({ plan, module }: PlanEntry, target: Target): Promise<ModuleResult> {
   const ctx = new ModuleContext(target);
   const started = performance.now();
   const ended = await outcomeOf(module, ctx);
   await ctx.cleanUp().catch(() => {});
   const seconds = Math.round((performance.now() - started) / 100) / 10;
-  const base = { plan, module: module.name, variant: module.variant, failures: ctx.failures, warnings: ctx.warnings, notes: ctx.notes, review: module.review, seconds };
+  const base = { plan, module: module.name, variant: module.variant, summary: module.summary, failures: ctx.failures, warnings: ctx.warnings, notes: ctx.notes, review: module.review, seconds };
   if (ctx.failures.length > 0) return { ...base, status: 'fail', reason: ctx.failures.map((failure) => failure.message).join('; ') };
   if (ended) return { ...base, status: ended.status, reason: ended.reason };
   return { ...base, status: 'pass' };

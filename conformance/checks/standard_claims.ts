@@ -31,7 +31,7 @@ const STANDARD_CLAIMS: Record<string, Validator> = {
 };
 
 /** The ID token claims that are not about the user, removed before the standard-claims check. */
-export const ID_TOKEN_NON_IDENTITY_CLAIMS = ['iss', 'aud', 'exp', 'iat', 'auth_time', 'nonce', 'acr', 'amr', 'azp', 'c_hash', 'at_hash', 's_hash', 'jti', 'nbf', 'verified_claims'];
+const ID_TOKEN_NON_IDENTITY_CLAIMS = ['iss', 'aud', 'exp', 'iat', 'auth_time', 'nonce', 'acr', 'amr', 'azp', 'c_hash', 'at_hash', 's_hash', 'jti', 'nbf', 'verified_claims'];
 
 function isObject(value: unknown): value is Record<string, unknown> {
   return value !== null && typeof value === 'object' && !Array.isArray(value);

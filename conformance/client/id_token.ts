@@ -106,7 +106,7 @@ async function checkSignature(ctx: ModuleContext, provider: Provider, idToken: I
 }
 
 /** The left half of the hash the JWS alg names (OIDCC 3.1.3.6, 3.3.2.11), base64url. */
-export function leftHalfHash(alg: string, value: string): string | undefined {
+function leftHalfHash(alg: string, value: string): string | undefined {
   const size = /(256|384|512)$/.exec(alg === 'EdDSA' ? 'SHA512' : alg)?.[1];
   if (!size) return undefined;
   const digest = createHash(`sha${size}`).update(value, 'ascii').digest();

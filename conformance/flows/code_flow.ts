@@ -128,7 +128,7 @@ export async function redeemCode(ctx: ModuleContext, session: Session, code: str
   return acceptTokenResponse(ctx, token, idTokenChecks ?? standardChecks(ctx, session, request));
 }
 
-export async function acceptTokenResponse(ctx: ModuleContext, token: TokenEndpointResponse, idTokenChecks: IdTokenChecks): Promise<Tokens> {
+async function acceptTokenResponse(ctx: ModuleContext, token: TokenEndpointResponse, idTokenChecks: IdTokenChecks): Promise<Tokens> {
   const { response, body, exchange } = token;
   ctx.require(response.status === 200, `the token endpoint answered ${response.status}, expected 200: ${response.text.slice(0, 300)}`, exchange);
   ctx.require(body !== undefined && body.error === undefined, `The token endpoint call was expected to succeed, but it returned an error response: ${response.text.slice(0, 300)}`, exchange);

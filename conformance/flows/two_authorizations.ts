@@ -2,7 +2,7 @@ import type { ModuleContext } from '../context.ts';
 import type { RequestOptions } from '../client/authorization_request.ts';
 import type { IdToken } from '../client/id_token.ts';
 import { pageSummary } from '../checks/error_page.ts';
-import { expectCode, happyFlow, redeemCode, requestProtectedResource, authorizeWith, type HappyFlowOptions, type Session, type Tokens, type IdTokenChecks, standardChecks } from './code_flow.ts';
+import { authorizeWith, expectCode, happyFlow, redeemCode, requestProtectedResource, standardChecks, type HappyFlowOptions, type IdTokenChecks, type Session, type Tokens } from './code_flow.ts';
 
 export const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
 

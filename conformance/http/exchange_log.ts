@@ -1,7 +1,7 @@
 /**
  * Every HTTP exchange a module makes, kept so a failure can show the exact request and response
  * (what an operator needs to fix the server). Secrets the runner itself sends are masked: the
- * password, client secrets, Authorization headers. What the server returns is kept as it came.
+ * password, client secrets, Authorization headers, cookie values. What the server returns is kept as it came.
  */
 export interface Exchange {
   request: { method: string; url: string; headers: Record<string, string>; body?: string };
@@ -33,9 +33,15 @@ export class ExchangeLog {
 export function maskedHeaders(headers: Record<string, string>): Record<string, string> {
   const masked: Record<string, string> = {};
   for (const [name, value] of Object.entries(headers)) {
-    masked[name] = name.toLowerCase() === 'authorization' ? maskAuthorization(value) : value;
+    const lower = name.toLowerCase();
+    masked[name] = lower === 'authorization' ? maskAuthorization(value) : lower === 'cookie' ? maskCookies(value) : value;
   }
   return masked;
+}
+
+/** The names of the OP's cookies the browser sent, not their values (a session is a credential). */
+function maskCookies(value: string): string {
+  return value.split(';').map((pair) => `${pair.split('=')[0]!.trim()}=…`).join('; ');
 }
 
 /** Keeps the scheme and a few characters, enough to tell which credential was sent. */

@@ -19,7 +19,7 @@ export interface HtmlForm {
 
 const ENTITIES: Record<string, string> = { amp: '&', lt: '<', gt: '>', quot: '"', apos: "'", nbsp: ' ' };
 
-export function decodeEntities(text: string): string {
+function decodeEntities(text: string): string {
   return text.replace(/&(#x[0-9a-f]+|#\d+|[a-z]+);/gi, (whole, entity: string) => {
     if (entity.startsWith('#x') || entity.startsWith('#X')) return String.fromCodePoint(Number.parseInt(entity.slice(2), 16));
     if (entity.startsWith('#')) return String.fromCodePoint(Number.parseInt(entity.slice(1), 10));
@@ -28,7 +28,7 @@ export function decodeEntities(text: string): string {
 }
 
 /** The attributes of one start tag, names lower-cased, values decoded; a bare attribute is ''. */
-export function attributes(tag: string): Record<string, string> {
+function attributes(tag: string): Record<string, string> {
   const found: Record<string, string> = {};
   const pattern = /([^\s"'<>/=]+)(?:\s*=\s*(?:"([^"]*)"|'([^']*)'|([^\s"'=<>`]+)))?/g;
   const body = tag.replace(/^<[a-z0-9]+/i, '').replace(/\/?>$/, '');

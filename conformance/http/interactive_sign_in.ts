@@ -5,6 +5,15 @@ import { followRedirects, type Landing, type UserAgent } from './user_agent.ts';
 export interface Credentials {
   email: string;
   password: string;
+  /**
+   * Set once the OP has refused these credentials: from then on no module submits them again,
+   * so a mistyped password cannot lock the operator's account out with a burst of failed sign-ins.
+   */
+  refused?: boolean;
+}
+
+export class SignInRefused extends Error {
+  override name = 'SignInRefused';
 }
 
 /** A login or consent page the user agent passed through on its way. */
@@ -39,8 +48,13 @@ export async function playUser(agent: UserAgent, first: HttpResponse, opOrigin: 
     const html = landing.response.text;
     const form = interactionForm(html);
     if (!form) break;
+    const signedInBefore = pages.some((page) => page.kind === 'login');
     pages.push({ kind: form.kind, url: landing.url, html });
     if (form.kind === 'login' && options.stopAtLogin) break;
+    if (form.kind === 'login' && (signedInBefore || credentials.refused)) {
+      credentials.refused = true;
+      throw new SignInRefused(`the OP's login page refused ${credentials.email} (it showed the login form again after the sign-in); check --email and --password`);
+    }
     const answer = form.kind === 'login' ? loginAnswer(form.form, credentials) : consentAnswer(form.form);
     const posted = await agent.request(new URL(form.form.action || landing.url, landing.url).href, { method: 'POST', form: answer });
     landing = await followRedirects(agent, posted, opOrigin);

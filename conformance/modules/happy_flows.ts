@@ -1,6 +1,6 @@
 import type { ModuleContext } from '../context.ts';
 import type { RequestOptions } from '../client/authorization_request.ts';
-import { checkTokenEndpointHashes, happyFlow, setUp, standardChecks, authorizeWith, expectCode, redeemCode, requestProtectedResource, type AuthorizeOptions, type SetUpOptions } from '../flows/code_flow.ts';
+import { authorizeWith, checkTokenEndpointHashes, expectCode, happyFlow, redeemCode, requestProtectedResource, setUp, standardChecks, type SetUpOptions } from '../flows/code_flow.ts';
 import { MINIMUM_ENTROPY_BITS, MINIMUM_LENGTH_BITS, lengthBits, shannonBits } from '../checks/entropy.ts';
 import { warnNameInIdToken, warnNonRequestedClaims } from '../checks/id_token_extras.ts';
 import type { ConformanceModule } from '../module.ts';
@@ -32,13 +32,13 @@ function serverTest(name: string, summary: string, setUpOptions: SetUpOptions = 
 }
 
 /** AbstractOIDCCServerTest with one change to the request: it must simply succeed. */
-function happyFlowWith(name: string, summary: string, request: RequestOptions, authorize: AuthorizeOptions = {}): ConformanceModule {
+function happyFlowWith(name: string, summary: string, request: RequestOptions): ConformanceModule {
   return {
     name,
     summary,
     async run(ctx: ModuleContext) {
       const session = await setUp(ctx, name);
-      await happyFlow(ctx, session, { request, authorize });
+      await happyFlow(ctx, session, { request });
     },
   };
 }

@@ -8,7 +8,7 @@ import { jsonObject, mediaType } from '../http/http_client.ts';
 import type { ConformanceModule } from '../module.ts';
 
 const REDIRECT_URI_TOPIC = /redirect|return address|callback/i;
-const ERROR_PAGE_REVIEW = 'the suite asks for a screenshot of the OP\'s error page; this runner checks the OP answered with a 4xx HTML page naming the redirect_uri, and did not redirect';
+const ERROR_PAGE_REVIEW = 'the suite asks for a screenshot of the OP\'s error page; this runner checks the OP did not redirect and its page names the redirect_uri';
 
 /**
  * The modules that expect the OP to refuse a redirect_uri on a page of its own: any redirect

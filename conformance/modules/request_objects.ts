@@ -73,7 +73,7 @@ export const unsignedRequestUri: ConformanceModule = {
 export const requestObjectRedirectUri: ConformanceModule = {
   name: 'oidcc-ensure-request-object-with-redirect-uri',
   summary: 'the request object\'s redirect_uri is valid, the query\'s is not: the OP uses the object\'s, or shows an error page; never the query\'s, never request_not_supported at the registered URI',
-  review: 'when the OP shows an error page the suite asks for a screenshot; this runner checks the page is a 4xx HTML error page',
+  review: 'when the OP shows an error page the suite asks for a screenshot; this runner checks the OP did not redirect and its page names the redirect_uri or the request object',
   async run(ctx: ModuleContext) {
     const session = await setUp(ctx, this.name);
     skipUnlessNoneAllowed(ctx, session.provider);
@@ -81,7 +81,7 @@ export const requestObjectRedirectUri: ConformanceModule = {
     const invalidRedirectUri = `${session.client.redirectUri}_invalid`;
     const outer = { ...request.params, redirect_uri: invalidRedirectUri };
     const wire = requestObjectWire(outer, request.params, { request: unsignedRequestObject(request.params) });
-    const front = await authorize(ctx, session, request, { wire, stopAtLogin: false });
+    const front = await authorize(ctx, session, request, { wire });
     const { landing } = front.journey;
     if (landing.kind === 'page') {
       // An OP that does not process request objects answers with an error page rather than redirect to an unchecked URI.

@@ -13,7 +13,7 @@ import type { ConformanceModule } from '../module.ts';
 export const responseTypeMissing: ConformanceModule = {
   name: 'oidcc-response-type-missing',
   summary: 'no response_type: a redirect with unsupported_response_type or invalid_request, or an error page about it',
-  review: 'when the OP shows an error page the suite asks for a screenshot; this runner checks the page is a 4xx HTML page naming the response type',
+  review: 'when the OP shows an error page the suite asks for a screenshot; this runner checks the page names the response type',
   async run(ctx: ModuleContext) {
     const session = await setUp(ctx, this.name);
     const request = authorizationRequest(session.client, { omit: ['response_type'] });

@@ -7,7 +7,7 @@ import { happyFlow, setUp, type HappyFlow, type HappyFlowOptions, type Session }
 import type { ConformanceModule } from '../module.ts';
 
 /** OIDCCCheckScopesSupportedContainScopeTest: the suite skips a scope test the OP does not list. */
-export function skipUnlistedScopes(ctx: ModuleContext, session: Session, scope: string): void {
+function skipUnlistedScopes(ctx: ModuleContext, session: Session, scope: string): void {
   const listed = stringList(session.provider.metadata, 'scopes_supported');
   const missing = scope.split(' ').filter((value) => !listed?.includes(value));
   if (missing.length > 0) ctx.notSupported(`scopes_supported (${JSON.stringify(listed)}) does not list ${missing.join(', ')}`);
