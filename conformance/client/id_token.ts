@@ -1,6 +1,6 @@
 import { createHash } from 'node:crypto';
 
-import { compactVerify, decodeJwt, decodeProtectedHeader, type JWTPayload, type ProtectedHeaderParameters } from 'jose';
+import { compactVerify, decodeJwt, decodeProtectedHeader, errors, type JWTPayload, type ProtectedHeaderParameters } from 'jose';
 
 import type { ModuleContext } from '../context.ts';
 import { idTokenIdentityClaims, standardClaimProblems, updatedAtProblem } from '../checks/standard_claims.ts';
@@ -98,10 +98,24 @@ async function checkSignature(ctx: ModuleContext, provider: Provider, idToken: I
     ctx.check(false, `Error validating id_token signature: the id_token is unsigned (alg ${alg})`);
     return;
   }
+  const problem = await signatureProblem(idToken.raw, provider);
+  ctx.check(problem === undefined, `Unable to verify id_token signature based on server keys (kid ${idToken.header.kid}, alg ${alg}): ${problem}`);
+}
+
+/**
+ * Why a JWS does not verify with the OP's keys, or undefined when it does. Without a kid, several
+ * keys may fit the alg: like the suite, any one of them that verifies is enough.
+ */
+export async function signatureProblem(jws: string, provider: Provider): Promise<string | undefined> {
   try {
-    await compactVerify(idToken.raw, keyResolver(provider));
+    await compactVerify(jws, keyResolver(provider));
+    return undefined;
   } catch (error) {
-    ctx.check(false, `Unable to verify id_token signature based on server keys (kid ${idToken.header.kid}, alg ${alg}): ${error instanceof Error ? error.message : String(error)}`);
+    if (!(error instanceof errors.JWKSMultipleMatchingKeys)) return error instanceof Error ? error.message : String(error);
+    for await (const key of error as errors.JWKSMultipleMatchingKeys & AsyncIterable<CryptoKey>) {
+      if (await compactVerify(jws, key).then(() => true, () => false)) return undefined;
+    }
+    return 'no key of the JWKS that fits the header verifies the signature';
   }
 }
 
