@@ -1,5 +1,3 @@
-import { randomBytes } from 'node:crypto';
-
 import Provider, { type Configuration, type KoaContextWithOIDC } from 'oidc-provider';
 
 import type { Store } from '../../adapters/store.ts';
@@ -9,6 +7,7 @@ import type { Config } from '../config.ts';
 import { apiAudience, dataApiResourceServer, resourceIndicators, workspaceClaims } from './access_tokens.ts';
 import { ACR_VALUES } from './authentication_context.ts';
 import { registerClientCredentialsGrant } from './client_credentials.ts';
+import { newClientId } from './client_ids.ts';
 import { useHashedClientSecrets } from './client_secrets.ts';
 import { engineAdapterFactory } from './engine_adapter.ts';
 import { findAccount } from './find_account.ts';
@@ -101,8 +100,7 @@ export function buildProvider({ config, store, accounts, keys, revocations, rend
       devInteractions: { enabled: false },
       registration: {
         enabled: true,
-        // Prefixed so an id never starts with "-" (safe to pass to the admin CLI and shells).
-        idFactory: () => `cl_${randomBytes(24).toString('base64url')}`,
+        idFactory: newClientId,
         initialAccessToken: config.registration === 'initial_access_token',
         issueRegistrationAccessToken: true,
       },
