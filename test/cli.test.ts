@@ -97,7 +97,7 @@ describe('admin CLI', function () {
     const result = await admin(['--help']);
     expect(result.code).to.equal(0);
     expect(result.stdout).to.match(/usage/i);
-    for (const command of ['workspace create', 'workspace list', 'user create', 'iat create', 'client list', 'client delete']) {
+    for (const command of ['workspace create', 'workspace list', 'user create', 'iat create', 'client list', 'client delete', 'resource-server create']) {
       expect(result.stdout).to.contain(command);
     }
     expect(result.stdout).to.contain('--password-stdin');
@@ -277,8 +277,10 @@ describe('admin CLI', function () {
       const issued = await tokenRequest(server.issuer, { grant_type: 'client_credentials', scope: 'api', client_id: doomed.client_id, client_secret: doomed.client_secret! });
       expect(issued.status).to.equal(200);
       const { access_token: accessToken } = await issued.json() as { access_token: string };
-      // A resource server's own client introspects it.
-      const resourceServer = await registerClient(server.issuer, { client_name: 'Resource Server' });
+      // A resource server the operator registered introspects it (a self-registered client may not: introspection_policy.test.ts).
+      const created = await admin(['resource-server', 'create', '--name', 'Resource Server', '--auth-method', 'client_secret_post', '--json']);
+      expect(created.code, created.stderr).to.equal(0);
+      const resourceServer = JSON.parse(created.stdout) as { client_id: string; client_secret: string };
       const isActive = async () => (await introspect(server.issuer, postCredentials(resourceServer), accessToken)).active;
       expect(await isActive()).to.equal(true);
 
@@ -307,6 +309,38 @@ describe('admin CLI', function () {
     it('client delete of an unknown id fails with a clear message', async () => {
       const result = await failing(['client', 'delete', 'no-such-client-id']);
       expect(result.stderr).to.contain('no-such-client-id');
+    });
+  });
+
+  describe('resource servers', () => {
+    it('resource-server create prints the client secret once; the store keeps only its hash; client list shows the audience', async () => {
+      const created = await admin(['resource-server', 'create', '--name', 'Billing API']);
+      expect(created.code, created.stderr).to.equal(0);
+      const [summary, secret] = created.stdout.trim().split('\n') as [string, string];
+      const clientId = /created resource server (cl_[A-Za-z0-9_-]+)/.exec(summary)?.[1];
+      expect(clientId, summary).to.be.a('string');
+      expect(summary).to.contain(`${server.issuer}/rest`).and.to.contain('client_secret_basic');
+      expect(secret).to.match(/^[A-Za-z0-9_-]{80,}$/);
+
+      const store = openStore(server.store);
+      try {
+        const stored = await store.model('Client').find(clientId!);
+        expect(stored?.client_secret).to.be.a('string').and.not.contain(secret);
+        expect(JSON.stringify(stored)).not.to.contain(secret);
+      } finally {
+        await store.close();
+      }
+      const listed = (await listClients()).find(({ client_id }) => client_id === clientId);
+      expect(listed).to.deep.include({ client_name: 'Billing API', token_endpoint_auth_method: 'client_secret_basic', introspection_audience: `${server.issuer}/rest` });
+      expect(listed).not.to.have.property('client_secret');
+      expect(listed!.grant_types).to.deep.equal([]);
+    });
+
+    it('resource-server create without --name, or with another --auth-method, fails with a clear message', async () => {
+      expect((await failing(['resource-server', 'create'])).stderr).to.contain('--name');
+      for (const method of ['none', 'private_key_jwt']) {
+        expect((await failing(['resource-server', 'create', '--name', 'Gateway', '--auth-method', method])).stderr).to.contain('--auth-method');
+      }
     });
   });
 

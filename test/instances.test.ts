@@ -207,14 +207,18 @@ for (const shared of SHARED_STORES) describe(`instances sharing ${shared.name}`,
     const issued = await issue(second);
     expect(issued.status).to.equal(200);
     const { access_token: accessToken } = await issued.json() as { access_token: string };
-    expect((await introspect(second.origin, postCredentials(app), accessToken)).active).to.equal(true);
+    // Introspected by a resource server of the operator's (only those, and the token's own client, may).
+    const created = await first.admin(['resource-server', 'create', '--name', 'Gateway', '--auth-method', 'client_secret_post', '--json']);
+    expect(created.code, created.stderr).to.equal(0);
+    const gateway = JSON.parse(created.stdout) as { client_id: string; client_secret: string };
+    expect((await introspect(second.origin, postCredentials(gateway), accessToken)).active).to.equal(true);
 
     const deleted = await fetch(doomed.registration_client_uri, { method: 'DELETE', headers: { authorization: `Bearer ${doomed.registration_access_token}` } });
     expect(deleted.status).to.equal(204);
     const deletedAt = Date.now();
 
     await withinBound(async () => (await issue(second)).status === 401, deletedAt, 'the deleted client at the other instance');
-    expect((await introspect(second.origin, postCredentials(app), accessToken)).active).to.equal(false);
+    expect((await introspect(second.origin, postCredentials(gateway), accessToken)).active).to.equal(false);
   });
 
   it('serve one set of data API records: written at one instance, read, changed and deleted at the other; a revoked API key is refused by both', async () => {

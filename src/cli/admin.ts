@@ -14,6 +14,7 @@ import { RevocationList, revocationEntries } from '../oauth/revocation_list.ts';
 import { LIFETIMES } from '../oauth/lifetimes.ts';
 import { buildProvider } from '../oauth/provider.ts';
 import { WORKSPACE_METADATA, createInitialAccessToken } from '../oauth/registration.ts';
+import { INTROSPECTION_AUDIENCE, RESOURCE_SERVER_AUTH_METHODS, createResourceServer, isResourceServerAuthMethod } from '../oauth/resource_servers.ts';
 import { ApiKeyError, ApiKeys } from '../resource/api_keys.ts';
 import { parseDuration } from './duration.ts';
 
@@ -27,6 +28,7 @@ const USAGE = `Usage: npm run admin -- <command> [options] [--json]
   iat create --workspace WORKSPACE_ID [--expires-in SECONDS]
   client list
   client delete CLIENT_ID
+  resource-server create --name NAME [--auth-method client_secret_basic|client_secret_post]
   api-key create --workspace WORKSPACE_ID --name NAME [--expires-in 90d|12h|SECONDS]
   api-key list --workspace WORKSPACE_ID
   api-key revoke KEY_ID
@@ -48,6 +50,7 @@ const OPTIONS = {
   'family-name': { type: 'string' },
   'password-stdin': { type: 'boolean' },
   'expires-in': { type: 'string' },
+  'auth-method': { type: 'string' },
   json: { type: 'boolean' },
   help: { type: 'boolean', short: 'h' },
 } as const;
@@ -112,6 +115,7 @@ const COMMANDS: Record<string, Command> = {
       redirect_uris: payload.redirect_uris,
       token_endpoint_auth_method: payload.token_endpoint_auth_method,
       [WORKSPACE_METADATA]: payload[WORKSPACE_METADATA],
+      [INTROSPECTION_AUDIENCE]: payload[INTROSPECTION_AUDIENCE],
     }));
     const lines = clients.map((c) => `${String(c.client_id)}\t${String(c.client_name ?? '')}\t${(c.grant_types as string[] | undefined)?.join(',') ?? ''}`);
     return { text: lines.join('\n') || '(no clients)', json: clients };
@@ -126,6 +130,18 @@ const COMMANDS: Record<string, Command> = {
     // "Deleted" means every running instance refuses it (a little over the bound: timers may fire early).
     await sleep(PROPAGATION_BOUND_MS + 50);
     return { text: `deleted client ${clientId}`, json: { deleted: clientId } };
+  },
+  'resource-server create': async ({ store, accounts, options }) => {
+    const name = required(options, 'name');
+    const authMethod = options['auth-method'] ?? 'client_secret_basic';
+    if (!isResourceServerAuthMethod(authMethod)) throw new UsageError(`--auth-method must be one of ${RESOURCE_SERVER_AUTH_METHODS.join(', ')}`);
+    const { provider, audience } = await engine(store, accounts);
+    const created = await createResourceServer(provider, name, audience, authMethod);
+    return {
+      text: `created resource server ${created.client_id} (${name}): may introspect the access tokens for ${audience}, `
+        + `authenticating with ${authMethod}; client secret shown once, store it now:\n${created.client_secret}`,
+      json: created,
+    };
   },
   'api-key create': async ({ store, accounts, options }) => {
     const name = required(options, 'name');

@@ -2,6 +2,7 @@ import { createLocalJWKSet, jwtVerify, type JWK, type JWTPayload } from 'jose';
 import type { Context, Middleware } from 'koa';
 import type { KoaContextWithOIDC } from 'oidc-provider';
 
+import { mayIntrospect } from './introspection_policy.ts';
 import type { RevocationList } from './revocation_list.ts';
 
 /** The claims of an access token this server issued (RFC 9068 plus the workspace claims). */
@@ -103,8 +104,8 @@ function publicPart(jwk: JWK): JWK {
 /**
  * The engine answers `unsupported_token_type` when asked to introspect or revoke a JWT access
  * token, having authenticated the client first. For tokens this server issued, the host finishes
- * the job: RFC 7662 introspection from the verified claims, RFC 7009 revocation through the
- * revocation list.
+ * the job: RFC 7662 introspection from the verified claims (for the callers allowed to see them),
+ * RFC 7009 revocation through the revocation list.
  */
 export function jwtAccessTokenEndpoints(verifier: AccessTokenVerifier): { introspection: Middleware; revocation: Middleware } {
   return {
@@ -114,8 +115,9 @@ export function jwtAccessTokenEndpoints(verifier: AccessTokenVerifier): { intros
       if (!engine) return;
       const { token, client } = engine;
       const claims = await verifier.verify(token);
-      // A public client may only introspect its own tokens (the engine's rule for opaque ones).
-      const allowed = claims && (client.clientAuthMethod !== 'none' || claims.client_id === client.clientId);
+      // The engine's rule for the tokens it introspects (introspection_policy.ts); a token the
+      // caller may not see is answered exactly as an unknown one.
+      const allowed = claims && mayIntrospect(client, { clientId: claims.client_id, audience: claims.aud });
       ctx.status = 200;
       ctx.body = allowed ? { active: true, token_type: 'Bearer', ...claims } : { active: false };
     },

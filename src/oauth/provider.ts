@@ -12,10 +12,12 @@ import { useHashedClientSecrets } from './client_secrets.ts';
 import { engineAdapterFactory } from './engine_adapter.ts';
 import { findAccount } from './find_account.ts';
 import { GrantWorkspaces } from './grant_workspaces.ts';
+import { introspectionAllowedPolicy } from './introspection_policy.ts';
 import type { KeyMaterial } from './keys.ts';
 import { LIFETIMES } from './lifetimes.ts';
 import { pkceRequired } from './pkce.ts';
 import { RecordsAtRest } from './records_at_rest.ts';
+import { INTROSPECTION_AUDIENCE, keepOperatorIntrospectionAudience } from './resource_servers.ts';
 import type { RevocationList } from './revocation_list.ts';
 import { WORKSPACE_METADATA, validateClientMetadata } from './registration.ts';
 import { ENGINE_ROUTES, INTERACTION_PATH, USERINFO_PATH } from './routes.ts';
@@ -72,7 +74,13 @@ export function buildProvider({ config, store, accounts, keys, revocations, rend
     },
     // Client secrets are stored hashed, so nothing may be keyed with them (no HS256, no client_secret_jwt).
     enabledJWA: { idTokenSigningAlgValues: ['RS256', 'ES256'] },
-    extraClientMetadata: { properties: [WORKSPACE_METADATA], validator: validateClientMetadata },
+    extraClientMetadata: {
+      properties: [WORKSPACE_METADATA, INTROSPECTION_AUDIENCE],
+      validator: (ctx, key, value, metadata) => {
+        validateClientMetadata(ctx, key, value, metadata);
+        keepOperatorIntrospectionAudience(ctx, key, value, metadata);
+      },
+    },
 
     ttl: {
       AccessToken: LIFETIMES.AccessToken,
@@ -93,7 +101,8 @@ export function buildProvider({ config, store, accounts, keys, revocations, rend
     discovery: {
       // RFC 8414 defaults these to client_secret_basic alone; say what really works.
       revocation_endpoint_auth_methods_supported: ['client_secret_post', 'client_secret_basic', 'none'],
-      introspection_endpoint_auth_methods_supported: ['client_secret_post', 'client_secret_basic', 'none'],
+      // A public client may introspect nothing (introspection_policy.ts).
+      introspection_endpoint_auth_methods_supported: ['client_secret_post', 'client_secret_basic'],
     },
 
     features: {
@@ -106,7 +115,8 @@ export function buildProvider({ config, store, accounts, keys, revocations, rend
       },
       registrationManagement: { enabled: true, rotateRegistrationAccessToken: true },
       clientCredentials: { enabled: true },
-      introspection: { enabled: true },
+      // Least privilege (RFC 7662 section 4): a client sees its own tokens, an operator's resource server those meant for it.
+      introspection: { enabled: true, allowedPolicy: introspectionAllowedPolicy },
       revocation: { enabled: true },
       resourceIndicators: resourceIndicators(audience),
       // Enabled so the engine accepts `claims.userinfo` requests; the endpoint itself is served by
