@@ -40,7 +40,7 @@ export const userinfoRs256: ConformanceModule = {
     const session = await setUp(ctx, this.name, { registration: { userinfo_signed_response_alg: 'RS256' } });
     // OIDCCUserInfoRS256.onConfigure: a failure, not a skip, when the OP does not list RS256.
     const algs = stringList(session.provider.metadata, 'userinfo_signing_alg_values_supported');
-    ctx.check(algs?.includes('RS256') ?? false, `RS256 is not listed in userinfo_signing_alg_values_supported (${JSON.stringify(algs)}) (OIDCD-3)`, session.provider.discoveryExchange);
+    ctx.check(algs?.includes('RS256') ?? false, `RS256 is not listed in userinfo_signing_alg_values_supported (${algs ? JSON.stringify(algs) : 'absent from the discovery document'}) (OIDCD-3)`, session.provider.discoveryExchange);
     const { tokens } = await happyFlow(ctx, session);
     await checkSignedUserinfo(ctx, session, tokens);
   },
