@@ -79,10 +79,13 @@ for (const shared of SHARED_STORES) describe(`instances sharing ${shared.name}`,
     expect((await replayed.json() as { error: string }).error).to.equal('invalid_grant');
   });
 
-  /** Tokens for the user through the code flow, all of it at `server`. */
+  /**
+   * Tokens for the user through the code flow, all of it at `server`: the browser follows the
+   * issuer's URLs (both instances emit only those), and the load balancer sends it to `server`.
+   */
   async function userTokens(server: TestServer): Promise<{ access_token: string; refresh_token: string }> {
-    const { url, verifier } = codeRequest(server.origin, app.client_id, { scope: 'api profile' });
-    const callback = await authorize(new UserAgent(), url, server.origin, { email: user.email, password: user.password });
+    const { url, verifier } = codeRequest(first.issuer, app.client_id, { scope: 'api profile' });
+    const callback = await authorize(new BalancedAgent(first.origin, server.origin), url, first.origin, { email: user.email, password: user.password });
     const response = await exchangeCode(server.origin, app, callback.searchParams.get('code')!, verifier);
     expect(response.status).to.equal(200);
     return response.json() as Promise<{ access_token: string; refresh_token: string }>;
@@ -245,3 +248,20 @@ for (const shared of SHARED_STORES) describe(`instances sharing ${shared.name}`,
     for (const server of [first, second]) expect((await api(server, '/rest/companies', { credential: key })).status).to.equal(401);
   });
 });
+
+/** A browser behind a load balancer: requests for the issuer's origin all reach one chosen instance. */
+class BalancedAgent extends UserAgent {
+  readonly #issuerOrigin: string;
+  readonly #instanceOrigin: string;
+
+  constructor(issuerOrigin: string, instanceOrigin: string) {
+    super();
+    this.#issuerOrigin = issuerOrigin;
+    this.#instanceOrigin = instanceOrigin;
+  }
+
+  override request(url: string, init?: { method?: string; form?: Record<string, string> }): Promise<Response> {
+    const routed = url.startsWith(`${this.#issuerOrigin}/`) ? `${this.#instanceOrigin}${url.slice(this.#issuerOrigin.length)}` : url;
+    return super.request(routed, init);
+  }
+}
