@@ -21,6 +21,12 @@ export const CONFIG_PLAN = 'oidcc-config-certification-test-plan';
 export const DYNAMIC_PLAN = 'oidcc-dynamic-certification-test-plan';
 export const PLAN_NAMES = [BASIC_PLAN, CONFIG_PLAN, DYNAMIC_PLAN] as const;
 export type PlanName = typeof PLAN_NAMES[number];
+/**
+ * What `npm run conformance` runs unless told otherwise. The dynamic plan is opt-in: the Dynamic
+ * OP profile requires the implicit flow (response types `id_token`, `token id_token`), which this
+ * server refuses by design (RFC 9700 2.1.2), so its discovery module fails against it.
+ */
+export const DEFAULT_PLANS: readonly PlanName[] = [BASIC_PLAN, CONFIG_PLAN];
 
 export interface PlanEntry {
   plan: PlanName;
