@@ -442,7 +442,8 @@ describe('client registration', () => {
     });
 
     it('accepts a registration with a valid initial access token (raw HTTP and oauth4webapi)', async () => {
-      const iat = await initialAccessToken(iatServer, user.workspaces[0]!.id);
+      // One token for both registrations: a token registers one client unless made for more.
+      const iat = await initialAccessToken(iatServer, user.workspaces[0]!.id, { uses: 2 });
       const response = await register(iatServer.issuer, {}, iat);
       expect(response.status, await response.clone().text()).to.equal(201);
       const body = await response.json() as RegisteredClient;

@@ -13,7 +13,8 @@ import { PROPAGATION_BOUND_MS } from '../oauth/propagation.ts';
 import { RevocationList, revocationEntries } from '../oauth/revocation_list.ts';
 import { LIFETIMES } from '../oauth/lifetimes.ts';
 import { buildProvider } from '../oauth/provider.ts';
-import { WORKSPACE_METADATA, createInitialAccessToken } from '../oauth/registration.ts';
+import { MAX_INITIAL_ACCESS_TOKEN_USES, createInitialAccessToken } from '../oauth/initial_access_tokens.ts';
+import { WORKSPACE_METADATA } from '../oauth/registration.ts';
 import { INTROSPECTION_AUDIENCE, RESOURCE_SERVER_AUTH_METHODS, createResourceServer, isResourceServerAuthMethod } from '../oauth/resource_servers.ts';
 import { ApiKeyError, ApiKeys } from '../resource/api_keys.ts';
 import { parseDuration } from './duration.ts';
@@ -25,7 +26,7 @@ const USAGE = `Usage: npm run admin -- <command> [options] [--json]
   user create --email EMAIL --name NAME --workspace WORKSPACE_ID --role admin|member|viewer --password-stdin
               [--given-name NAME] [--family-name NAME]
   member add --user USER_ID --workspace WORKSPACE_ID --role admin|member|viewer
-  iat create --workspace WORKSPACE_ID [--expires-in SECONDS]
+  iat create --workspace WORKSPACE_ID [--uses N] [--expires-in 24h|30m|7d|SECONDS]
   client list
   client delete CLIENT_ID
   resource-server create --name NAME [--auth-method client_secret_basic|client_secret_post]
@@ -50,6 +51,7 @@ const OPTIONS = {
   'family-name': { type: 'string' },
   'password-stdin': { type: 'boolean' },
   'expires-in': { type: 'string' },
+  uses: { type: 'string' },
   'auth-method': { type: 'string' },
   json: { type: 'boolean' },
   help: { type: 'boolean', short: 'h' },
@@ -98,13 +100,21 @@ const COMMANDS: Record<string, Command> = {
   },
   'iat create': async ({ store, accounts, options }) => {
     const workspaceId = await existingWorkspace(accounts, options);
-    const expiresIn = options['expires-in'] === undefined ? LIFETIMES.InitialAccessToken : Number(options['expires-in']);
-    if (!Number.isSafeInteger(expiresIn) || expiresIn <= 0) throw new UsageError('--expires-in must be a positive whole number of seconds');
+    const given = options['expires-in'];
+    const expiresIn = given === undefined ? LIFETIMES.InitialAccessToken : parseDuration(given);
+    if (expiresIn === undefined) throw new UsageError('--expires-in must be a duration such as 24h, 30m, 7d or a number of seconds');
+    const uses = options.uses === undefined ? 1 : Number(options.uses);
+    if (!/^\d+$/.test(options.uses ?? '1') || uses < 1 || uses > MAX_INITIAL_ACCESS_TOKEN_USES) {
+      throw new UsageError(`--uses must be a whole number from 1 to ${MAX_INITIAL_ACCESS_TOKEN_USES}: how many clients the token may register`);
+    }
     const { provider } = await engine(store, accounts);
-    const token = await createInitialAccessToken(provider, workspaceId, expiresIn);
+    const created = await createInitialAccessToken(provider, workspaceId, { expiresIn, uses });
+    const allows = uses === 1 ? 'registers one client' : `registers up to ${uses} clients`;
     return {
-      text: `initial access token for ${workspaceId} (valid ${expiresIn} s; shown once):\n${token}`,
-      json: { initial_access_token: token, workspace_id: workspaceId, expires_in: expiresIn },
+      text: `initial access token for ${workspaceId}: ${allows}, expires ${isoTime(created.expiresAt)}; shown once:\n${created.token}`,
+      json: {
+        initial_access_token: created.token, workspace_id: workspaceId, uses, expires_in: expiresIn, expires_at: isoTime(created.expiresAt),
+      },
     };
   },
   'client list': async ({ store }) => {

@@ -5,12 +5,15 @@ import type { ModelPayload, ModelStore, Store } from '../../adapters/store.ts';
 import { CachedClients } from './client_cache.ts';
 import { withHashedSecret } from './client_secrets.ts';
 import { GrantWorkspaces } from './grant_workspaces.ts';
+import { countInitialAccessTokenUse } from './initial_access_tokens.ts';
 import type { RecordsAtRest } from './records_at_rest.ts';
 import type { RevocationList } from './revocation_list.ts';
 
 /** What the engine adapter adds to a model's store. */
 interface ModelHooks {
   beforeStore?: (payload: ModelPayload) => ModelPayload;
+  /** Runs before a record is stored; what it throws, the engine answers, and nothing is stored. */
+  beforeUpsert?: () => Promise<void>;
   afterDestroy?: (id: string) => Promise<void>;
   afterRevokeByGrantId?: (grantId: string) => Promise<void>;
 }
@@ -19,7 +22,8 @@ interface ModelHooks {
  * The engine's adapter contract, served by the configured Store. Adds what the engine leaves to
  * its adapter: atomic consumption (exactly one concurrent redemption of a code or refresh token
  * wins), records stored so that a copy of the store holds no usable credential (records_at_rest.ts),
- * client secrets stored hashed, client records cached in process, grant-scoped records
+ * client secrets stored hashed, client records cached in process, the use of an initial access
+ * token counted as the client it registers is stored, grant-scoped records
  * removed with their grant, and the revocation of JWT access tokens, which are never stored:
  * the engine revokes a grant's access tokens by grant id (refresh-token reuse, code replay, RFC
  * 7009 revocation of a refresh token) and deletes a client through the Client adapter.
@@ -31,6 +35,7 @@ export function engineAdapterFactory(store: Store, atRest: RecordsAtRest, grantW
       case 'Client':
         return new EngineAdapter(name, new CachedClients(models), atRest, {
           beforeStore: withHashedSecret,
+          beforeUpsert: countInitialAccessTokenUse(store.model('InitialAccessToken'), atRest),
           afterDestroy: (clientId) => revocations.revokeDeletedClient(clientId),
         });
       case 'Grant':
@@ -57,6 +62,7 @@ class EngineAdapter implements Adapter {
   }
 
   async upsert(id: string, payload: AdapterPayload, expiresIn: number) {
+    await this.#hooks.beforeUpsert?.();
     const record = this.#hooks.beforeStore ? this.#hooks.beforeStore(payload as ModelPayload) : payload as ModelPayload;
     await this.#models.upsert(this.#atRest.id(this.#name, id), this.#atRest.toStored(this.#name, record), expiresIn || undefined);
   }

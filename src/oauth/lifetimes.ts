@@ -14,6 +14,6 @@ export const LIFETIMES = {
   Session: 14 * 24 * 3600,
   /** Consent is remembered for a year; a grant never outlives the refresh tokens it backs by much. */
   Grant: 365 * 24 * 3600,
-  /** Initial access tokens made by the admin CLI, unless it is told otherwise. */
-  InitialAccessToken: 7 * 24 * 3600,
+  /** Initial access tokens made by the admin CLI, unless it is told otherwise: a day, enough to hand one over and use it. */
+  InitialAccessToken: 24 * 3600,
 } as const;

@@ -12,6 +12,7 @@ import { useHashedClientSecrets } from './client_secrets.ts';
 import { engineAdapterFactory } from './engine_adapter.ts';
 import { findAccount } from './find_account.ts';
 import { GrantWorkspaces } from './grant_workspaces.ts';
+import { countedInitialAccessTokens } from './initial_access_tokens.ts';
 import { introspectionAllowedPolicy } from './introspection_policy.ts';
 import type { KeyMaterial } from './keys.ts';
 import { LIFETIMES } from './lifetimes.ts';
@@ -138,6 +139,7 @@ export function buildProvider({ config, store, accounts, keys, revocations, rend
 
   const provider = new Provider(config.issuer, configuration);
   provider.proxy = config.proxyHops > 0;
+  countedInitialAccessTokens(provider);
   useHashedClientSecrets(provider);
   registerClientCredentialsGrant(provider, audience, dataApiResourceServer(audience));
   return { provider, audience, grantWorkspaces };

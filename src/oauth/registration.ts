@@ -1,7 +1,7 @@
-import { randomBytes } from 'node:crypto';
-
 import { errors, type Client, type KoaContextWithOIDC, type Provider } from 'oidc-provider';
 import type { Middleware } from 'koa';
+
+import { findInitialAccessToken, useOnRegistration } from './initial_access_tokens.ts';
 
 /**
  * Dynamic client registration policy (RFC 7591 / RFC 7592), applied through the engine's
@@ -98,40 +98,28 @@ function checkRedirectUris(metadata: Metadata, requestedApplicationType: unknown
 
 /**
  * Resolves the workspace of a registration request's initial access token (if it sent one),
- * before the engine handles the request. With open registration the token is optional but,
- * when present, must be valid: a bad one is refused rather than silently ignored.
+ * before the engine handles the request, and marks the registration as one that uses the token
+ * (counted when the client is stored: initial_access_tokens.ts). With open registration the token
+ * is optional but, when present, must be valid: a bad, expired or used-up one is refused rather
+ * than silently ignored.
  */
 export function registrationWorkspace(provider: Provider): Middleware {
   return async (ctx, next) => {
     const authorization = ctx.get('authorization');
     const token = /^Bearer\s+(\S+)$/i.exec(authorization)?.[1];
     if (token) {
-      const iat = await provider.InitialAccessToken.find(token);
+      const iat = await findInitialAccessToken(provider, token);
       if (!iat) {
+        const description = 'initial access token is invalid, expired or used up';
         ctx.status = 401;
-        ctx.set('WWW-Authenticate', 'Bearer error="invalid_token", error_description="initial access token is invalid or expired"');
+        ctx.set('WWW-Authenticate', `Bearer error="invalid_token", error_description="${description}"`);
         ctx.set('Cache-Control', 'no-store');
-        ctx.body = { error: 'invalid_token', error_description: 'initial access token is invalid or expired' };
+        ctx.body = { error: 'invalid_token', error_description: description };
         return;
       }
-      const workspace = workspaceOfInitialAccessToken(token);
-      if (workspace) (ctx.state as RegistrationState).registrationWorkspace = workspace;
+      if (iat.workspace) (ctx.state as RegistrationState).registrationWorkspace = iat.workspace;
+      useOnRegistration(ctx.state, iat);
     }
     await next();
   };
-}
-
-/**
- * An initial access token names its workspace in its own value (`<workspace id>.<secret>`), so
- * the binding lives exactly as long as the token the engine stores.
- */
-export async function createInitialAccessToken(provider: Provider, workspaceId: string, expiresIn: number): Promise<string> {
-  const jti = `${workspaceId}.${randomBytes(32).toString('base64url')}`;
-  const iat = new provider.InitialAccessToken({ jti, expiresIn } as ConstructorParameters<typeof provider.InitialAccessToken>[0]);
-  return iat.save();
-}
-
-function workspaceOfInitialAccessToken(token: string): string | undefined {
-  const dot = token.lastIndexOf('.');
-  return dot > 0 ? token.slice(0, dot) : undefined;
 }

@@ -167,9 +167,13 @@ export async function seedUser(server: TestServer, memberships: Array<{ workspac
   }
 }
 
-/** An initial access token for a workspace, made with the admin CLI. */
-export async function initialAccessToken(server: TestServer, workspaceId: string): Promise<string> {
-  const result = await server.admin(['iat', 'create', '--workspace', workspaceId, '--json']);
+/** An initial access token for a workspace, made with the admin CLI: single-use unless `uses` says otherwise. */
+export async function initialAccessToken(server: TestServer, workspaceId: string, options: { uses?: number; expiresIn?: string } = {}): Promise<string> {
+  const result = await server.admin([
+    'iat', 'create', '--workspace', workspaceId, '--json',
+    ...(options.uses === undefined ? [] : ['--uses', String(options.uses)]),
+    ...(options.expiresIn === undefined ? [] : ['--expires-in', options.expiresIn]),
+  ]);
   if (result.code !== 0) throw new Error(`iat create failed: ${result.stderr}`);
   return (JSON.parse(result.stdout) as { initial_access_token: string }).initial_access_token;
 }
