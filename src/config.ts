@@ -1,6 +1,7 @@
 import { availableParallelism } from 'node:os';
 
 import { isRedisUrl, parseRedisUrl } from '../adapters/redis_url.ts';
+import { parseDuration } from './cli/duration.ts';
 
 /**
  * Service configuration: read from the environment once, at start, validated, then passed down.
@@ -31,6 +32,11 @@ export interface Config {
   readonly proxyHops: number;
   readonly logLevel: LogLevel;
   readonly registration: RegistrationMode;
+  /**
+   * Seconds a registration access token (RFC 7592) lives; each update issues a new one with this
+   * lifetime. Undefined: it lives as long as its client (REGISTRATION_ACCESS_TOKEN_TTL).
+   */
+  readonly registrationAccessTokenTtl: number | undefined;
   /** Which authorization requests must use PKCE (src/oauth/pkce.ts). */
   readonly pkceRequired: PkcePolicy;
   /** Private JWKS file supplied by the operator instead of generated keys. */
@@ -73,6 +79,7 @@ export function loadConfig(env: Env = process.env): Config {
     proxyHops: parseProxyHops(env.TRUST_PROXY),
     logLevel: parseChoice('LOG_LEVEL', env.LOG_LEVEL, LOG_LEVELS, 'info'),
     registration: parseRegistration(env.REGISTRATION),
+    registrationAccessTokenTtl: parseOptionalDuration('REGISTRATION_ACCESS_TOKEN_TTL', env.REGISTRATION_ACCESS_TOKEN_TTL),
     pkceRequired: parseChoice('PKCE_REQUIRED', env.PKCE_REQUIRED, PKCE_POLICIES, 'all'),
     jwksFile: env.JWKS_FILE || undefined,
     keyEncryptionKey: parseKeyEncryptionKey(env.KEY_ENCRYPTION_KEY, env.KEY_ENCRYPTION_KEY_FILE),
@@ -176,6 +183,13 @@ function parseChoice<T extends string>(name: string, value: string | undefined, 
   const match = choices.find((choice) => choice === value.toLowerCase());
   if (!match) throw new ConfigError(`${name} must be one of ${choices.join(', ')}, got "${value}"`);
   return match;
+}
+
+function parseOptionalDuration(name: string, value: string | undefined): number | undefined {
+  if (value === undefined || value === '') return undefined;
+  const seconds = parseDuration(value);
+  if (seconds === undefined) throw new ConfigError(`${name} must be a duration such as 90d, 12h, 30m or a number of seconds, got "${value}"`);
+  return seconds;
 }
 
 function parseRegistration(value: string | undefined): RegistrationMode {

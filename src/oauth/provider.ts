@@ -18,9 +18,10 @@ import type { KeyMaterial } from './keys.ts';
 import { LIFETIMES } from './lifetimes.ts';
 import { pkceRequired } from './pkce.ts';
 import { RecordsAtRest } from './records_at_rest.ts';
+import { loadConsentedGrant } from './redirect_uri_consent.ts';
 import { INTROSPECTION_AUDIENCE, keepOperatorIntrospectionAudience } from './resource_servers.ts';
 import type { RevocationList } from './revocation_list.ts';
-import { WORKSPACE_METADATA, validateClientMetadata } from './registration.ts';
+import { REDIRECT_URIS_ADDED_METADATA, WORKSPACE_METADATA, validateClientMetadata } from './registration.ts';
 import { ENGINE_ROUTES, INTERACTION_PATH, USERINFO_PATH } from './routes.ts';
 import { SUPPORTED_SCOPES, effectiveScope } from './scopes.ts';
 
@@ -76,7 +77,7 @@ export function buildProvider({ config, store, accounts, keys, revocations, rend
     // Client secrets are stored hashed, so nothing may be keyed with them (no HS256, no client_secret_jwt).
     enabledJWA: { idTokenSigningAlgValues: ['RS256', 'ES256'] },
     extraClientMetadata: {
-      properties: [WORKSPACE_METADATA, INTROSPECTION_AUDIENCE],
+      properties: [WORKSPACE_METADATA, REDIRECT_URIS_ADDED_METADATA, INTROSPECTION_AUDIENCE],
       validator: (ctx, key, value, metadata) => {
         validateClientMetadata(ctx, key, value, metadata);
         keepOperatorIntrospectionAudience(ctx, key, value, metadata);
@@ -92,7 +93,14 @@ export function buildProvider({ config, store, accounts, keys, revocations, rend
       Interaction: LIFETIMES.Interaction,
       Session: LIFETIMES.Session,
       Grant: LIFETIMES.Grant,
+      // Unset: a registration access token lives as long as its client.
+      ...(config.registrationAccessTokenTtl ? { RegistrationAccessToken: config.registrationAccessTokenTtl } : {}),
     },
+    // Consent reaches only the redirect URIs the client had when it was given.
+    loadExistingGrant: loadConsentedGrant,
+    // Pairwise subjects are not offered and sector_identifier_uri is refused at registration; a
+    // client stored before that was refused is never fetched for either.
+    sectorIdentifierUriValidate: () => false,
     // Tokens belong to the grant, not to the browser session that created it.
     expiresWithSession: () => false,
     issueRefreshToken: (_ctx, client) => client.grantTypeAllowed('refresh_token'),

@@ -9,11 +9,21 @@ import { findInitialAccessToken, useOnRegistration } from './initial_access_toke
  * - a client registered for authorization_code also gets refresh_token;
  * - redirect URIs are https, http on loopback, or a private-use scheme (native apps, RFC 8252);
  * - client_credentials needs a workspace, which only an initial access token made by a
- *   workspace admin can give (`workspace_id`, never taken from the request body).
+ *   workspace admin can give (`workspace_id`, never taken from the request body);
+ * - no metadata makes the server fetch a URL the registrant chose (see FETCHED_METADATA);
+ * - an update cannot make a confidential client public, and the time each redirect URI was added
+ *   by an update is kept, so consent given before does not reach it (redirect_uri_consent.ts).
  */
 export const WORKSPACE_METADATA = 'workspace_id';
+/**
+ * When each redirect URI was added by an RFC 7592 update (`{ uri: seconds since the epoch }`;
+ * absent for the URIs the client was registered with). Kept by the server: never taken from a
+ * request, never shown in a response (hideServerKeptMetadata).
+ */
+export const REDIRECT_URIS_ADDED_METADATA = 'redirect_uris_added_at';
 
 const workspaces = new WeakMap<Client, string | undefined>();
+const redirectUriAdditions = new WeakMap<Client, Readonly<Record<string, number>>>();
 
 /**
  * The workspace a client is bound to, if any. The engine reuses a Client instance for as long as
@@ -28,6 +38,19 @@ export function clientWorkspace(client: Client): string | undefined {
   return workspaces.get(client);
 }
 
+/** When the client's redirect URIs were added by updates (none: all registered with it); kept per instance, as clientWorkspace. */
+export function redirectUrisAddedAt(client: Client): Readonly<Record<string, number>> {
+  let added = redirectUriAdditions.get(client);
+  if (!added) {
+    const stored = client.metadata()[REDIRECT_URIS_ADDED_METADATA];
+    added = stored && typeof stored === 'object'
+      ? Object.fromEntries(Object.entries(stored).filter((entry): entry is [string, number] => typeof entry[1] === 'number'))
+      : {};
+    redirectUriAdditions.set(client, added);
+  }
+  return added;
+}
+
 /** Where the registration request's workspace (from its initial access token) is handed to the metadata hook. */
 interface RegistrationState {
   registrationWorkspace?: string;
@@ -38,11 +61,32 @@ const WEB_SCHEMES = new Set(['http:', 'https:']);
 
 type Metadata = Record<string, unknown>;
 
+/**
+ * Metadata that makes the engine open a connection to the URL in it, refused so that no client
+ * record ever names one: registration is open to anyone, who could otherwise make the server probe
+ * any host and port it can reach.
+ */
+const FETCHED_METADATA: ReadonlyArray<[string, string]> = [
+  // Fetched to check pairwise subject identifiers, which are not offered (subject_type is always public).
+  ['sector_identifier_uri', 'sector_identifier_uri is not supported: this server issues public subject identifiers only (no pairwise), so it has no use for one; register without it'],
+  // Client keys: fetched for private_key_jwt, signed request objects or encrypted responses, none of which is offered.
+  ['jwks_uri', 'jwks_uri is not supported: clients authenticate with client_secret_basic, client_secret_post or none, and no client keys are used; register without it'],
+];
+
 export function validateClientMetadata(ctx: KoaContextWithOIDC | undefined, key: string, _value: unknown, metadata: Metadata): void {
-  if (key !== WORKSPACE_METADATA) return;
   const route = ctx?.oidc?.route;
   // Clients loaded from storage were checked when they were registered or updated.
   if (!ctx || (route !== 'registration' && route !== 'client_update')) return;
+  if (key === REDIRECT_URIS_ADDED_METADATA) {
+    recordRedirectUriAdditions(route === 'client_update' ? ctx.oidc.client : undefined, metadata);
+    return;
+  }
+  if (key !== WORKSPACE_METADATA) return;
+
+  for (const [field, description] of FETCHED_METADATA) {
+    if (metadata[field] !== undefined && metadata[field] !== null) throw new errors.InvalidClientMetadata(description);
+  }
+  if (route === 'client_update') keepConfidential(ctx.oidc.client, metadata);
 
   if (route === 'registration') {
     const workspace = (ctx.state as RegistrationState).registrationWorkspace;
@@ -71,6 +115,46 @@ export function validateClientMetadata(ctx: KoaContextWithOIDC | undefined, key:
 
   checkRedirectUris(metadata, (ctx.oidc.body as Metadata | undefined)?.application_type);
 }
+
+/**
+ * A confidential client stays confidential: an update to `none` would let anyone who holds its
+ * client_id use its refresh tokens (RFC 9700 2.2.2 binds them to the client's authentication).
+ */
+function keepConfidential(client: Client | undefined, metadata: Metadata): void {
+  const before = client?.tokenEndpointAuthMethod;
+  if (before && before !== 'none' && metadata.token_endpoint_auth_method === 'none') {
+    throw new errors.InvalidClientMetadata(
+      `token_endpoint_auth_method cannot change from ${before} to none: a confidential client stays confidential (its refresh tokens would otherwise work with its client_id alone); register a new public client instead`,
+    );
+  }
+}
+
+/**
+ * Keeps when each redirect URI was added: at registration, none (consent can only come later);
+ * at an update, the URIs the client already had keep their time and the new ones get now.
+ */
+function recordRedirectUriAdditions(client: Client | undefined, metadata: Metadata): void {
+  const uris = Array.isArray(metadata.redirect_uris) ? metadata.redirect_uris.filter((uri): uri is string => typeof uri === 'string') : [];
+  const added: Record<string, number> = {};
+  if (client) {
+    const before = new Set(client.redirectUris ?? []);
+    const known = redirectUrisAddedAt(client);
+    const now = Math.floor(Date.now() / 1000);
+    for (const uri of uris) {
+      if (!before.has(uri)) added[uri] = now;
+      else if (known[uri] !== undefined) added[uri] = known[uri];
+    }
+  }
+  if (Object.keys(added).length) metadata[REDIRECT_URIS_ADDED_METADATA] = added;
+  else delete metadata[REDIRECT_URIS_ADDED_METADATA];
+}
+
+/** RFC 7592 read and update responses show the client's metadata, not what the server keeps about it. */
+export const hideServerKeptMetadata: Middleware = async (ctx, next) => {
+  await next();
+  const body = ctx.body as Record<string, unknown> | undefined;
+  if (body && typeof body === 'object') delete body[REDIRECT_URIS_ADDED_METADATA];
+};
 
 function checkRedirectUris(metadata: Metadata, requestedApplicationType: unknown): void {
   const uris = metadata.redirect_uris;

@@ -18,7 +18,7 @@ import { checkSecretOnUpdate, hideStoredSecret } from '../oauth/client_secrets.t
 import { AccessTokenVerifier, jwtAccessTokenEndpoints } from '../oauth/jwt_access_tokens.ts';
 import type { KeyMaterial } from '../oauth/keys.ts';
 import { buildProvider, type RenderError } from '../oauth/provider.ts';
-import { registrationWorkspace } from '../oauth/registration.ts';
+import { hideServerKeptMetadata, registrationWorkspace } from '../oauth/registration.ts';
 import type { RevocationList } from '../oauth/revocation_list.ts';
 import { ENGINE_ROUTES, INTERACTION_PATH, USERINFO_PATH } from '../oauth/routes.ts';
 import { revocationAnswersJson } from '../oauth/revocation_response.ts';
@@ -75,7 +75,7 @@ export function createService({ config, store, keys, revocations, logger }: Serv
   const registrationCors = bearerCors('POST');
   host.options(ENGINE_ROUTES.registration, registrationCors);
   host.post(ENGINE_ROUTES.registration, registrationCors, registrationWorkspace(provider));
-  host.all(`${ENGINE_ROUTES.registration}/:clientId`, hideStoredSecret, checkSecretOnUpdate(store.model('Client')));
+  host.all(`${ENGINE_ROUTES.registration}/:clientId`, hideStoredSecret, hideServerKeptMetadata, checkSecretOnUpdate(store.model('Client')));
   host.post(ENGINE_ROUTES.token, rfc6749ErrorCodes);
   host.post(ENGINE_ROUTES.introspection, rfc6749ErrorCodes, jwtEndpoints.introspection);
   host.post(ENGINE_ROUTES.revocation, rfc6749ErrorCodes, revocationAnswersJson, jwtEndpoints.revocation);
