@@ -75,7 +75,8 @@ export function buildProvider({ config, store, accounts, keys, revocations, rend
       id_token_signed_response_alg: 'RS256',
     },
     // Client secrets are stored hashed, so nothing may be keyed with them (no HS256, no client_secret_jwt).
-    enabledJWA: { idTokenSigningAlgValues: ['RS256', 'ES256'] },
+    // Of these, the engine offers (and lets a client register) only those the server's keys sign.
+    enabledJWA: { idTokenSigningAlgValues: ['RS256', 'ES256'], userinfoSigningAlgValues: ['RS256', 'ES256'] },
     extraClientMetadata: {
       properties: [WORKSPACE_METADATA, REDIRECT_URIS_ADDED_METADATA, INTROSPECTION_AUDIENCE],
       validator: (ctx, key, value, metadata) => {
@@ -131,6 +132,9 @@ export function buildProvider({ config, store, accounts, keys, revocations, rend
       // Enabled so the engine accepts `claims.userinfo` requests; the endpoint itself is served by
       // the host, in front of the engine's (src/resource/userinfo.ts): the engine's accepts only audience-less tokens.
       userinfo: { enabled: true },
+      // Registration keeps `userinfo_signed_response_alg` and discovery lists the algorithms; the
+      // host's endpoint signs (signed_userinfo.ts).
+      jwtUserinfo: { enabled: true },
       // Not offered: nothing advertised that is not tested end to end.
       dPoP: { enabled: false },
       pushedAuthorizationRequests: { enabled: false },

@@ -5,6 +5,7 @@ import compose from 'koa-compose';
 import type { Accounts } from '../accounts/accounts.ts';
 import { PROFILE_CLAIM_NAMES, profileClaims, type ProfileClaims } from '../accounts/profile.ts';
 import { isUserToken, type AccessTokenVerifier } from '../oauth/jwt_access_tokens.ts';
+import type { UserinfoSigner, UserinfoSigningAlg } from '../oauth/signed_userinfo.ts';
 import { headerOrFormToken, refuseBearer, TwoTokensError } from './bearer.ts';
 import { bearerCors } from './cors.ts';
 
@@ -14,9 +15,18 @@ import { bearerCors } from './cors.ts';
  * authorization asked for by name (OpenID Connect Core 5.5). GET or POST,
  * with the token in the header or a POST's form body (RFC 6750 2.1, 2.2), callable from browsers
  * on any origin (OpenID Connect Core 5.3: it SHOULD support CORS; no cookies are involved).
+ * A client that registered `userinfo_signed_response_alg` gets the same claims as a signed JWT
+ * (`application/jwt`, OpenID Connect Core 5.3.2); the others get JSON.
  */
-export function userinfo(verifier: AccessTokenVerifier, accounts: Accounts): Middleware {
-  return compose([bearerCors('GET, POST'), bodyParser({ enableTypes: ['form'], formLimit: '16kb' }) as Middleware, answer(verifier, accounts)]);
+export function userinfo(verifier: AccessTokenVerifier, accounts: Accounts, signed: SignedResponses): Middleware {
+  return compose([bearerCors('GET, POST'), bodyParser({ enableTypes: ['form'], formLimit: '16kb' }) as Middleware, answer(verifier, accounts, signed)]);
+}
+
+/** What the endpoint needs for signed responses, kept narrow so this module does not depend on the engine. */
+export interface SignedResponses {
+  /** The token's client's `userinfo_signed_response_alg` (a cached lookup). */
+  algorithmFor: UserinfoSigningAlg;
+  sign: UserinfoSigner;
 }
 
 /** The `profile` scope releases every profile claim; otherwise only those asked for by name (the `claims` parameter). */
@@ -29,7 +39,7 @@ function pick(claims: ProfileClaims, names: Set<string>): Partial<ProfileClaims>
   return Object.fromEntries(Object.entries(claims).filter(([name]) => names.has(name)));
 }
 
-function answer(verifier: AccessTokenVerifier, accounts: Accounts): Middleware {
+function answer(verifier: AccessTokenVerifier, accounts: Accounts, signed: SignedResponses): Middleware {
   return async (ctx) => {
     ctx.set('Cache-Control', 'no-store');
     let token: string | undefined;
@@ -53,6 +63,14 @@ function answer(verifier: AccessTokenVerifier, accounts: Accounts): Middleware {
     if (!user) return refuseBearer(ctx, { status: 401, realm: 'oauth', error: 'invalid_token', description: 'the access token is not tied to a user' });
     const released = releasedClaims(scopes, claims.userinfo_claims);
     const workspace = released.has('workspace') ? await accounts.membershipIn(user.id, claims.workspace_id) : undefined;
-    ctx.body = { sub: user.id, ...pick(profileClaims(user, workspace), released) };
+    const body = { sub: user.id, ...pick(profileClaims(user, workspace), released) };
+    const alg = await signed.algorithmFor(claims.client_id);
+    if (!alg) {
+      ctx.body = body;
+      return;
+    }
+    // No nonce (OpenID Connect Core 5.3.2); iss and aud, and the access token's expiry, as the engine's own.
+    ctx.body = await signed.sign(body, { alg, clientId: claims.client_id, expiresAt: claims.exp });
+    ctx.type = 'application/jwt';
   };
 }

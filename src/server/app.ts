@@ -20,6 +20,7 @@ import type { KeyMaterial } from '../oauth/keys.ts';
 import { buildProvider, type RenderError } from '../oauth/provider.ts';
 import { hideServerKeptMetadata, registrationWorkspace } from '../oauth/registration.ts';
 import type { RevocationList } from '../oauth/revocation_list.ts';
+import { userinfoSigner, userinfoSigningAlg } from '../oauth/signed_userinfo.ts';
 import { ENGINE_ROUTES, INTERACTION_PATH, USERINFO_PATH } from '../oauth/routes.ts';
 import { revocationAnswersJson } from '../oauth/revocation_response.ts';
 import { rfc6749ErrorCodes } from '../oauth/token_errors.ts';
@@ -79,7 +80,7 @@ export function createService({ config, store, keys, revocations, logger }: Serv
   host.post(ENGINE_ROUTES.token, rfc6749ErrorCodes);
   host.post(ENGINE_ROUTES.introspection, rfc6749ErrorCodes, jwtEndpoints.introspection);
   host.post(ENGINE_ROUTES.revocation, rfc6749ErrorCodes, revocationAnswersJson, jwtEndpoints.revocation);
-  const userinfoEndpoint = userinfo(verifier, accounts);
+  const userinfoEndpoint = userinfo(verifier, accounts, { algorithmFor: userinfoSigningAlg(provider), sign: userinfoSigner(keys.jwks, config.issuer) });
   host.get(USERINFO_PATH, userinfoEndpoint);
   host.post(USERINFO_PATH, userinfoEndpoint);
   host.options(USERINFO_PATH, userinfoEndpoint);
