@@ -22,7 +22,8 @@ export function securityHeaders(authorizationPath: string): Middleware {
     ctx.set('Referrer-Policy', 'no-referrer');
     ctx.set('Cross-Origin-Opener-Policy', 'same-origin');
     ctx.set('Content-Security-Policy', ctx.path.startsWith(authorizationPath) ? FORM_POST_POLICY : DEFAULT_POLICY);
-    if (ctx.secure) ctx.set('Strict-Transport-Security', 'max-age=31536000');
+    // A year, for every subdomain too (issue 9): an https issuer is never reached over http again.
+    if (ctx.secure) ctx.set('Strict-Transport-Security', 'max-age=31536000; includeSubDomains');
     await next();
   };
 }
