@@ -11,6 +11,15 @@ async function discovery(server: TestServer): Promise<Record<string, unknown>> {
   return response.json() as Promise<Record<string, unknown>>;
 }
 
+/** The newest request log line for `path`; the log is written asynchronously, so it may take a moment to appear. */
+async function requestLogLine(server: TestServer, path: string): Promise<string> {
+  for (const deadline = Date.now() + 3000; Date.now() < deadline; await new Promise((resolve) => setTimeout(resolve, 50))) {
+    const line = server.logs().split('\n').reverse().find((entry) => entry.includes(`"path":"${path}"`) && entry.includes('"ip"'));
+    if (line) return line;
+  }
+  throw new Error(`no request log line for ${path}:\n${server.logs()}`);
+}
+
 describe('behind a TLS-terminating reverse proxy', () => {
   let trusting: TestServer;
   let untrusting: TestServer;
@@ -57,9 +66,9 @@ describe('behind a TLS-terminating reverse proxy', () => {
   it('logs the client address the configured number of proxies reports, not one a client put further left', async () => {
     await fetch(`${trusting.origin}/.well-known/openid-configuration`, { headers: { 'x-forwarded-for': '203.0.113.66, 198.51.100.7' } });
     await fetch(`${untrusting.origin}/.well-known/openid-configuration`, { headers: { 'x-forwarded-for': '203.0.113.66' } });
-    const trustedLine = trusting.logs().split('\n').reverse().find((line) => line.includes('"path":"/.well-known/openid-configuration"'))!;
+    const trustedLine = await requestLogLine(trusting, '/.well-known/openid-configuration');
     expect(JSON.parse(trustedLine).ip).to.equal('198.51.100.7');
-    const untrustedLine = untrusting.logs().split('\n').reverse().find((line) => line.includes('"path":"/.well-known/openid-configuration"'))!;
+    const untrustedLine = await requestLogLine(untrusting, '/.well-known/openid-configuration');
     expect(JSON.parse(untrustedLine).ip).to.equal('127.0.0.1');
   });
 
