@@ -3,7 +3,7 @@ import * as oauth from 'oauth4webapi';
 import * as client from 'openid-client';
 
 import { openStore } from '../adapters/index.ts';
-import { REDIRECT_URI, register, registerClient, tokenRequest, type RegisteredClient } from './helpers/oauth.ts';
+import { management, REDIRECT_URI, register, registerClient, type RegisteredClient, tokenRequest } from './helpers/oauth.ts';
 import { initialAccessToken, seedUser, startServer, type SeededUser, type TestServer } from './helpers/server.ts';
 
 /**
@@ -30,17 +30,6 @@ async function expectRefusal(response: Response, status: number, error: string, 
 
 function rawRegister(issuer: string, body: string, contentType: string): Promise<Response> {
   return fetch(`${issuer}/oauth/register`, { method: 'POST', headers: { 'content-type': contentType }, body });
-}
-
-function management(uri: string, token: string | undefined, method = 'GET', body?: Json): Promise<Response> {
-  return fetch(uri, {
-    method,
-    headers: {
-      ...(token ? { authorization: `Bearer ${token}` } : {}),
-      ...(body ? { 'content-type': 'application/json' } : {}),
-    },
-    body: body ? JSON.stringify(body) : undefined,
-  });
 }
 
 /** A token request that authenticates the client and then fails on the grant: tells client auth apart. */

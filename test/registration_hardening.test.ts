@@ -6,9 +6,7 @@ import { expect } from 'chai';
 
 import { openStore, sqliteFile } from '../adapters/index.ts';
 import { ConfigError, loadConfig } from '../src/config.ts';
-import {
-  REDIRECT_URI, authorizationUrl, codeRequest, exchangeCode, postCredentials, register, registerClient, tokenRequest, type RegisteredClient,
-} from './helpers/oauth.ts';
+import { authorizationUrl, codeRequest, exchangeCode, management, postCredentials, REDIRECT_URI, register, registerClient, type RegisteredClient, tokenRequest } from './helpers/oauth.ts';
 import { startRedis, type RedisServer } from './helpers/redis.ts';
 import { freePort, initialAccessToken, seedUser, startServer, type SeededUser, type TestServer } from './helpers/server.ts';
 import { UserAgent, authorize } from './helpers/user_agent.ts';
@@ -31,17 +29,6 @@ async function expectRefusal(response: Response, status: number, error: string, 
   expect(body.error_description).to.be.a('string').that.is.not.empty;
   if (description) expect(body.error_description).to.match(description);
   return body;
-}
-
-function management(uri: string, token: string | undefined, method = 'GET', body?: Json): Promise<Response> {
-  return fetch(uri, {
-    method,
-    headers: {
-      ...(token ? { authorization: `Bearer ${token}` } : {}),
-      ...(body ? { 'content-type': 'application/json' } : {}),
-    },
-    body: body ? JSON.stringify(body) : undefined,
-  });
 }
 
 /** The metadata an RFC 7592 update sends back for a client registered with the defaults of register(). */

@@ -1,8 +1,17 @@
 import type { ModuleContext } from '../context.ts';
 import { stringList } from '../client/provider.ts';
 import { checkAlg, checkKid } from '../checks/id_token_extras.ts';
-import { happyFlow, setUp, standardChecks } from '../flows/code_flow.ts';
+import { happyFlow, setUp, standardChecks, type HappyFlowOptions } from '../flows/code_flow.ts';
 import type { ConformanceModule } from '../module.ts';
+
+/** The ID token checks of both RS256 modules: a kid, RS256, then every standard check. */
+function rs256WithKid(ctx: ModuleContext): NonNullable<HappyFlowOptions['idTokenChecks']> {
+  return (s, request) => async (idToken, rest) => {
+    checkKid(ctx, idToken);
+    checkAlg(ctx, idToken, 'RS256');
+    await standardChecks(ctx, s, request)(idToken, rest);
+  };
+}
 
 export const idTokenSignature: ConformanceModule = {
   name: 'oidcc-idtoken-signature',
@@ -10,11 +19,7 @@ export const idTokenSignature: ConformanceModule = {
   async run(ctx: ModuleContext) {
     const session = await setUp(ctx, this.name);
     await happyFlow(ctx, session, {
-      idTokenChecks: (s, request) => async (idToken, rest) => {
-        checkKid(ctx, idToken);
-        checkAlg(ctx, idToken, 'RS256');
-        await standardChecks(ctx, s, request)(idToken, rest);
-      },
+      idTokenChecks: rs256WithKid(ctx),
     });
   },
 };
@@ -25,11 +30,7 @@ export const idTokenRs256: ConformanceModule = {
   async run(ctx: ModuleContext) {
     const session = await setUp(ctx, this.name, { registration: { id_token_signed_response_alg: 'RS256' } });
     await happyFlow(ctx, session, {
-      idTokenChecks: (s, request) => async (idToken, rest) => {
-        checkKid(ctx, idToken);
-        checkAlg(ctx, idToken, 'RS256');
-        await standardChecks(ctx, s, request)(idToken, rest);
-      },
+      idTokenChecks: rs256WithKid(ctx),
     });
   },
 };

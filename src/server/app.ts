@@ -35,7 +35,7 @@ import { authorizationServerMetadata } from './discovery.ts';
 import { logEngineEvents } from './engine_events.ts';
 import { errorMapping, isBackendOutage, requestLog } from './errors.ts';
 import { health } from './health.ts';
-import { pinnedOrigin } from './pinned_origin.ts';
+import { pinOrigin } from './pinned_origin.ts';
 import { onlyWhere } from './path_guard.ts';
 import { securityHeaders } from './security_headers.ts';
 
@@ -100,8 +100,8 @@ export function createService({ config, store, keys, revocations, logger }: Serv
 
   // The engine runs on this app's context (koa-mount), so cookies it signs use these keys.
   const app = new Koa({ proxy: config.proxyHops > 0, maxIpsCount: config.proxyHops, keys: keys.cookieKeys });
+  pinOrigin(app, config.issuer);
   render(app, { root: VIEWS, layout: 'layout', viewExt: 'ejs', cache: true });
-  app.use(pinnedOrigin(config.issuer));
   app.use(requestLog(logger));
   app.use(errorMapping(logger));
   app.use(commitBeforeResponse(store));

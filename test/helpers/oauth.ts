@@ -48,6 +48,18 @@ export function authorizationUrl(issuer: string, params: Record<string, string>)
   return url.href;
 }
 
+/** An RFC 7592 request to a client's registration_client_uri, with its registration access token (if any). */
+export function management(uri: string, token: string | undefined, method = 'GET', body?: Record<string, unknown>): Promise<Response> {
+  return fetch(uri, {
+    method,
+    headers: {
+      ...(token ? { authorization: `Bearer ${token}` } : {}),
+      ...(body ? { 'content-type': 'application/json' } : {}),
+    },
+    body: body ? JSON.stringify(body) : undefined,
+  });
+}
+
 /** POST /oauth/token with a form body. */
 export async function tokenRequest(issuer: string, form: Record<string, string>, headers: Record<string, string> = {}): Promise<Response> {
   return fetch(`${issuer}/oauth/token`, {
