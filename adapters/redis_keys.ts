@@ -45,6 +45,15 @@ export class RedisKeys {
     return `${this.#prefix}grant:${model}:${grantId}`;
   }
 
+  /**
+   * Sorted set: ids of the model's records whose LISTED_BY field is `value` (a user's grants, a
+   * workspace's clients), scored by the record's expiry (ms, or +inf), for listBy(). TTL: the
+   * furthest member expiry; none while it lists a record kept without a lifetime.
+   */
+  listedBy(model: string, value: string): string {
+    return `${this.#prefix}by:${model}:${value}`;
+  }
+
   /** Sorted set: ids of the records kept without a lifetime (clients), scored by when first stored, for list(). No TTL. */
   list(model: string): string {
     return `${this.#prefix}list:${model}`;

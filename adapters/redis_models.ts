@@ -1,11 +1,12 @@
 import type { RedisClient, RedisConnection } from './redis_connection.ts';
 import type { RedisKeys } from './redis_keys.ts';
 import { addGrantMember, consumeRecord, countRecordUse, deleteLookup, liveGrantMembers, takeRecord, upsertRecord } from './redis_scripts.ts';
-import type { ModelPayload, ModelStore } from './store.ts';
+import { listedValue, type ModelPayload, type ModelStore } from './store.ts';
 
 /**
  * One engine model in Redis (key layout: redis_keys.ts). Every record and lookup entry expires
- * with the record's lifetime; records without one (clients) are also listed in an index for list().
+ * with the record's lifetime; records without one (clients) are also listed in an index for list(),
+ * and grants and clients in an index by the value they are listed by (LISTED_BY) for listBy().
  */
 export class RedisModelStore implements ModelStore {
   readonly #redis: RedisConnection;
@@ -24,6 +25,7 @@ export class RedisModelStore implements ModelStore {
     const grantId = nonEmpty(payload.grantId);
     const uid = nonEmpty(payload.uid);
     const userCode = nonEmpty(payload.userCode);
+    const listed = listedValue(this.#model, payload);
     const record = JSON.stringify(payload);
     await this.#redis.run(async (client) => {
       // Lookup entries before the record: one whose record is missing is skipped when read, while
@@ -33,6 +35,8 @@ export class RedisModelStore implements ModelStore {
       if (uid) lookups.push(setLookup(client, this.#keys.uid(this.#model, uid), id, expiresAt));
       if (userCode) lookups.push(setLookup(client, this.#keys.userCode(this.#model, userCode), id, expiresAt));
       if (expiresAt === undefined) lookups.push(client.zadd(this.#keys.list(this.#model), 'NX', Date.now(), id));
+      // Scored by expiry, like a grant's index: the entry goes with the record, the key with its last member.
+      if (listed) lookups.push(addGrantMember.run(client, [this.#keys.listedBy(this.#model, listed)], [id, expiresAt ?? '+inf']));
       await Promise.all(lookups);
       const previousTtl = await upsertRecord.run(client, [this.#keys.record(this.#model, id)], [record, expiresAt ?? '', grantId ?? '']);
       // Kept without a lifetime before, with one now: no longer one of the records list() shows.
@@ -101,6 +105,18 @@ export class RedisModelStore implements ModelStore {
     });
   }
 
+  listBy(value: string) {
+    return this.#redis.run(async (client) => {
+      const index = this.#keys.listedBy(this.#model, value);
+      const ids = await liveGrantMembers.run(client, [index], []) as string[];
+      const payloads = await Promise.all(ids.map((id) => this.#read(client, id)));
+      // Left behind by an upsert that failed after indexing (or a record since stored under another value).
+      const gone = ids.filter((_, i) => !payloads[i] || listedValue(this.#model, payloads[i]) !== value);
+      if (gone.length) await client.zrem(index, ...gone);
+      return ids.flatMap((id, i) => payloads[i] && !gone.includes(id) ? [{ id, payload: payloads[i] }] : []);
+    });
+  }
+
   async #read(client: RedisClient, id: string): Promise<ModelPayload | undefined> {
     const [payload, consumedAt] = await client.hmget(this.#keys.record(this.#model, id), 'p', 'c');
     if (payload === null || payload === undefined) return undefined;
@@ -118,17 +134,19 @@ export class RedisModelStore implements ModelStore {
     });
   }
 
-  /** After a record is deleted: its uid and user-code entries, its place in list() and (unless the caller clears it) its grant index. */
+  /** After a record is deleted: its uid and user-code entries, its places in list() and listBy() and (unless the caller clears it) its grant index. */
   async #removeLookups(client: RedisClient, id: string, [stored, ttl]: [string, number], removeFromGrantIndex: boolean): Promise<void> {
     const payload = JSON.parse(stored) as ModelPayload;
     const uid = nonEmpty(payload.uid);
     const userCode = nonEmpty(payload.userCode);
     const grantId = nonEmpty(payload.grantId);
+    const listed = listedValue(this.#model, payload);
     const steps: Array<Promise<unknown>> = [];
     if (uid) steps.push(deleteLookup.run(client, [this.#keys.uid(this.#model, uid)], [id]));
     if (userCode) steps.push(deleteLookup.run(client, [this.#keys.userCode(this.#model, userCode)], [id]));
     if (grantId && removeFromGrantIndex) steps.push(client.zrem(this.#keys.grant(this.#model, grantId), id));
     if (ttl === -1) steps.push(client.zrem(this.#keys.list(this.#model), id));
+    if (listed) steps.push(client.zrem(this.#keys.listedBy(this.#model, listed), id));
     await Promise.all(steps);
   }
 }

@@ -71,7 +71,7 @@ return 0
 `);
 
 /**
- * A grant's index of one model's records: a sorted set of record ids scored by the record's expiry
+ * A grant's index of one model's records (and likewise a listBy index, redis_keys.ts listedBy): a sorted set of record ids scored by the record's expiry
  * (ms, or +inf). Expired members are dropped whenever it is touched, and the key lives exactly as
  * long as its longest-lived member (an absolute PEXPIREAT to the highest score: like EXPIRE GT when
  * a member is added, and also shortened when the longest-lived member has gone).

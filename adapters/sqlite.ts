@@ -9,6 +9,8 @@ import { RECORDS_SCHEMA, SqliteRecordStore } from './sqlite_records.ts';
 import {
   BackendUnavailableError,
   DuplicateError,
+  LISTED_BY,
+  listedValue,
   type AccountStore,
   type Membership,
   type ModelPayload,
@@ -38,6 +40,7 @@ CREATE TABLE IF NOT EXISTS oidc_models (
   consumed_at INTEGER,
   expires_at INTEGER,
   uses INTEGER NOT NULL DEFAULT 0,
+  listed_by TEXT,
   PRIMARY KEY (model, id)
 );
 CREATE INDEX IF NOT EXISTS oidc_models_grant ON oidc_models (grant_id) WHERE grant_id IS NOT NULL;
@@ -90,6 +93,8 @@ export function openSqliteStore(path: string, kind: 'sqlite' | 'memory' = 'sqlit
   const db = new DatabaseSync(path);
   db.exec(SCHEMA + RECORDS_SCHEMA + API_KEYS_SCHEMA);
   addColumnIfMissing(db, 'oidc_models', 'uses', 'INTEGER NOT NULL DEFAULT 0');
+  if (addColumnIfMissing(db, 'oidc_models', 'listed_by', 'TEXT')) listRecordsStoredBefore(db);
+  db.exec('CREATE INDEX IF NOT EXISTS oidc_models_listed_by ON oidc_models (model, listed_by) WHERE listed_by IS NOT NULL');
   const connection = new SqliteConnection(db);
 
   const sweep = () => connection.write(() => {
@@ -137,16 +142,27 @@ export function openSqliteStore(path: string, kind: 'sqlite' | 'memory' = 'sqlit
   };
 }
 
-/** A column added after databases were first created: those get it when opened (CREATE TABLE IF NOT EXISTS leaves them as they are). */
-function addColumnIfMissing(db: DatabaseSync, table: string, column: string, definition: string): void {
+/**
+ * A column added after databases were first created: those get it when opened (CREATE TABLE IF NOT
+ * EXISTS leaves them as they are). True when this call added it.
+ */
+function addColumnIfMissing(db: DatabaseSync, table: string, column: string, definition: string): boolean {
   const columns = db.prepare(`PRAGMA table_info(${table})`).all() as Array<{ name: string }>;
-  if (columns.some(({ name }) => name === column)) return;
+  if (columns.some(({ name }) => name === column)) return false;
   try {
     db.exec(`ALTER TABLE ${table} ADD COLUMN ${column} ${definition}`);
+    return true;
   } catch (error) {
     // Another process opening the same file added it first.
     if (!/duplicate column name/i.test((error as Error).message)) throw error;
+    return false;
   }
+}
+
+/** A database made before records were listed (LISTED_BY): its grants and clients are indexed once, as it is opened. */
+function listRecordsStoredBefore(db: DatabaseSync): void {
+  const update = db.prepare("UPDATE oidc_models SET listed_by = json_extract(payload, '$.' || ?) WHERE model = ? AND listed_by IS NULL");
+  for (const [model, field] of Object.entries(LISTED_BY)) update.run(field, model);
 }
 
 function stringOrNull(value: unknown): string | null {
@@ -162,11 +178,12 @@ interface ModelRow {
 const LIVE = '(expires_at IS NULL OR expires_at > ?)';
 const MODEL_SQL = {
   upsert: `
-    INSERT INTO oidc_models (model, id, payload, grant_id, uid, user_code, consumed_at, expires_at)
-    VALUES (?, ?, ?, ?, ?, ?, NULL, ?)
+    INSERT INTO oidc_models (model, id, payload, grant_id, uid, user_code, consumed_at, expires_at, listed_by)
+    VALUES (?, ?, ?, ?, ?, ?, NULL, ?, ?)
     ON CONFLICT (model, id) DO UPDATE SET
       payload = excluded.payload, grant_id = excluded.grant_id, uid = excluded.uid,
-      user_code = excluded.user_code, consumed_at = NULL, expires_at = excluded.expires_at, uses = 0`,
+      user_code = excluded.user_code, consumed_at = NULL, expires_at = excluded.expires_at, uses = 0,
+      listed_by = excluded.listed_by`,
   find: `SELECT id, payload, consumed_at FROM oidc_models WHERE model = ? AND id = ? AND ${LIVE}`,
   findByUid: `SELECT id, payload, consumed_at FROM oidc_models WHERE model = ? AND uid = ? AND ${LIVE}`,
   findByUserCode: `SELECT id, payload, consumed_at FROM oidc_models WHERE model = ? AND user_code = ? AND ${LIVE}`,
@@ -175,6 +192,7 @@ const MODEL_SQL = {
   destroy: 'DELETE FROM oidc_models WHERE model = ? AND id = ?',
   revokeByGrantId: 'DELETE FROM oidc_models WHERE model = ? AND grant_id = ?',
   list: `SELECT id, payload, consumed_at FROM oidc_models WHERE model = ? AND ${LIVE} ORDER BY rowid`,
+  listBy: `SELECT id, payload, consumed_at FROM oidc_models WHERE model = ? AND listed_by = ? AND ${LIVE} ORDER BY rowid`,
 } as const;
 
 class SqliteModelStore implements ModelStore {
@@ -191,7 +209,7 @@ class SqliteModelStore implements ModelStore {
     await this.#db.write(() => this.#db.statement(MODEL_SQL.upsert).run(
       this.#model, id, JSON.stringify(payload),
       stringOrNull(payload.grantId), stringOrNull(payload.uid), stringOrNull(payload.userCode),
-      expiresAt,
+      expiresAt, listedValue(this.#model, payload) ?? null,
     ));
   }
 
@@ -228,6 +246,11 @@ class SqliteModelStore implements ModelStore {
 
   async list() {
     const rows = this.#db.read(() => this.#db.statement(MODEL_SQL.list).all(this.#model, now())) as unknown as ModelRow[];
+    return rows.map((row) => ({ id: row.id, payload: toPayload(row)! }));
+  }
+
+  async listBy(value: string) {
+    const rows = this.#db.read(() => this.#db.statement(MODEL_SQL.listBy).all(this.#model, value, now())) as unknown as ModelRow[];
     return rows.map((row) => ({ id: row.id, payload: toPayload(row)! }));
   }
 }

@@ -30,6 +30,26 @@ export interface ModelStore {
   revokeByGrantId(grantId: string): Promise<void>;
   /** Every live record of this model, oldest first (used by the admin CLI for clients). */
   list(): Promise<Array<{ id: string; payload: ModelPayload }>>;
+  /**
+   * The live records of this model whose LISTED_BY field equals `value` (a user's grants, a
+   * workspace's clients), in no particular order; none for a model LISTED_BY does not name.
+   */
+  listBy(value: string): Promise<Array<{ id: string; payload: ModelPayload }>>;
+}
+
+/**
+ * The payload field each model's records can be listed by (ModelStore.listBy): a grant by its user
+ * (the settings area's connected applications), a client by the workspace it is bound to. Every
+ * backend indexes these models, and only these: an index entry is a write, and a grant or a client
+ * is stored at consent or registration, never per token. An entry lives and goes with its record.
+ */
+export const LISTED_BY: Readonly<Record<string, string>> = { Grant: 'accountId', Client: 'workspace_id' };
+
+/** The value a record is listed by (LISTED_BY), if its model is listed and the record has one. */
+export function listedValue(model: string, payload: ModelPayload): string | undefined {
+  const field = LISTED_BY[model];
+  const value = field === undefined ? undefined : payload[field];
+  return typeof value === 'string' && value !== '' ? value : undefined;
 }
 
 export type Role = 'admin' | 'member' | 'viewer';

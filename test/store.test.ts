@@ -217,6 +217,37 @@ for (const backend of BACKENDS) {
         expect(await model.find('d3')).to.equal(undefined);
       });
 
+      it('lists grants by their user and clients by their workspace: only live records, each under its own value, none once destroyed', async () => {
+        const grants = store.model('Grant');
+        await grants.upsert('g1', { accountId: 'usr_1', clientId: 'c1' }, 60);
+        await grants.upsert('g2', { accountId: 'usr_1', clientId: 'c2' }, 60);
+        await grants.upsert('g3', { accountId: 'usr_2', clientId: 'c1' }, 60);
+        await grants.upsert('g4', { clientId: 'c3' }, 60);
+        await store.model('Client').upsert('c1', { client_id: 'c1', workspace_id: 'ws_1' }, undefined);
+        await store.model('Client').upsert('c2', { client_id: 'c2' }, undefined);
+        // Another model's records are never listed, whatever fields they have.
+        await store.model('RefreshToken').upsert('r1', { accountId: 'usr_1', grantId: 'g1' }, 60);
+        const ids = async (model: string, value: string) => (await store.model(model).listBy(value)).map(({ id }) => id).sort();
+
+        expect(await ids('Grant', 'usr_1')).to.deep.equal(['g1', 'g2']);
+        expect((await grants.listBy('usr_2'))).to.deep.equal([{ id: 'g3', payload: { accountId: 'usr_2', clientId: 'c1' } }]);
+        expect(await ids('Client', 'ws_1')).to.deep.equal(['c1']);
+        expect(await ids('RefreshToken', 'usr_1')).to.deep.equal([]);
+        expect(await ids('Grant', 'nobody')).to.deep.equal([]);
+
+        await grants.destroy('g1');
+        await store.model('Client').destroy('c1');
+        expect(await ids('Grant', 'usr_1')).to.deep.equal(['g2']);
+        expect(await ids('Client', 'ws_1')).to.deep.equal([]);
+      });
+
+      it('lists no expired record', async () => {
+        await store.model('Grant').upsert('short', { accountId: 'usr_1' }, 1);
+        await store.model('Grant').upsert('long', { accountId: 'usr_1' }, 60);
+        await sleep(2100);
+        expect((await store.model('Grant').listBy('usr_1')).map(({ id }) => id)).to.deep.equal(['long']);
+      });
+
       it('revokes by grant id within one model only', async () => {
         await store.model('AccessToken').upsert('a1', { grantId: 'g1' }, 60);
         await store.model('AccessToken').upsert('a2', { grantId: 'g2' }, 60);
@@ -459,7 +490,7 @@ for (const backend of BACKENDS) {
         const engineModels: Array<[string, Record<string, unknown>]> = [
           ['AccessToken', { grantId: 'g1' }], ['AuthorizationCode', { grantId: 'g1' }], ['RefreshToken', { grantId: 'g1' }],
           ['DeviceCode', { grantId: 'g1', userCode: 'CODE-1' }], ['BackchannelAuthenticationRequest', { grantId: 'g1' }],
-          ['ClientCredentials', {}], ['Session', { uid: 'uid-1' }], ['Interaction', { uid: 'uid-2' }], ['Grant', {}],
+          ['ClientCredentials', {}], ['Session', { uid: 'uid-1' }], ['Interaction', { uid: 'uid-2' }], ['Grant', { accountId: 'usr_1' }],
           ['RegistrationAccessToken', {}], ['InitialAccessToken', {}], ['PushedAuthorizationRequest', {}],
           ['ReplayDetection', {}], ['GrantWorkspace', { grantId: 'g1' }],
         ];
@@ -473,7 +504,7 @@ for (const backend of BACKENDS) {
           await model.upsert('kept', payload, 60);
           await model.countUse('kept', 2);
         }
-        await store.model('Client').upsert('client-1', { client_id: 'client-1' }, undefined);
+        await store.model('Client').upsert('client-1', { client_id: 'client-1', workspace_id: 'ws_1' }, undefined);
         await store.accounts.createWorkspace({ id: 'ws_1', name: 'Acme', createdAt: 1 });
         await store.accounts.createUser({ id: 'usr_1', email: 'ann@example.com', name: 'Ann', passwordHash: 'h', createdAt: 1 });
         await store.accounts.putMembership({ userId: 'usr_1', workspaceId: 'ws_1', role: 'admin' });
@@ -494,12 +525,12 @@ for (const backend of BACKENDS) {
 
         const { options } = backend.target(dir);
         const prefix = options!.keyPrefix!;
-        const kept = [/^m:Client:/, /^list:Client$/, /^\{accounts\}:/, /^settings$/, /^\{data:ws_1\}:/,
+        const kept = [/^m:Client:/, /^list:Client$/, /^by:Client:ws_1$/, /^\{accounts\}:/, /^settings$/, /^\{data:ws_1\}:/,
           /^\{apikeys\}:(key:forever|digest:digest-forever|workspace:ws_1)$/];
         const longest = (name: string) => name.startsWith('{revocations}') ? 40_000 : name.startsWith('{apikeys}') ? 50_000 : 60_000;
         const found = await keys();
         expect(found.size).to.be.greaterThan(engineModels.length * 2);
-        for (const name of ['{data:ws_1}:r:companies:c1', '{apikeys}:key:soon', '{apikeys}:digest:digest-later', '{apikeys}:workspace:ws_2']) {
+        for (const name of ['{data:ws_1}:r:companies:c1', '{apikeys}:key:soon', '{apikeys}:digest:digest-later', '{apikeys}:workspace:ws_2', 'by:Grant:usr_1', 'by:Client:ws_1']) {
           expect(found.has(prefix + name), name).to.equal(true);
         }
         for (const [key, ttl] of found) {
@@ -538,10 +569,12 @@ for (const backend of BACKENDS) {
         }
         await store.model('DeviceCode').upsert('d1', { grantId: 'g1', userCode: 'CODE-1' }, 60);
         await store.model('Session').upsert('s1', { uid: 'uid-1' }, 60);
-        await store.model('Client').upsert('c1', { client_id: 'c1' }, undefined);
+        await store.model('Client').upsert('c1', { client_id: 'c1', workspace_id: 'ws_1' }, undefined);
+        await store.model('Grant').upsert('g1', { accountId: 'usr_1', clientId: 'c1' }, 60);
         for (const name of ['AccessToken', 'RefreshToken', 'AuthorizationCode', 'DeviceCode']) await store.model(name).revokeByGrantId('g1');
         await store.model('Session').destroy('s1');
         await store.model('Client').destroy('c1');
+        await store.model('Grant').destroy('g1');
         expect([...(await keys()).keys()]).to.deep.equal([]);
       });
 
@@ -616,6 +649,31 @@ describe('sqlite store file', () => {
       } finally {
         await first.close();
         await second.close();
+      }
+    } finally {
+      await rm(dir, { recursive: true, force: true });
+    }
+  });
+
+  it('opens a database made before records were listed, and lists the grants and clients it already held', async () => {
+    const dir = await mkdtemp(join(tmpdir(), 'store-'));
+    try {
+      const path = join(dir, 'old.sqlite');
+      const old = new DatabaseSync(path);
+      old.exec(`CREATE TABLE oidc_models (model TEXT NOT NULL, id TEXT NOT NULL, payload TEXT NOT NULL, grant_id TEXT, uid TEXT,
+        user_code TEXT, consumed_at INTEGER, expires_at INTEGER, uses INTEGER NOT NULL DEFAULT 0, PRIMARY KEY (model, id))`);
+      const insert = old.prepare('INSERT INTO oidc_models (model, id, payload, expires_at) VALUES (?, ?, ?, ?)');
+      insert.run('Grant', 'g1', '{"accountId":"usr_1"}', Math.floor(Date.now() / 1000) + 60);
+      insert.run('Client', 'c1', '{"client_id":"c1","workspace_id":"ws_1"}', null);
+      insert.run('Session', 's1', '{"accountId":"usr_1"}', Math.floor(Date.now() / 1000) + 60);
+      old.close();
+      const store = openStore(`sqlite:${path}`);
+      try {
+        expect(await store.model('Grant').listBy('usr_1')).to.deep.equal([{ id: 'g1', payload: { accountId: 'usr_1' } }]);
+        expect((await store.model('Client').listBy('ws_1')).map(({ id }) => id)).to.deep.equal(['c1']);
+        expect(await store.model('Session').listBy('usr_1')).to.deep.equal([]);
+      } finally {
+        await store.close();
       }
     } finally {
       await rm(dir, { recursive: true, force: true });

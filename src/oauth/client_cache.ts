@@ -75,6 +75,10 @@ export class CachedClients implements ModelStore {
     return this.#models.list();
   }
 
+  listBy(value: string) {
+    return this.#models.listBy(value);
+  }
+
   #forget(id: string): void {
     this.#writes += 1;
     this.#records.delete(id);
