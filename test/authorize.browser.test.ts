@@ -5,7 +5,7 @@ import type { Browser, BrowserContext, BrowserContextOptions, Page, Response as 
 
 import { captureRedirect, launchBrowser, newPage, recordRequests, type CapturedRequest, type RedirectCapture } from './helpers/browser.ts';
 import { REDIRECT_URI, codeRequest, registerClient, type CodeRequest, type RegisteredClient } from './helpers/oauth.ts';
-import { seedUser, startServer, type SeededUser, type TestServer } from './helpers/server.ts';
+import { registerVettedClient, seedUser, startServer, type SeededUser, type TestServer } from './helpers/server.ts';
 
 /**
  * The authorization endpoint's pages, in a real browser (Debian Chromium through playwright-core)
@@ -42,9 +42,11 @@ describe('authorization in a real browser', function () {
     return page;
   }
 
-  async function newClient(metadata: Record<string, unknown> = {}): Promise<RegisteredClient> {
+  /** A client that registered itself (open registration), or, when `vetted`, one an operator let in with an initial access token. */
+  async function newClient(metadata: Record<string, unknown> = {}, { vetted = false } = {}): Promise<RegisteredClient> {
     clientCount += 1;
-    return registerClient(server.issuer, { client_name: `Browser Test App ${clientCount}`, ...metadata });
+    const named = { client_name: `Browser Test App ${clientCount}`, ...metadata };
+    return vetted ? registerVettedClient(server, named) : registerClient(server.issuer, named);
   }
 
   /** An authorization request for the client with PKCE S256 and a fresh state; `undefined` values leave a parameter out. */
@@ -52,8 +54,8 @@ describe('authorization in a real browser', function () {
     codeRequest(server.issuer, client.client_id, overrides);
 
   /** A new client, a page whose redirects to REDIRECT_URI are captured, and an authorization request for that client. */
-  async function prepare(overrides: Record<string, string | undefined> = {}): Promise<{ client: RegisteredClient; page: Page; capture: RedirectCapture; auth: CodeRequest }> {
-    const client = await newClient();
+  async function prepare(overrides: Record<string, string | undefined> = {}, options: { vetted?: boolean } = {}): Promise<{ client: RegisteredClient; page: Page; capture: RedirectCapture; auth: CodeRequest }> {
+    const client = await newClient({}, options);
     const page = await open();
     const capture = await captureRedirect(page, REDIRECT_URI);
     return { client, page, capture, auth: authorization(client, overrides) };
@@ -203,9 +205,9 @@ describe('authorization in a real browser', function () {
     expect(capture.hits).to.have.length(0);
   });
 
-  it('redirects with access_denied, state and iss when the user denies', async function () {
+  it('redirects a vetted client with access_denied, state and iss when the user denies', async function () {
     const user = await seedUser(server, [{ workspace: 'Denial Corp' }]);
-    const { page, capture, auth } = await prepare();
+    const { page, capture, auth } = await prepare({}, { vetted: true });
 
     await page.goto(auth.url);
     await signIn(page, user);
@@ -267,6 +269,66 @@ describe('authorization in a real browser', function () {
     expect(again.url.searchParams.get('code')).to.be.a('string').and.not.equal('');
   });
 
+  describe('errors for a client nobody vetted (RFC 9700 section 4.11.2)', function () {
+    /** The page shown instead of the redirect: on the server, 400, nothing sent, and a labelled way back carrying the error. */
+    async function expectHeldError(page: Page, response: PageResponse | null, capture: RedirectCapture, auth: CodeRequest, error: string): Promise<void> {
+      expect(response!.status()).to.equal(400);
+      expect(onServer(page.url()), page.url()).to.equal(true);
+      expect(capture.hits, 'nothing reached the client by itself').to.have.length(0);
+      const text = await page.locator('main').innerText();
+      expect(text).to.include(error);
+      expect(text).to.match(/not been checked by an administrator/);
+      const link = page.getByRole('link', { name: /^Return to Browser Test App \d+ at 127\.0\.0\.1:9$/ });
+      const back = new URL((await link.getAttribute('href'))!);
+      expect(`${back.origin}${back.pathname}`).to.equal(REDIRECT_URI);
+      expect(back.searchParams.get('error')).to.equal(error);
+      expect(back.searchParams.get('state')).to.equal(auth.state);
+      expect(back.searchParams.get('iss')).to.equal(server.issuer);
+    }
+
+    it('shows an anonymous browser the error on the server, with a link back the user may follow', async function () {
+      const { page, capture, auth } = await prepare({ scope: 'api admin' });
+      const response = await page.goto(auth.url);
+      await expectHeldError(page, response, capture, auth, 'invalid_scope');
+
+      await page.getByRole('link', { name: /^Return to/ }).click();
+      expectErrorRedirect(await capture.next(), auth, 'invalid_scope');
+    });
+
+    it('holds a missing PKCE challenge the same way', async function () {
+      const { page, capture, auth } = await prepare({ code_challenge: undefined, code_challenge_method: undefined });
+      await expectHeldError(page, await page.goto(auth.url), capture, auth, 'invalid_request');
+    });
+
+    it('does not send a user who denied straight to the application', async function () {
+      const user = await seedUser(server, [{ workspace: 'Careful Corp' }]);
+      const { page, capture, auth } = await prepare();
+      await page.goto(auth.url);
+      await signIn(page, user);
+      await consentHeading(page).waitFor();
+      const [response] = await Promise.all([
+        page.waitForResponse((candidate) => onServer(candidate.url()) && candidate.request().isNavigationRequest() && candidate.status() === 400),
+        page.getByRole('button', { name: 'Deny', exact: true }).click(),
+      ]);
+      await page.waitForLoadState();
+      expect(await page.getByRole('heading', { level: 1 }).innerText()).to.match(/^You did not allow Browser Test App/);
+      await expectHeldError(page, response, capture, auth, 'access_denied');
+    });
+
+    it('still answers prompt=none straight away (silent authentication needs the redirect)', async function () {
+      const { page, capture, auth } = await prepare({ prompt: 'none' });
+      await page.goto(auth.url);
+      expectErrorRedirect(await capture.next(), auth, 'login_required');
+    });
+
+    it('still completes a good request without any extra page', async function () {
+      const user = await seedUser(server, [{ workspace: 'Unvetted Success' }]);
+      const { page, capture, auth } = await prepare();
+      const redirect = await fullFlow(page, user, auth, capture);
+      expect(redirect.url.searchParams.get('code')).to.be.a('string');
+    });
+  });
+
   describe('requests that must not redirect', function () {
     /** A 400 HTML error page shown on the server, naming `mention`, with nothing sent to the client. */
     async function expectErrorPage(page: Page, response: PageResponse | null, capture: RedirectCapture, mention: string): Promise<void> {
@@ -302,7 +364,7 @@ describe('authorization in a real browser', function () {
       ['with code_challenge_method=plain', { code_challenge: 'a'.repeat(43), code_challenge_method: 'plain' }],
     ] as const) {
       it(`refuses a request ${name} with invalid_request and no code`, async function () {
-        const { page, capture, auth } = await prepare(overrides);
+        const { page, capture, auth } = await prepare(overrides, { vetted: true });
         await page.goto(auth.url);
 
         const redirect = await capture.next();
@@ -314,7 +376,7 @@ describe('authorization in a real browser', function () {
 
   describe('scope', function () {
     it('refuses an unknown scope value with invalid_scope', async function () {
-      const { page, capture, auth } = await prepare({ scope: 'api admin' });
+      const { page, capture, auth } = await prepare({ scope: 'api admin' }, { vetted: true });
       await page.goto(auth.url);
 
       const redirect = await capture.next();

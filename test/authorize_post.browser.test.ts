@@ -4,8 +4,8 @@ import { expect } from 'chai';
 import type { Browser, BrowserContext, Page } from 'playwright-core';
 
 import { captureRedirect, launchBrowser, newPage } from './helpers/browser.ts';
-import { REDIRECT_URI, codeRequest, registerClient, type CodeRequest, type RegisteredClient } from './helpers/oauth.ts';
-import { freePort, seedUser, startServer, type SeededUser, type TestServer } from './helpers/server.ts';
+import { REDIRECT_URI, codeRequest, type CodeRequest, type RegisteredClient } from './helpers/oauth.ts';
+import { freePort, registerVettedClient, seedUser, startServer, type SeededUser, type TestServer } from './helpers/server.ts';
 
 /**
  * OpenID Connect Core 3.1.2.1: the authorization endpoint accepts POST with a form body (the
@@ -65,9 +65,9 @@ describe('authorization request sent with POST', function () {
     await page.goto(url.href);
   }
 
-  /** The conformance suite's client: confidential, client_secret_basic, scope openid, no PKCE. */
+  /** The conformance suite's client: confidential, client_secret_basic, scope openid, no PKCE; vetted, so the engine's refusals reach it. */
   async function conformanceClient(): Promise<RegisteredClient> {
-    return registerClient(server.issuer, { token_endpoint_auth_method: 'client_secret_basic' });
+    return registerVettedClient(server, { token_endpoint_auth_method: 'client_secret_basic' });
   }
 
   const openidRequest = (client: RegisteredClient, overrides: Record<string, string | undefined> = {}) =>

@@ -2,7 +2,7 @@ import { expect } from 'chai';
 import { createRemoteJWKSet, decodeJwt, jwtVerify } from 'jose';
 
 import { codeRequest, exchangeCode, registerClient, type RegisteredClient } from './helpers/oauth.ts';
-import { seedUser, startServer, type SeededUser, type TestServer } from './helpers/server.ts';
+import { registerVettedClient, seedUser, startServer, type SeededUser, type TestServer } from './helpers/server.ts';
 import { UserAgent, authorize } from './helpers/user_agent.ts';
 
 /**
@@ -120,8 +120,8 @@ describe('claims parameter, profile claims and authentication context', function
     expect(await userinfo(tokens.access_token)).to.deep.equal({ sub: user.id, email: user.email });
   });
 
-  it('refuses a claims parameter that is not a JSON object with invalid_request, redirected to the client', async function () {
-    const client = await registerClient(server.issuer);
+  it('refuses a claims parameter that is not a JSON object with invalid_request, redirected to a vetted client', async function () {
+    const client = await registerVettedClient(server);
     const auth = codeRequest(server.issuer, client.client_id, { scope: 'openid', claims: '{"userinfo": ' });
     const response = await fetch(auth.url, { redirect: 'manual' });
     const location = new URL(response.headers.get('location')!);

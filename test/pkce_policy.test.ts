@@ -1,8 +1,8 @@
 import { expect } from 'chai';
 import { decodeJwt } from 'jose';
 
-import { codeRequest, registerClient, tokenRequest, type RegisteredClient } from './helpers/oauth.ts';
-import { seedUser, startServer, type SeededUser, type TestServer } from './helpers/server.ts';
+import { codeRequest, tokenRequest, type RegisteredClient } from './helpers/oauth.ts';
+import { registerVettedClient, seedUser, startServer, type SeededUser, type TestServer } from './helpers/server.ts';
 import { UserAgent, authorize } from './helpers/user_agent.ts';
 
 /**
@@ -23,8 +23,9 @@ describe('PKCE policy', function () {
     server = await startServer({ env: { PKCE_REQUIRED: 'public' } });
     defaultServer = await startServer();
     user = await seedUser(server);
-    confidential = await registerClient(server.issuer, { token_endpoint_auth_method: 'client_secret_basic' });
-    publicClient = await registerClient(server.issuer, { token_endpoint_auth_method: 'none' });
+    // Vetted, so the engine's error answers reach the redirect URI (held_error_redirects.ts holds them for the others).
+    confidential = await registerVettedClient(server, { token_endpoint_auth_method: 'client_secret_basic' });
+    publicClient = await registerVettedClient(server, { token_endpoint_auth_method: 'none' });
   });
 
   after(async () => {
@@ -75,7 +76,7 @@ describe('PKCE policy', function () {
   });
 
   it('by default (PKCE_REQUIRED=all), requires PKCE of every request, OpenID Connect ones of confidential clients included', async () => {
-    const client = await registerClient(defaultServer.issuer, { token_endpoint_auth_method: 'client_secret_basic' });
+    const client = await registerVettedClient(defaultServer, { token_endpoint_auth_method: 'client_secret_basic' });
     const defaultUser = await seedUser(defaultServer);
     const callback = await authorize(new UserAgent(), codeRequest(defaultServer.issuer, client.client_id, { scope: 'openid', code_challenge: undefined, code_challenge_method: undefined }).url,
       defaultServer.origin, { email: defaultUser.email, password: defaultUser.password });

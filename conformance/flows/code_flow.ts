@@ -2,7 +2,7 @@ import type { ModuleContext } from '../context.ts';
 import { authorizationRequest, authorizationUrl, type AuthorizationRequest, type RequestOptions } from '../client/authorization_request.ts';
 import { checkHashClaim, parseIdToken, standardIdTokenChecks, type IdToken } from '../client/id_token.ts';
 import { discover, stringList, type Provider } from '../client/provider.ts';
-import { register, registrationRequest, unregister, type Client, type ClientAuthMethod } from '../client/registration.ts';
+import { REDIRECT_URI, register, registrationRequest, unregister, type Client, type ClientAuthMethod } from '../client/registration.ts';
 import { authorizationCodeGrant, callTokenEndpoint, type TokenEndpointResponse } from '../client/token_endpoint.ts';
 import { callUserinfo, type AccessToken } from '../client/userinfo.ts';
 import { checkServerJwks } from '../checks/jwks.ts';
@@ -73,7 +73,7 @@ export async function authorize(ctx: ModuleContext, session: Session, request: A
   const method = options.method ?? 'GET';
   const url = method === 'GET' ? authorizationUrl(endpoint, params, options.order) : endpoint;
   const first = method === 'GET' ? await agent.request(url) : await agent.request(endpoint, { method: 'POST', form: params });
-  const journey = await playUser(agent, first, session.provider.origin, ctx.target.credentials, options);
+  const journey = await playUser(agent, first, session.provider.origin, ctx.target.credentials, { returnTo: REDIRECT_URI, ...options });
   return { request, url, journey };
 }
 

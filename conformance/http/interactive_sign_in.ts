@@ -1,4 +1,4 @@
-import { forms, type HtmlForm } from './html.ts';
+import { forms, linkTargets, type HtmlForm } from './html.ts';
 import type { HttpResponse } from './http_client.ts';
 import { followRedirects, type Landing, type UserAgent } from './user_agent.ts';
 
@@ -31,6 +31,11 @@ export interface Journey {
 export interface JourneyOptions {
   /** Stop on the first login page instead of signing in (its HTML is what the module checks). */
   stopAtLogin?: boolean;
+  /**
+   * The client's redirect URI. An OP may show a page with a link back there instead of sending an
+   * error answer to a client it has not vetted (RFC 9700 section 4.11.2); the user follows it.
+   */
+  returnTo?: string;
 }
 
 const MAX_INTERACTIONS = 6;
@@ -59,7 +64,14 @@ export async function playUser(agent: UserAgent, first: HttpResponse, opOrigin: 
     const posted = await agent.request(new URL(form.form.action || landing.url, landing.url).href, { method: 'POST', form: answer });
     landing = await followRedirects(agent, posted, opOrigin);
   }
+  const back = landing.kind === 'page' && options.returnTo ? linkBack(landing.response.text, options.returnTo) : undefined;
+  if (back) landing = { kind: 'redirect', url: back };
   return { landing, pages };
+}
+
+function linkBack(html: string, redirectUri: string): URL | undefined {
+  const href = linkTargets(html).find((target) => target.startsWith(redirectUri));
+  return href ? new URL(href) : undefined;
 }
 
 function interactionForm(html: string): { kind: InteractionPage['kind']; form: HtmlForm } | undefined {

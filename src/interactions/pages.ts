@@ -2,6 +2,7 @@ import { randomBytes } from 'node:crypto';
 
 import type { Context } from 'koa';
 
+import type { HeldError } from '../oauth/held_error_redirects.ts';
 import { cspOrigin, htmlContentSecurityPolicy, type HtmlPolicy } from '../server/security_headers.ts';
 
 /** Renders a view inside the layout, with the page's Content-Security-Policy and no caching. */
@@ -38,10 +39,31 @@ const ERROR_HEADINGS: Record<string, { heading: string; message: string }> = {
 
 /** The error page: for errors that must not redirect back to the client. */
 export async function renderErrorPage(ctx: Context, error: string, description?: string): Promise<void> {
+  // The engine answered with this page, not with a redirect to the client (held_error_redirects.ts).
+  ctx.state.errorPageShown = true;
   const known = ERROR_HEADINGS[error];
   const heading = known?.heading ?? 'Something went wrong';
   const message = known ? `${known.message}${description ? ` (${description})` : ''}` : (description ?? 'The request could not be completed.');
   await renderPage(ctx, 'error', heading, { heading, message, error });
+}
+
+/**
+ * An error the engine would have sent straight to an unvetted client: the user reads what went
+ * wrong and decides whether to go back (held_error_redirects.ts).
+ */
+export async function renderReturnToClientPage(ctx: Context, held: HeldError): Promise<void> {
+  const clientName = held.clientName || held.clientId;
+  const { error, error_description: description, ...rest } = held.response;
+  const denied = error === 'access_denied';
+  const heading = denied ? `You did not allow ${clientName}` : `${clientName} sent a request this server cannot accept`;
+  const message = denied
+    ? `Nothing was shared with ${clientName}.`
+    : `The request was not carried out and nothing was shared with ${clientName}.`;
+  const target = redirectTarget(held.redirectUri);
+  await renderPage(ctx, 'return_to_client', heading, {
+    heading, message, error, description, clientName, targetLabel: target.label,
+    location: held.location, redirectUri: held.redirectUri, fields: { error, ...(description ? { error_description: description } : {}), ...rest },
+  }, { formAction: held.location ? [] : target.formAction });
 }
 
 /** Where a redirect URI sends the user, in words a person recognizes: the host, or the app scheme. */

@@ -10,11 +10,12 @@ import type { Store } from '../../adapters/store.ts';
 import { Accounts } from '../accounts/accounts.ts';
 import type { Config } from '../config.ts';
 import { CsrfTokens } from '../interactions/csrf.ts';
-import { renderErrorPage } from '../interactions/pages.ts';
+import { renderErrorPage, renderReturnToClientPage } from '../interactions/pages.ts';
 import { interactionRouter } from '../interactions/router.ts';
 import type { Logger } from '../logger.ts';
 import { authorizationByPost } from '../oauth/authorization_post.ts';
 import { checkSecretOnUpdate, hideStoredSecret } from '../oauth/client_secrets.ts';
+import { holdErrorRedirects } from '../oauth/held_error_redirects.ts';
 import { AccessTokenVerifier, jwtAccessTokenEndpoints } from '../oauth/jwt_access_tokens.ts';
 import type { KeyMaterial } from '../oauth/keys.ts';
 import { buildProvider, type RenderError } from '../oauth/provider.ts';
@@ -113,6 +114,8 @@ export function createService({ config, store, keys, revocations, logger }: Serv
   const interactionPrefix = `${config.basePath}${INTERACTION_PATH}/`;
   app.use(onlyWhere((path) => path.startsWith(interactionPrefix), interactions.routes()));
   app.use(onlyWhere(hostPaths(config.basePath), host.routes()));
+  const authorizationPath = `${config.basePath}${ENGINE_ROUTES.authorization}`;
+  app.use(onlyWhere((path) => path === authorizationPath || path.startsWith(`${authorizationPath}/`), holdErrorRedirects(provider, renderReturnToClientPage)));
   app.use(mount(config.basePath || '/', provider as unknown as Koa));
   return { app, provider, accounts };
 }

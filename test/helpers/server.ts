@@ -8,6 +8,7 @@ import { fileURLToPath } from 'node:url';
 import { openStore } from '../../adapters/index.ts';
 import type { Role } from '../../adapters/store.ts';
 import { Accounts } from '../../src/accounts/accounts.ts';
+import { registerClient, type RegisteredClient } from './oauth.ts';
 
 const ROOT = fileURLToPath(new URL('../..', import.meta.url));
 
@@ -176,4 +177,20 @@ export async function initialAccessToken(server: TestServer, workspaceId: string
   ]);
   if (result.code !== 0) throw new Error(`iat create failed: ${result.stderr}`);
   return (JSON.parse(result.stdout) as { initial_access_token: string }).initial_access_token;
+}
+
+/**
+ * A client an operator vetted: registered with an initial access token for a new workspace, as a
+ * workspace admin would hand out. Error answers reach its redirect URI directly.
+ */
+export async function registerVettedClient(server: TestServer, metadata: Record<string, unknown> = {}): Promise<RegisteredClient> {
+  const store = openStore(server.store);
+  let workspaceId: string;
+  try {
+    seq += 1;
+    workspaceId = (await new Accounts(store.accounts).createWorkspace(`Vetted ${seq}`)).id;
+  } finally {
+    await store.close();
+  }
+  return registerClient(server.issuer, metadata, await initialAccessToken(server, workspaceId));
 }
