@@ -315,6 +315,20 @@ describe('authorization in a real browser', function () {
       await expectHeldError(page, response, capture, auth, 'access_denied');
     });
 
+    it('holds a form_post answer too: the page posts the error only when the user presses the button', async function () {
+      const { page, capture, auth } = await prepare({ scope: 'api admin', response_mode: 'form_post' });
+      const response = await page.goto(auth.url);
+      expect(response!.status()).to.equal(400);
+      expect(capture.hits, 'nothing reached the client by itself').to.have.length(0);
+      await page.getByRole('button', { name: /^Return to Browser Test App \d+ at 127\.0\.0\.1:9$/ }).click();
+      const posted = await capture.next();
+      expect(posted.method).to.equal('POST');
+      const fields = new URLSearchParams(posted.body ?? '');
+      expect(fields.get('error')).to.equal('invalid_scope');
+      expect(fields.get('state')).to.equal(auth.state);
+      expect(fields.get('iss')).to.equal(server.issuer);
+    });
+
     it('still answers prompt=none straight away (silent authentication needs the redirect)', async function () {
       const { page, capture, auth } = await prepare({ prompt: 'none' });
       await page.goto(auth.url);
