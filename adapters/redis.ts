@@ -5,7 +5,7 @@ import { RedisKeys } from './redis_keys.ts';
 import { RedisModelStore } from './redis_models.ts';
 import { RedisRecordStore } from './redis_records.ts';
 import { RedisRevocationStore } from './redis_revocations.ts';
-import { setIfAbsent } from './redis_scripts.ts';
+import { compareAndSetSetting, setIfAbsent } from './redis_scripts.ts';
 import type { ModelStore, SettingStore, Store } from './store.ts';
 
 export interface RedisStoreOptions {
@@ -67,5 +67,9 @@ class RedisSettingStore implements SettingStore {
 
   async put(name: string, value: string) {
     await this.#redis.run((client) => client.hset(this.#keys.settings(), name, value));
+  }
+
+  async compareAndSet(name: string, expected: string, value: string) {
+    return this.#redis.run(async (client) => await compareAndSetSetting.run(client, [this.#keys.settings()], [name, expected, value]) === 1);
   }
 }

@@ -141,6 +141,13 @@ redis.call('HSETNX', KEYS[1], ARGV[1], ARGV[2])
 return redis.call('HGET', KEYS[1], ARGV[1])
 `);
 
+/** KEYS: settings hash. ARGV: name, expected value, new value. Returns 1 when it replaced the value, 0 when it held another (or none). */
+export const compareAndSetSetting = new Script(`
+if redis.call('HGET', KEYS[1], ARGV[1]) ~= ARGV[2] then return 0 end
+redis.call('HSET', KEYS[1], ARGV[1], ARGV[3])
+return 1
+`);
+
 /**
  * Adds or widens a revocation. KEYS: entries (hash key -> JSON), log (sorted set key -> position),
  * expiry (sorted set key -> expiresAt), position (the last one given). ARGV: key, owner ('' none),

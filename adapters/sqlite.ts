@@ -381,6 +381,12 @@ class SqliteSettingStore implements SettingStore {
   async put(name: string, value: string) {
     await this.#db.write(() => this.#db.statement('INSERT INTO settings (name, value) VALUES (?, ?) ON CONFLICT (name) DO UPDATE SET value = excluded.value').run(name, value));
   }
+
+  async compareAndSet(name: string, expected: string, value: string) {
+    // Writes run in a BEGIN IMMEDIATE transaction: no other process writes between the check and the update.
+    const { changes } = await this.#db.write(() => this.#db.statement('UPDATE settings SET value = ? WHERE name = ? AND value = ?').run(value, name, expected));
+    return Number(changes) === 1;
+  }
 }
 
 interface RevocationRow {

@@ -105,6 +105,11 @@ export interface SettingStore {
   setIfAbsent(name: string, value: string): Promise<string>;
   /** Replaces the value (re-sealing a key under a new key-encryption key). */
   put(name: string, value: string): Promise<void>;
+  /**
+   * Replaces the value only if it still is `expected` (what the caller read), atomically; false
+   * when another writer changed it first (or it is not set). Of writers racing from one read, one wins.
+   */
+  compareAndSet(name: string, expected: string, value: string): Promise<boolean>;
 }
 
 /**

@@ -300,6 +300,16 @@ for (const backend of BACKENDS) {
         expect(results[0]).to.equal(results[1]);
         expect(await store.settings.get('k')).to.equal(results[0]);
       });
+
+      it('replaces a value only if it still holds what the writer read: of two racing writers one wins', async () => {
+        expect(await store.settings.compareAndSet('cas', 'anything', 'x'), 'not set').to.equal(false);
+        expect(await store.settings.get('cas')).to.equal(undefined);
+        await store.settings.setIfAbsent('cas', 'v1');
+        const results = await Promise.all([store.settings.compareAndSet('cas', 'v1', 'two'), store.settings.compareAndSet('cas', 'v1', 'three')]);
+        expect(results.filter(Boolean)).to.have.length(1);
+        expect(await store.settings.get('cas')).to.equal(results[0] ? 'two' : 'three');
+        expect(await store.settings.compareAndSet('cas', 'v1', 'four'), 'from a stale read').to.equal(false);
+      });
     });
 
     describe('revocation list', () => {
