@@ -15,6 +15,8 @@ export interface Target {
   initialAccessToken?: string;
   /** The public half of the RS256 key the suite puts in every registration request (`jwks`). */
   clientJwks: JSONWebKeySet;
+  /** A shell command that rotates the OP's signing keys (the operator's step in oidcc-server-rotate-keys). */
+  rotateKeysCommand?: string;
 }
 
 /** Thrown to end a module early with a result other than a failure. */

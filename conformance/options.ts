@@ -17,6 +17,9 @@ page and allows on its consent page. Run the server with PKCE_REQUIRED=public: t
                                 and config, the plans a code-flow OP certifies for; the dynamic plan's
                                 discovery module requires the implicit flow, which this server refuses)
   --module NAME                 repeatable: only these modules (the suite's names)
+  --rotate-keys-command CMD     a shell command that rotates the OP's signing keys, run by
+                                oidcc-server-rotate-keys between its two reads of the JWKS (e.g.
+                                "npm run admin -- keys rotate"); without it that module is an operator action
   --json                        print the results as JSON on stdout (the table goes to stderr)
   -h, --help
 
@@ -29,6 +32,7 @@ export interface RunOptions {
   initialAccessToken?: string;
   plans: PlanName[];
   modules: string[];
+  rotateKeysCommand?: string;
   json: boolean;
 }
 
@@ -48,6 +52,7 @@ export function parseOptions(argv: string[]): RunOptions | undefined {
       'initial-access-token': { type: 'string' },
       plan: { type: 'string', multiple: true },
       module: { type: 'string', multiple: true },
+      'rotate-keys-command': { type: 'string' },
       json: { type: 'boolean', default: false },
       help: { type: 'boolean', short: 'h', default: false },
     },
@@ -62,6 +67,7 @@ export function parseOptions(argv: string[]): RunOptions | undefined {
     initialAccessToken: values['initial-access-token'],
     plans: plansFrom(values.plan ?? []),
     modules: modulesFrom(values.module ?? []),
+    rotateKeysCommand: values['rotate-keys-command'] || undefined,
     json: values.json,
   };
 }

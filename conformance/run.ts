@@ -35,6 +35,7 @@ const target: Target = {
   credentials: { email: run.email, password: run.password },
   initialAccessToken: run.initialAccessToken,
   clientJwks: await clientPublicJwks(),
+  rotateKeysCommand: run.rotateKeysCommand,
 };
 const entries = planEntries(run.plans, run.modules);
 // With --json, stdout is the JSON alone; everything for people goes to stderr.

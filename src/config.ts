@@ -2,6 +2,7 @@ import { availableParallelism } from 'node:os';
 
 import { isRedisUrl, parseRedisUrl } from '../adapters/redis_url.ts';
 import { parseDuration } from './cli/duration.ts';
+import { LIFETIMES } from './oauth/lifetimes.ts';
 
 /**
  * Service configuration: read from the environment once, at start, validated, then passed down.
@@ -49,6 +50,17 @@ export interface Config {
   readonly keyEncryptionKey: { value: string } | { file: string } | undefined;
   /** Earlier key-encryption keys, still accepted for values sealed before a rotation (KEY_ENCRYPTION_KEY_PREVIOUS). */
   readonly previousKeyEncryptionKeys: readonly string[];
+  /** Signing-key rotation (src/oauth/key_rotation.ts). */
+  readonly keyRotation: KeyRotationPolicy;
+}
+
+export interface KeyRotationPolicy {
+  /** KEY_PREPUBLISH: seconds a new signing key is published before it signs. */
+  readonly prepublishSeconds: number;
+  /** KEY_RETENTION: seconds a replaced key stays published and verifying after it stops signing. */
+  readonly retentionSeconds: number;
+  /** KEY_ROTATION_DAYS, in seconds: how long each key signs before the service rotates on its own; undefined: only `keys rotate` does. */
+  readonly everySeconds: number | undefined;
 }
 
 export class ConfigError extends Error {
@@ -84,7 +96,26 @@ export function loadConfig(env: Env = process.env): Config {
     jwksFile: env.JWKS_FILE || undefined,
     keyEncryptionKey: parseKeyEncryptionKey(env.KEY_ENCRYPTION_KEY, env.KEY_ENCRYPTION_KEY_FILE),
     previousKeyEncryptionKeys: parsePreviousKeys(env.KEY_ENCRYPTION_KEY_PREVIOUS),
+    keyRotation: parseKeyRotation(env),
   };
+}
+
+/** Seconds an instance may take to see a new key (key_rotation.ts MIN_PREPUBLISH_SECONDS): a key is published at least this long before it signs. */
+const MIN_KEY_PREPUBLISH = 3;
+/** The longest-lived JWT the service signs (access and ID tokens, signed userinfo) plus a minute of clock skew. */
+const DEFAULT_KEY_RETENTION = Math.max(LIFETIMES.AccessToken, LIFETIMES.ClientCredentials, LIFETIMES.IdToken) + 60;
+
+function parseKeyRotation(env: Env): KeyRotationPolicy {
+  const prepublishSeconds = parseOptionalDuration('KEY_PREPUBLISH', env.KEY_PREPUBLISH) ?? 3600;
+  if (prepublishSeconds < MIN_KEY_PREPUBLISH) throw new ConfigError(`KEY_PREPUBLISH must be at least ${MIN_KEY_PREPUBLISH}s, so every instance has a new key before it signs, got "${env.KEY_PREPUBLISH}"`);
+  const retentionSeconds = parseOptionalDuration('KEY_RETENTION', env.KEY_RETENTION) ?? DEFAULT_KEY_RETENTION;
+  const days = env.KEY_ROTATION_DAYS;
+  if (days === undefined || days === '') return { prepublishSeconds, retentionSeconds, everySeconds: undefined };
+  if (!/^\d+(\.\d+)?$/.test(days) || Number(days) <= 0) throw new ConfigError(`KEY_ROTATION_DAYS must be a positive number of days, got "${days}"`);
+  if (env.JWKS_FILE) throw new ConfigError('KEY_ROTATION_DAYS rotates the keys the service generates; the keys of JWKS_FILE are rotated by changing the file');
+  const everySeconds = Math.round(Number(days) * 86_400);
+  if (everySeconds <= prepublishSeconds) throw new ConfigError(`KEY_ROTATION_DAYS (${everySeconds} s) must be longer than KEY_PREPUBLISH (${prepublishSeconds} s)`);
+  return { prepublishSeconds, retentionSeconds, everySeconds };
 }
 
 /** 32 random bytes in base64url, as `openssl rand 32 | basenc --base64url | tr -d =` prints them. */

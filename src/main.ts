@@ -1,11 +1,12 @@
 import cluster from 'node:cluster';
-import type { Server } from 'node:http';
+import { createServer, type Server } from 'node:http';
 
 import { openStore } from '../adapters/index.ts';
 import { ConfigError, loadConfig, type Config } from './config.ts';
 import { createLogger, type Logger } from './logger.ts';
 import { KeyEncryptionError, loadKeyRing } from './oauth/key_encryption.ts';
-import { KeyConfigError, loadKeys } from './oauth/keys.ts';
+import { KeyConfigError, loadKeys, type KeyMaterial } from './oauth/keys.ts';
+import { watchSigningKeys } from './oauth/key_rotation_watch.ts';
 import { RevocationList } from './oauth/revocation_list.ts';
 import { createService } from './server/app.ts';
 import { superviseWorkers } from './server/workers.ts';
@@ -42,12 +43,20 @@ async function prepare(config: Config, logger: Logger): Promise<void> {
 
 async function serve(config: Config, logger: Logger, alone: boolean): Promise<void> {
   const store = openStore(config.store);
-  const keys = await loadKeys(store.settings, await loadKeyRing(config, logger), config.jwksFile);
+  const keyRing = await loadKeyRing(config, logger);
+  const keys = await loadKeys(store.settings, keyRing, config.jwksFile);
   const revocations = new RevocationList(store.revocations);
   await revocations.start();
-  const { app } = createService({ config, store, keys, revocations, logger });
+  const serviceWith = (material: KeyMaterial) => createService({ config, store, keys: material, revocations, logger }).app.callback();
+  let handle = serviceWith(keys);
+  // The engine takes its keys once: a rotation swaps in a service built with the new set, and
+  // requests in flight finish on the one they started on (src/oauth/key_rotation_watch.ts).
+  const keyWatch = config.jwksFile ? undefined : watchSigningKeys({
+    settings: store.settings, keyRing, policy: config.keyRotation, logger, initial: keys.jwks,
+    onChange: (jwks) => { handle = serviceWith({ ...keys, jwks }); },
+  });
 
-  const server: Server = app.listen(config.port, config.host);
+  const server: Server = createServer((request, response) => handle(request, response)).listen(config.port, config.host);
   await new Promise<void>((resolve, reject) => {
     server.once('listening', resolve);
     server.once('error', reject);
@@ -63,6 +72,7 @@ async function serve(config: Config, logger: Logger, alone: boolean): Promise<vo
     const deadline = setTimeout(() => server.closeAllConnections(), SHUTDOWN_GRACE_MS);
     await closed;
     clearTimeout(deadline);
+    keyWatch?.stop();
     revocations.stop();
     await store.close();
     // A worker's channel to its supervisor would keep it alive.

@@ -9,6 +9,7 @@ import { ConfigError, loadConfig } from '../config.ts';
 import { createLogger } from '../logger.ts';
 import { loadKeyRing } from '../oauth/key_encryption.ts';
 import { loadKeys } from '../oauth/keys.ts';
+import { KeyAdminError, listSigningKeys, rotateSigningKeys } from '../oauth/key_rotation_admin.ts';
 import { PROPAGATION_BOUND_MS } from '../oauth/propagation.ts';
 import { RevocationList, revocationEntries } from '../oauth/revocation_list.ts';
 import { LIFETIMES } from '../oauth/lifetimes.ts';
@@ -33,6 +34,8 @@ const USAGE = `Usage: npm run admin -- <command> [options] [--json]
   api-key create --workspace WORKSPACE_ID --name NAME [--expires-in 90d|12h|SECONDS]
   api-key list --workspace WORKSPACE_ID
   api-key revoke KEY_ID
+  keys rotate [--now]
+  keys list
 
 Uses the same STORE (and other settings) as the service.`;
 
@@ -53,6 +56,7 @@ const OPTIONS = {
   'expires-in': { type: 'string' },
   uses: { type: 'string' },
   'auth-method': { type: 'string' },
+  now: { type: 'boolean' },
   json: { type: 'boolean' },
   help: { type: 'boolean', short: 'h' },
 } as const;
@@ -180,6 +184,8 @@ const COMMANDS: Record<string, Command> = {
     await sleep(PROPAGATION_BOUND_MS + 50);
     return { text: `revoked API key ${keyId} ("${revoked.name}")`, json: { revoked: keyId } };
   },
+  'keys rotate': ({ store, options }) => rotateSigningKeys(store, loadConfig(), createLogger('error'), options.now === true),
+  'keys list': ({ store }) => listSigningKeys(store, loadConfig(), createLogger('error')),
 };
 
 const isoTime = (seconds: number) => new Date(seconds * 1000).toISOString();
@@ -251,7 +257,7 @@ async function run(argv: string[]): Promise<number> {
       process.stderr.write(`error: ${error.message}\n\n${USAGE}\n`);
       return 2;
     }
-    if (error instanceof AccountError || error instanceof ApiKeyError) {
+    if (error instanceof AccountError || error instanceof ApiKeyError || error instanceof KeyAdminError) {
       process.stderr.write(`error: ${error.message}\n`);
       return 1;
     }

@@ -1,13 +1,18 @@
 import { randomBytes } from 'node:crypto';
 import { readFile } from 'node:fs/promises';
 
-import { calculateJwkThumbprint, exportJWK, generateKeyPair, type JWK } from 'jose';
+import type { JWK } from 'jose';
 
 import type { SettingStore } from '../../adapters/store.ts';
 import { isSealed, type KeyRing } from './key_encryption.ts';
+import { engineJwks, nowSeconds } from './key_rotation.ts';
+import { loadKeySet } from './key_rotation_store.ts';
 
 export interface KeyMaterial {
-  /** Private JWKS for the engine: ES256 first (access tokens), RS256 for ID tokens. */
+  /**
+   * Private JWKS for the engine: the signing ES256 (access tokens) and RS256 (ID tokens) keys
+   * first, then the keys only published and verifying during a rotation (key_rotation.ts).
+   */
   jwks: { keys: JWK[] };
   /** Keys that sign the engine's cookies; the first signs, all verify. */
   cookieKeys: string[];
@@ -19,17 +24,17 @@ export class KeyConfigError extends Error {
   override name = 'KeyConfigError';
 }
 
-const JWKS_SETTING = 'signing_jwks';
 const COOKIE_KEYS_SETTING = 'cookie_keys';
 
 /**
  * Signing and cookie keys are generated on first start and kept in the store, sealed with the
  * key-encryption key, so a restart keeps every token valid, every instance signs with the same
- * keys, and a copy of the store alone gives neither. An operator may supply a private JWKS file
- * instead (JWKS_FILE).
+ * keys, and a copy of the store alone gives neither. The signing keys rotate (key_rotation.ts);
+ * this is the set as of now. An operator may supply a private JWKS file instead (JWKS_FILE),
+ * which the service never rotates.
  */
 export async function loadKeys(settings: SettingStore, keyRing: KeyRing, jwksFile: string | undefined): Promise<KeyMaterial> {
-  const jwks = jwksFile ? await readJwksFile(jwksFile) : await storedOrNew(settings, keyRing, JWKS_SETTING, generateJwks);
+  const jwks = jwksFile ? await readJwksFile(jwksFile) : engineJwks((await loadKeySet(settings, keyRing)).set, nowSeconds());
   const cookieKeys = await storedOrNew(settings, keyRing, COOKIE_KEYS_SETTING, async () => [randomBytes(32).toString('base64url')]);
   return { jwks, cookieKeys, keyRing };
 }
@@ -43,20 +48,7 @@ async function storedOrNew<T>(settings: SettingStore, keyRing: KeyRing, name: st
   return JSON.parse(plain) as T;
 }
 
-async function generateJwks(): Promise<{ keys: JWK[] }> {
-  const keys = await Promise.all([
-    privateJwk('ES256', generateKeyPair('ES256', { extractable: true })),
-    privateJwk('RS256', generateKeyPair('RS256', { extractable: true, modulusLength: 2048 })),
-  ]);
-  return { keys };
-}
-
-async function privateJwk(alg: string, pair: Promise<CryptoKeyPair>): Promise<JWK> {
-  const jwk = await exportJWK((await pair).privateKey);
-  return { ...jwk, alg, use: 'sig', kid: await calculateJwkThumbprint(jwk) };
-}
-
-async function readJwksFile(path: string): Promise<{ keys: JWK[] }> {
+export async function readJwksFile(path: string): Promise<{ keys: JWK[] }> {
   let parsed: unknown;
   try {
     parsed = JSON.parse(await readFile(path, 'utf8'));
