@@ -293,18 +293,20 @@ describe('client registration', () => {
       );
     });
 
-    const accepted: Array<[string, string]> = [
-      ['http on 127.0.0.1 with a port', 'http://127.0.0.1:8080/cb'],
-      ['http on localhost', 'http://localhost/cb'],
-      ['https', 'https://app.example.com/cb'],
-      ['a private-use scheme for a native app (RFC 8252)', 'com.example.app:/callback'],
+    // Registered without application_type: loopback http and private-use schemes are native apps' (RFC 8252).
+    const accepted: Array<[string, string, string]> = [
+      ['http on 127.0.0.1 with a port', 'http://127.0.0.1:8080/cb', 'native'],
+      ['http on localhost', 'http://localhost/cb', 'native'],
+      ['https', 'https://app.example.com/cb', 'web'],
+      ['a private-use scheme for a native app (RFC 8252)', 'com.example.app:/callback', 'native'],
     ];
-    for (const [label, uri] of accepted) {
-      it(`accepts ${label} (${uri})`, async () => {
-        const response = await register(server.issuer, { redirect_uris: [uri] });
+    for (const [label, uri, applicationType] of accepted) {
+      it(`accepts ${label} (${uri}) as a ${applicationType} client`, async () => {
+        const response = await register(server.issuer, { redirect_uris: [uri], application_type: undefined });
         expect(response.status, await response.clone().text()).to.equal(201);
         const body = await response.json() as Json;
         expect(body.redirect_uris).to.deep.equal([uri]);
+        expect(body.application_type).to.equal(applicationType);
       });
     }
   });

@@ -92,6 +92,8 @@ export interface ClientDisplay {
   logo?: { src: string; origin: string };
   policyUri?: string;
   tosUri?: string;
+  /** Set when an operator let the application in; one that registered itself is labelled so on the consent page. */
+  vetted?: true;
 }
 
 /**
@@ -100,8 +102,9 @@ export interface ClientDisplay {
  * this checks again, so a page never carries a `javascript:`, `data:` or other non-http(s) URL,
  * nor one with credentials in it, and shows a logo only if its origin can be named in the policy.
  */
-export function clientDisplay(clientId: string, client: ClientMetadata | undefined): ClientDisplay {
+export function clientDisplay(clientId: string, client: ClientMetadata | undefined, vetted = false): ClientDisplay {
   const display: ClientDisplay = { name: client?.clientName || clientId };
+  if (vetted) display.vetted = true;
   const logo = webUrl(client?.logoUri);
   const logoOrigin = logo && cspOrigin(logo);
   if (logo && logoOrigin) display.logo = { src: logo.href, origin: logoOrigin };

@@ -5,6 +5,7 @@ import { errors, type InteractionResults, type Provider } from 'oidc-provider';
 
 import type { Accounts } from '../accounts/accounts.ts';
 import type { GrantWorkspaces } from '../oauth/grant_workspaces.ts';
+import { isVetted } from '../oauth/client_vetting.ts';
 import { LIFETIMES } from '../oauth/lifetimes.ts';
 import { INTERACTION_PATH } from '../oauth/routes.ts';
 import { PASSWORD_ACR, PASSWORD_AMR } from '../oauth/authentication_context.ts';
@@ -115,7 +116,8 @@ function loginHint(details: Details): string {
 /** The application the interaction is for, as the pages show it (its own logo and documents, never another's). */
 async function findClient(provider: Provider, details: Details): Promise<ClientDisplay> {
   const clientId = String(details.params.client_id);
-  return clientDisplay(clientId, await provider.Client.find(clientId));
+  const client = await provider.Client.find(clientId);
+  return clientDisplay(clientId, client, client !== undefined && isVetted(client));
 }
 
 async function showConsent(ctx: Context, deps: InteractionDependencies, details: Details, error?: string) {

@@ -2,6 +2,7 @@ import { errors, type Client, type KoaContextWithOIDC, type Provider } from 'oid
 import type { Middleware } from 'koa';
 
 import { findInitialAccessToken, useOnRegistration } from './initial_access_tokens.ts';
+import { checkRegistrationHygiene } from './registration_hygiene.ts';
 
 /**
  * Dynamic client registration policy (RFC 7591 / RFC 7592), applied through the engine's
@@ -83,6 +84,7 @@ export function validateClientMetadata(ctx: KoaContextWithOIDC | undefined, key:
   }
   if (key !== WORKSPACE_METADATA) return;
 
+  checkRegistrationHygiene(metadata);
   for (const [field, description] of FETCHED_METADATA) {
     if (metadata[field] !== undefined && metadata[field] !== null) throw new errors.InvalidClientMetadata(description);
   }
@@ -177,7 +179,17 @@ function checkRedirectUris(metadata: Metadata, requestedApplicationType: unknown
   }
   // RFC 8252 private-use schemes are for native apps; say so on the client's behalf when it did not
   // (the engine has already filled in its default, `web`, so the request body tells).
-  if (privateUse && requestedApplicationType === undefined) metadata.application_type = 'native';
+  if ((privateUse || hasLoopbackHttp(metadata.redirect_uris)) && requestedApplicationType === undefined) metadata.application_type = 'native';
+}
+
+/**
+ * RFC 8252 section 7.3: an http redirect URI on loopback is a native app's, whose port changes
+ * from run to run. As a native client any port matches, and the engine asks the user every time
+ * (RFC 8252 section 8.6: another app on the device could use the same client_id). A web app in
+ * development on loopback keeps exact matching and silent sign-in by registering application_type web.
+ */
+function hasLoopbackHttp(uris: unknown): boolean {
+  return Array.isArray(uris) && uris.some((uri) => typeof uri === 'string' && URL.parse(uri)?.protocol === 'http:');
 }
 
 /**

@@ -20,6 +20,7 @@ import { AccessTokenVerifier, jwtAccessTokenEndpoints } from '../oauth/jwt_acces
 import type { KeyMaterial } from '../oauth/keys.ts';
 import { buildProvider, type RenderError } from '../oauth/provider.ts';
 import { hideServerKeptMetadata, registrationWorkspace } from '../oauth/registration.ts';
+import { registrationBodyLimit } from '../oauth/registration_hygiene.ts';
 import type { RevocationList } from '../oauth/revocation_list.ts';
 import { userinfoSigner, userinfoSigningAlg } from '../oauth/signed_userinfo.ts';
 import { ENGINE_ROUTES, INTERACTION_PATH, USERINFO_PATH } from '../oauth/routes.ts';
@@ -76,8 +77,8 @@ export function createService({ config, store, keys, revocations, logger }: Serv
   // Browser-based clients (MCP hosts running in a page) register from another origin; no cookies are involved.
   const registrationCors = bearerCors('POST');
   host.options(ENGINE_ROUTES.registration, registrationCors);
-  host.post(ENGINE_ROUTES.registration, registrationCors, registrationWorkspace(provider));
-  host.all(`${ENGINE_ROUTES.registration}/:clientId`, hideStoredSecret, hideServerKeptMetadata, checkSecretOnUpdate(store.model('Client')));
+  host.post(ENGINE_ROUTES.registration, registrationCors, registrationBodyLimit, registrationWorkspace(provider));
+  host.all(`${ENGINE_ROUTES.registration}/:clientId`, registrationBodyLimit, hideStoredSecret, hideServerKeptMetadata, checkSecretOnUpdate(store.model('Client')));
   host.post(ENGINE_ROUTES.token, rfc6749ErrorCodes);
   host.post(ENGINE_ROUTES.introspection, rfc6749ErrorCodes, jwtEndpoints.introspection);
   host.post(ENGINE_ROUTES.revocation, rfc6749ErrorCodes, revocationAnswersJson, jwtEndpoints.revocation);

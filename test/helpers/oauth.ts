@@ -13,7 +13,11 @@ export interface RegisteredClient {
   [key: string]: unknown;
 }
 
-/** POST /oauth/register with the specification's body (overridable); asserts nothing. */
+/**
+ * POST /oauth/register with the specification's body (overridable); asserts nothing. The client
+ * is a web app on loopback (application_type web): without it, a loopback redirect URI makes a
+ * native client, which the server asks for consent on every authorization (RFC 8252 section 8.6).
+ */
 export async function register(issuer: string, metadata: Record<string, unknown> = {}, initialAccessToken?: string): Promise<Response> {
   return fetch(`${issuer}/oauth/register`, {
     method: 'POST',
@@ -23,6 +27,7 @@ export async function register(issuer: string, metadata: Record<string, unknown>
     },
     body: JSON.stringify({
       client_name: 'Test App',
+      application_type: 'web',
       redirect_uris: [REDIRECT_URI],
       grant_types: ['authorization_code'],
       token_endpoint_auth_method: 'client_secret_post',

@@ -1,0 +1,95 @@
+import type { Middleware } from 'koa';
+import { errors } from 'oidc-provider';
+
+/**
+ * What open registration accepts from anyone, bounded and cleaned before a record is written
+ * (RFC 7591 section 2 leaves the limits to the server):
+ * - sizes: a name a page can show, URIs of a sane length, a handful of each list;
+ * - URIs with control characters or whitespace (WHATWG URL parsing silently drops tabs and
+ *   newlines, so what a page shows and what the engine compares would differ), userinfo
+ *   (`https://bank.example@evil.example/` reads as the bank) or port 0 are refused;
+ * - bidirectional-override characters are stripped from the client's name, so a name cannot
+ *   be made to read backwards on the consent page ("moc.elgoog" shown as "google.com").
+ */
+
+/** Characters at most in `client_name`: it is shown as a heading on the login and consent pages. */
+export const CLIENT_NAME_MAX = 100;
+/** Characters at most in any URI or other string value. */
+export const VALUE_MAX = 2000;
+/** Values at most in any list (redirect URIs, contacts, ...). */
+export const LIST_MAX = 20;
+
+/** Metadata whose values are URLs a browser may be sent to or load. */
+const URI_FIELDS = new Set(['redirect_uris', 'post_logout_redirect_uris', 'client_uri', 'logo_uri', 'policy_uri', 'tos_uri', 'initiate_login_uri']);
+
+// Explicit embeddings, overrides and isolates, and the invisible direction marks.
+const BIDI_CONTROLS = /[\u061C\u200E\u200F\u202A-\u202E\u2066-\u2069]/gu;
+const CONTROL_OR_SPACE = /[\p{Cc}\p{Zs}\p{Zl}\p{Zp}\u00AD\u200B\uFEFF]/u;
+const CONTROL = /\p{Cc}/u;
+
+type Metadata = Record<string, unknown>;
+
+/** Checks every value the registrant sent and cleans the client's name in place. */
+export function checkRegistrationHygiene(metadata: Metadata): void {
+  for (const [field, value] of Object.entries(metadata)) {
+    if (Array.isArray(value)) checkList(field, value);
+    else if (typeof value === 'string') checkValue(field, value);
+  }
+  cleanClientName(metadata);
+}
+
+function checkList(field: string, values: unknown[]): void {
+  if (values.length > LIST_MAX) refuse(`${field} may hold at most ${LIST_MAX} values, got ${values.length}`);
+  for (const value of values) if (typeof value === 'string') checkValue(field, value);
+}
+
+function checkValue(field: string, value: string): void {
+  if (value.length > VALUE_MAX) refuse(`${field} values may be at most ${VALUE_MAX} characters long`);
+  if (URI_FIELDS.has(field)) checkUri(field, value);
+}
+
+function checkUri(field: string, uri: string): void {
+  if (CONTROL_OR_SPACE.test(uri)) refuse(`${field} must not contain whitespace or control characters`);
+  const url = URL.parse(uri);
+  if (!url) return; // the engine's own check names the malformed URI
+  if (url.username || url.password || hasUserinfo(uri)) refuse(`${field} must not contain a user name or password (userinfo) before the host, got "${url.protocol}//...@${url.host}"`);
+  if (url.port === '0') refuse(`${field} must not use port 0, got "${uri}"`);
+}
+
+/** `https://@host/` parses with an empty userinfo the URL object does not report. */
+function hasUserinfo(uri: string): boolean {
+  const authority = /^[a-z][a-z0-9+.-]*:\/\/([^/?#]*)/i.exec(uri)?.[1];
+  return authority !== undefined && authority.includes('@');
+}
+
+function cleanClientName(metadata: Metadata): void {
+  const name = metadata.client_name;
+  if (typeof name !== 'string') return;
+  const cleaned = name.replace(BIDI_CONTROLS, '').trim();
+  if (CONTROL.test(cleaned)) refuse('client_name must not contain control characters');
+  if (cleaned.length > CLIENT_NAME_MAX) refuse(`client_name may be at most ${CLIENT_NAME_MAX} characters long`);
+  if (cleaned) metadata.client_name = cleaned;
+  else delete metadata.client_name;
+}
+
+function refuse(description: string): never {
+  throw new errors.InvalidClientMetadata(description);
+}
+
+/** Bytes at most in a registration or update request: far above any honest client's metadata. */
+export const REGISTRATION_BODY_MAX = 16 * 1024;
+
+/**
+ * Refuses an oversized registration body before anything reads it (413, RFC 7591 error shape).
+ * The engine's own reader stops at 56 KiB for bodies sent without a length.
+ */
+export const registrationBodyLimit: Middleware = async (ctx, next) => {
+  if ((ctx.request.length ?? 0) > REGISTRATION_BODY_MAX) {
+    ctx.status = 413;
+    ctx.set('Cache-Control', 'no-store');
+    ctx.set('Connection', 'close');
+    ctx.body = { error: 'invalid_request', error_description: `the registration request is larger than ${REGISTRATION_BODY_MAX / 1024} KiB` };
+    return;
+  }
+  await next();
+};
