@@ -1,7 +1,8 @@
 import { expect } from 'chai';
 
 import { REDIRECT_URI, codeRequest, registerClient } from './helpers/oauth.ts';
-import { startServer, type TestServer } from './helpers/server.ts';
+import { seedUser, startServer, type TestServer } from './helpers/server.ts';
+import { UserAgent } from './helpers/user_agent.ts';
 
 const PUBLIC_ISSUER = 'https://auth.example.com';
 const FORWARDED = { 'x-forwarded-proto': 'https', 'x-forwarded-host': 'auth.example.com' };
@@ -61,6 +62,29 @@ describe('behind a TLS-terminating reverse proxy', () => {
     expect(cookies).to.not.be.empty;
     for (const cookie of cookies) expect(cookie).to.match(/;\s*secure/i);
     expect(response.headers.get('strict-transport-security')).to.equal('max-age=31536000; includeSubDomains');
+  });
+
+  it('names the session cookie __Host-session for an https issuer: Secure, Path=/ and no Domain, so no subdomain can plant one', async () => {
+    const user = await seedUser(untrusting);
+    const client = await registerClient(untrusting.origin, { redirect_uris: [REDIRECT_URI] });
+    const agent = new UserAgent();
+    // The server names its public https URLs; this test reaches it on loopback.
+    const local = (url: string) => new URL(url, PUBLIC_ISSUER).href.replace(PUBLIC_ISSUER, untrusting.origin);
+    const authorization = await agent.request(codeRequest(untrusting.origin, client.client_id).url);
+    const login = await (await agent.request(local(authorization.headers.get('location')!))).text();
+    const action = /<form method="post" action="([^"]+)"/.exec(login)![1]!;
+    const csrf = /name="csrf" value="([^"]*)"/.exec(login)![1]!;
+    const signedIn = await agent.request(local(action), { form: { csrf, email: user.email, password: user.password } });
+    const resumed = await agent.request(local(signedIn.headers.get('location')!));
+
+    const session = resumed.headers.getSetCookie().filter((cookie) => /^__Host-session(\.sig)?=/.test(cookie));
+    expect(session, resumed.headers.getSetCookie().join('\n')).to.have.length(2);
+    for (const cookie of session) {
+      expect(cookie).to.match(/;\s*secure/i);
+      expect(cookie).to.match(/;\s*path=\/(;|$)/i);
+      expect(cookie).to.not.match(/;\s*domain=/i);
+    }
+    expect(resumed.headers.getSetCookie().some((cookie) => cookie.startsWith('_session')), 'no unprefixed session cookie').to.equal(false);
   });
 
   it('logs the client address the configured number of proxies reports, not one a client put further left', async () => {

@@ -9,6 +9,7 @@ import { ACR_VALUES } from './authentication_context.ts';
 import { registerClientCredentialsGrant } from './client_credentials.ts';
 import { newClientId } from './client_ids.ts';
 import { useHashedClientSecrets } from './client_secrets.ts';
+import { cookieNames } from './cookie_names.ts';
 import { engineAdapterFactory } from './engine_adapter.ts';
 import { findAccount } from './find_account.ts';
 import { GrantWorkspaces } from './grant_workspaces.ts';
@@ -53,7 +54,7 @@ export function buildProvider({ config, store, accounts, keys, revocations, rend
     adapter: engineAdapterFactory(store, new RecordsAtRest(keys.keyRing), grantWorkspaces, revocations),
     findAccount: findAccount(accounts, grantWorkspaces),
     jwks: keys.jwks as Configuration['jwks'],
-    cookies: { keys: keys.cookieKeys },
+    cookies: { keys: keys.cookieKeys, names: cookieNames(config.issuer) },
     routes: { ...ENGINE_ROUTES, userinfo: USERINFO_PATH },
     interactions: { url: (_ctx: KoaContextWithOIDC, interaction) => `${config.basePath}${INTERACTION_PATH}/${interaction.uid}` },
     renderError,
