@@ -4,6 +4,7 @@ import type { Adapter, AdapterPayload } from 'oidc-provider';
 import type { ModelPayload, ModelStore, Store } from '../../adapters/store.ts';
 import { CachedClients } from './client_cache.ts';
 import { withHashedSecret } from './client_secrets.ts';
+import type { GrantActivity } from './grant_activity.ts';
 import { GrantWorkspaces } from './grant_workspaces.ts';
 import { countInitialAccessTokenUse } from './initial_access_tokens.ts';
 import type { RecordsAtRest } from './records_at_rest.ts';
@@ -28,7 +29,7 @@ interface ModelHooks {
  * the engine revokes a grant's access tokens by grant id (refresh-token reuse, code replay, RFC
  * 7009 revocation of a refresh token) and deletes a client through the Client adapter.
  */
-export function engineAdapterFactory(store: Store, atRest: RecordsAtRest, grantWorkspaces: GrantWorkspaces, revocations: RevocationList) {
+export function engineAdapterFactory(store: Store, atRest: RecordsAtRest, grantWorkspaces: GrantWorkspaces, revocations: RevocationList, grantActivity: GrantActivity) {
   return (name: string): Adapter => {
     const models = store.model(name);
     switch (name) {
@@ -39,7 +40,12 @@ export function engineAdapterFactory(store: Store, atRest: RecordsAtRest, grantW
           afterDestroy: (clientId) => revocations.revokeDeletedClient(clientId),
         });
       case 'Grant':
-        return new EngineAdapter(name, models, atRest, { afterDestroy: (grantId) => grantWorkspaces.unbind(grantId) });
+        return new EngineAdapter(name, models, atRest, {
+          afterDestroy: async (grantId) => {
+            await grantWorkspaces.unbind(grantId);
+            await grantActivity.forget(grantId);
+          },
+        });
       case 'AccessToken':
         return new EngineAdapter(name, models, atRest, { afterRevokeByGrantId: (grantId) => revocations.revokeGrant(grantId) });
       default:

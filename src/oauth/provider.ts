@@ -12,6 +12,7 @@ import { useHashedClientSecrets } from './client_secrets.ts';
 import { cookieNames } from './cookie_names.ts';
 import { engineAdapterFactory } from './engine_adapter.ts';
 import { findAccount } from './find_account.ts';
+import { GrantActivity } from './grant_activity.ts';
 import { GrantWorkspaces } from './grant_workspaces.ts';
 import { countedInitialAccessTokens } from './initial_access_tokens.ts';
 import { introspectionAllowedPolicy } from './introspection_policy.ts';
@@ -25,6 +26,7 @@ import type { RevocationList } from './revocation_list.ts';
 import { REDIRECT_URIS_ADDED_METADATA, WORKSPACE_METADATA, validateClientMetadata } from './registration.ts';
 import { ENGINE_ROUTES, INTERACTION_PATH, USERINFO_PATH } from './routes.ts';
 import { SUPPORTED_SCOPES, effectiveScope } from './scopes.ts';
+import { settingsClient, withSettingsSignIn } from '../settings/sign_in_client.ts';
 
 export type RenderError = NonNullable<Configuration['renderError']>;
 
@@ -33,6 +35,8 @@ export interface OAuthServer {
   /** The audience of every access token: the data APIs. */
   audience: string;
   grantWorkspaces: GrantWorkspaces;
+  /** When each grant last got tokens (the settings area's "last used"). */
+  grantActivity: GrantActivity;
 }
 
 export interface ProviderDependencies {
@@ -49,9 +53,10 @@ export interface ProviderDependencies {
 export function buildProvider({ config, store, accounts, keys, revocations, renderError }: ProviderDependencies): OAuthServer {
   const audience = apiAudience(config.issuer);
   const grantWorkspaces = new GrantWorkspaces(store.model(GrantWorkspaces.MODEL));
+  const grantActivity = new GrantActivity(store.model(GrantActivity.MODEL));
 
   const configuration: Configuration = {
-    adapter: engineAdapterFactory(store, new RecordsAtRest(keys.keyRing), grantWorkspaces, revocations),
+    adapter: engineAdapterFactory(store, new RecordsAtRest(keys.keyRing), grantWorkspaces, revocations, grantActivity),
     findAccount: findAccount(accounts, grantWorkspaces),
     jwks: keys.jwks as Configuration['jwks'],
     cookies: { keys: keys.cookieKeys, names: cookieNames(config.issuer) },
@@ -98,8 +103,10 @@ export function buildProvider({ config, store, accounts, keys, revocations, rend
       // Unset: a registration access token lives as long as its client.
       ...(config.registrationAccessTokenTtl ? { RegistrationAccessToken: config.registrationAccessTokenTtl } : {}),
     },
-    // Consent reaches only the redirect URIs the client had when it was given.
-    loadExistingGrant: loadConsentedGrant,
+    // Consent reaches only the redirect URIs the client had when it was given. The settings area's
+    // own sign-in client is first-party: no consent page (src/settings/sign_in_client.ts).
+    loadExistingGrant: withSettingsSignIn(loadConsentedGrant),
+    clients: [settingsClient(config.issuer)],
     // Pairwise subjects are not offered and sector_identifier_uri is refused at registration; a
     // client stored before that was refused is never fetched for either.
     sectorIdentifierUriValidate: () => false,
@@ -155,5 +162,5 @@ export function buildProvider({ config, store, accounts, keys, revocations, rend
   countedInitialAccessTokens(provider);
   useHashedClientSecrets(provider);
   registerClientCredentialsGrant(provider, audience, dataApiResourceServer(audience));
-  return { provider, audience, grantWorkspaces };
+  return { provider, audience, grantWorkspaces, grantActivity };
 }

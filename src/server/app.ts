@@ -32,6 +32,8 @@ import { dataApi } from '../resource/data_api.ts';
 import { LiveRoles } from '../resource/live_roles.ts';
 import { protectedResourceMetadata } from '../resource/protected_resource_metadata.ts';
 import { userinfo } from '../resource/userinfo.ts';
+import { inSettingsArea, settingsRouter } from '../settings/router.ts';
+import { recordGrantUse } from '../oauth/grant_activity.ts';
 import { commitBeforeResponse } from './commit_before_response.ts';
 import { authorizationServerMetadata } from './discovery.ts';
 import { logEngineEvents } from './engine_events.ts';
@@ -66,8 +68,9 @@ const VIEWS = fileURLToPath(new URL('../../views', import.meta.url));
  */
 export function createService({ config, store, keys, revocations, logger }: ServiceDependencies): Service {
   const accounts = new Accounts(store.accounts);
-  const { provider, audience, grantWorkspaces } = buildProvider({ config, store, accounts, keys, revocations, renderError: engineErrorPage });
+  const { provider, audience, grantWorkspaces, grantActivity } = buildProvider({ config, store, accounts, keys, revocations, renderError: engineErrorPage });
   logEngineEvents(provider, logger);
+  recordGrantUse(provider, grantActivity, (error) => logger.warn('could not record the last use of a grant', { error: (error as Error).name }));
 
   const verifier = new AccessTokenVerifier(keys.jwks, config.issuer, audience, revocations);
   const jwtEndpoints = jwtAccessTokenEndpoints(verifier);
@@ -115,6 +118,8 @@ export function createService({ config, store, keys, revocations, logger }: Serv
   const interactionPrefix = `${config.basePath}${INTERACTION_PATH}/`;
   app.use(onlyWhere((path) => path.startsWith(interactionPrefix), interactions.routes()));
   app.use(onlyWhere(hostPaths(config.basePath), host.routes()));
+  const settings = settingsRouter({ provider, accounts, store, grantWorkspaces, grantActivity, apiKeys, csrfKey: keys.cookieKeys[0]!, issuer: config.issuer, basePath: config.basePath });
+  app.use(onlyWhere(inSettingsArea(config.basePath), settings.routes()));
   const authorizationPath = `${config.basePath}${ENGINE_ROUTES.authorization}`;
   app.use(onlyWhere((path) => path === authorizationPath || path.startsWith(`${authorizationPath}/`), holdErrorRedirects(provider, renderReturnToClientPage)));
   app.use(mount(config.basePath || '/', provider as unknown as Koa));

@@ -8,6 +8,11 @@ export interface HtmlPolicy {
    * Without it the page loads no image at all.
    */
   imgSrc?: string;
+  /**
+   * The one script file the page may load, as a full URL (the settings area's copy button), as
+   * SCRIPT_URL checks it. Without it the page runs no script; inline script is never allowed.
+   */
+  scriptSrc?: string;
 }
 
 /**
@@ -58,5 +63,10 @@ export function htmlContentSecurityPolicy(nonce: string, policy: HtmlPolicy = {}
   const formAction = ["'self'", ...(policy.formAction ?? [])].join(' ');
   if (policy.imgSrc !== undefined && !CSP_ORIGIN.test(policy.imgSrc)) throw new Error(`not an origin a policy may name: ${policy.imgSrc}`);
   const imgSrc = policy.imgSrc ? `; img-src ${policy.imgSrc}` : '';
-  return `default-src 'none'; style-src 'nonce-${nonce}'${imgSrc}; form-action ${formAction}; frame-ancestors 'none'; base-uri 'none'`;
+  if (policy.scriptSrc !== undefined && !SCRIPT_URL.test(policy.scriptSrc)) throw new Error(`not a script URL a policy may name: ${policy.scriptSrc}`);
+  const scriptSrc = policy.scriptSrc ? `; script-src ${policy.scriptSrc}` : '';
+  return `default-src 'none'; style-src 'nonce-${nonce}'${imgSrc}${scriptSrc}; form-action ${formAction}; frame-ancestors 'none'; base-uri 'none'`;
 }
+
+/** A source naming one file: an origin as CSP_ORIGIN allows, then path segments of unreserved characters only. */
+const SCRIPT_URL = new RegExp(`^${CSP_ORIGIN.source.slice(1, -1)}(?:/[A-Za-z0-9._~-]+)+$`);

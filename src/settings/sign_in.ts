@@ -1,0 +1,92 @@
+import { createHash, randomBytes } from 'node:crypto';
+
+import type { Context } from 'koa';
+import type { Provider } from 'oidc-provider';
+
+import { ENGINE_ROUTES } from '../oauth/routes.ts';
+import { CALLBACK_PATH, SETTINGS_CLIENT_ID, SETTINGS_PATH, SETTINGS_SCOPE } from './sign_in_client.ts';
+
+/** Binds the callback to the browser that set out to sign in, and says where to return. */
+const STATE_COOKIE = 'settings_sign_in';
+/** As long as a login page may stay open (LIFETIMES.Interaction). */
+const STATE_MAX_AGE_MS = 10 * 60 * 1000;
+/** Pages a sign-in may return to: the settings area's own pages, nothing else (no open redirect). */
+const RETURNABLE = /^\/settings(?:\/workspaces\/[A-Za-z0-9_-]{1,64})?$/;
+
+interface SignInState {
+  state: string;
+  /** The settings page to return to, relative to the issuer. */
+  next: string;
+}
+
+/**
+ * Signing in to the settings area (see sign_in_client.ts for why this way): a visitor without a
+ * session is sent to the authorization endpoint as the settings client, signs in on the login
+ * page, and comes back to the callback, by which time the engine has set its session cookie.
+ */
+export class SettingsSignIn {
+  readonly #provider: Provider;
+  readonly #issuer: string;
+  readonly #basePath: string;
+
+  constructor(provider: Provider, issuer: string, basePath: string) {
+    this.#provider = provider;
+    this.#issuer = issuer;
+    this.#basePath = basePath;
+  }
+
+  /** Sends the browser to sign in, to come back to `ctx.path` (or the settings home). */
+  start(ctx: Context): void {
+    const page = ctx.path.slice(this.#basePath.length);
+    const signIn: SignInState = { state: randomBytes(16).toString('base64url'), next: RETURNABLE.test(page) ? page : SETTINGS_PATH };
+    ctx.cookies.set(STATE_COOKIE, Buffer.from(JSON.stringify(signIn)).toString('base64url'), this.#cookieOptions(STATE_MAX_AGE_MS));
+    const url = new URL(`${this.#issuer}${ENGINE_ROUTES.authorization}`);
+    url.search = new URLSearchParams({
+      client_id: SETTINGS_CLIENT_ID,
+      response_type: 'code',
+      redirect_uri: `${this.#issuer}${CALLBACK_PATH}`,
+      scope: SETTINGS_SCOPE,
+      state: signIn.state,
+      // PKCE is required of every client; the code is never redeemed, so the verifier is not kept.
+      code_challenge: createHash('sha256').update(randomBytes(32)).digest('base64url'),
+      code_challenge_method: 'S256',
+    }).toString();
+    ctx.status = 303;
+    ctx.redirect(url.href);
+  }
+
+  /**
+   * The authorization response. The code it carries is deleted unredeemed (the session, set by
+   * now, is all the settings area needs), whatever else happens. Resolves where to send the browser
+   * next, or undefined when the response is not one this browser asked for (or carries an error).
+   */
+  async finish(ctx: Context): Promise<string | undefined> {
+    const { code, state, error } = ctx.query;
+    if (typeof code === 'string') await this.#discard(code);
+    const expected = this.#readState(ctx);
+    ctx.cookies.set(STATE_COOKIE, null, this.#cookieOptions(0));
+    if (!expected || typeof state !== 'string' || state !== expected.state || error !== undefined || typeof code !== 'string') return undefined;
+    return `${this.#basePath}${expected.next}`;
+  }
+
+  async #discard(code: string): Promise<void> {
+    const found = await this.#provider.AuthorizationCode.find(code, { ignoreExpiration: true });
+    if (found?.clientId === SETTINGS_CLIENT_ID) await found.destroy();
+  }
+
+  #readState(ctx: Context): SignInState | undefined {
+    const value = ctx.cookies.get(STATE_COOKIE, { signed: true });
+    if (!value) return undefined;
+    try {
+      const parsed = JSON.parse(Buffer.from(value, 'base64url').toString()) as Partial<SignInState>;
+      if (typeof parsed.state !== 'string' || typeof parsed.next !== 'string' || !RETURNABLE.test(parsed.next)) return undefined;
+      return { state: parsed.state, next: parsed.next };
+    } catch {
+      return undefined;
+    }
+  }
+
+  #cookieOptions(maxAge: number) {
+    return { signed: true, httpOnly: true, sameSite: 'lax' as const, path: `${this.#basePath}${SETTINGS_PATH}`, maxAge, overwrite: true };
+  }
+}

@@ -1,0 +1,41 @@
+import type { ApiKeyRecord } from '../../adapters/store.ts';
+import { ApiKeyError, type ApiKeys, type NewApiKey } from '../resource/api_keys.ts';
+import { readApiKeyForm } from './api_key_form.ts';
+
+/**
+ * What a workspace admin does with the workspace's API keys, through the same ApiKeys logic the
+ * admin CLI and the data API use (creation, digest-only storage, revocation).
+ */
+export class WorkspaceAdmin {
+  readonly #apiKeys: ApiKeys;
+
+  constructor({ apiKeys }: { apiKeys: ApiKeys }) {
+    this.#apiKeys = apiKeys;
+  }
+
+  /** A new key from the create form, or what is wrong with the form (and the name given, to show again). */
+  async createKey(workspaceId: string, body: Record<string, unknown>): Promise<NewApiKey | { error: string; name: string }> {
+    const form = readApiKeyForm(body);
+    if ('error' in form) return form;
+    try {
+      return await this.#apiKeys.create(workspaceId, form.request.name, form.request.expiresIn);
+    } catch (error) {
+      if (error instanceof ApiKeyError) return { error: `The key was not created: ${error.message}.`, name: form.request.name };
+      throw error;
+    }
+  }
+
+  keys(workspaceId: string): Promise<ApiKeyRecord[]> {
+    return this.#apiKeys.list(workspaceId);
+  }
+
+  /**
+   * Revokes one of the workspace's keys; false for a key of another workspace (never touched) or
+   * none. This instance refuses it at once; every other within 2 s (ApiKeys).
+   */
+  async revokeKey(workspaceId: string, keyId: string): Promise<boolean> {
+    const key = await this.#apiKeys.get(keyId);
+    if (!key || key.workspaceId !== workspaceId) return false;
+    return (await this.#apiKeys.revoke(keyId)) !== undefined;
+  }
+}
