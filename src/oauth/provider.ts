@@ -18,6 +18,7 @@ import { countedInitialAccessTokens } from './initial_access_tokens.ts';
 import { introspectionAllowedPolicy } from './introspection_policy.ts';
 import type { KeyMaterial } from './keys.ts';
 import { LIFETIMES } from './lifetimes.ts';
+import { rpInitiatedLogout } from './logout.ts';
 import { pkceRequired } from './pkce.ts';
 import { RecordsAtRest } from './records_at_rest.ts';
 import { loadConsentedGrant } from './redirect_uri_consent.ts';
@@ -146,7 +147,8 @@ export function buildProvider({ config, store, accounts, keys, revocations, rend
       // Not offered: nothing advertised that is not tested end to end.
       dPoP: { enabled: false },
       pushedAuthorizationRequests: { enabled: false },
-      rpInitiatedLogout: { enabled: false },
+      // OpenID Connect RP-Initiated Logout 1.0 with the product's pages; tokens outlive the session (logout.ts).
+      rpInitiatedLogout: rpInitiatedLogout({ accounts, issuer: config.issuer }),
       // Individual claims by name (OpenID Connect Core 5.5); the user consents to them with the scopes.
       claimsParameter: { enabled: true },
       requestObjects: { enabled: false },

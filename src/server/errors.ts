@@ -30,7 +30,7 @@ export function errorMapping(logger: Logger): Middleware {
   return async (ctx, next) => {
     try {
       await next();
-      if (ctx.status === 400 && (ctx.request.length ?? 0) > ENGINE_BODY_LIMIT) answerTooLarge(ctx);
+      if (ctx.status === 400 && (ctx.request.length ?? 0) > ENGINE_BODY_LIMIT && ctx.response.is('json')) answerTooLarge(ctx);
       const engineError: unknown = ctx.state.engineError;
       if (engineError !== undefined && ctx.status >= 500) {
         if (isBackendOutage(engineError)) answerOutage(ctx);
@@ -55,7 +55,11 @@ export function errorMapping(logger: Logger): Middleware {
   };
 }
 
-/** The engine refuses an oversized body as unparseable (400); the host says what is wrong. */
+/**
+ * The engine refuses an oversized body as unparseable (400); the host says what is wrong. Only
+ * JSON answers are rewritten: a page (the authorization endpoint refusing a POST that is not a
+ * form) stays the page the browser was shown.
+ */
 function answerTooLarge(ctx: Context): void {
   ctx.status = 413;
   ctx.body = { error: 'invalid_request', error_description: `the request body is larger than ${ENGINE_BODY_LIMIT / 1024} KiB` };
