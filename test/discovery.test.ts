@@ -22,6 +22,7 @@ const ENDPOINTS: Record<string, string> = {
   revocation_endpoint: '/oauth/revoke',
   introspection_endpoint: '/oauth/introspect',
   userinfo_endpoint: '/oauth/userinfo',
+  end_session_endpoint: '/oauth/logout',
 };
 
 /** RFC 7517 section 8.5.1, or plain JSON. */
@@ -81,7 +82,9 @@ describe('discovery', () => {
         'pushed_authorization_request_endpoint',
         'require_pushed_authorization_requests',
         'dpop_signing_alg_values_supported',
-        'end_session_endpoint',
+        'check_session_iframe',
+        'frontchannel_logout_supported',
+        'backchannel_logout_supported',
         'device_authorization_endpoint',
         'backchannel_authentication_endpoint',
       ]) {

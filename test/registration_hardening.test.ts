@@ -152,10 +152,11 @@ describe('registration hardening', function () {
       const response = await register(server.issuer, urls('registered'));
       expect(response.status, await response.clone().text()).to.equal(201);
       const client = await response.json() as RegisteredClient;
-      // What the server keeps: the display URIs (the browser loads them, never the server) and the redirect URI.
+      // What the server keeps: the display URIs (the browser loads them, never the server) and the redirect URIs (the browser is sent there).
       expect(client).to.include({ logo_uri: at('registered/logo.png'), policy_uri: at('registered/policy'), tos_uri: at('registered/tos') });
+      expect(client.post_logout_redirect_uris).to.deep.equal([at('registered/signed-out')]);
       // Metadata of features that are off is ignored (RFC 7591 2): not registered, never used.
-      for (const ignored of ['request_uris', 'backchannel_logout_uri', 'frontchannel_logout_uri', 'post_logout_redirect_uris', 'backchannel_client_notification_endpoint']) {
+      for (const ignored of ['request_uris', 'backchannel_logout_uri', 'frontchannel_logout_uri', 'backchannel_client_notification_endpoint']) {
         expect(client, ignored).not.to.have.property(ignored);
       }
 

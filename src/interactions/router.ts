@@ -7,7 +7,7 @@ import type { Accounts } from '../accounts/accounts.ts';
 import type { GrantWorkspaces } from '../oauth/grant_workspaces.ts';
 import { isVetted } from '../oauth/client_vetting.ts';
 import { LIFETIMES } from '../oauth/lifetimes.ts';
-import { INTERACTION_PATH } from '../oauth/routes.ts';
+import { ENGINE_ROUTES, INTERACTION_PATH } from '../oauth/routes.ts';
 import { PASSWORD_ACR, PASSWORD_AMR } from '../oauth/authentication_context.ts';
 import { requestedClaimNames } from '../oauth/requested_claims.ts';
 import { SCOPE_DESCRIPTIONS, describeClaims } from '../oauth/scopes.ts';
@@ -141,6 +141,7 @@ async function showConsent(ctx: Context, deps: InteractionDependencies, details:
     client,
     redirectHost: target.label,
     userEmail: user.email,
+    signOutUrl: `${basePath}${ENGINE_ROUTES.end_session}`,
     scopes,
     workspaces: workspaces.map(({ id, name, role }) => ({ id, name, role })),
     action: `${basePath}${INTERACTION_PATH}/${details.uid}/consent`,

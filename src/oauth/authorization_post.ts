@@ -18,24 +18,32 @@ export type ShowError = (ctx: Context, error: string, description: string) => Pr
  * the engine's own POST handling.
  */
 export function authorizationByPost(authorizationUrl: string, showError: ShowError): Middleware {
+  return formPostAsGet(authorizationUrl, showError, 'authorization request');
+}
+
+/**
+ * The same for any endpoint the engine serves by GET only, e.g. the logout endpoint
+ * (RP-Initiated Logout 1.0 section 2: GET and POST): `requestName` ("logout request") names it on the error page.
+ */
+export function formPostAsGet(endpointUrl: string, showError: ShowError, requestName: string): Middleware {
   const parseForm = bodyParser({ enableTypes: ['form'], formLimit: AUTHORIZATION_FORM_LIMIT }) as Middleware;
-  return compose([refuseWhatIsNotAForm(showError), parseForm, async (ctx) => {
+  return compose([refuseWhatIsNotAForm(showError, requestName), parseForm, async (ctx) => {
     const params = new URLSearchParams(ctx.request.rawBody ?? '');
     ctx.status = 303;
     ctx.set('Cache-Control', 'no-store');
-    ctx.redirect(`${authorizationUrl}?${params}`);
+    ctx.redirect(`${endpointUrl}?${params}`);
   }]);
 }
 
-function refuseWhatIsNotAForm(showError: ShowError): Middleware {
+function refuseWhatIsNotAForm(showError: ShowError, requestName: string): Middleware {
   return async (ctx, next) => {
     if (!ctx.is('application/x-www-form-urlencoded')) {
       ctx.status = 400;
-      return showError(ctx, 'invalid_request', 'an authorization request sent with POST must be a form (application/x-www-form-urlencoded)');
+      return showError(ctx, 'invalid_request', `the ${requestName} sent with POST must be a form (application/x-www-form-urlencoded)`);
     }
     if ((ctx.request.length ?? 0) > AUTHORIZATION_FORM_LIMIT) {
       ctx.status = 413;
-      return showError(ctx, 'invalid_request', `the authorization request is larger than ${AUTHORIZATION_FORM_LIMIT / 1024} KiB`);
+      return showError(ctx, 'invalid_request', `the ${requestName} is larger than ${AUTHORIZATION_FORM_LIMIT / 1024} KiB`);
     }
     try {
       await next();
@@ -44,7 +52,7 @@ function refuseWhatIsNotAForm(showError: ShowError): Middleware {
       const status = (error as { status?: unknown }).status;
       if (typeof status !== 'number' || status >= 500) throw error;
       ctx.status = status;
-      await showError(ctx, 'invalid_request', 'the authorization request body could not be read');
+      await showError(ctx, 'invalid_request', `the ${requestName} body could not be read`);
     }
   };
 }

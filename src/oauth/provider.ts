@@ -144,11 +144,11 @@ export function buildProvider({ config, store, accounts, keys, revocations, rend
       // Registration keeps `userinfo_signed_response_alg` and discovery lists the algorithms; the
       // host's endpoint signs (signed_userinfo.ts).
       jwtUserinfo: { enabled: true },
+      // OpenID Connect RP-Initiated Logout 1.0 with the product's pages; tokens outlive the session (logout.ts).
+      rpInitiatedLogout: rpInitiatedLogout({ accounts, issuer: config.issuer }),
       // Not offered: nothing advertised that is not tested end to end.
       dPoP: { enabled: false },
       pushedAuthorizationRequests: { enabled: false },
-      // OpenID Connect RP-Initiated Logout 1.0 with the product's pages; tokens outlive the session (logout.ts).
-      rpInitiatedLogout: rpInitiatedLogout({ accounts, issuer: config.issuer }),
       // Individual claims by name (OpenID Connect Core 5.5); the user consents to them with the scopes.
       claimsParameter: { enabled: true },
       requestObjects: { enabled: false },

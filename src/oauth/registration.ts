@@ -8,7 +8,7 @@ import { checkRegistrationHygiene } from './registration_hygiene.ts';
  * Dynamic client registration policy (RFC 7591 / RFC 7592), applied through the engine's
  * `extraClientMetadata` hook, which runs before the engine's own metadata checks:
  * - a client registered for authorization_code also gets refresh_token;
- * - redirect URIs are https, http on loopback, or a private-use scheme (native apps, RFC 8252);
+ * - redirect URIs (and post-logout redirect URIs) are https, http on loopback, or a private-use scheme (native apps, RFC 8252);
  * - client_credentials needs a workspace, which only an initial access token made by a
  *   workspace admin can give (`workspace_id`, never taken from the request body);
  * - no metadata makes the server fetch a URL the registrant chose (see FETCHED_METADATA);
@@ -158,24 +158,16 @@ export const hideServerKeptMetadata: Middleware = async (ctx, next) => {
   if (body && typeof body === 'object') delete body[REDIRECT_URIS_ADDED_METADATA];
 };
 
+/**
+ * Where the browser is sent: after authorization (`redirect_uris`) and after sign-out
+ * (`post_logout_redirect_uris`, RP-Initiated Logout 1.0 section 3.1), under the same rules.
+ */
+const REDIRECT_URI_FIELDS = ['redirect_uris', 'post_logout_redirect_uris'] as const;
+
 function checkRedirectUris(metadata: Metadata, requestedApplicationType: unknown): void {
-  const uris = metadata.redirect_uris;
-  if (uris === undefined) return;
-  if (!Array.isArray(uris) || uris.some((uri) => typeof uri !== 'string')) {
-    throw new errors.InvalidClientMetadata('redirect_uris must be an array of strings');
-  }
   let privateUse = false;
-  for (const uri of uris as string[]) {
-    const url = URL.parse(uri);
-    if (!url || !/^[a-z][a-z0-9+.-]*:/i.test(uri)) {
-      throw new errors.InvalidClientMetadata(`redirect_uris must be absolute URIs; "${uri}" is not`);
-    }
-    if (uri.includes('#')) throw new errors.InvalidClientMetadata(`redirect_uris must not contain a fragment; remove "#..." from "${uri}"`);
-    if (uri.includes('*')) throw new errors.InvalidClientMetadata(`redirect_uris must not contain wildcards; register every exact URI ("${uri}")`);
-    if (url.protocol === 'http:' && !LOOPBACK.has(url.hostname)) {
-      throw new errors.InvalidClientMetadata(`redirect_uris must use https; http is only allowed on loopback (127.0.0.1, [::1], localhost), got "${uri}"`);
-    }
-    if (!WEB_SCHEMES.has(url.protocol)) privateUse = true;
+  for (const field of REDIRECT_URI_FIELDS) {
+    if (checkRedirectUriList(field, metadata[field])) privateUse = true;
   }
   // RFC 8252 private-use schemes are for native apps; say so on the client's behalf when it did not
   // (the engine has already filled in its default, `web`, so the request body tells).
@@ -190,6 +182,28 @@ function checkRedirectUris(metadata: Metadata, requestedApplicationType: unknown
  */
 function hasLoopbackHttp(uris: unknown): boolean {
   return Array.isArray(uris) && uris.some((uri) => typeof uri === 'string' && URL.parse(uri)?.protocol === 'http:');
+}
+
+/** Checks one list of redirect URIs; true when it has a private-use scheme. */
+function checkRedirectUriList(field: string, uris: unknown): boolean {
+  if (uris === undefined) return false;
+  if (!Array.isArray(uris) || uris.some((uri) => typeof uri !== 'string')) {
+    throw new errors.InvalidClientMetadata(`${field} must be an array of strings`);
+  }
+  let privateUse = false;
+  for (const uri of uris as string[]) {
+    const url = URL.parse(uri);
+    if (!url || !/^[a-z][a-z0-9+.-]*:/i.test(uri)) {
+      throw new errors.InvalidClientMetadata(`${field} must be absolute URIs; "${uri}" is not`);
+    }
+    if (uri.includes('#')) throw new errors.InvalidClientMetadata(`${field} must not contain a fragment; remove "#..." from "${uri}"`);
+    if (uri.includes('*')) throw new errors.InvalidClientMetadata(`${field} must not contain wildcards; register every exact URI ("${uri}")`);
+    if (url.protocol === 'http:' && !LOOPBACK.has(url.hostname)) {
+      throw new errors.InvalidClientMetadata(`${field} must use https; http is only allowed on loopback (127.0.0.1, [::1], localhost), got "${uri}"`);
+    }
+    if (!WEB_SCHEMES.has(url.protocol)) privateUse = true;
+  }
+  return privateUse;
 }
 
 /**

@@ -13,7 +13,7 @@ import { CsrfTokens } from '../interactions/csrf.ts';
 import { renderErrorPage, renderReturnToClientPage } from '../interactions/pages.ts';
 import { interactionRouter } from '../interactions/router.ts';
 import type { Logger } from '../logger.ts';
-import { authorizationByPost } from '../oauth/authorization_post.ts';
+import { authorizationByPost, formPostAsGet } from '../oauth/authorization_post.ts';
 import { checkSecretOnUpdate, hideStoredSecret } from '../oauth/client_secrets.ts';
 import { holdErrorRedirects } from '../oauth/held_error_redirects.ts';
 import { AccessTokenVerifier, jwtAccessTokenEndpoints } from '../oauth/jwt_access_tokens.ts';
@@ -77,6 +77,7 @@ export function createService({ config, store, keys, revocations, logger }: Serv
 
   const host = new Router({ prefix: config.basePath || undefined });
   host.post(ENGINE_ROUTES.authorization, authorizationByPost(`${config.issuer}${ENGINE_ROUTES.authorization}`, renderErrorPage));
+  host.post(ENGINE_ROUTES.end_session, formPostAsGet(`${config.issuer}${ENGINE_ROUTES.end_session}`, renderErrorPage, 'logout request'));
   // Browser-based clients (MCP hosts running in a page) register from another origin; no cookies are involved.
   const registrationCors = bearerCors('POST');
   host.options(ENGINE_ROUTES.registration, registrationCors);
@@ -110,7 +111,7 @@ export function createService({ config, store, keys, revocations, logger }: Serv
   app.use(requestLog(logger));
   app.use(errorMapping(logger));
   app.use(commitBeforeResponse(store));
-  app.use(securityHeaders(`${config.basePath}${ENGINE_ROUTES.authorization}`));
+  app.use(securityHeaders([ENGINE_ROUTES.authorization, ENGINE_ROUTES.end_session].map((path) => `${config.basePath}${path}`)));
   app.use(health(store));
   app.use(authorizationServerMetadata(config.basePath));
   app.use(onlyWhere((path) => resourceMetadata.paths.has(path), resourceMetadata.middleware));
@@ -128,7 +129,7 @@ export function createService({ config, store, keys, revocations, logger }: Serv
 
 /** The paths the host's own routes answer or complete. */
 function hostPaths(basePath: string): (path: string) => boolean {
-  const exact = new Set([ENGINE_ROUTES.authorization, ENGINE_ROUTES.registration, ENGINE_ROUTES.token, ENGINE_ROUTES.introspection, ENGINE_ROUTES.revocation, USERINFO_PATH]
+  const exact = new Set([ENGINE_ROUTES.authorization, ENGINE_ROUTES.end_session, ENGINE_ROUTES.registration, ENGINE_ROUTES.token, ENGINE_ROUTES.introspection, ENGINE_ROUTES.revocation, USERINFO_PATH]
     .map((path) => `${basePath}${path}`));
   const clientManagement = `${basePath}${ENGINE_ROUTES.registration}/`;
   return (path) => exact.has(path) || path.startsWith(clientManagement);

@@ -20,13 +20,13 @@ export interface HtmlPolicy {
  * elsewhere and run no script; a rendered page replaces the policy with its own, which carries a
  * nonce for its style (src/interactions/pages.ts).
  */
-export function securityHeaders(authorizationPath: string): Middleware {
+export function securityHeaders(formPostPaths: readonly string[]): Middleware {
   return async (ctx, next) => {
     ctx.set('X-Content-Type-Options', 'nosniff');
     ctx.set('X-Frame-Options', 'DENY');
     ctx.set('Referrer-Policy', 'no-referrer');
     ctx.set('Cross-Origin-Opener-Policy', 'same-origin');
-    ctx.set('Content-Security-Policy', ctx.path.startsWith(authorizationPath) ? FORM_POST_POLICY : DEFAULT_POLICY);
+    ctx.set('Content-Security-Policy', formPostPaths.some((path) => ctx.path.startsWith(path)) ? FORM_POST_POLICY : DEFAULT_POLICY);
     // A year, for every subdomain too (issue 9): an https issuer is never reached over http again.
     if (ctx.secure) ctx.set('Strict-Transport-Security', 'max-age=31536000; includeSubDomains');
     await next();
@@ -37,6 +37,8 @@ const DEFAULT_POLICY = "default-src 'none'; script-src 'none'; form-action 'none
 /**
  * The authorization endpoint may answer with the engine's response_mode=form_post page: one
  * inline script, whose hash the engine adds to script-src, submitting a form to the client.
+ * The logout endpoint answers a browser that is not signed in with the same kind of page,
+ * submitting to its own confirm URL, which may redirect to the client's post_logout_redirect_uri.
  * No script is ever served from 'self'; it is there so the directive exists for the hash.
  */
 const FORM_POST_POLICY = "default-src 'none'; script-src 'self'; form-action *; frame-ancestors 'none'; base-uri 'none'";
