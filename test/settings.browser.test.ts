@@ -403,6 +403,87 @@ describe('settings area in a real browser', function () {
     return response.status();
   }
 
+  describe('with a second instance on the same store', function () {
+    let second: TestServer;
+
+    before(async function () {
+      second = await startServer({ store: server.store, env: { BASE_URL: server.issuer } });
+    });
+
+    after(async function () {
+      await second?.stop();
+    });
+
+    it('an application or key revoked on one instance is refused by the other once the page says so', async function () {
+      const admin = await seedUser(server, [{ workspace: 'Two Instances Ltd' }]);
+      const client = await newClient('Two Instance App');
+      const page = await open();
+      const tokens = await authorizeIn(page, admin, client);
+      expect((await api(second, '/rest/companies', { credential: tokens.access_token })).status, 'the other instance accepts it first').to.equal(200);
+
+      await openSettings(page, admin);
+      await appCard(page, 'Two Instance App').getByRole('button', { name: /^Revoke access/ }).click();
+      await page.getByRole('status').waitFor();
+      expect((await api(second, '/rest/companies', { credential: tokens.access_token })).status, 'access token, other instance').to.equal(401);
+      const refreshed = await tokenRequest(second.origin, { grant_type: 'refresh_token', refresh_token: tokens.refresh_token, ...postCredentials(client) });
+      expect(refreshed.status, 'refresh token, other instance').to.equal(400);
+
+      await page.goto(`${settingsUrl()}/workspaces/${admin.workspaces[0]!.id}`);
+      await page.getByLabel('Name').fill('shared');
+      await page.getByRole('button', { name: 'Create key' }).click();
+      const key = await page.getByLabel(/The key “shared”/).inputValue();
+      expect((await api(second, '/rest/companies', { credential: key })).status, 'the key works at the other instance').to.equal(200);
+      await page.getByRole('link', { name: /^Done/ }).click();
+      await page.getByRole('button', { name: 'Revoke the key shared' }).click();
+      await page.getByRole('status').waitFor();
+      expect((await api(second, '/rest/companies', { credential: key })).status, 'key, other instance').to.equal(401);
+    });
+  });
+
+  describe('under an issuer with a path', function () {
+    let below: TestServer;
+
+    before(async function () {
+      below = await startServer({ basePath: '/auth' });
+    });
+
+    after(async function () {
+      await below?.stop();
+    });
+
+    it('signs in, revokes an application and shows a new key with its copy button, all under the issuer\'s path', async function () {
+      const user = await seedUser(below, [{ workspace: 'Path Ltd' }]);
+      const client = await registerClient(below.issuer, { client_name: 'Path App' });
+      const page = await open();
+      const requests = recordRequests(page);
+      const capture = await captureRedirect(page, REDIRECT_URI);
+
+      await page.goto(`${below.issuer}/settings`);
+      await signIn(page, user);
+      await page.getByRole('heading', { level: 1, name: 'Settings' }).waitFor();
+      expect(new URL(page.url()).pathname).to.equal('/auth/settings');
+
+      const auth = codeRequest(below.issuer, client.client_id);
+      await page.goto(auth.url);
+      await page.getByRole('button', { name: 'Allow', exact: true }).click();
+      const code = (await capture.next()).url.searchParams.get('code');
+      const tokens = await (await exchangeCode(below.issuer, client, code!, auth.verifier)).json() as Tokens;
+      await page.goto(`${below.issuer}/settings`);
+      await appCard(page, 'Path App').getByRole('button', { name: /^Revoke access/ }).click();
+      await page.getByRole('status').waitFor();
+      expect(new URL(page.url()).pathname).to.equal('/auth/settings');
+      expect((await api(below, '/rest/companies', { credential: tokens.access_token })).status).to.equal(401);
+
+      await page.getByRole('link', { name: /^API keys and applications/ }).click();
+      await page.getByLabel('Name').fill('under a path');
+      await page.getByRole('button', { name: 'Create key' }).click();
+      await page.getByRole('heading', { level: 1, name: 'API key created' }).waitFor();
+      expect(await page.getByRole('button', { name: 'Copy key' }).isVisible(), 'the script loaded from under the path').to.equal(true);
+      const elsewhere = requests.map((request) => request.url()).filter((url) => !url.startsWith(`${below.issuer}/`) && !url.startsWith(REDIRECT_URI));
+      expect(elsewhere, 'every request under the issuer').to.deep.equal([]);
+    });
+  });
+
   describe('forms', function () {
     it('refuses a forged form: no token, another session\'s token, or no session at all (403), and changes nothing', async function () {
       const user = await seedUser(server, [{ workspace: 'Forgery Ltd' }]);

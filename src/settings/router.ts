@@ -1,3 +1,5 @@
+import { setTimeout as sleep } from 'node:timers/promises';
+
 import { bodyParser } from '@koa/bodyparser';
 import Router from '@koa/router';
 import type { Context, Next } from 'koa';
@@ -9,6 +11,7 @@ import { CsrfTokens } from '../interactions/csrf.ts';
 import { renderErrorPage } from '../interactions/pages.ts';
 import type { GrantActivity } from '../oauth/grant_activity.ts';
 import type { GrantWorkspaces } from '../oauth/grant_workspaces.ts';
+import { PROPAGATION_BOUND_MS } from '../oauth/propagation.ts';
 import type { ApiKeys } from '../resource/api_keys.ts';
 import { copyScript, COPY_SCRIPT_PATH } from './assets.ts';
 import { ConnectedApps } from './connected_apps.ts';
@@ -120,7 +123,12 @@ export function settingsRouter(dependencies: SettingsDependencies): Router {
   };
   const state = (ctx: Context) => ctx.state as Required<SettingsState>;
   const token = (ctx: Context) => deps.csrf.issue(csrfSubject(state(ctx).signedIn.sessionId));
-  const seeOther = (ctx: Context, path: string, done: string) => {
+  /**
+   * After a revocation: this instance refuses at once, every other within PROPAGATION_BOUND_MS; the
+   * answer waits that long (as the admin CLI does), so "revoked" on the page means revoked everywhere.
+   */
+  const revokedEverywhere = async (ctx: Context, path: string, done: string) => {
+    await sleep(PROPAGATION_BOUND_MS);
     ctx.status = 303;
     ctx.redirect(`${path}?done=${done}`);
   };
@@ -133,7 +141,7 @@ export function settingsRouter(dependencies: SettingsDependencies): Router {
       ctx.status = 404;
       return renderErrorPage(ctx, 'not_found', 'You have not allowed this application, or its access was already revoked.');
     }
-    seeOther(ctx, home, 'app-revoked');
+    await revokedEverywhere(ctx, home, 'app-revoked');
   });
 
   const workspacePage = (ctx: Context) => `${home}/workspaces/${state(ctx).workspace.id}`;
@@ -159,7 +167,7 @@ export function settingsRouter(dependencies: SettingsDependencies): Router {
       ctx.status = 404;
       return renderErrorPage(ctx, 'not_found', 'This workspace has no such API key: it may have been revoked already, or have expired.');
     }
-    seeOther(ctx, workspacePage(ctx), 'key-revoked');
+    await revokedEverywhere(ctx, workspacePage(ctx), 'key-revoked');
   });
 
   return router;
