@@ -43,7 +43,7 @@ export interface ModelStore {
  * backend indexes these models, and only these: an index entry is a write, and a grant or a client
  * is stored at consent or registration, never per token. An entry lives and goes with its record.
  */
-export const LISTED_BY: Readonly<Record<string, string>> = { Grant: 'accountId', Client: 'workspace_id' };
+export const LISTED_BY: Readonly<Record<string, string>> = { Grant: 'accountId', Client: 'workspace_id', RegistrationAccessToken: 'clientId' };
 
 /** The value a record is listed by (LISTED_BY), if its model is listed and the record has one. */
 export function listedValue(model: string, payload: ModelPayload): string | undefined {

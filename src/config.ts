@@ -38,6 +38,11 @@ export interface Config {
    * lifetime. Undefined: it lives as long as its client (REGISTRATION_ACCESS_TOKEN_TTL).
    */
   readonly registrationAccessTokenTtl: number | undefined;
+  /**
+   * Seconds a client that registered itself may go without obtaining a token before it is removed
+   * (src/oauth/unused_clients.ts); undefined with UNUSED_CLIENT_TTL=off.
+   */
+  readonly unusedClientTtl: number | undefined;
   /** Which authorization requests must use PKCE (src/oauth/pkce.ts). */
   readonly pkceRequired: PkcePolicy;
   /** Private JWKS file supplied by the operator instead of generated keys. */
@@ -92,6 +97,7 @@ export function loadConfig(env: Env = process.env): Config {
     logLevel: parseChoice('LOG_LEVEL', env.LOG_LEVEL, LOG_LEVELS, 'info'),
     registration: parseRegistration(env.REGISTRATION),
     registrationAccessTokenTtl: parseOptionalDuration('REGISTRATION_ACCESS_TOKEN_TTL', env.REGISTRATION_ACCESS_TOKEN_TTL),
+    unusedClientTtl: env.UNUSED_CLIENT_TTL === 'off' ? undefined : parseOptionalDuration('UNUSED_CLIENT_TTL', env.UNUSED_CLIENT_TTL || '30d'),
     pkceRequired: parseChoice('PKCE_REQUIRED', env.PKCE_REQUIRED, PKCE_POLICIES, 'all'),
     jwksFile: env.JWKS_FILE || undefined,
     keyEncryptionKey: parseKeyEncryptionKey(env.KEY_ENCRYPTION_KEY, env.KEY_ENCRYPTION_KEY_FILE),

@@ -36,6 +36,8 @@ function updateOf(client: RegisteredClient, changes: Json = {}): Json {
   return {
     client_id: client.client_id,
     client_name: client.client_name,
+    // As a client sends back what it read: without it, a loopback redirect URI makes the client native.
+    application_type: client.application_type,
     redirect_uris: client.redirect_uris,
     grant_types: ['authorization_code'],
     token_endpoint_auth_method: client.token_endpoint_auth_method,

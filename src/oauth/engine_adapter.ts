@@ -9,12 +9,15 @@ import { GrantWorkspaces } from './grant_workspaces.ts';
 import { countInitialAccessTokenUse } from './initial_access_tokens.ts';
 import type { RecordsAtRest } from './records_at_rest.ts';
 import type { RevocationList } from './revocation_list.ts';
+import { clientExpiry, registrationAccessTokenExpiry } from './unused_clients.ts';
 
 /** What the engine adapter adds to a model's store. */
 interface ModelHooks {
   beforeStore?: (payload: ModelPayload) => ModelPayload;
   /** Runs before a record is stored; what it throws, the engine answers, and nothing is stored. */
   beforeUpsert?: () => Promise<void>;
+  /** The record's expiry as stored, from the engine's (an unused client's probation: unused_clients.ts). */
+  expiresIn?: (payload: ModelPayload, expiresIn: number | undefined) => number | undefined | Promise<number | undefined>;
   afterDestroy?: (id: string) => Promise<void>;
   afterRevokeByGrantId?: (grantId: string) => Promise<void>;
 }
@@ -37,6 +40,7 @@ export function engineAdapterFactory(store: Store, atRest: RecordsAtRest, grantW
         return new EngineAdapter(name, new CachedClients(models), atRest, {
           beforeStore: withHashedSecret,
           beforeUpsert: countInitialAccessTokenUse(store.model('InitialAccessToken'), atRest),
+          expiresIn: clientExpiry,
           afterDestroy: (clientId) => revocations.revokeDeletedClient(clientId),
         });
       case 'Grant':
@@ -48,6 +52,8 @@ export function engineAdapterFactory(store: Store, atRest: RecordsAtRest, grantW
         });
       case 'AccessToken':
         return new EngineAdapter(name, models, atRest, { afterRevokeByGrantId: (grantId) => revocations.revokeGrant(grantId) });
+      case 'RegistrationAccessToken':
+        return new EngineAdapter(name, models, atRest, { expiresIn: registrationAccessTokenExpiry(store.model('Client')) });
       default:
         return new EngineAdapter(name, models, atRest);
     }
@@ -70,7 +76,8 @@ class EngineAdapter implements Adapter {
   async upsert(id: string, payload: AdapterPayload, expiresIn: number) {
     await this.#hooks.beforeUpsert?.();
     const record = this.#hooks.beforeStore ? this.#hooks.beforeStore(payload as ModelPayload) : payload as ModelPayload;
-    await this.#models.upsert(this.#atRest.id(this.#name, id), this.#atRest.toStored(this.#name, record), expiresIn || undefined);
+    const expiry = this.#hooks.expiresIn ? await this.#hooks.expiresIn(record, expiresIn || undefined) : expiresIn || undefined;
+    await this.#models.upsert(this.#atRest.id(this.#name, id), this.#atRest.toStored(this.#name, record), expiry);
   }
 
   async find(id: string) {

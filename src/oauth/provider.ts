@@ -27,6 +27,7 @@ import type { RevocationList } from './revocation_list.ts';
 import { REDIRECT_URIS_ADDED_METADATA, WORKSPACE_METADATA, validateClientMetadata } from './registration.ts';
 import { ENGINE_ROUTES, INTERACTION_PATH, USERINFO_PATH } from './routes.ts';
 import { SUPPORTED_SCOPES, effectiveScope } from './scopes.ts';
+import { UNUSED_UNTIL_METADATA, keepUnusedUntil } from './unused_clients.ts';
 import { settingsClient, withSettingsSignIn } from '../settings/sign_in_client.ts';
 
 export type RenderError = NonNullable<Configuration['renderError']>;
@@ -85,10 +86,12 @@ export function buildProvider({ config, store, accounts, keys, revocations, rend
     // Of these, the engine offers (and lets a client register) only those the server's keys sign.
     enabledJWA: { idTokenSigningAlgValues: ['RS256', 'ES256'], userinfoSigningAlgValues: ['RS256', 'ES256'] },
     extraClientMetadata: {
-      properties: [WORKSPACE_METADATA, REDIRECT_URIS_ADDED_METADATA, INTROSPECTION_AUDIENCE],
+      // In this order: unused_until depends on the workspace being resolved.
+      properties: [WORKSPACE_METADATA, REDIRECT_URIS_ADDED_METADATA, INTROSPECTION_AUDIENCE, UNUSED_UNTIL_METADATA],
       validator: (ctx, key, value, metadata) => {
         validateClientMetadata(ctx, key, value, metadata);
         keepOperatorIntrospectionAudience(ctx, key, value, metadata);
+        keepUnusedUntil(ctx, key, metadata, config.unusedClientTtl);
       },
     },
 

@@ -22,6 +22,8 @@ export const WORKSPACE_METADATA = 'workspace_id';
  * request, never shown in a response (hideServerKeptMetadata).
  */
 export const REDIRECT_URIS_ADDED_METADATA = 'redirect_uris_added_at';
+/** Until when a self-registered client that has obtained no token yet is kept (unused_clients.ts); kept by the server, never shown. */
+export const UNUSED_UNTIL_METADATA = 'unused_until';
 
 const workspaces = new WeakMap<Client, string | undefined>();
 const redirectUriAdditions = new WeakMap<Client, Readonly<Record<string, number>>>();
@@ -151,11 +153,14 @@ function recordRedirectUriAdditions(client: Client | undefined, metadata: Metada
   else delete metadata[REDIRECT_URIS_ADDED_METADATA];
 }
 
-/** RFC 7592 read and update responses show the client's metadata, not what the server keeps about it. */
+/** Registration and RFC 7592 read and update responses show the client's metadata, not what the server keeps about it. */
 export const hideServerKeptMetadata: Middleware = async (ctx, next) => {
   await next();
   const body = ctx.body as Record<string, unknown> | undefined;
-  if (body && typeof body === 'object') delete body[REDIRECT_URIS_ADDED_METADATA];
+  if (body && typeof body === 'object') {
+    delete body[REDIRECT_URIS_ADDED_METADATA];
+    delete body[UNUSED_UNTIL_METADATA];
+  }
 };
 
 /**

@@ -23,6 +23,7 @@ import { hideServerKeptMetadata, registrationWorkspace } from '../oauth/registra
 import { registrationBodyLimit } from '../oauth/registration_hygiene.ts';
 import type { RevocationList } from '../oauth/revocation_list.ts';
 import { userinfoSigner, userinfoSigningAlg } from '../oauth/signed_userinfo.ts';
+import { endProbationOnFirstToken } from '../oauth/unused_clients.ts';
 import { ENGINE_ROUTES, INTERACTION_PATH, USERINFO_PATH } from '../oauth/routes.ts';
 import { revocationAnswersJson } from '../oauth/revocation_response.ts';
 import { rfc6749ErrorCodes } from '../oauth/token_errors.ts';
@@ -70,6 +71,7 @@ export function createService({ config, store, keys, revocations, logger }: Serv
   const accounts = new Accounts(store.accounts);
   const { provider, audience, grantWorkspaces, grantActivity } = buildProvider({ config, store, accounts, keys, revocations, renderError: engineErrorPage });
   logEngineEvents(provider, logger);
+  endProbationOnFirstToken(provider, { clients: store.model('Client'), registrationAccessTokens: store.model('RegistrationAccessToken') }, logger);
   recordGrantUse(provider, grantActivity, (error) => logger.warn('could not record the last use of a grant', { error: (error as Error).name }));
 
   const verifier = new AccessTokenVerifier(keys.jwks, config.issuer, audience, revocations);
@@ -81,7 +83,7 @@ export function createService({ config, store, keys, revocations, logger }: Serv
   // Browser-based clients (MCP hosts running in a page) register from another origin; no cookies are involved.
   const registrationCors = bearerCors('POST');
   host.options(ENGINE_ROUTES.registration, registrationCors);
-  host.post(ENGINE_ROUTES.registration, registrationCors, registrationBodyLimit, registrationWorkspace(provider));
+  host.post(ENGINE_ROUTES.registration, registrationCors, registrationBodyLimit, hideServerKeptMetadata, registrationWorkspace(provider));
   host.all(`${ENGINE_ROUTES.registration}/:clientId`, registrationBodyLimit, hideStoredSecret, hideServerKeptMetadata, checkSecretOnUpdate(store.model('Client')));
   host.post(ENGINE_ROUTES.token, rfc6749ErrorCodes);
   host.post(ENGINE_ROUTES.introspection, rfc6749ErrorCodes, jwtEndpoints.introspection);
