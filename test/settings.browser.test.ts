@@ -161,6 +161,20 @@ describe('settings area in a real browser', function () {
       expectOnlyServerRequests(requests);
     });
 
+    it('signs out with the link at the top of the page: the next visit asks to sign in again', async function () {
+      const user = await seedUser(server, [{ workspace: 'Sign-out Ltd' }]);
+      const page = await open();
+      await openSettings(page, user);
+      const signedInAs = page.locator('main > .signed-in-as');
+      expect(await signedInAs.innerText()).to.include(`Signed in as ${user.email}`);
+      await signedInAs.getByRole('link', { name: 'Sign out' }).click();
+      await page.getByRole('button', { name: 'Sign out', exact: true }).click();
+      await page.getByRole('heading', { level: 1, name: 'Signed out' }).waitFor();
+
+      await page.goto(settingsUrl());
+      await page.getByRole('heading', { level: 1, name: 'Sign in' }).waitFor();
+    });
+
     it('refuses a sign-in response this browser did not ask for', async function () {
       const page = await open();
       const response = await page.goto(`${settingsUrl()}/callback?code=forged&state=forged`);

@@ -1,9 +1,9 @@
 import type { Context } from 'koa';
-import type { Provider } from 'oidc-provider';
 
 import type { ApiKeyRecord, ModelStore, Role, User } from '../../adapters/store.ts';
 import type { Accounts } from '../accounts/accounts.ts';
 import { renderPage } from '../interactions/pages.ts';
+import { ENGINE_ROUTES } from '../oauth/routes.ts';
 import type { ApiKeys, NewApiKey } from '../resource/api_keys.ts';
 import { DEFAULT_EXPIRY, EXPIRY_CHOICES, MAX_NAME_LENGTH } from './api_key_form.ts';
 import { COPY_SCRIPT_PATH } from './assets.ts';
@@ -13,7 +13,6 @@ import { shownTime } from './times.ts';
 import { boundClients } from './workspace_clients.ts';
 
 export interface PagesDependencies {
-  provider: Provider;
   accounts: Accounts;
   connectedApps: ConnectedApps;
   apiKeys: ApiKeys;
@@ -101,7 +100,8 @@ export class SettingsPages {
       settingsPage: true,
       userEmail: user.email,
       home: this.#home,
-      signOutUrl: signOutUrl(this.#deps.provider),
+      // Sign-out is the engine's RP-initiated logout page (src/oauth/logout.ts), as on the consent page.
+      signOutUrl: `${this.#deps.basePath}${ENGINE_ROUTES.end_session}`,
     }, { formAction: [], ...(scriptSrc ? { scriptSrc } : {}) });
   }
 }
@@ -119,13 +119,4 @@ function shownKey(key: ApiKeyRecord) {
     expires: shownTime(key.expiresAt),
     lastUsed: shownTime(key.lastUsedAt),
   };
-}
-
-/** The engine's RP-initiated logout page, when that feature is on (it asks the user to confirm). */
-function signOutUrl(provider: Provider): string | undefined {
-  try {
-    return provider.pathFor('end_session');
-  } catch {
-    return undefined;
-  }
 }
