@@ -41,8 +41,8 @@ try {
   const perFlow = (value: number) => `${Math.round(value / flows)} bytes`;
   process.stdout.write(`Redis ${await redisVersion()}, ${flows} clients, each with one session and one grant (refresh token rotated once)\n\n`);
   for (const [kind, { keys, bytes: size }] of [...bytes].sort()) process.stdout.write(`${kind.padEnd(32)} ${String(keys).padStart(5)} keys ${String(size).padStart(9)} bytes\n`);
-  process.stdout.write(`\none client (with its registration access token): ${perFlow(sum('m:Client', 'list:Client', 'm:RegistrationAccessToken', 'list:RegistrationAccessToken'))}\n`);
-  process.stdout.write(`one grant with its refresh token, rotated once:   ${perFlow(sum('m:Grant', 'm:GrantWorkspace', 'grant:GrantWorkspace', 'm:RefreshToken', 'grant:RefreshToken'))} (a rotated-out refresh token stays until its own expiry, for reuse detection)\n`);
+  process.stdout.write(`\none client (with its registration access token): ${perFlow(sum('m:Client', 'list:Client', 'by:Client', 'm:RegistrationAccessToken', 'list:RegistrationAccessToken'))}\n`);
+  process.stdout.write(`one grant with its refresh token, rotated once:   ${perFlow(sum('m:Grant', 'by:Grant', 'm:GrantWorkspace', 'grant:GrantWorkspace', 'm:GrantActivity', 'm:RefreshToken', 'grant:RefreshToken'))} (a rotated-out refresh token stays until its own expiry, for reuse detection)\n`);
   process.stdout.write(`one session:                                      ${perFlow(sum('m:Session', 'uid:Session'))}\n`);
   process.stdout.write(`per sign-in, gone within 10 minutes:              ${perFlow(sum('m:Interaction', 'm:AuthorizationCode', 'grant:AuthorizationCode'))} (interaction, code)\n`);
 } finally {
