@@ -82,12 +82,18 @@ async function serve(config: Config, logger: Logger, alone: boolean): Promise<vo
   process.once('SIGINT', () => void stop('SIGINT'));
 }
 
+const FIRST_RUN_COMMAND = 'npm run admin -- quickstart';
+
+/** With no users yet, says how to make the first ones: in the log, and in plain words to a person at a terminal. */
 async function hintWhenEmpty(users: Promise<number>, logger: Logger): Promise<void> {
   if (await users !== 0) return;
-  logger.warn('no users yet: create the first workspace and user with the admin CLI', {
-    step1: 'npm run admin -- workspace create --name "My workspace"',
-    step2: 'npm run admin -- user create --email you@example.com --name "Your Name" --workspace <workspace id> --role admin --password-stdin',
+  logger.warn('no users yet: create the first workspace, its admin and a demo client with the admin CLI', {
+    command: FIRST_RUN_COMMAND,
+    separately: 'npm run admin -- workspace create, then user create (npm run admin -- --help)',
   });
+  if (process.stderr.isTTY) {
+    process.stderr.write(`\nNo users yet. To create the first workspace, its admin and a demo client to try it with, run:\n\n    ${FIRST_RUN_COMMAND}\n\n`);
+  }
 }
 
 main().catch((error: unknown) => {

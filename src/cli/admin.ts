@@ -19,9 +19,13 @@ import { WORKSPACE_METADATA } from '../oauth/registration.ts';
 import { INTROSPECTION_AUDIENCE, RESOURCE_SERVER_AUTH_METHODS, createResourceServer, isResourceServerAuthMethod } from '../oauth/resource_servers.ts';
 import { ApiKeyError, ApiKeys } from '../resource/api_keys.ts';
 import { parseDuration } from './duration.ts';
+import { quickstart } from './quickstart.ts';
 
 const USAGE = `Usage: npm run admin -- <command> [options] [--json]
 
+  quickstart  first run: a workspace, its admin and a demo client, with the flow to try it
+              (on a terminal it asks; otherwise --email EMAIL --name NAME --password-stdin)
+              [--workspace-name NAME] [--base-url URL] [--force: even if users exist]
   workspace create --name NAME
   workspace list
   user create --email EMAIL --name NAME --workspace WORKSPACE_ID --role admin|member|viewer --password-stdin
@@ -57,6 +61,9 @@ const OPTIONS = {
   uses: { type: 'string' },
   'auth-method': { type: 'string' },
   now: { type: 'boolean' },
+  'workspace-name': { type: 'string' },
+  'base-url': { type: 'string' },
+  force: { type: 'boolean' },
   json: { type: 'boolean' },
   help: { type: 'boolean', short: 'h' },
 } as const;
@@ -186,6 +193,9 @@ const COMMANDS: Record<string, Command> = {
   },
   'keys rotate': ({ store, options }) => rotateSigningKeys(store, loadConfig(), createLogger('error'), options.now === true),
   'keys list': ({ store }) => listSigningKeys(store, loadConfig(), createLogger('error')),
+  quickstart: (ctx) => quickstart({
+    ...ctx, issuer: loadConfig().issuer, engine: () => engine(ctx.store, ctx.accounts), usage: (message) => new UsageError(message),
+  }),
 };
 
 const isoTime = (seconds: number) => new Date(seconds * 1000).toISOString();
@@ -235,7 +245,7 @@ async function run(argv: string[]): Promise<number> {
   }
   const { values: options, positionals } = parsed;
   const [noun, verb, ...args] = positionals;
-  const command = COMMANDS[`${noun} ${verb}`];
+  const command = COMMANDS[`${noun} ${verb}`] ?? (verb === undefined ? COMMANDS[noun ?? ''] : undefined);
   if (options.help) {
     process.stdout.write(`${USAGE}\n`);
     return 0;

@@ -1,0 +1,109 @@
+import { createHash, randomBytes } from 'node:crypto';
+
+/**
+ * What `admin quickstart` prints for its demo client: an authorization URL ready to open (PKCE
+ * S256, a fresh state) and the curl commands for every step after it. Everything is filled in
+ * except what only an earlier step's answer can give: the code, the refresh token, the access
+ * token, written as shell variables ($CODE, $REFRESH_TOKEN, $ACCESS_TOKEN).
+ */
+
+export interface GuideClient {
+  clientId: string;
+  clientSecret: string;
+  redirectUri: string;
+}
+
+export interface Guide {
+  authorization: {
+    url: string;
+    state: string;
+    code_verifier: string;
+    code_challenge: string;
+    code_challenge_method: 'S256';
+    scope: string;
+  };
+  commands: {
+    exchange: string;
+    refresh: string;
+    client_credentials: string;
+    data_api: string;
+  };
+}
+
+/** The product's scopes: the data API and the user's profile. */
+const SCOPE = 'api profile';
+
+export function buildGuide(baseUrl: string, client: GuideClient): Guide {
+  const verifier = randomBytes(32).toString('base64url');
+  const challenge = createHash('sha256').update(verifier).digest('base64url');
+  const state = randomBytes(16).toString('base64url');
+  const url = new URL(`${baseUrl}/oauth/authorize`);
+  url.search = new URLSearchParams({
+    client_id: client.clientId,
+    response_type: 'code',
+    redirect_uri: client.redirectUri,
+    scope: SCOPE,
+    state,
+    code_challenge: challenge,
+    code_challenge_method: 'S256',
+  }).toString();
+
+  const token = `curl -s -X POST ${quote(`${baseUrl}/oauth/token`)}`;
+  const credentials = `${field('client_id', client.clientId)} ${field('client_secret', client.clientSecret)}`;
+  return {
+    authorization: { url: url.href, state, code_verifier: verifier, code_challenge: challenge, code_challenge_method: 'S256', scope: SCOPE },
+    commands: {
+      exchange: `${token} ${field('grant_type', 'authorization_code')} -d "code=$CODE" ${field('redirect_uri', client.redirectUri)} ${credentials} ${field('code_verifier', verifier)}`,
+      refresh: `${token} ${field('grant_type', 'refresh_token')} -d "refresh_token=$REFRESH_TOKEN" ${credentials}`,
+      client_credentials: `${token} ${field('grant_type', 'client_credentials')} ${field('scope', 'api')} ${credentials}`,
+      data_api: `curl -s ${quote(`${baseUrl}/rest/companies`)} -H "Authorization: Bearer $ACCESS_TOKEN"`,
+    },
+  };
+}
+
+/** The guide as a newcomer reads it, step by step. */
+export function describeGuide(guide: Guide, client: GuideClient & { email: string }): string {
+  const { authorization, commands } = guide;
+  return [
+    '1. Start the service if it is not running (npm start). Open this URL in a browser, sign in as',
+    `   ${client.email} and press Allow:`,
+    '',
+    `   ${authorization.url}`,
+    '',
+    `   The browser is then sent to ${client.redirectUri}?code=...&state=...; nothing listens there, so`,
+    '   the page does not load: take the code from the address bar (and check that state is',
+    `   ${authorization.state}). A code works once, within 60 seconds.`,
+    `   PKCE: the URL carries code_challenge ${authorization.code_challenge}; step 2 sends its`,
+    `   code_verifier ${authorization.code_verifier}.`,
+    '',
+    '2. Exchange the code for an access token and a refresh token:',
+    '',
+    "   CODE='the code from the address bar'",
+    `   ${commands.exchange}`,
+    '',
+    '3. Refresh, with the refresh_token of the last answer (each refresh answers a new one):',
+    '',
+    "   REFRESH_TOKEN='the refresh_token from the answer'",
+    `   ${commands.refresh}`,
+    '',
+    '4. Client credentials: a token for the workspace itself, no user involved:',
+    '',
+    `   ${commands.client_credentials}`,
+    '',
+    '5. Call the data API with the access_token of any of these answers:',
+    '',
+    "   ACCESS_TOKEN='the access_token from the answer'",
+    `   ${commands.data_api}`,
+  ].join('\n');
+}
+
+/** `-d name=value`, quoted for a POSIX shell when the value needs it. */
+function field(name: string, value: string): string {
+  return `-d ${quote(`${name}=${value}`)}`;
+}
+
+const SHELL_SAFE = /^[A-Za-z0-9_.:/=@%+,-]+$/;
+
+function quote(value: string): string {
+  return SHELL_SAFE.test(value) ? value : `'${value.replaceAll("'", `'\\''`)}'`;
+}
