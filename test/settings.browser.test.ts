@@ -528,6 +528,11 @@ describe('settings area in a real browser', function () {
       });
       expect(anonymous.status).to.equal(403);
 
+      // A body too large for a form: the error page, not a JSON error.
+      const tooLarge = await page.request.post(`${server.origin}/settings/applications/revoke`, { form: { grant, csrf: 'x', filler: 'x'.repeat(20_000) }, maxRedirects: 0 });
+      expect(tooLarge.status()).to.equal(413);
+      expect(tooLarge.headers()['content-type']).to.match(/^text\/html/);
+
       expect((await api(server, '/rest/companies', { credential: tokens.access_token })).status, 'still allowed').to.equal(200);
       await page.goto(settingsUrl());
       expect(await appCard(page, 'Forgery Target').count()).to.equal(1);

@@ -2,7 +2,7 @@ import { setTimeout as sleep } from 'node:timers/promises';
 
 import { bodyParser } from '@koa/bodyparser';
 import Router from '@koa/router';
-import type { Context, Next } from 'koa';
+import type { Context, Middleware, Next } from 'koa';
 import type { Provider } from 'oidc-provider';
 
 import type { Role, Store } from '../../adapters/store.ts';
@@ -71,7 +71,7 @@ export function settingsRouter(dependencies: SettingsDependencies): Router {
   const signIn = new SettingsSignIn(deps.provider, deps.issuer, deps.basePath);
   const pages = new SettingsPages(deps);
   const admin = new WorkspaceAdmin(deps);
-  const form = bodyParser({ enableTypes: ['form'], formLimit: '16kb' });
+  const form = formBody();
   const home = settingsPath(deps.basePath);
 
   router.get(COPY_SCRIPT_PATH, copyScript);
@@ -171,6 +171,22 @@ export function settingsRouter(dependencies: SettingsDependencies): Router {
   });
 
   return router;
+}
+
+/** Reads a form body (at most 16 KiB); one it cannot read gets the error page, not the API's JSON error. */
+function formBody(): Middleware {
+  const parse = bodyParser({ enableTypes: ['form'], formLimit: '16kb' });
+  return async (ctx, next) => {
+    try {
+      await parse(ctx, async () => undefined);
+    } catch (error) {
+      const status = (error as { status?: unknown }).status;
+      if (typeof status !== 'number' || status < 400 || status >= 500) throw error;
+      ctx.status = status;
+      return renderErrorPage(ctx, 'invalid_request', status === 413 ? 'The form was larger than this server accepts, so nothing was changed' : 'The form could not be read, so nothing was changed');
+    }
+    await next();
+  };
 }
 
 /** What a settings form's token is bound to: the engine session, so it dies with a sign-out or a new sign-in. */
