@@ -9,6 +9,7 @@ import type { Browser, BrowserContext, BrowserContextOptions, Page, Request } fr
 import { captureRedirect, launchBrowser, newPage, recordRequests } from './helpers/browser.ts';
 import { api, clientCredentialsToken } from './helpers/data_api.ts';
 import { REDIRECT_URI, codeRequest, exchangeCode, postCredentials, registerClient, tokenRequest, type RegisteredClient } from './helpers/oauth.ts';
+import { startRedis, type RedisServer } from './helpers/redis.ts';
 import { seedUser, startServer, type SeededUser, type TestServer } from './helpers/server.ts';
 
 const ROOT = fileURLToPath(new URL('..', import.meta.url));
@@ -451,6 +452,46 @@ describe('settings area in a real browser', function () {
       await page.getByRole('button', { name: 'Revoke the key shared' }).click();
       await page.getByRole('status').waitFor();
       expect((await api(second, '/rest/companies', { credential: key })).status, 'key, other instance').to.equal(401);
+    });
+  });
+
+  describe('on Redis', function () {
+    let redis: RedisServer;
+    let onRedis: TestServer;
+
+    before(async function () {
+      redis = await startRedis();
+      onRedis = await startServer({ store: redis.url, env: { KEY_ENCRYPTION_KEY: Buffer.alloc(32, 9).toString('base64url') } });
+    });
+
+    after(async function () {
+      await onRedis?.stop();
+      await redis?.stop();
+    });
+
+    it('lists and revokes an application, and lists a bound client, from the Redis indexes', async function () {
+      const user = await seedUser(onRedis, [{ workspace: 'Redis Ltd' }]);
+      const client = await registerClient(onRedis.issuer, { client_name: 'Redis App' });
+      const { client: bound } = await clientCredentialsToken(onRedis, user.workspaces[0]!.id);
+      const page = await open();
+      const capture = await captureRedirect(page, REDIRECT_URI);
+      const auth = codeRequest(onRedis.issuer, client.client_id);
+      await page.goto(auth.url);
+      await signIn(page, user);
+      await page.getByRole('button', { name: 'Allow', exact: true }).click();
+      const code = (await capture.next()).url.searchParams.get('code');
+      const tokens = await (await exchangeCode(onRedis.issuer, client, code!, auth.verifier)).json() as Tokens;
+
+      await page.goto(`${onRedis.issuer}/settings`);
+      expect((await facts(appCard(page, 'Redis App'))).Workspace).to.equal('Redis Ltd');
+      await appCard(page, 'Redis App').getByRole('button', { name: /^Revoke access/ }).click();
+      await page.getByRole('status').waitFor();
+      expect(await appCard(page, 'Redis App').count()).to.equal(0);
+      expect((await api(onRedis, '/rest/companies', { credential: tokens.access_token })).status).to.equal(401);
+
+      await page.goto(`${onRedis.issuer}/settings/workspaces/${user.workspaces[0]!.id}`);
+      const shown = await facts(page.getByRole('list', { name: 'Applications bound to this workspace' }).getByRole('listitem'));
+      expect(shown['Client ID']).to.equal(bound.client_id);
     });
   });
 
