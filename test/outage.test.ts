@@ -62,15 +62,16 @@ describe('a Redis outage', function () {
     expect(Date.now() - burstStarted, '300 refusals, not a queue').to.be.below(10_000);
     expect(await rssMiB(pid) - before, 'MiB grown during the burst').to.be.below(64);
 
+    // Alive (an orchestrator must not restart it for the store's sake), but not ready for traffic.
     const health = await fetch(`${server.origin}/healthz`);
-    expect(health.status).to.equal(503);
+    expect(health.status).to.equal(200);
     const readiness = await fetch(`${server.origin}/readyz`);
     expect(readiness.status).to.equal(503);
-    expect(await readiness.json()).to.include({ status: 'not ready', store: 'unavailable' });
+    expect(await readiness.json()).to.include({ status: 'not ready', store: 'unavailable', keys: 'loaded', error: 'temporarily_unavailable' });
 
     await redis.up();
     const deadline = Date.now() + 15_000;
-    while ((await fetch(`${server.origin}/healthz`)).status !== 200) {
+    while ((await fetch(`${server.origin}/readyz`)).status !== 200) {
       if (Date.now() > deadline) throw new Error('the service did not recover after Redis came back');
       await new Promise((resolve) => setTimeout(resolve, 200));
     }
@@ -82,5 +83,23 @@ describe('a Redis outage', function () {
     expect(again.status).to.equal(400);
     expect(server.pid(), 'the same process served throughout: it never crashed or restarted').to.equal(pid);
     expect(() => process.kill(pid, 0)).to.not.throw();
+  });
+
+  it('while Redis hangs (connections open, nothing answered), /readyz answers 503 at once rather than hang, and /healthz 200', async () => {
+    redis.pause();
+    try {
+      // A prober gives up after a few seconds; the answer must come before that.
+      const readiness = await fetch(`${server.origin}/readyz`, { signal: AbortSignal.timeout(5000) });
+      expect(readiness.status).to.equal(503);
+      expect(await readiness.json()).to.include({ status: 'not ready', store: 'unavailable' });
+      expect((await fetch(`${server.origin}/healthz`, { signal: AbortSignal.timeout(5000) })).status).to.equal(200);
+    } finally {
+      redis.resume();
+    }
+    const deadline = Date.now() + 15_000;
+    while ((await fetch(`${server.origin}/readyz`)).status !== 200) {
+      if (Date.now() > deadline) throw new Error('not ready again after Redis resumed');
+      await new Promise((resolve) => setTimeout(resolve, 200));
+    }
   });
 });

@@ -114,7 +114,7 @@ export function createService({ config, store, keys, revocations, logger }: Serv
   app.use(errorMapping(logger));
   app.use(commitBeforeResponse(store));
   app.use(securityHeaders([ENGINE_ROUTES.authorization, ENGINE_ROUTES.end_session].map((path) => `${config.basePath}${path}`)));
-  app.use(health(store));
+  app.use(health(store, keys.jwks));
   app.use(authorizationServerMetadata(config.basePath));
   app.use(onlyWhere((path) => resourceMetadata.paths.has(path), resourceMetadata.middleware));
   app.use(onlyWhere((path) => path === restPath || path.startsWith(`${restPath}/`), data));

@@ -75,7 +75,7 @@ export async function startServer(options: ServerOptions = {}): Promise<TestServ
     child = spawn(process.execPath, ['src/main.ts'], { cwd: ROOT, env, stdio: ['ignore', 'pipe', 'pipe'] });
     child.stdout!.on('data', (chunk: Buffer) => { output += chunk.toString(); });
     child.stderr!.on('data', (chunk: Buffer) => { output += chunk.toString(); });
-    await waitUntilHealthy(origin, child, () => output);
+    await waitUntilReady(origin, child, () => output);
   };
   const stopChild = async () => {
     const running = child;
@@ -107,19 +107,20 @@ export async function startServer(options: ServerOptions = {}): Promise<TestServ
   };
 }
 
-async function waitUntilHealthy(origin: string, child: ChildProcess, output: () => string): Promise<void> {
+/** Until `/readyz` says the store answers and the keys are loaded (`/healthz` only says the process runs). */
+async function waitUntilReady(origin: string, child: ChildProcess, output: () => string): Promise<void> {
   const deadline = Date.now() + 20_000;
   while (Date.now() < deadline) {
     if (child.exitCode !== null) throw new Error(`server exited with ${child.exitCode}:\n${output()}`);
     try {
-      const response = await fetch(`${origin}/healthz`);
+      const response = await fetch(`${origin}/readyz`);
       if (response.ok) return;
     } catch {
       // not listening yet
     }
     await new Promise((resolve) => setTimeout(resolve, 100));
   }
-  throw new Error(`server did not become healthy:\n${output()}`);
+  throw new Error(`server did not become ready:\n${output()}`);
 }
 
 export function runAdmin(env: Record<string, string>, args: string[], stdin?: string): Promise<{ code: number; stdout: string; stderr: string }> {
