@@ -46,7 +46,8 @@ describe('a Redis outage', function () {
     expect(Date.now() - started, 'answered quickly, not hung').to.be.below(5000);
     expect(token.status).to.equal(503);
     expect(token.headers.get('retry-after')).to.match(/^\d+$/);
-    expect(await token.json()).to.include({ error: 'temporarily_unavailable' });
+    // With the id to quote, which the request's log lines carry.
+    expect(await token.json()).to.include({ error: 'temporarily_unavailable', request_id: token.headers.get('x-request-id') });
 
     const page = await fetch(codeRequest(server.issuer, client.client_id).url, { headers: { accept: 'text/html' } });
     expect(page.status).to.equal(503);

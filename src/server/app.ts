@@ -42,6 +42,7 @@ import { errorMapping, isBackendOutage, requestLog } from './errors.ts';
 import { health } from './health.ts';
 import { pinOrigin } from './pinned_origin.ts';
 import { onlyWhere } from './path_guard.ts';
+import { requestId } from './request_id.ts';
 import { securityHeaders } from './security_headers.ts';
 
 export interface ServiceDependencies {
@@ -62,10 +63,11 @@ export interface Service {
 const VIEWS = fileURLToPath(new URL('../../views', import.meta.url));
 
 /**
- * The Koa host: request log and error mapping outermost, then the wait for the store's commit
- * before each response, security headers, health, discovery, the data API (the protected
- * resource, under /rest), then the host's own routes (interaction pages, userinfo, the few places
- * the product completes the engine), then the engine itself, mounted at the issuer's path.
+ * The Koa host: request id, request log and error mapping outermost, then the wait for the
+ * store's commit before each response, security headers, health, discovery, the data API (the
+ * protected resource, under /rest), then the host's own routes (interaction pages, userinfo, the
+ * few places the product completes the engine), then the engine itself, mounted at the issuer's
+ * path.
  */
 export function createService({ config, store, keys, revocations, logger }: ServiceDependencies): Service {
   const accounts = new Accounts(store.accounts);
@@ -110,6 +112,7 @@ export function createService({ config, store, keys, revocations, logger }: Serv
   const app = new Koa({ proxy: config.proxyHops > 0, maxIpsCount: config.proxyHops, keys: keys.cookieKeys });
   pinOrigin(app, config.issuer);
   render(app, { root: VIEWS, layout: 'layout', viewExt: 'ejs', cache: true });
+  app.use(requestId(config.proxyHops > 0));
   app.use(requestLog(logger));
   app.use(errorMapping(logger));
   app.use(commitBeforeResponse(store));

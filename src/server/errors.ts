@@ -4,6 +4,7 @@ import { BackendUnavailableError } from '../../adapters/store.ts';
 import type { Logger } from '../logger.ts';
 import { ENGINE_BODY_LIMIT } from '../oauth/engine_limits.ts';
 import { PROBE_PATHS } from './health.ts';
+import { requestIdOf } from './request_id.ts';
 
 /** Seconds a client should wait before retrying when the storage backend is down. */
 const RETRY_AFTER_SECONDS = 5;
@@ -22,9 +23,10 @@ export function rememberEngineError(ctx: Context, error: unknown): void {
 }
 
 /**
- * The outermost middleware: no input yields a stack trace. Errors become RFC 6749 style JSON
- * (`error`, `error_description`); a storage outage is a 503 with Retry-After, anything unexpected
- * a 500 whose details go to the log only.
+ * Outermost but for the request id and log: no input yields a stack trace. Errors become RFC 6749
+ * style JSON (`error`, `error_description`, and the `request_id` to quote, which the log lines of
+ * the request carry); a storage outage is a 503 with Retry-After, anything unexpected a 500 whose
+ * details go to the log only.
  */
 export function errorMapping(logger: Logger): Middleware {
   return async (ctx, next) => {
@@ -45,12 +47,12 @@ export function errorMapping(logger: Logger): Middleware {
       const status = httpStatus(error);
       if (status && status < 500) {
         ctx.status = status;
-        ctx.body = { error: 'invalid_request', error_description: (error as Error).message };
+        ctx.body = errorBody(ctx, 'invalid_request', (error as Error).message);
         return;
       }
       logServerError(logger, ctx, error);
       ctx.status = 500;
-      ctx.body = { error: 'server_error', error_description: 'the server could not complete the request' };
+      ctx.body = errorBody(ctx, 'server_error', 'the server could not complete the request');
     }
   };
 }
@@ -62,7 +64,7 @@ export function errorMapping(logger: Logger): Middleware {
  */
 function answerTooLarge(ctx: Context): void {
   ctx.status = 413;
-  ctx.body = { error: 'invalid_request', error_description: `the request body is larger than ${ENGINE_BODY_LIMIT / 1024} KiB` };
+  ctx.body = errorBody(ctx, 'invalid_request', `the request body is larger than ${ENGINE_BODY_LIMIT / 1024} KiB`);
 }
 
 function answerOutage(ctx: Context): void {
@@ -71,8 +73,15 @@ function answerOutage(ctx: Context): void {
   ctx.status = 503;
   ctx.set('Retry-After', String(RETRY_AFTER_SECONDS));
   ctx.set('Cache-Control', 'no-store');
-  const body = { error: 'temporarily_unavailable', error_description: 'the storage backend is unavailable; try again shortly' };
-  ctx.body = ctx.accepts('json', 'html') === 'html' && ctx.method === 'GET' ? 'Service temporarily unavailable; try again shortly.' : body;
+  const body = errorBody(ctx, 'temporarily_unavailable', 'the storage backend is unavailable; try again shortly');
+  ctx.body = ctx.accepts('json', 'html') === 'html' && ctx.method === 'GET'
+    ? `Service temporarily unavailable; try again shortly.${body.request_id ? ` Reference: ${body.request_id}` : ''}`
+    : body;
+}
+
+function errorBody(ctx: Context, error: string, description: string): { error: string; error_description: string; request_id?: string } {
+  const id = requestIdOf(ctx);
+  return { error, error_description: description, ...(id ? { request_id: id } : {}) };
 }
 
 function httpStatus(error: unknown): number | undefined {
@@ -86,8 +95,9 @@ function logServerError(logger: Logger, ctx: Context, error: unknown): void {
 }
 
 /**
- * One line per request: method, path (never the query, which can carry codes), status, duration.
- * Probes (`/healthz`, `/readyz`) are logged at debug level: a load balancer polls them constantly.
+ * One line per request: method, path (never the query, which can carry codes), status, duration
+ * (and the request id, as every line written during the request). Probes (`/healthz`, `/readyz`)
+ * are logged at debug level: a load balancer polls them constantly.
  */
 export function requestLog(logger: Logger): Middleware {
   return async (ctx, next) => {
