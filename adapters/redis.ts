@@ -1,3 +1,4 @@
+import { redisRateLimiters } from './rate_limiters.ts';
 import { RedisAccountStore } from './redis_accounts.ts';
 import { RedisApiKeyStore } from './redis_api_keys.ts';
 import { connectRedis, RedisConnection } from './redis_connection.ts';
@@ -20,7 +21,8 @@ export interface RedisStoreOptions {
  */
 export function openRedisStore(url: string, options: RedisStoreOptions = {}): Store {
   const keys = new RedisKeys(options.keyPrefix ?? 'oauth:');
-  const redis = new RedisConnection(connectRedis(url));
+  const client = connectRedis(url);
+  const redis = new RedisConnection(client);
   const models = new Map<string, ModelStore>();
 
   return {
@@ -38,6 +40,7 @@ export function openRedisStore(url: string, options: RedisStoreOptions = {}): St
     revocations: new RedisRevocationStore(redis, keys),
     records: new RedisRecordStore(redis, keys),
     apiKeys: new RedisApiKeyStore(redis, keys),
+    rateLimiter: redisRateLimiters(client, keys),
     async ping() {
       await redis.run((client) => client.ping());
     },

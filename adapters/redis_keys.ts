@@ -89,6 +89,15 @@ export class RedisKeys {
     return `${this.#prefix}{accounts}:memberships:${userId}`;
   }
 
+  /**
+   * Prefix of one rate limiter's keys: rate-limiter-flexible adds `:<key>` (a digest, see
+   * src/server/rate_limits/). String: the points counted. TTL: the limiter's window, or a lock's
+   * length. No hash tag: each command touches one key, so the counts spread over a cluster.
+   */
+  rateLimit(name: string): string {
+    return `${this.#prefix}rl:${name}`;
+  }
+
   /** Hash: name -> value. No TTL. */
   settings(): string {
     return `${this.#prefix}settings`;

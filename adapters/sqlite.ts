@@ -2,6 +2,7 @@ import { mkdirSync } from 'node:fs';
 import { dirname } from 'node:path';
 import { DatabaseSync } from 'node:sqlite';
 
+import { memoryRateLimiters } from './rate_limiters.ts';
 import { API_KEYS_SCHEMA, SqliteApiKeyStore, SWEEP_EXPIRED_API_KEYS } from './sqlite_api_keys.ts';
 import { isUniqueViolation, SqliteConnection } from './sqlite_connection.ts';
 import { RECORDS_SCHEMA, SqliteRecordStore } from './sqlite_records.ts';
@@ -124,6 +125,8 @@ export function openSqliteStore(path: string, kind: 'sqlite' | 'memory' = 'sqlit
     revocations: new SqliteRevocationStore(connection),
     records: new SqliteRecordStore(connection),
     apiKeys: new SqliteApiKeyStore(connection),
+    // In this process: with WORKERS above 1 each worker counts alone (a shared count needs Redis).
+    rateLimiter: memoryRateLimiters(),
     committed: () => connection.committed(),
     async ping() {
       if (closed) throw new BackendUnavailableError('the SQLite store is closed');

@@ -1,3 +1,5 @@
+import type { RateLimiterAbstract } from 'rate-limiter-flexible';
+
 /**
  * The one storage interface every backend (sqlite, memory, redis) implements.
  * Everything the service keeps goes through it: the OAuth engine's models,
@@ -211,6 +213,18 @@ export interface ApiKeyStore {
   touch(id: string, lastUsedAt: number): Promise<void>;
 }
 
+/**
+ * One rate limiter's rule: each key may spend `points` within `duration` seconds, a fixed window
+ * that starts with the key's first point.
+ */
+export interface RateLimitRule {
+  /** Names the limiter: its keys never meet another limiter's. Letters, digits, `-` and `_`. */
+  name: string;
+  points: number;
+  /** Seconds. */
+  duration: number;
+}
+
 export interface Store {
   readonly kind: 'sqlite' | 'memory' | 'redis';
   model(name: string): ModelStore;
@@ -219,6 +233,14 @@ export interface Store {
   readonly revocations: RevocationStore;
   readonly records: RecordStore;
   readonly apiKeys: ApiKeyStore;
+  /**
+   * The rate limiter (rate-limiter-flexible) for a rule: one per name, the same one when asked
+   * again (another rule under a known name is refused). On Redis its counts are shared by every
+   * process on the same Redis, and kept in this process while Redis cannot be reached, so a limiter
+   * never fails a request; on SQLite and memory they are this process's own (with WORKERS above 1,
+   * each worker counts alone).
+   */
+  rateLimiter(rule: RateLimitRule): RateLimiterAbstract;
   /** Resolves when the backend answers; rejects with BackendUnavailableError when it does not. */
   ping(): Promise<void>;
   /**

@@ -7,6 +7,7 @@ import { DatabaseSync } from 'node:sqlite';
 import { fileURLToPath } from 'node:url';
 
 import { expect } from 'chai';
+import { RateLimiterRes } from 'rate-limiter-flexible';
 
 import { openStore, type OpenStoreOptions } from '../adapters/index.ts';
 import { RedisKeys } from '../adapters/redis_keys.ts';
@@ -487,6 +488,74 @@ for (const backend of BACKENDS) {
         expect(await store.apiKeys.findByDigest('digest-short')).to.equal(undefined);
         expect(await store.apiKeys.get('short')).to.equal(undefined);
         expect((await store.apiKeys.list('ws_1')).map((k) => k.id)).to.deep.equal(['long']);
+      });
+    });
+
+    describe('rate limiters', () => {
+      const refusal = (attempt: Promise<RateLimiterRes>) => attempt.then(() => undefined, (refused: unknown) => refused);
+
+      // A Redis limiter counts in process until its store's connection is ready (as during an outage, test/rate_limits.test.ts).
+      beforeEach(() => store.ping());
+
+      it('counts each key on its own, refuses past the points with the time left, and keeps each name apart', async () => {
+        const limiter = store.rateLimiter({ name: 'contract', points: 2, duration: 60 });
+        expect((await limiter.consume('a')).remainingPoints).to.equal(1);
+        await limiter.consume('a');
+        const refused = await refusal(limiter.consume('a'));
+        expect(refused).to.be.instanceOf(RateLimiterRes);
+        expect((refused as RateLimiterRes).msBeforeNext).to.be.within(1, 60_000);
+        expect((await limiter.consume('b')).consumedPoints, 'another key').to.equal(1);
+        expect((await store.rateLimiter({ name: 'other', points: 2, duration: 60 }).consume('a')).consumedPoints, 'another name').to.equal(1);
+        expect(store.rateLimiter({ name: 'contract', points: 2, duration: 60 }), 'the same rule again: the same limiter').to.equal(limiter);
+        expect(() => store.rateLimiter({ name: 'contract', points: 3, duration: 60 }), 'another rule under the name').to.throw(TypeError);
+      });
+
+      it('forgets a key when its window ends, holds a key when blocked, and forgets it when deleted', async () => {
+        const limiter = store.rateLimiter({ name: 'windows', points: 1, duration: 1 });
+        await limiter.consume('a');
+        expect(await refusal(limiter.consume('a'))).to.be.instanceOf(RateLimiterRes);
+        await sleep(1100);
+        expect((await limiter.consume('a')).consumedPoints, 'a new window').to.equal(1);
+
+        await limiter.block('b', 60);
+        expect((await limiter.get('b'))?.msBeforeNext).to.be.within(59_000, 60_000);
+        expect(await refusal(limiter.consume('b'))).to.be.instanceOf(RateLimiterRes);
+        await limiter.delete('b');
+        expect(await limiter.get('b')).to.equal(null);
+        expect((await limiter.consume('b')).consumedPoints).to.equal(1);
+      });
+
+      it('adds and takes back points without refusing, and opens a window of the length a caller asks for', async () => {
+        const limiter = store.rateLimiter({ name: 'points', points: 1, duration: 60 });
+        expect((await limiter.penalty('a')).consumedPoints).to.equal(1);
+        expect((await limiter.penalty('a')).consumedPoints, 'past the points, not refused').to.equal(2);
+        expect((await limiter.reward('a')).consumedPoints).to.equal(1);
+        expect((await limiter.consume('c', 1, { customDuration: 5 })).msBeforeNext).to.be.within(1, 5000);
+      });
+
+      it(backend.redis ? 'shares its counts with another store on the same Redis' : 'counts in this process: another store on the same data counts alone', async () => {
+        const other = open(backend, dir);
+        try {
+          await other.ping();
+          const rule = { name: 'instances', points: 1, duration: 60 };
+          await store.rateLimiter(rule).consume('k');
+          const second = await refusal(other.rateLimiter(rule).consume('k'));
+          if (backend.redis) expect(second).to.be.instanceOf(RateLimiterRes);
+          else expect(second).to.equal(undefined);
+        } finally {
+          await other.close();
+        }
+      });
+
+      if (backend.redis) it('keeps its counts under the store prefix, `rl:<name>:<key>`, each with a TTL no longer than its window or block', async () => {
+        await store.rateLimiter({ name: 'ttl', points: 5, duration: 30 }).consume('some-key');
+        await store.rateLimiter({ name: 'lock', points: 1, duration: 60 }).block('k', 20);
+        const { url, options } = backend.target(dir);
+        const prefix = options!.keyPrefix!;
+        const found = await keysUnder(url, prefix);
+        expect([...found.keys()].sort()).to.deep.equal([`${prefix}rl:lock:k`, `${prefix}rl:ttl:some-key`]);
+        expect(found.get(`${prefix}rl:ttl:some-key`)).to.be.within(1, 30_000);
+        expect(found.get(`${prefix}rl:lock:k`)).to.be.within(1, 20_000);
       });
     });
 
