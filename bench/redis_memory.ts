@@ -10,7 +10,7 @@ import { UserAgent, authorize } from '../test/helpers/user_agent.ts';
 
 const flows = Number(process.argv[2] ?? 50);
 const redis = await startRedis();
-const server = await startServer({ store: redis.url, env: { KEY_ENCRYPTION_KEY: Buffer.alloc(32, 5).toString('base64url'), LOG_LEVEL: 'warn' } });
+const server = await startServer({ store: redis.url, env: { KEY_ENCRYPTION_KEY: Buffer.alloc(32, 5).toString('base64url'), LOG_LEVEL: 'warn', RATE_LIMITS: 'off' } });
 
 try {
   const user = await seedUser(server);

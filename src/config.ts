@@ -45,6 +45,8 @@ export interface Config {
   readonly unusedClientTtl: number | undefined;
   /** Which authorization requests must use PKCE (src/oauth/pkce.ts). */
   readonly pkceRequired: PkcePolicy;
+  /** Rate limits (src/server/rate_limits/); undefined with RATE_LIMITS=off. */
+  readonly rateLimits: RateLimits | undefined;
   /** Private JWKS file supplied by the operator instead of generated keys. */
   readonly jwksFile: string | undefined;
   /**
@@ -99,6 +101,7 @@ export function loadConfig(env: Env = process.env): Config {
     registrationAccessTokenTtl: parseOptionalDuration('REGISTRATION_ACCESS_TOKEN_TTL', env.REGISTRATION_ACCESS_TOKEN_TTL),
     unusedClientTtl: env.UNUSED_CLIENT_TTL === 'off' ? undefined : parseOptionalDuration('UNUSED_CLIENT_TTL', env.UNUSED_CLIENT_TTL || '30d'),
     pkceRequired: parseChoice('PKCE_REQUIRED', env.PKCE_REQUIRED, PKCE_POLICIES, 'all'),
+    rateLimits: parseRateLimits(env),
     jwksFile: env.JWKS_FILE || undefined,
     keyEncryptionKey: parseKeyEncryptionKey(env.KEY_ENCRYPTION_KEY, env.KEY_ENCRYPTION_KEY_FILE),
     previousKeyEncryptionKeys: parsePreviousKeys(env.KEY_ENCRYPTION_KEY_PREVIOUS),
@@ -234,4 +237,90 @@ function parseRegistration(value: string | undefined): RegistrationMode {
   const mode = REGISTRATION_MODES[value.toLowerCase()];
   if (!mode) throw new ConfigError(`REGISTRATION must be "open" or "initial_access_token", got "${value}"`);
   return mode;
+}
+
+/** So many requests (`points`) per `duration` seconds, from `N/duration` (`100/1h`). */
+export interface Rate {
+  readonly points: number;
+  readonly duration: number;
+}
+
+export interface RateLimits {
+  /** RATE_LIMIT_REGISTRATION: client registrations per client address. */
+  readonly registration: Rate;
+  /** RATE_LIMIT_TOKEN_CLIENT: token requests per client_id. */
+  readonly tokenPerClient: Rate;
+  /** RATE_LIMIT_TOKEN_ADDRESS: token requests per client address. */
+  readonly tokenPerAddress: Rate;
+  /** RATE_LIMIT_LOGIN_ADDRESS: failed sign-ins per client address; past them the address may not sign in until the window ends. */
+  readonly loginPerAddress: Rate;
+  /** RATE_LIMIT_LOGIN_ACCOUNT: consecutive failed sign-ins to one account (email) before it is locked. */
+  readonly loginFailuresBeforeLock: number;
+  /** RATE_LIMIT_LOGIN_LOCK: seconds the first lock lasts; each further failure doubles it, up to loginLockMax (RATE_LIMIT_LOGIN_LOCK_MAX). */
+  readonly loginLock: number;
+  readonly loginLockMax: number;
+  /** RATE_LIMIT_DATA_API: data API requests per credential (a user's token for one client, a client's token, an API key). */
+  readonly dataApi: Rate;
+}
+
+/**
+ * Defaults for one instance's traffic: a registration every few minutes from one address, an
+ * application's users refreshing through one client, a person mistyping a password.
+ */
+const RATE_LIMIT_DEFAULTS = {
+  RATE_LIMIT_REGISTRATION: '100/1h',
+  RATE_LIMIT_TOKEN_CLIENT: '1200/1m',
+  RATE_LIMIT_TOKEN_ADDRESS: '1200/1m',
+  RATE_LIMIT_LOGIN_ADDRESS: '50/15m',
+  RATE_LIMIT_LOGIN_ACCOUNT: '5',
+  RATE_LIMIT_LOGIN_LOCK: '1m',
+  RATE_LIMIT_LOGIN_LOCK_MAX: '1h',
+  RATE_LIMIT_DATA_API: '600/1m',
+} as const;
+
+type RateLimitVariable = keyof typeof RATE_LIMIT_DEFAULTS;
+
+/** Every RATE_LIMIT_* is checked, also with RATE_LIMITS=off, so a typo is found before the limits are turned on. */
+function parseRateLimits(env: Env): RateLimits | undefined {
+  const value = (name: RateLimitVariable) => env[name] || RATE_LIMIT_DEFAULTS[name];
+  const limits: RateLimits = {
+    registration: parseRate('RATE_LIMIT_REGISTRATION', value('RATE_LIMIT_REGISTRATION')),
+    tokenPerClient: parseRate('RATE_LIMIT_TOKEN_CLIENT', value('RATE_LIMIT_TOKEN_CLIENT')),
+    tokenPerAddress: parseRate('RATE_LIMIT_TOKEN_ADDRESS', value('RATE_LIMIT_TOKEN_ADDRESS')),
+    loginPerAddress: parseRate('RATE_LIMIT_LOGIN_ADDRESS', value('RATE_LIMIT_LOGIN_ADDRESS')),
+    loginFailuresBeforeLock: parseCount('RATE_LIMIT_LOGIN_ACCOUNT', value('RATE_LIMIT_LOGIN_ACCOUNT')),
+    loginLock: parseRequiredDuration('RATE_LIMIT_LOGIN_LOCK', value('RATE_LIMIT_LOGIN_LOCK')),
+    loginLockMax: parseRequiredDuration('RATE_LIMIT_LOGIN_LOCK_MAX', value('RATE_LIMIT_LOGIN_LOCK_MAX')),
+    dataApi: parseRate('RATE_LIMIT_DATA_API', value('RATE_LIMIT_DATA_API')),
+  };
+  if (limits.loginLockMax < limits.loginLock) {
+    throw new ConfigError(`RATE_LIMIT_LOGIN_LOCK_MAX (${limits.loginLockMax}s) must not be shorter than RATE_LIMIT_LOGIN_LOCK (${limits.loginLock}s)`);
+  }
+  const enabled = env.RATE_LIMITS || 'on';
+  if (!/^(on|off)$/i.test(enabled)) throw new ConfigError(`RATE_LIMITS must be on or off, got "${enabled}"`);
+  return enabled.toLowerCase() === 'on' ? limits : undefined;
+}
+
+const MAX_POINTS = 1_000_000_000;
+
+function parseRate(name: string, value: string): Rate {
+  const match = /^\s*(\d{1,10})\s*\/\s*(\S+)\s*$/.exec(value);
+  const points = Number(match?.[1]);
+  const duration = match ? parseDuration(match[2]!) : undefined;
+  if (!match || points < 1 || points > MAX_POINTS || duration === undefined) {
+    throw new ConfigError(`${name} must be a number of requests per duration, such as 100/1h or 600/1m (durations: 30s, 15m, 1h, 1d or seconds), got "${value}"`);
+  }
+  return { points, duration };
+}
+
+function parseCount(name: string, value: string): number {
+  const count = Number(value);
+  if (!/^\d{1,10}$/.test(value.trim()) || count < 1 || count > MAX_POINTS) throw new ConfigError(`${name} must be a whole number above 0, got "${value}"`);
+  return count;
+}
+
+function parseRequiredDuration(name: string, value: string): number {
+  const seconds = parseDuration(value);
+  if (seconds === undefined) throw new ConfigError(`${name} must be a duration such as 30s, 15m, 1h or a number of seconds, got "${value}"`);
+  return seconds;
 }

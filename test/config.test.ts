@@ -71,6 +71,34 @@ describe('configuration', () => {
     expect(configError({ STORE: 'postgres://user:s3cret@db' })).to.match(/^STORE/).and.not.match(/s3cret/);
   });
 
+  it('reads rate limits as requests per duration, on by default, and turns them all off with RATE_LIMITS=off', () => {
+    expect(loadConfig({}).rateLimits).to.deep.equal({
+      registration: { points: 100, duration: 3600 },
+      tokenPerClient: { points: 1200, duration: 60 },
+      tokenPerAddress: { points: 1200, duration: 60 },
+      loginPerAddress: { points: 50, duration: 900 },
+      loginFailuresBeforeLock: 5,
+      loginLock: 60,
+      loginLockMax: 3600,
+      dataApi: { points: 600, duration: 60 },
+    });
+    const custom = loadConfig({ RATE_LIMIT_REGISTRATION: '10/1d', RATE_LIMIT_DATA_API: ' 50 / 30 ', RATE_LIMIT_LOGIN_ACCOUNT: '3', RATE_LIMIT_LOGIN_LOCK: '2s', RATE_LIMIT_LOGIN_LOCK_MAX: '2s' }).rateLimits;
+    expect(custom).to.deep.include({ registration: { points: 10, duration: 86_400 }, dataApi: { points: 50, duration: 30 }, loginFailuresBeforeLock: 3, loginLock: 2, loginLockMax: 2 });
+    expect(loadConfig({ RATE_LIMITS: 'off' }).rateLimits).to.equal(undefined);
+    expect(loadConfig({ RATE_LIMITS: 'on' }).rateLimits).to.not.equal(undefined);
+  });
+
+  it('refuses a rate limit it cannot read, naming the variable, also while limits are off', () => {
+    expect(configError({ RATE_LIMIT_TOKEN_CLIENT: '1200' })).to.match(/^RATE_LIMIT_TOKEN_CLIENT must be a number of requests per duration, such as 100\/1h/);
+    expect(configError({ RATE_LIMIT_TOKEN_ADDRESS: '0/1m' })).to.match(/^RATE_LIMIT_TOKEN_ADDRESS/);
+    expect(configError({ RATE_LIMIT_REGISTRATION: '10/1w' })).to.match(/^RATE_LIMIT_REGISTRATION/);
+    expect(configError({ RATE_LIMIT_LOGIN_ADDRESS: 'many/1h', RATE_LIMITS: 'off' })).to.match(/^RATE_LIMIT_LOGIN_ADDRESS/);
+    expect(configError({ RATE_LIMIT_LOGIN_ACCOUNT: '0' })).to.match(/^RATE_LIMIT_LOGIN_ACCOUNT must be a whole number above 0/);
+    expect(configError({ RATE_LIMIT_LOGIN_LOCK: 'soon' })).to.match(/^RATE_LIMIT_LOGIN_LOCK must be a duration/);
+    expect(configError({ RATE_LIMIT_LOGIN_LOCK: '1h', RATE_LIMIT_LOGIN_LOCK_MAX: '1m' })).to.match(/^RATE_LIMIT_LOGIN_LOCK_MAX \(60s\) must not be shorter than RATE_LIMIT_LOGIN_LOCK \(3600s\)/);
+    expect(configError({ RATE_LIMITS: 'sometimes' })).to.match(/^RATE_LIMITS must be on or off/);
+  });
+
   it('stops the service at start with a message naming the bad variable', () => {
     const result = spawnSync(process.execPath, ['src/main.ts'], {
       cwd: ROOT,

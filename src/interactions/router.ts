@@ -4,6 +4,7 @@ import type { Context } from 'koa';
 import { errors, type InteractionResults, type Provider } from 'oidc-provider';
 
 import type { Accounts } from '../accounts/accounts.ts';
+import type { SignIns } from '../server/rate_limits/rate_limits.ts';
 import type { GrantWorkspaces } from '../oauth/grant_workspaces.ts';
 import { isVetted } from '../oauth/client_vetting.ts';
 import { LIFETIMES } from '../oauth/lifetimes.ts';
@@ -22,6 +23,8 @@ export interface InteractionDependencies {
   basePath: string;
   /** The data APIs' resource identifier, which user grants are for. */
   audience: string;
+  /** Password checks, limited per address and per account (locks), failures logged. */
+  signIns: SignIns;
 }
 
 type Details = Awaited<ReturnType<Provider['interactionDetails']>>;
@@ -62,7 +65,13 @@ export function interactionRouter(deps: InteractionDependencies): Router {
 
     const email = typeof body.email === 'string' ? body.email : '';
     const password = typeof body.password === 'string' ? body.password : '';
-    const user = email && password ? await deps.accounts.authenticate(email, password) : undefined;
+    const outcome = email && password ? await deps.signIns.attempt(email, ctx.ip, () => deps.accounts.authenticate(email, password)) : {};
+    if (outcome.refused) {
+      ctx.status = 429;
+      ctx.set('Retry-After', String(outcome.refused.retryAfter));
+      return showLogin(ctx, deps, details, { email, error: outcome.refused.message });
+    }
+    const user = outcome.user;
     if (!user) {
       ctx.status = 401;
       return showLogin(ctx, deps, details, { email, error: 'The email or password is not right.' });

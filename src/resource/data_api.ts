@@ -18,13 +18,15 @@ export interface DataApiDependencies extends Authenticators {
   records: RecordStore;
   /** Where the API is mounted: `{issuer path}/rest`. */
   restPath: string;
+  /** Runs once the request is authenticated (`ctx.state.principal`): the per-credential rate limit. */
+  rateLimit?: Middleware;
 }
 
 /**
  * The data APIs, the protected resource the tokens are for: the Metadata API under
  * /rest/metadata/ (read-only: the object types are fixed) and the Core API under /rest/.
  * CORS first (a preflight carries no credential), then errors as JSON, then authentication of
- * every request, then the routes.
+ * every request, its rate limit, then the routes.
  */
 export function dataApi(deps: DataApiDependencies): Middleware {
   const core = new CoreApi(deps.records);
@@ -51,6 +53,7 @@ export function dataApi(deps: DataApiDependencies): Middleware {
     apiErrors,
     noStore,
     authenticate(deps),
+    ...(deps.rateLimit ? [deps.rateLimit] : []),
     router.routes() as Middleware,
     unknownPath,
   ]);

@@ -41,6 +41,7 @@ import { logEngineEvents } from './engine_events.ts';
 import { errorMapping, isBackendOutage, requestLog } from './errors.ts';
 import { health } from './health.ts';
 import { pinOrigin } from './pinned_origin.ts';
+import { createRateLimits } from './rate_limits/rate_limits.ts';
 import { onlyWhere } from './path_guard.ts';
 import { requestId } from './request_id.ts';
 import { securityHeaders } from './security_headers.ts';
@@ -78,6 +79,7 @@ export function createService({ config, store, keys, revocations, logger }: Serv
 
   const verifier = new AccessTokenVerifier(keys.jwks, config.issuer, audience, revocations);
   const jwtEndpoints = jwtAccessTokenEndpoints(verifier);
+  const rateLimits = createRateLimits(config.rateLimits, store, logger);
 
   const host = new Router({ prefix: config.basePath || undefined });
   host.post(ENGINE_ROUTES.authorization, authorizationByPost(`${config.issuer}${ENGINE_ROUTES.authorization}`, renderErrorPage));
@@ -85,9 +87,9 @@ export function createService({ config, store, keys, revocations, logger }: Serv
   // Browser-based clients (MCP hosts running in a page) register from another origin; no cookies are involved.
   const registrationCors = bearerCors('POST');
   host.options(ENGINE_ROUTES.registration, registrationCors);
-  host.post(ENGINE_ROUTES.registration, registrationCors, registrationBodyLimit, hideServerKeptMetadata, registrationWorkspace(provider));
+  host.post(ENGINE_ROUTES.registration, registrationCors, registrationBodyLimit, rateLimits.registration, hideServerKeptMetadata, registrationWorkspace(provider));
   host.all(`${ENGINE_ROUTES.registration}/:clientId`, registrationBodyLimit, hideStoredSecret, hideServerKeptMetadata, checkSecretOnUpdate(store.model('Client')));
-  host.post(ENGINE_ROUTES.token, rfc6749ErrorCodes);
+  host.post(ENGINE_ROUTES.token, rateLimits.token, rfc6749ErrorCodes);
   host.post(ENGINE_ROUTES.introspection, rfc6749ErrorCodes, jwtEndpoints.introspection);
   host.post(ENGINE_ROUTES.revocation, rfc6749ErrorCodes, revocationAnswersJson, jwtEndpoints.revocation);
   const userinfoEndpoint = userinfo(verifier, accounts, { algorithmFor: userinfoSigningAlg(provider), sign: userinfoSigner(keys.jwks, config.issuer) });
@@ -102,10 +104,12 @@ export function createService({ config, store, keys, revocations, logger }: Serv
   const restPath = `${config.basePath}/rest`;
   const data = dataApi({
     records: store.records, restPath, verifier, apiKeys, liveRoles: new LiveRoles(store.accounts), resourceMetadata: resourceMetadata.metadataUrl,
+    rateLimit: rateLimits.dataApi,
   });
 
   const interactions = interactionRouter({
     provider, accounts, grantWorkspaces, audience, basePath: config.basePath, csrf: new CsrfTokens(keys.cookieKeys[0]!),
+    signIns: rateLimits.signIns,
   });
 
   // The engine runs on this app's context (koa-mount), so cookies it signs use these keys.
