@@ -176,11 +176,17 @@ describe('settings area in a real browser', function () {
       await page.getByRole('heading', { level: 1, name: 'Sign in' }).waitFor();
     });
 
-    it('refuses a sign-in response this browser did not ask for', async function () {
+    it('refuses a sign-in response this browser did not ask for; a signed-in browser just goes to its settings', async function () {
       const page = await open();
       const response = await page.goto(`${settingsUrl()}/callback?code=forged&state=forged`);
       expect(response!.status()).to.equal(400);
       expect(await page.getByRole('heading', { level: 1 }).innerText()).to.equal('This page has expired');
+
+      const user = await seedUser(server, [{ workspace: 'Two Tabs Ltd' }]);
+      await openSettings(page, user);
+      await page.goto(`${settingsUrl()}/callback?code=stale&state=from-another-tab`);
+      await page.getByRole('heading', { level: 1, name: 'Settings' }).waitFor();
+      expect(new URL(page.url()).pathname).to.equal('/settings');
     });
   });
 

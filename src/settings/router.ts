@@ -17,6 +17,7 @@ import { ConnectedApps } from './connected_apps.ts';
 import { formBody } from './form_body.ts';
 import { settingsGuards, settingsState } from './guards.ts';
 import { SettingsPages } from './pages.ts';
+import { signedIn } from './session.ts';
 import { SettingsSignIn } from './sign_in.ts';
 import { SETTINGS_PATH } from './sign_in_client.ts';
 import { WorkspaceAdmin } from './workspace_admin.ts';
@@ -63,7 +64,9 @@ export function settingsRouter(dependencies: SettingsDependencies): Router {
   router.get(COPY_SCRIPT_PATH, copyScript);
 
   router.get('/callback', async (ctx) => {
-    const next = await signIn.finish(ctx);
+    // A response this browser did not ask for (or a sign-in overtaken by one in another tab): a
+    // browser that is signed in all the same goes to the settings home, any other sees why not.
+    const next = await signIn.finish(ctx) ?? (await signedIn(provider, accounts, ctx) ? home : undefined);
     if (!next) {
       ctx.status = 400;
       return renderErrorPage(ctx, 'session_expired', `Open ${issuer}${SETTINGS_PATH} to sign in again`);
