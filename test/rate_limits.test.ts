@@ -215,7 +215,10 @@ describe('rate limits', function () {
         expect(refused.status, `request ${i + 1}`).to.equal(401);
       }
       expect((await token(server, address, { grant_type: 'client_credentials' })).status, 'naming no client').to.equal(401);
-      await expectOAuthTooMany(await token(server, address, { grant_type: 'client_credentials', client_id: 'unknown-5', client_secret: 'x' }), 3600, /too many token requests from this address/);
+      const refused = await token(server, address, { grant_type: 'client_credentials', client_id: 'unknown-5', client_secret: 'x' }, { origin: 'https://spa.example' });
+      expect(refused.headers.get('access-control-allow-origin'), 'a browser client can read it').to.equal('*');
+      expect(refused.headers.get('access-control-expose-headers')).to.equal('Retry-After');
+      await expectOAuthTooMany(refused, 3600, /too many token requests from this address/);
       expect((await token(server, newAddress(), { grant_type: 'client_credentials', client_id: 'unknown-6', client_secret: 'x' })).status).to.equal(401);
     });
   });

@@ -101,8 +101,13 @@ function answerOAuth(ctx: Context, wait: number, description: string): void {
   ctx.status = 429;
   ctx.set('Retry-After', String(wait));
   ctx.set('Cache-Control', 'no-store');
-  const exposed = exposedWithRetryAfter(ctx);
-  if (ctx.response.get('Access-Control-Allow-Origin')) ctx.set('Access-Control-Expose-Headers', exposed);
+  // A browser client reads the refusal and its Retry-After (the token endpoint's own CORS comes
+  // from the engine, which is not reached); nothing in it is for one origin only, and no cookie
+  // goes to these endpoints.
+  if (ctx.get('Origin')) {
+    if (!ctx.response.get('Access-Control-Allow-Origin')) ctx.set('Access-Control-Allow-Origin', '*');
+    ctx.set('Access-Control-Expose-Headers', exposedWithRetryAfter(ctx));
+  }
   ctx.body = { error: 'temporarily_unavailable', error_description: `${description}; retry after ${inWords(wait)}` };
 }
 
