@@ -32,6 +32,8 @@ export interface Config {
    */
   readonly proxyHops: number;
   readonly logLevel: LogLevel;
+  /** Prometheus metrics at `/metrics` (src/server/metrics/); undefined with METRICS=off. */
+  readonly metrics: MetricsSettings | undefined;
   readonly registration: RegistrationMode;
   /**
    * Seconds a registration access token (RFC 7592) lives; each update issues a new one with this
@@ -59,6 +61,11 @@ export interface Config {
   readonly previousKeyEncryptionKeys: readonly string[];
   /** Signing-key rotation (src/oauth/key_rotation.ts). */
   readonly keyRotation: KeyRotationPolicy;
+}
+
+export interface MetricsSettings {
+  /** METRICS_TOKEN: the bearer token a scrape must present; undefined: anyone who reaches the port may scrape. */
+  readonly token: string | undefined;
 }
 
 export interface KeyRotationPolicy {
@@ -97,6 +104,7 @@ export function loadConfig(env: Env = process.env): Config {
     store: parseStore(env.STORE ?? DEFAULT_STORE),
     proxyHops: parseProxyHops(env.TRUST_PROXY),
     logLevel: parseChoice('LOG_LEVEL', env.LOG_LEVEL, LOG_LEVELS, 'info'),
+    metrics: parseMetrics(env.METRICS, env.METRICS_TOKEN),
     registration: parseRegistration(env.REGISTRATION),
     registrationAccessTokenTtl: parseOptionalDuration('REGISTRATION_ACCESS_TOKEN_TTL', env.REGISTRATION_ACCESS_TOKEN_TTL),
     unusedClientTtl: env.UNUSED_CLIENT_TTL === 'off' ? undefined : parseOptionalDuration('UNUSED_CLIENT_TTL', env.UNUSED_CLIENT_TTL || '30d'),
@@ -209,6 +217,19 @@ function parseProxyHops(value: string | undefined): number {
   } catch {
     throw new ConfigError(`TRUST_PROXY must be true, false or the number of proxies in front (1-9), got "${value}"`);
   }
+}
+
+/** RFC 6750 b64token characters, long enough not to be guessed. */
+const METRICS_TOKEN = /^[A-Za-z0-9._~+/-]{16,256}=*$/;
+
+function parseMetrics(enabled: string | undefined, token: string | undefined): MetricsSettings | undefined {
+  const value = enabled || 'on';
+  if (!/^(on|off)$/i.test(value)) throw new ConfigError(`METRICS must be on or off, got "${value}"`);
+  // The token is never repeated: it is a secret.
+  if (token && !METRICS_TOKEN.test(token)) {
+    throw new ConfigError('METRICS_TOKEN must be 16 to 256 characters of A-Z a-z 0-9 - . _ ~ + / (e.g. from: openssl rand -base64 24)');
+  }
+  return value.toLowerCase() === 'on' ? { token: token || undefined } : undefined;
 }
 
 function parseBoolean(name: string, value: string | undefined, fallback: boolean): boolean {

@@ -9,6 +9,9 @@ import { KeyConfigError, loadKeys, type KeyMaterial } from './oauth/keys.ts';
 import { watchSigningKeys } from './oauth/key_rotation_watch.ts';
 import { RevocationList } from './oauth/revocation_list.ts';
 import { createService } from './server/app.ts';
+import { aggregateWorkerMetrics } from './server/metrics/cluster.ts';
+import { Metrics } from './server/metrics/metrics.ts';
+import { instrumentStore } from './server/metrics/store.ts';
 import { superviseWorkers } from './server/workers.ts';
 
 /** How long SIGTERM waits for requests in flight before it closes their connections. */
@@ -25,6 +28,7 @@ async function main(): Promise<void> {
   if (config.workers > 1 && cluster.isPrimary) {
     await prepare(config, logger);
     superviseWorkers(config.workers, logger);
+    if (config.metrics) aggregateWorkerMetrics(logger);
     return;
   }
   await serve(config, logger, config.workers === 1);
@@ -42,12 +46,14 @@ async function prepare(config: Config, logger: Logger): Promise<void> {
 }
 
 async function serve(config: Config, logger: Logger, alone: boolean): Promise<void> {
-  const store = openStore(config.store);
+  // One registry a process, and the store wrapped once: a service rebuilt with new keys counts on.
+  const metrics = config.metrics ? new Metrics() : undefined;
+  const store = metrics ? instrumentStore(openStore(config.store), metrics) : openStore(config.store);
   const keyRing = await loadKeyRing(config, logger);
   const keys = await loadKeys(store.settings, keyRing, config.jwksFile);
   const revocations = new RevocationList(store.revocations);
   await revocations.start();
-  const serviceWith = (material: KeyMaterial) => createService({ config, store, keys: material, revocations, logger }).app.callback();
+  const serviceWith = (material: KeyMaterial) => createService({ config, store, keys: material, revocations, logger, metrics }).app.callback();
   let handle = serviceWith(keys);
   // The engine takes its keys once: a rotation swaps in a service built with the new set, and
   // requests in flight finish on the one they started on (src/oauth/key_rotation_watch.ts).

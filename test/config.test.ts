@@ -53,6 +53,15 @@ describe('configuration', () => {
     expect(configError({ PKCE_REQUIRED: 'none' })).to.match(/^PKCE_REQUIRED must be one of all, public/);
   });
 
+  it('turns metrics on by default, off with METRICS=off, and takes a METRICS_TOKEN without ever repeating it', () => {
+    expect(loadConfig({}).metrics).to.deep.equal({ token: undefined });
+    expect(loadConfig({ METRICS: 'off' }).metrics).to.equal(undefined);
+    expect(loadConfig({ METRICS_TOKEN: 'Zm9vYmFyYmF6cXV4MTIzNDU2Nzg=' }).metrics).to.deep.equal({ token: 'Zm9vYmFyYmF6cXV4MTIzNDU2Nzg=' });
+    expect(configError({ METRICS: 'sometimes' })).to.match(/^METRICS must be on or off/);
+    expect(configError({ METRICS_TOKEN: 'short' })).to.match(/^METRICS_TOKEN must be 16 to 256 characters/);
+    expect(configError({ METRICS_TOKEN: 'a long token with spaces in it' })).to.match(/^METRICS_TOKEN/).and.not.contain('spaces in it');
+  });
+
   it('accepts Redis storage URLs, and refuses a malformed one saying what is wrong without repeating its password', () => {
     for (const store of [
       'redis://127.0.0.1:6379', 'redis://:secret@cache:6380/2', 'rediss://user:pw@redis.example.com',

@@ -40,6 +40,10 @@ import { authorizationServerMetadata } from './discovery.ts';
 import { logEngineEvents } from './engine_events.ts';
 import { errorMapping, isBackendOutage, requestLog } from './errors.ts';
 import { health } from './health.ts';
+import { countEngineEvents } from './metrics/engine.ts';
+import { metricsEndpoint } from './metrics/endpoint.ts';
+import type { Metrics } from './metrics/metrics.ts';
+import { requestMetrics } from './metrics/requests.ts';
 import { pinOrigin } from './pinned_origin.ts';
 import { createRateLimits } from './rate_limits/rate_limits.ts';
 import { onlyWhere } from './path_guard.ts';
@@ -53,6 +57,8 @@ export interface ServiceDependencies {
   /** Started by the caller (it reads the whole list before the service answers). */
   revocations: RevocationList;
   logger: Logger;
+  /** Made once a process, so a service rebuilt with new keys counts on; undefined with METRICS=off. */
+  metrics: Metrics | undefined;
 }
 
 export interface Service {
@@ -64,16 +70,17 @@ export interface Service {
 const VIEWS = fileURLToPath(new URL('../../views', import.meta.url));
 
 /**
- * The Koa host: request id, request log and error mapping outermost, then the wait for the
- * store's commit before each response, security headers, health, discovery, the data API (the
- * protected resource, under /rest), then the host's own routes (interaction pages, userinfo, the
- * few places the product completes the engine), then the engine itself, mounted at the issuer's
- * path.
+ * The Koa host: request id, request log, metrics and error mapping outermost, then the wait for
+ * the store's commit before each response, security headers, health, metrics, discovery, the data
+ * API (the protected resource, under /rest), then the host's own routes (interaction pages,
+ * userinfo, the few places the product completes the engine), then the engine itself, mounted at
+ * the issuer's path.
  */
-export function createService({ config, store, keys, revocations, logger }: ServiceDependencies): Service {
+export function createService({ config, store, keys, revocations, logger, metrics }: ServiceDependencies): Service {
   const accounts = new Accounts(store.accounts);
   const { provider, audience, grantWorkspaces, grantActivity } = buildProvider({ config, store, accounts, keys, revocations, renderError: engineErrorPage });
   logEngineEvents(provider, logger);
+  if (metrics) countEngineEvents(provider, metrics);
   endProbationOnFirstToken(provider, { clients: store.model('Client'), registrationAccessTokens: store.model('RegistrationAccessToken') }, logger);
   recordGrantUse(provider, grantActivity, (error) => logger.warn('could not record the last use of a grant', { error: (error as Error).name }));
 
@@ -118,10 +125,12 @@ export function createService({ config, store, keys, revocations, logger }: Serv
   render(app, { root: VIEWS, layout: 'layout', viewExt: 'ejs', cache: true });
   app.use(requestId(config.proxyHops > 0));
   app.use(requestLog(logger));
+  if (metrics) app.use(requestMetrics(metrics, config.basePath));
   app.use(errorMapping(logger));
   app.use(commitBeforeResponse(store));
   app.use(securityHeaders([ENGINE_ROUTES.authorization, ENGINE_ROUTES.end_session].map((path) => `${config.basePath}${path}`)));
   app.use(health(store, keys.jwks));
+  if (metrics) app.use(metricsEndpoint(metrics, config.metrics?.token, logger));
   app.use(authorizationServerMetadata(config.basePath));
   app.use(onlyWhere((path) => resourceMetadata.paths.has(path), resourceMetadata.middleware));
   app.use(onlyWhere((path) => path === restPath || path.startsWith(`${restPath}/`), data));

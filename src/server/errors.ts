@@ -4,6 +4,7 @@ import { BackendUnavailableError } from '../../adapters/store.ts';
 import type { Logger } from '../logger.ts';
 import { ENGINE_BODY_LIMIT } from '../oauth/engine_limits.ts';
 import { PROBE_PATHS } from './health.ts';
+import { METRICS_PATH } from './metrics/endpoint.ts';
 import { requestIdOf } from './request_id.ts';
 
 /** Seconds a client should wait before retrying when the storage backend is down. */
@@ -97,7 +98,7 @@ function logServerError(logger: Logger, ctx: Context, error: unknown): void {
 /**
  * One line per request: method, path (never the query, which can carry codes), status, duration
  * (and the request id, as every line written during the request). Probes (`/healthz`, `/readyz`)
- * are logged at debug level: a load balancer polls them constantly.
+ * and scrapes (`/metrics`) are logged at debug level: they come constantly.
  */
 export function requestLog(logger: Logger): Middleware {
   return async (ctx, next) => {
@@ -105,7 +106,7 @@ export function requestLog(logger: Logger): Middleware {
     try {
       await next();
     } finally {
-      const log = PROBE_PATHS.has(ctx.path) ? logger.debug : logger.info;
+      const log = PROBE_PATHS.has(ctx.path) || ctx.path === METRICS_PATH ? logger.debug : logger.info;
       // The client's address: the socket's, or with TRUST_PROXY=N the one N proxies back in X-Forwarded-For.
       log('request', { method: ctx.method, path: ctx.path, status: ctx.status, ms: Math.round(performance.now() - started), ip: ctx.ip });
     }
