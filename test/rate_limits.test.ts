@@ -189,8 +189,12 @@ describe('rate limits', function () {
       machine = await registered(server, { grant_types: ['client_credentials'], redirect_uris: [] }, await initialAccessToken(server, user.workspaces[0]!.id));
     });
 
-    it('per client: past the limit the client gets 429 from any address and by any authentication method, another client does not', async () => {
+    it('per client: past the tokens it may be issued the client gets 429 from any address and by any authentication method, another client does not', async () => {
       const grant = { grant_type: 'client_credentials', scope: 'api' };
+      for (let i = 0; i < 5; i += 1) {
+        const guess = await token(server, newAddress(), { ...grant, client_id: machine.client_id, client_secret: `guess-${i}` });
+        expect(guess.status, 'without its secret: refused, and none of its allowance used').to.equal(401);
+      }
       for (let i = 0; i < 3; i += 1) {
         const issued = await token(server, newAddress(), { ...grant, client_id: machine.client_id, client_secret: machine.client_secret! });
         expect(issued.status, `request ${i + 1}`).to.equal(200);
@@ -198,7 +202,7 @@ describe('rate limits', function () {
       }
       await expectOAuthTooMany(
         await token(server, newAddress(), { ...grant, client_id: machine.client_id, client_secret: machine.client_secret! }),
-        3600, /too many token requests for this client/,
+        3600, /too many tokens issued to this client/,
       );
       const basic = `Basic ${Buffer.from(`${encodeURIComponent(machine.client_id)}:${encodeURIComponent(machine.client_secret!)}`).toString('base64')}`;
       expect((await token(server, newAddress(), grant, { authorization: basic })).status, 'HTTP Basic').to.equal(429);

@@ -37,6 +37,12 @@ export class Counter {
     return (await this.#limiter.penalty(digest(key))).consumedPoints;
   }
 
+  /** Counts nothing: undefined while the key is within the rule, else the seconds until its window ends. */
+  async waitIfSpent(key: string): Promise<number | undefined> {
+    const held = await this.#limiter.get(digest(key));
+    return held && held.msBeforeNext > 0 && held.consumedPoints >= this.rule.points ? seconds(held.msBeforeNext) : undefined;
+  }
+
   /** The key's count (0 when it has none). */
   async count(key: string): Promise<number> {
     const held = await this.#limiter.get(digest(key));

@@ -21,7 +21,7 @@ export { SignIns, type SignInOutcome, type SignInRefusal } from './sign_ins.ts';
 export interface RateLimiting {
   /** POST /oauth/register: per client address. */
   registration: Middleware;
-  /** POST /oauth/token: per client_id and per client address. */
+  /** POST /oauth/token: tokens issued per client_id, and requests per client address. */
   token: Middleware;
   /** The data API, after authentication: per credential. */
   dataApi: Middleware;
@@ -52,20 +52,28 @@ function registrationLimit(perAddress: Counter): Middleware {
   };
 }
 
+/**
+ * Per address every request counts. Per client only the tokens it was issued count: a request
+ * that names a client without its secret (or with a grant that is not valid) is answered by the
+ * engine and uses up none of that client's allowance, so no one can lock a client out of its
+ * tokens by knowing its (public) client_id. Concurrent requests may pass a client's limit by as
+ * many as are in flight: the count is taken once the answer is known.
+ */
 function tokenLimit(perClient: Counter, perAddress: Counter): Middleware {
   return async (ctx, next) => {
     const clientId = await tokenRequestClientId(ctx);
     const [addressWait, clientWait] = await Promise.all([
       perAddress.take(ctx.ip),
-      clientId === undefined ? undefined : perClient.take(clientId),
+      clientId === undefined ? undefined : perClient.waitIfSpent(clientId),
     ]);
     // Of two refusals, the longer wait is the one to tell.
     if (clientWait !== undefined && (addressWait === undefined || clientWait >= addressWait)) {
-      answerOAuth(ctx, clientWait, `too many token requests for this client (${describe(perClient)})`);
+      answerOAuth(ctx, clientWait, `too many tokens issued to this client (${describe(perClient)})`);
     } else if (addressWait !== undefined) {
       answerOAuth(ctx, addressWait, `too many token requests from this address (${describe(perAddress)})`);
     } else {
       await next();
+      if (clientId !== undefined && ctx.status >= 200 && ctx.status < 300) await perClient.add(clientId);
     }
   };
 }
