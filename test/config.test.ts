@@ -1,8 +1,12 @@
 import { spawnSync } from 'node:child_process';
+import { readFileSync } from 'node:fs';
 import { fileURLToPath } from 'node:url';
+import { parseEnv } from 'node:util';
 
 import { expect } from 'chai';
 
+import { SCHEMA } from '../config/schema.ts';
+import { configurationTable, withTable } from '../config/table.ts';
 import { ConfigError, loadConfig } from '../src/config.ts';
 
 const ROOT = fileURLToPath(new URL('..', import.meta.url));
@@ -118,5 +122,55 @@ describe('configuration', () => {
     expect(result.status).to.equal(1);
     expect(result.stderr).to.match(/configuration error: PORT must be/);
     expect(result.stderr).to.not.match(/\n\s+at /);
+  });
+});
+
+describe('configuration schema (config/)', () => {
+  const names = Object.keys(SCHEMA);
+  const readme = () => readFileSync(`${ROOT}/README.md`, 'utf8');
+
+  it("the README's Configuration table is the one generated from config/schema.ts, one row per variable", () => {
+    expect(withTable(readme()), 'README.md is out of date: npm run config:table -- --write').to.equal(readme());
+    const rows = [...readme().matchAll(/^\| `([A-Z][A-Z0-9_]*)` \|/gm)].map((match) => match[1]);
+    expect(rows.filter((name) => names.includes(name!))).to.deep.equal(names);
+    const printed = spawnSync(process.execPath, ['config/table.ts'], { cwd: ROOT, encoding: 'utf8' });
+    expect(printed.stdout).to.equal(`${configurationTable()}\n`);
+  });
+
+  it('loadConfig reads every variable of the schema and no other', () => {
+    const read = new Set<string>();
+    loadConfig(new Proxy({}, { get: (_target, name) => { read.add(String(name)); return undefined; } }));
+    expect([...read].sort()).to.deep.equal([...names].sort());
+  });
+
+  it("each default the table shows is the one the service uses, and an empty variable counts as unset", () => {
+    const defaults = loadConfig({});
+    for (const [name, variable] of Object.entries(SCHEMA)) {
+      if (variable.default !== undefined) expect(loadConfig({ [name]: variable.default }), name).to.deep.equal(defaults);
+      expect(loadConfig({ [name]: '' }), `${name}=''`).to.deep.equal(defaults);
+    }
+    expect(loadConfig({ PORT: '8080' }).issuer).to.equal('http://localhost:8080');
+  });
+
+  it('the example environment files name only variables of the schema, load as they say, and hold no secret', () => {
+    const example = (file: string) => {
+      const content = readFileSync(`${ROOT}/config/${file}`, 'utf8');
+      // Commented-out settings too: they must name real variables.
+      const named = [...content.matchAll(/^#?\s*([A-Z][A-Z0-9_]*)=/gm)].map((match) => match[1]!);
+      for (const name of named) expect(names, `${file}: ${name}`).to.include(name);
+      return parseEnv(content) as Record<string, string>;
+    };
+
+    const development = loadConfig(example('development.env'));
+    expect(development).to.deep.include({ issuer: 'http://localhost:3000', store: 'sqlite:./data/oauth.sqlite', registration: 'open' });
+
+    const env = example('production-redis.env');
+    const production = loadConfig(env);
+    expect(production.issuer).to.match(/^https:/);
+    expect(production.store).to.match(/^rediss:/);
+    expect(production).to.deep.include({ keyEncryptionKey: { file: '/run/secrets/oauth-key-encryption-key' }, registration: 'initial_access_token', proxyHops: 1 });
+    expect(production.keyRotation.everySeconds).to.equal(90 * 86_400);
+    for (const secret of ['KEY_ENCRYPTION_KEY', 'KEY_ENCRYPTION_KEY_PREVIOUS', 'METRICS_TOKEN']) expect(env, secret).to.not.have.property(secret);
+    expect(new URL(env.STORE!).password).to.equal('REPLACE_ME');
   });
 });

@@ -1,0 +1,74 @@
+import { ConfigError } from './parsers.ts';
+import { read, type Env } from './schema.ts';
+import type { Config, KeyRotationPolicy, RateLimits } from './types.ts';
+
+/**
+ * Service configuration: read from the environment once, at start, validated, then passed down.
+ * A bad value stops the service with a message that names the variable. Each variable is read
+ * through its entry in config/schema.ts; the rules between variables are here.
+ */
+
+export { ConfigError } from './parsers.ts';
+export type { Config, KeyRotationPolicy, LogLevel, MetricsSettings, PkcePolicy, Rate, RateLimits, RegistrationMode } from './types.ts';
+
+export function loadConfig(env: Env = process.env): Config {
+  const port = read(env, 'PORT');
+  const { issuer, basePath } = read(env, 'BASE_URL') ?? { issuer: `http://localhost:${port}`, basePath: '' };
+  const metricsToken = read(env, 'METRICS_TOKEN');
+  return {
+    issuer,
+    basePath,
+    port,
+    host: read(env, 'HOST'),
+    workers: read(env, 'WORKERS'),
+    store: read(env, 'STORE'),
+    proxyHops: read(env, 'TRUST_PROXY'),
+    logLevel: read(env, 'LOG_LEVEL'),
+    metrics: read(env, 'METRICS') ? { token: metricsToken } : undefined,
+    registration: read(env, 'REGISTRATION'),
+    registrationAccessTokenTtl: read(env, 'REGISTRATION_ACCESS_TOKEN_TTL'),
+    unusedClientTtl: read(env, 'UNUSED_CLIENT_TTL'),
+    pkceRequired: read(env, 'PKCE_REQUIRED'),
+    rateLimits: rateLimits(env),
+    jwksFile: read(env, 'JWKS_FILE'),
+    keyEncryptionKey: keyEncryptionKey(env),
+    previousKeyEncryptionKeys: read(env, 'KEY_ENCRYPTION_KEY_PREVIOUS') ?? [],
+    keyRotation: keyRotation(env),
+  };
+}
+
+/** Every RATE_LIMIT_* is checked, also with RATE_LIMITS=off, so a typo is found before the limits are turned on. */
+function rateLimits(env: Env): RateLimits | undefined {
+  const limits: RateLimits = {
+    registration: read(env, 'RATE_LIMIT_REGISTRATION'),
+    tokenPerClient: read(env, 'RATE_LIMIT_TOKEN_CLIENT'),
+    tokenPerAddress: read(env, 'RATE_LIMIT_TOKEN_ADDRESS'),
+    loginPerAddress: read(env, 'RATE_LIMIT_LOGIN_ADDRESS'),
+    loginFailuresBeforeLock: read(env, 'RATE_LIMIT_LOGIN_ACCOUNT'),
+    loginLock: read(env, 'RATE_LIMIT_LOGIN_LOCK'),
+    loginLockMax: read(env, 'RATE_LIMIT_LOGIN_LOCK_MAX'),
+    dataApi: read(env, 'RATE_LIMIT_DATA_API'),
+  };
+  if (limits.loginLockMax < limits.loginLock) {
+    throw new ConfigError(`RATE_LIMIT_LOGIN_LOCK_MAX (${limits.loginLockMax}s) must not be shorter than RATE_LIMIT_LOGIN_LOCK (${limits.loginLock}s)`);
+  }
+  return read(env, 'RATE_LIMITS') ? limits : undefined;
+}
+
+function keyEncryptionKey(env: Env): Config['keyEncryptionKey'] {
+  const file = read(env, 'KEY_ENCRYPTION_KEY_FILE');
+  if (file && env.KEY_ENCRYPTION_KEY) throw new ConfigError('set KEY_ENCRYPTION_KEY or KEY_ENCRYPTION_KEY_FILE, not both');
+  if (file) return { file };
+  const value = read(env, 'KEY_ENCRYPTION_KEY');
+  return value === undefined ? undefined : { value };
+}
+
+function keyRotation(env: Env): KeyRotationPolicy {
+  const prepublishSeconds = read(env, 'KEY_PREPUBLISH');
+  const retentionSeconds = read(env, 'KEY_RETENTION');
+  const everySeconds = read(env, 'KEY_ROTATION_DAYS');
+  if (everySeconds === undefined) return { prepublishSeconds, retentionSeconds, everySeconds };
+  if (env.JWKS_FILE) throw new ConfigError('KEY_ROTATION_DAYS rotates the keys the service generates; the keys of JWKS_FILE are rotated by changing the file');
+  if (everySeconds <= prepublishSeconds) throw new ConfigError(`KEY_ROTATION_DAYS (${everySeconds} s) must be longer than KEY_PREPUBLISH (${prepublishSeconds} s)`);
+  return { prepublishSeconds, retentionSeconds, everySeconds };
+}

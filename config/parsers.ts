@@ -1,0 +1,163 @@
+import { availableParallelism } from 'node:os';
+
+import { isRedisUrl, parseRedisUrl } from '../adapters/redis_url.ts';
+import { parseDuration } from '../src/cli/duration.ts';
+import type { Rate } from './types.ts';
+
+/**
+ * How one variable's value is read and checked. Each parser takes the value (never empty: an
+ * empty variable is an unset one) and the variable's name, and throws a ConfigError that starts
+ * with that name and says what would be accepted. Values that are secrets are never repeated.
+ */
+
+export class ConfigError extends Error {
+  override name = 'ConfigError';
+}
+
+export type Parser<T> = (value: string, name: string) => T;
+
+export const text: Parser<string> = (value) => value;
+
+export function choice<T extends string>(choices: readonly T[]): Parser<T> {
+  return (value, name) => {
+    const match = choices.find((one) => one === value.toLowerCase());
+    if (!match) throw new ConfigError(`${name} must be one of ${choices.join(', ')}, got "${value}"`);
+    return match;
+  };
+}
+
+/** `on` or `off`, as true or false. */
+export const onOff: Parser<boolean> = (value, name) => {
+  if (!/^(on|off)$/i.test(value)) throw new ConfigError(`${name} must be on or off, got "${value}"`);
+  return value.toLowerCase() === 'on';
+};
+
+/** `90d`, `12h`, `30m`, `45s` or seconds, as seconds. */
+export const duration: Parser<number> = (value, name) => {
+  const seconds = parseDuration(value);
+  if (seconds === undefined) throw new ConfigError(`${name} must be a duration such as 30s, 15m, 12h, 90d or a number of seconds, got "${value}"`);
+  return seconds;
+};
+
+export function atLeast(minimum: number, why: string, parse: Parser<number>): Parser<number> {
+  return (value, name) => {
+    const seconds = parse(value, name);
+    if (seconds < minimum) throw new ConfigError(`${name} must be at least ${minimum}s, ${why}, got "${value}"`);
+    return seconds;
+  };
+}
+
+export const port: Parser<number> = (value, name) => {
+  const number = Number(value);
+  if (!/^\d+$/.test(value) || number < 0 || number > 65535) throw new ConfigError(`${name} must be a whole number from 0 to 65535, got "${value}"`);
+  return number;
+};
+
+export const workers: Parser<number> = (value, name) => {
+  if (value === 'auto') return availableParallelism();
+  const count = Number(value);
+  if (!/^\d+$/.test(value) || count < 1 || count > 64) throw new ConfigError(`${name} must be a whole number from 1 to 64, or "auto" (one per core), got "${value}"`);
+  return count;
+};
+
+const LOOPBACK_HOSTS = new Set(['localhost', '127.0.0.1', '[::1]']);
+
+/** An issuer identifier (RFC 8414): absolute, https unless on loopback, no query, fragment or credentials. */
+export const baseUrl: Parser<{ issuer: string; basePath: string }> = (value, name) => {
+  const url = URL.parse(value);
+  if (!url || (url.protocol !== 'https:' && url.protocol !== 'http:')) throw new ConfigError(`${name} must be an absolute http(s) URL, got "${value}"`);
+  if (url.search || url.hash || value.includes('?') || value.includes('#')) {
+    throw new ConfigError(`${name} must not have a query or fragment (RFC 8414 issuer identifier)`);
+  }
+  if (url.username || url.password) throw new ConfigError(`${name} must not contain credentials`);
+  if (url.protocol === 'http:' && !LOOPBACK_HOSTS.has(url.hostname) && !url.hostname.startsWith('127.')) {
+    throw new ConfigError(`${name} must use https unless it is a loopback address, got "${value}"`);
+  }
+  const basePath = url.pathname.replace(/\/+$/, '');
+  return { issuer: `${url.origin}${basePath}`, basePath };
+};
+
+export const storeUrl: Parser<string> = (value, name) => {
+  if (value === 'memory:' || /^sqlite:.+/.test(value)) return value;
+  if (isRedisUrl(value)) {
+    try {
+      parseRedisUrl(value);
+    } catch (error) {
+      throw new ConfigError(`${name} is not a usable Redis URL: ${(error as Error).message}`);
+    }
+    return value;
+  }
+  // Credentials in a URL of an unsupported scheme are not repeated into the log.
+  const shown = value.replace(/\/\/[^/@]*@/, '//***@');
+  throw new ConfigError(`${name} must be "sqlite:<path>", "memory:" or a Redis URL (redis://, rediss://, redis+sentinel://, redis+cluster://), got "${shown}"`);
+};
+
+/** false, true (one proxy), or the number of proxies in front. */
+export const proxyHops: Parser<number> = (value, name) => {
+  if (/^[1-9]$/.test(value)) return Number(value);
+  if (/^(1|true|yes|on)$/i.test(value)) return 1;
+  if (/^(0|false|no|off)$/i.test(value)) return 0;
+  throw new ConfigError(`${name} must be true, false or the number of proxies in front (1-9), got "${value}"`);
+};
+
+const REGISTRATION_MODES = { open: 'open', initial_access_token: 'initial_access_token', 'initial-access-token': 'initial_access_token' } as const;
+
+export const registrationMode: Parser<'open' | 'initial_access_token'> = (value, name) => {
+  const mode = Object.hasOwn(REGISTRATION_MODES, value.toLowerCase()) ? REGISTRATION_MODES[value.toLowerCase() as keyof typeof REGISTRATION_MODES] : undefined;
+  if (!mode) throw new ConfigError(`${name} must be "open" or "initial_access_token", got "${value}"`);
+  return mode;
+};
+
+/** RFC 6750 b64token characters, long enough not to be guessed. */
+const BEARER_TOKEN = /^[A-Za-z0-9._~+/-]{16,256}=*$/;
+
+export const bearerToken: Parser<string> = (value, name) => {
+  // The token is never repeated: it is a secret.
+  if (!BEARER_TOKEN.test(value)) throw new ConfigError(`${name} must be 16 to 256 characters of A-Z a-z 0-9 - . _ ~ + / (e.g. from: openssl rand -base64 24)`);
+  return value;
+};
+
+/** 32 random bytes in base64url, as `openssl rand 32 | basenc --base64url | tr -d =` prints them. */
+const KEY_ENCRYPTION_KEY = /^[A-Za-z0-9_-]{43}$/;
+const KEY_FORMAT = '32 random bytes in base64url (43 characters), e.g. from: openssl rand 32 | basenc --base64url | tr -d =';
+
+export const encryptionKey: Parser<string> = (value, name) => {
+  if (!KEY_ENCRYPTION_KEY.test(value)) throw new ConfigError(`${name} must be ${KEY_FORMAT}`);
+  return value;
+};
+
+export const encryptionKeys: Parser<string[]> = (value, name) => {
+  const keys = value.split(',').map((key) => key.trim()).filter(Boolean);
+  if (keys.some((key) => !KEY_ENCRYPTION_KEY.test(key))) throw new ConfigError(`${name} must be a comma-separated list of keys, each ${KEY_FORMAT}`);
+  return keys;
+};
+
+/** A positive number of days (decimals allowed), as seconds. */
+export const days: Parser<number> = (value, name) => {
+  if (!/^\d+(\.\d+)?$/.test(value) || Number(value) <= 0) throw new ConfigError(`${name} must be a positive number of days, got "${value}"`);
+  return Math.round(Number(value) * 86_400);
+};
+
+const MAX_POINTS = 1_000_000_000;
+
+/** `N/duration`: so many requests per so long (`100/1h`). */
+export const rate: Parser<Rate> = (value, name) => {
+  const match = /^\s*(\d{1,10})\s*\/\s*(\S+)\s*$/.exec(value);
+  const points = Number(match?.[1]);
+  const seconds = match ? parseDuration(match[2]!) : undefined;
+  if (!match || points < 1 || points > MAX_POINTS || seconds === undefined) {
+    throw new ConfigError(`${name} must be a number of requests per duration, such as 100/1h or 600/1m (durations: 30s, 15m, 1h, 1d or seconds), got "${value}"`);
+  }
+  return { points, duration: seconds };
+};
+
+export const count: Parser<number> = (value, name) => {
+  const number = Number(value);
+  if (!/^\d{1,10}$/.test(value.trim()) || number < 1 || number > MAX_POINTS) throw new ConfigError(`${name} must be a whole number above 0, got "${value}"`);
+  return number;
+};
+
+/** `off`, or what `parse` reads. */
+export function orOff<T>(parse: Parser<T>): Parser<T | undefined> {
+  return (value, name) => (value === 'off' ? undefined : parse(value, name));
+}

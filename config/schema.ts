@@ -1,0 +1,168 @@
+import { LIFETIMES } from '../src/oauth/lifetimes.ts';
+import {
+  atLeast, baseUrl, bearerToken, choice, count, days, duration, encryptionKey, encryptionKeys, onOff, orOff, port,
+  proxyHops, rate, registrationMode, storeUrl, text, workers, type Parser,
+} from './parsers.ts';
+import type { LogLevel, PkcePolicy } from './types.ts';
+
+/**
+ * Every environment variable the service reads: its default, what it means (the README's
+ * Configuration table is generated from this: `npm run config:table -- --write`) and how its
+ * value is read and checked. Rules between variables are in config/index.ts. An empty variable is
+ * an unset one.
+ */
+
+export interface Variable<T> {
+  /** The value used when the variable is unset; undefined: none. */
+  readonly default: string | undefined;
+  /** The README's Default column (Markdown); the default itself when not given. */
+  readonly shownDefault: string | undefined;
+  /** The README's Meaning column (Markdown). */
+  readonly meaning: string;
+  /** The variable's value from `env`, parsed and checked (the default when unset). */
+  read(env: Env, name: string): T;
+}
+
+export type Env = Readonly<Record<string, string | undefined>>;
+
+function given(env: Env, name: string): string | undefined {
+  const value = env[name];
+  return value === undefined || value === '' ? undefined : value;
+}
+
+/** A variable with a default. */
+function withDefault<T>(fallback: string, meaning: string, parse: Parser<T>, shownDefault?: string): Variable<T> {
+  return { default: fallback, shownDefault, meaning, read: (env, name) => parse(given(env, name) ?? fallback, name) };
+}
+
+/** A variable that may be left unset (undefined). */
+function optional<T>(meaning: string, parse: Parser<T>, shownDefault = '—'): Variable<T | undefined> {
+  return {
+    default: undefined,
+    shownDefault,
+    meaning,
+    read: (env, name) => {
+      const value = given(env, name);
+      return value === undefined ? undefined : parse(value, name);
+    },
+  };
+}
+
+/** `61m` for 3660 seconds: the unit the README uses. */
+function durationText(seconds: number): string {
+  if (seconds % 3600 === 0) return `${seconds / 3600}h`;
+  return seconds % 60 === 0 ? `${seconds / 60}m` : `${seconds}s`;
+}
+
+/** Seconds an instance may take to see a new key (key_rotation.ts MIN_PREPUBLISH_SECONDS): a key is published at least this long before it signs. */
+const MIN_KEY_PREPUBLISH = 3;
+/** The longest-lived JWT the service signs (access and ID tokens, signed userinfo) plus a minute of clock skew. */
+const DEFAULT_KEY_RETENTION = Math.max(LIFETIMES.AccessToken, LIFETIMES.ClientCredentials, LIFETIMES.IdToken) + 60;
+
+const LOG_LEVELS: readonly LogLevel[] = ['debug', 'info', 'warn', 'error', 'silent'];
+const PKCE_POLICIES: readonly PkcePolicy[] = ['all', 'public'];
+
+/*
+ * Rate limit defaults are for one instance's traffic: a registration every few minutes from one
+ * address, an application's users refreshing through one client, a person mistyping a password.
+ */
+
+/** In the order of the README's table. */
+export const SCHEMA = {
+  BASE_URL: optional(
+    'The issuer. `https` unless on loopback; may have a path (`https://example.com/auth`), in which case the service serves that path',
+    baseUrl, '`http://localhost:$PORT`',
+  ),
+  PORT: withDefault('3000', 'Port to listen on', port),
+  HOST: optional('Address to listen on', text, 'all interfaces'),
+  WORKERS: withDefault(
+    '1',
+    'Processes serving requests on the same port (`node:cluster`), over the one store; `auto` runs one per core. A worker that dies is replaced. Each is an instance in the sense of [How tokens are revoked](#how-tokens-are-revoked)',
+    workers,
+  ),
+  STORE: withDefault(
+    'sqlite:./data/oauth.sqlite',
+    'Storage: `sqlite:<path>` (embedded), `redis://…`, `rediss://…`, `redis+sentinel://…`, `redis+cluster://…` (see [Production on Redis](#production-on-redis)), or `memory:` (gone on exit; tests)',
+    storeUrl,
+  ),
+  REGISTRATION: withDefault(
+    'open',
+    '`open`: anyone may register (an initial access token is optional and binds the client to a workspace); `initial_access_token`: every registration needs one',
+    registrationMode,
+  ),
+  REGISTRATION_ACCESS_TOKEN_TTL: optional(
+    'How long an RFC 7592 registration access token lasts: `90d`, `12h`, `30m` or seconds. Each update issues a new one with the whole lifetime; a client that lets its token expire can no longer read, update or delete its registration (an operator can still `client delete` it)',
+    duration, '— (as long as its client)',
+  ),
+  UNUSED_CLIENT_TTL: withDefault(
+    '30d',
+    'How long a client that registered itself may go without obtaining a token before it is removed, with its registration access token: `90d`, `12h`, `30m`, seconds, or `off`. Its first token keeps it for good; an RFC 7592 update does not extend the period. Clients registered with an initial access token are never removed. This bounds what a registration flood can leave in the store',
+    orOff(duration),
+  ),
+  PKCE_REQUIRED: withDefault(
+    'all',
+    '`all`: every authorization request needs PKCE (S256). `public`: public clients and plain OAuth requests still do; a confidential client\'s OpenID Connect request (scope `openid`) may omit it (RFC 9700 2.1.1). Set `public` for an OpenID Foundation conformance run: its plans send no PKCE. `plain` is refused and a challenge must be redeemed with its verifier under either',
+    choice(PKCE_POLICIES),
+  ),
+  RATE_LIMITS: withDefault('on', '`off` turns every limit below off (load tests); see [Rate limits](#rate-limits)', onOff),
+  RATE_LIMIT_REGISTRATION: withDefault('100/1h', 'Client registrations per client address, as `N/duration` (`30s`, `15m`, `1h`, `1d` or seconds)', rate),
+  RATE_LIMIT_TOKEN_CLIENT: withDefault('1200/1m', 'Tokens issued per `client_id` (refused requests do not count, so no one can use up a client\'s allowance with its public id)', rate),
+  RATE_LIMIT_TOKEN_ADDRESS: withDefault('1200/1m', 'Token requests per client address', rate),
+  RATE_LIMIT_LOGIN_ADDRESS: withDefault('50/15m', 'Failed sign-ins per client address; past them no one signs in from that address until the window ends', rate),
+  RATE_LIMIT_LOGIN_ACCOUNT: withDefault('5', 'Consecutive failed sign-ins to one account (email) before it is locked', count),
+  RATE_LIMIT_LOGIN_LOCK: withDefault('1m', 'The first lock; each further failure doubles it', duration),
+  RATE_LIMIT_LOGIN_LOCK_MAX: withDefault('1h', 'The longest lock (at least `RATE_LIMIT_LOGIN_LOCK`)', duration),
+  RATE_LIMIT_DATA_API: withDefault('600/1m', 'Data API requests per credential', rate),
+  TRUST_PROXY: withDefault(
+    'false',
+    'How many reverse proxies stand in front: `false` (none), `true` (one) or a number. The client address is then read from `X-Forwarded-For`, that many entries from the right (logs, rate limits); never the host: every URL the service emits (discovery, `registration_client_uri`, redirects) comes from `BASE_URL` whatever `Host` or `X-Forwarded-Host` a request names, so open the service at `BASE_URL` (in development, `localhost` and `127.0.0.1` are different hosts to a browser). With an `https` `BASE_URL` every cookie is `Secure` and HSTS is sent (`max-age=31536000; includeSubDomains`: serve every subdomain of the issuer\'s host over https), proxy header or not',
+    proxyHops,
+  ),
+  LOG_LEVEL: withDefault(
+    'info',
+    '`debug`, `info`, `warn`, `error`, `silent`. Logs are JSON lines on stderr (readable `time LEVEL message key=value` lines when stderr is a terminal), each with the `request_id` of the request it was written for, never with secrets, passwords or tokens',
+    choice(LOG_LEVELS),
+  ),
+  METRICS: withDefault('on', '`off` removes `/metrics` (see [Monitoring](#monitoring))', onOff),
+  METRICS_TOKEN: optional(
+    'When set, `/metrics` answers only requests with `Authorization: Bearer <METRICS_TOKEN>` (16 to 256 characters of `A-Z a-z 0-9 - . _ ~ + /`, e.g. `openssl rand -base64 24`). Without it, anyone who reaches the port can read the metrics (they hold no ids or secrets, but do show traffic): set it, or keep `/metrics` off the public route at the proxy',
+    bearerToken, '— (no token)',
+  ),
+  JWKS_FILE: optional(
+    'A private JWKS (one P-256 key for access tokens, one RSA key for ID tokens) to use instead of generated keys; the service never rotates them',
+    text,
+  ),
+  KEY_ENCRYPTION_KEY: optional(
+    'The key-encryption key (32 random bytes, base64url: `openssl rand 32 | basenc --base64url | tr -d =`) that seals the signing and cookie keys and the few secret fields of stored records. Keep it outside the store and its backups',
+    encryptionKey,
+  ),
+  KEY_ENCRYPTION_KEY_FILE: optional(
+    'A file holding that key instead. With neither set, the embedded store creates `<database>.kek` (e.g. `./data/oauth.kek`, owner-only) at first start and says so; `memory:` makes one per run',
+    text, 'beside the database',
+  ),
+  KEY_ENCRYPTION_KEY_PREVIOUS: optional(
+    'Comma-separated earlier keys, still accepted after a rotation (see [What a copy of the store holds](#what-a-copy-of-the-store-holds))',
+    encryptionKeys,
+  ),
+  KEY_PREPUBLISH: withDefault(
+    '1h',
+    'How long a new signing key is published in the JWKS before it signs (at least `3s`, so every instance has it first): longer than resource servers cache the JWKS. See [Rotating the signing keys](#rotating-the-signing-keys)',
+    atLeast(MIN_KEY_PREPUBLISH, 'so every instance has a new key before it signs', duration),
+  ),
+  KEY_RETENTION: withDefault(
+    durationText(DEFAULT_KEY_RETENTION),
+    'How long a replaced signing key stays in the JWKS and keeps verifying after it stops signing: the longest token lifetime (1 h) plus clock skew. Shorter refuses the tokens it signed before they expire',
+    duration,
+  ),
+  KEY_ROTATION_DAYS: optional(
+    'Rotate the signing keys by themselves every this many days (decimals allowed); longer than `KEY_PREPUBLISH`; not with `JWKS_FILE`',
+    days, '— (only `keys rotate`)',
+  ),
+} satisfies Record<string, Variable<unknown>>;
+
+export type VariableName = keyof typeof SCHEMA;
+
+/** The value of one variable, parsed and checked. */
+export function read<K extends VariableName>(env: Env, name: K): ReturnType<(typeof SCHEMA)[K]['read']> {
+  return SCHEMA[name].read(env, name) as ReturnType<(typeof SCHEMA)[K]['read']>;
+}

@@ -1,0 +1,93 @@
+/** The configuration the service runs with, as loadConfig (config/index.ts) hands it down. */
+
+export type LogLevel = 'debug' | 'info' | 'warn' | 'error' | 'silent';
+export type RegistrationMode = 'open' | 'initial_access_token';
+/** `all`: every authorization request needs PKCE. `public`: a confidential client's OpenID Connect request may omit it. */
+export type PkcePolicy = 'all' | 'public';
+
+export interface Config {
+  /** The issuer identifier: BASE_URL without a trailing slash, e.g. `https://auth.example.com/auth`. */
+  readonly issuer: string;
+  /** The issuer's path ('' at the host root, `/auth` when the service is mounted below a path). */
+  readonly basePath: string;
+  readonly port: number;
+  /** Listen address; undefined listens on every interface. */
+  readonly host: string | undefined;
+  /** Processes serving requests (node:cluster) over the one shared store; 1 serves from this process. */
+  readonly workers: number;
+  /** Storage URL: `sqlite:<path>`, `memory:`, or Redis (`redis://`, `rediss://`, `redis+sentinel://`, `redis+cluster://`). */
+  readonly store: string;
+  /**
+   * How many reverse proxies stand in front (0: none). Their X-Forwarded-For (the client address,
+   * counted from the right) and X-Forwarded-Proto are believed; the host never is (URLs come from BASE_URL).
+   */
+  readonly proxyHops: number;
+  readonly logLevel: LogLevel;
+  /** Prometheus metrics at `/metrics` (src/server/metrics/); undefined with METRICS=off. */
+  readonly metrics: MetricsSettings | undefined;
+  readonly registration: RegistrationMode;
+  /**
+   * Seconds a registration access token (RFC 7592) lives; each update issues a new one with this
+   * lifetime. Undefined: it lives as long as its client (REGISTRATION_ACCESS_TOKEN_TTL).
+   */
+  readonly registrationAccessTokenTtl: number | undefined;
+  /**
+   * Seconds a client that registered itself may go without obtaining a token before it is removed
+   * (src/oauth/unused_clients.ts); undefined with UNUSED_CLIENT_TTL=off.
+   */
+  readonly unusedClientTtl: number | undefined;
+  /** Which authorization requests must use PKCE (src/oauth/pkce.ts). */
+  readonly pkceRequired: PkcePolicy;
+  /** Rate limits (src/server/rate_limits/); undefined with RATE_LIMITS=off. */
+  readonly rateLimits: RateLimits | undefined;
+  /** Private JWKS file supplied by the operator instead of generated keys. */
+  readonly jwksFile: string | undefined;
+  /**
+   * The key-encryption key that seals the stored signing and cookie keys: given inline
+   * (KEY_ENCRYPTION_KEY) or in a file (KEY_ENCRYPTION_KEY_FILE). Undefined: the embedded store
+   * keeps one in a file beside its database, created at first start; `memory:` makes one per run.
+   */
+  readonly keyEncryptionKey: { value: string } | { file: string } | undefined;
+  /** Earlier key-encryption keys, still accepted for values sealed before a rotation (KEY_ENCRYPTION_KEY_PREVIOUS). */
+  readonly previousKeyEncryptionKeys: readonly string[];
+  /** Signing-key rotation (src/oauth/key_rotation.ts). */
+  readonly keyRotation: KeyRotationPolicy;
+}
+
+export interface MetricsSettings {
+  /** METRICS_TOKEN: the bearer token a scrape must present; undefined: anyone who reaches the port may scrape. */
+  readonly token: string | undefined;
+}
+
+export interface KeyRotationPolicy {
+  /** KEY_PREPUBLISH: seconds a new signing key is published before it signs. */
+  readonly prepublishSeconds: number;
+  /** KEY_RETENTION: seconds a replaced key stays published and verifying after it stops signing. */
+  readonly retentionSeconds: number;
+  /** KEY_ROTATION_DAYS, in seconds: how long each key signs before the service rotates on its own; undefined: only `keys rotate` does. */
+  readonly everySeconds: number | undefined;
+}
+
+/** So many requests (`points`) per `duration` seconds, from `N/duration` (`100/1h`). */
+export interface Rate {
+  readonly points: number;
+  readonly duration: number;
+}
+
+export interface RateLimits {
+  /** RATE_LIMIT_REGISTRATION: client registrations per client address. */
+  readonly registration: Rate;
+  /** RATE_LIMIT_TOKEN_CLIENT: tokens issued per client_id (refused requests do not count). */
+  readonly tokenPerClient: Rate;
+  /** RATE_LIMIT_TOKEN_ADDRESS: token requests per client address. */
+  readonly tokenPerAddress: Rate;
+  /** RATE_LIMIT_LOGIN_ADDRESS: failed sign-ins per client address; past them the address may not sign in until the window ends. */
+  readonly loginPerAddress: Rate;
+  /** RATE_LIMIT_LOGIN_ACCOUNT: consecutive failed sign-ins to one account (email) before it is locked. */
+  readonly loginFailuresBeforeLock: number;
+  /** RATE_LIMIT_LOGIN_LOCK: seconds the first lock lasts; each further failure doubles it, up to loginLockMax (RATE_LIMIT_LOGIN_LOCK_MAX). */
+  readonly loginLock: number;
+  readonly loginLockMax: number;
+  /** RATE_LIMIT_DATA_API: data API requests per credential (a user's token for one client, a client's token, an API key). */
+  readonly dataApi: Rate;
+}
