@@ -17,8 +17,8 @@ describe('start-up and restart', () => {
   });
 
   it('tells the operator how to create the first workspace and user when there are none', () => {
-    expect(server.logs()).to.contain('npm run admin -- workspace create');
-    expect(server.logs()).to.contain('npm run admin -- user create');
+    expect(server.logs()).to.contain('npm run admin -- quickstart');
+    expect(server.logs()).to.contain('npm run admin -- workspace create, then user create');
   });
 
   it('keeps clients, grants, refresh tokens, sessions and signing keys across a restart', async () => {

@@ -437,10 +437,12 @@ for (const backend of BACKENDS) {
       });
 
       it('finds a key by its digest and by its id, lists a workspace\'s keys oldest first, and deletes one', async () => {
-        await store.apiKeys.create(key('k1', { createdAt: now() - 10, expiresAt: now() + 3600 }));
+        // One instant for the record and what it is compared with (a second may tick between two now()s).
+        const first = key('k1', { createdAt: now() - 10, expiresAt: now() + 3600 });
+        await store.apiKeys.create(first);
         await store.apiKeys.create(key('k2'));
         await store.apiKeys.create(key('k3', { workspaceId: 'ws_2' }));
-        expect(await store.apiKeys.findByDigest('digest-k1')).to.deep.equal(key('k1', { createdAt: now() - 10, expiresAt: now() + 3600 }));
+        expect(await store.apiKeys.findByDigest('digest-k1')).to.deep.equal(first);
         expect((await store.apiKeys.get('k2'))?.name).to.equal('key k2');
         expect(await store.apiKeys.findByDigest('digest-unknown')).to.equal(undefined);
         expect((await store.apiKeys.list('ws_1')).map((k) => k.id)).to.deep.equal(['k1', 'k2']);
