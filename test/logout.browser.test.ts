@@ -1,13 +1,9 @@
-import { mkdir, readFile, writeFile } from 'node:fs/promises';
-import { join } from 'node:path';
-import { fileURLToPath } from 'node:url';
-
-import type * as Axe from 'axe-core';
 import { expect } from 'chai';
 import type { Browser, BrowserContext, Page } from 'playwright-core';
 
 import { captureRedirect, launchBrowser, newPage, type CapturedRequest, type RedirectCapture } from './helpers/browser.ts';
 import { codeRequest, exchangeCode, registerClient, type RegisteredClient } from './helpers/oauth.ts';
+import { PHONE, checkPage } from './helpers/page_audit.ts';
 import { seedUser, startServer, type SeededUser, type TestServer } from './helpers/server.ts';
 
 /**
@@ -18,38 +14,9 @@ import { seedUser, startServer, type SeededUser, type TestServer } from './helpe
  * for the other pages.
  */
 
-const ROOT = fileURLToPath(new URL('..', import.meta.url));
-const SCREENSHOTS = join(ROOT, 'test-output', 'screenshots');
-const AXE_REPORTS = join(ROOT, 'test-output', 'axe');
-const PHONE = { width: 390, height: 844 };
-const DESKTOP = { width: 1280, height: 800 };
 /** The application's side: requests there are answered inside the browser (captureRedirect), never sent. */
 const APP_ORIGIN = 'http://127.0.0.1:9';
 const SIGNED_OUT_URI = `${APP_ORIGIN}/signed-out`;
-
-/** axe-core evaluated through DevTools, not as a <script>: the pages' policy allows no script (see test/pages.browser.test.ts). */
-const AXE_SOURCE = await readFile(join(ROOT, 'node_modules', 'axe-core', 'axe.min.js'), 'utf8');
-
-interface Violation {
-  id: string;
-  impact: string | null;
-  help: string;
-  nodes: string[];
-}
-
-async function axeViolations(page: Page): Promise<Violation[]> {
-  if (!await page.evaluate(() => 'axe' in window)) await page.evaluate(AXE_SOURCE);
-  return page.evaluate(async () => {
-    const axe = (window as unknown as { axe: typeof Axe }).axe;
-    const results = await axe.run(document, { resultTypes: ['violations'] });
-    return results.violations.map((violation) => ({
-      id: violation.id,
-      impact: violation.impact ?? null,
-      help: violation.help,
-      nodes: violation.nodes.map((node) => `${node.target.join(' ')}: ${node.failureSummary ?? ''}`),
-    }));
-  });
-}
 
 /** The browser's visits to the application (APP_ORIGIN), without the favicon requests its pages make. */
 interface AppVisits {
@@ -94,8 +61,6 @@ describe('sign-out pages in a browser', function () {
     user = await seedUser(server, [{ workspace: 'Sign-out Co' }]);
     app = await registerClient(server.issuer, { client_name: 'Logout Browser App', post_logout_redirect_uris: [SIGNED_OUT_URI] });
     service = new URL(server.issuer).host;
-    await mkdir(SCREENSHOTS, { recursive: true });
-    await mkdir(AXE_REPORTS, { recursive: true });
   });
 
   afterEach(async function () {
@@ -140,21 +105,6 @@ describe('sign-out pages in a browser', function () {
     if (tab.app.paths().length > before) return (await tab.app.next()).url.searchParams.has('code') ? 'signed in' : 'login';
     await heading(tab.page, 'Sign in').waitFor();
     return 'login';
-  }
-
-  /** Phone width (no horizontal overflow, screenshot), the axe audit (nothing serious or critical), desktop screenshot. */
-  async function checkPage(page: Page, name: string): Promise<void> {
-    await page.setViewportSize(PHONE);
-    const width = await page.evaluate(() => ({ scroll: document.documentElement.scrollWidth, client: document.documentElement.clientWidth }));
-    expect(width.scroll, `${name}: no horizontal overflow at ${PHONE.width} px`).to.be.at.most(width.client);
-    await page.screenshot({ path: join(SCREENSHOTS, `${name}-${PHONE.width}.png`), fullPage: true });
-    const violations = await axeViolations(page);
-    await writeFile(join(AXE_REPORTS, `${name}.json`), `${JSON.stringify(violations, null, 2)}\n`);
-    const serious = violations.filter((violation) => violation.impact === 'serious' || violation.impact === 'critical');
-    expect(serious, `${name}: serious or critical axe violations`).to.deep.equal([]);
-    await page.setViewportSize(DESKTOP);
-    await page.screenshot({ path: join(SCREENSHOTS, `${name}-${DESKTOP.width}.png`), fullPage: true });
-    await page.setViewportSize(PHONE);
   }
 
   it('asks "Sign out of <service>?", signs out on "Sign out", says so, and the next authorization asks to sign in', async () => {

@@ -1,10 +1,6 @@
-import { mkdir, readFile, writeFile } from 'node:fs/promises';
 import { createServer, type Server } from 'node:http';
-import { join } from 'node:path';
-import { fileURLToPath } from 'node:url';
 import { crc32, deflateSync } from 'node:zlib';
 
-import type * as Axe from 'axe-core';
 import { expect } from 'chai';
 import type { Browser, BrowserContext, Page, Response as PageResponse } from 'playwright-core';
 
@@ -12,13 +8,8 @@ import { clientDisplay } from '../src/interactions/pages.ts';
 import { cspOrigin, htmlContentSecurityPolicy } from '../src/server/security_headers.ts';
 import { captureRedirect, launchBrowser, newPage } from './helpers/browser.ts';
 import { REDIRECT_URI, codeRequest, registerClient, type RegisteredClient } from './helpers/oauth.ts';
+import { PHONE, axeViolations, checkPage, imagesSettled } from './helpers/page_audit.ts';
 import { seedUser, startServer, type SeededUser, type TestServer } from './helpers/server.ts';
-
-const ROOT = fileURLToPath(new URL('..', import.meta.url));
-const SCREENSHOTS = join(ROOT, 'test-output', 'screenshots');
-const AXE_REPORTS = join(ROOT, 'test-output', 'axe');
-const PHONE = { width: 390, height: 844 };
-const DESKTOP = { width: 1280, height: 800 };
 
 /**
  * A PNG drawn in code (RGBA, no compression library beyond zlib): a blue disc with a white ring,
@@ -100,36 +91,6 @@ function directives(policy: string | undefined): Map<string, string[]> {
   return map;
 }
 
-interface Violation {
-  id: string;
-  impact: string | null;
-  help: string;
-  nodes: string[];
-}
-
-/**
- * axe-core is evaluated through DevTools (`page.evaluate` of its source) rather than added as a
- * <script> element: the pages' policy allows no script, and a DevTools evaluation is not subject
- * to it. The alternative, a context opened with `bypassCSP: true`, would switch off the very
- * policy under test: the audit would then see images the real page could not load (a logo the
- * policy blocks), so the page audited would not be the page users get.
- */
-const AXE_SOURCE = await readFile(join(ROOT, 'node_modules', 'axe-core', 'axe.min.js'), 'utf8');
-
-async function axeViolations(page: Page): Promise<Violation[]> {
-  if (!await page.evaluate(() => 'axe' in window)) await page.evaluate(AXE_SOURCE);
-  return page.evaluate(async () => {
-    const axe = (window as unknown as { axe: typeof Axe }).axe;
-    const results = await axe.run(document, { resultTypes: ['violations'] });
-    return results.violations.map((violation) => ({
-      id: violation.id,
-      impact: violation.impact ?? null,
-      help: violation.help,
-      nodes: violation.nodes.map((node) => `${node.target.join(' ')}: ${node.failureSummary ?? ''}`),
-    }));
-  });
-}
-
 describe('login, consent and error pages: the application\'s logo and documents, accessibility, phone and desktop', function () {
   this.timeout(60_000);
 
@@ -142,8 +103,6 @@ describe('login, consent and error pages: the application\'s logo and documents,
 
   before(async function () {
     [server, browser, logos, otherLogos] = await Promise.all([startServer(), launchBrowser(), startLogoServer(), startLogoServer()]);
-    await mkdir(SCREENSHOTS, { recursive: true });
-    await mkdir(AXE_REPORTS, { recursive: true });
   });
 
   afterEach(async function () {
@@ -189,31 +148,6 @@ describe('login, consent and error pages: the application\'s logo and documents,
   /** The next page the browser shows from the server: a document answered 200 (not a redirect on the way). */
   const nextDocument = (page: Page) => page.waitForResponse((response) => response.request().resourceType() === 'document'
     && response.status() === 200 && response.url().startsWith(server.origin));
-
-  /** Waits until every image on the page has loaded or failed. */
-  const imagesSettled = (page: Page) => page.waitForFunction(() => Array.from(document.images).every((image) => image.complete));
-
-  /**
-   * The page at phone width (no horizontal scrolling, a screenshot), its axe audit (nothing
-   * serious or critical; everything found is written to test-output/axe/<name>.json), and a
-   * screenshot at desktop width.
-   */
-  async function checkPage(page: Page, name: string): Promise<void> {
-    await page.setViewportSize(PHONE);
-    await imagesSettled(page);
-    const width = await page.evaluate(() => ({ scroll: document.documentElement.scrollWidth, client: document.documentElement.clientWidth }));
-    expect(width.scroll, `${name}: no horizontal overflow at ${PHONE.width} px`).to.be.at.most(width.client);
-    await page.screenshot({ path: join(SCREENSHOTS, `${name}-${PHONE.width}.png`), fullPage: true });
-
-    const violations = await axeViolations(page);
-    await writeFile(join(AXE_REPORTS, `${name}.json`), `${JSON.stringify(violations, null, 2)}\n`);
-    const serious = violations.filter((violation) => violation.impact === 'serious' || violation.impact === 'critical');
-    expect(serious, `${name}: serious or critical axe violations`).to.deep.equal([]);
-
-    await page.setViewportSize(DESKTOP);
-    await page.screenshot({ path: join(SCREENSHOTS, `${name}-${DESKTOP.width}.png`), fullPage: true });
-    await page.setViewportSize(PHONE);
-  }
 
   /** The logo (alt text naming the application, loaded) and the two documents, as the application's. */
   async function expectApplicationShown(page: Page, client: RegisteredClient, from: LogoServer): Promise<void> {

@@ -1,24 +1,12 @@
-import { mkdir, readFile, writeFile } from 'node:fs/promises';
-import { join } from 'node:path';
-import { fileURLToPath } from 'node:url';
-
-import type * as Axe from 'axe-core';
 import { expect } from 'chai';
 import type { Browser, BrowserContext, BrowserContextOptions, Page, Request } from 'playwright-core';
 
 import { captureRedirect, launchBrowser, newPage, recordRequests } from './helpers/browser.ts';
 import { api, clientCredentialsToken } from './helpers/data_api.ts';
 import { REDIRECT_URI, codeRequest, exchangeCode, postCredentials, registerClient, tokenRequest, type RegisteredClient } from './helpers/oauth.ts';
+import { PHONE, checkPage } from './helpers/page_audit.ts';
 import { startRedis, type RedisServer } from './helpers/redis.ts';
 import { seedUser, startServer, type SeededUser, type TestServer } from './helpers/server.ts';
-
-const ROOT = fileURLToPath(new URL('..', import.meta.url));
-const SCREENSHOTS = join(ROOT, 'test-output', 'screenshots');
-const AXE_REPORTS = join(ROOT, 'test-output', 'axe');
-const PHONE = { width: 390, height: 844 };
-const DESKTOP = { width: 1280, height: 800 };
-/** axe-core, evaluated through DevTools: the pages' policy allows no script but the copy button's (see pages.browser.test.ts). */
-const AXE_SOURCE = await readFile(join(ROOT, 'node_modules', 'axe-core', 'axe.min.js'), 'utf8');
 
 interface Tokens {
   access_token: string;
@@ -41,8 +29,6 @@ describe('settings area in a real browser', function () {
 
   before(async function () {
     [server, browser] = await Promise.all([startServer(), launchBrowser()]);
-    await mkdir(SCREENSHOTS, { recursive: true });
-    await mkdir(AXE_REPORTS, { recursive: true });
   });
 
   afterEach(async function () {
@@ -106,33 +92,6 @@ describe('settings area in a real browser', function () {
       for (const term of Array.from(list.querySelectorAll('dt'))) out[term.textContent!.trim()] = (term.nextElementSibling as HTMLElement).innerText.trim();
       return out;
     });
-  }
-
-  async function axeViolations(page: Page): Promise<Array<{ id: string; impact: string | null; nodes: string[] }>> {
-    if (!await page.evaluate(() => 'axe' in window)) await page.evaluate(AXE_SOURCE);
-    return page.evaluate(async () => {
-      const axe = (window as unknown as { axe: typeof Axe }).axe;
-      const results = await axe.run(document, { resultTypes: ['violations'] });
-      return results.violations.map((violation) => ({
-        id: violation.id,
-        impact: violation.impact ?? null,
-        nodes: violation.nodes.map((node) => `${node.target.join(' ')}: ${node.failureSummary ?? ''}`),
-      }));
-    });
-  }
-
-  /** No horizontal scrolling at 390 px, a phone and a desktop screenshot, and no serious or critical axe violation. */
-  async function checkPage(page: Page, name: string): Promise<void> {
-    await page.setViewportSize(PHONE);
-    const width = await page.evaluate(() => ({ scroll: document.documentElement.scrollWidth, client: document.documentElement.clientWidth }));
-    expect(width.scroll, `${name}: no horizontal overflow at ${PHONE.width} px`).to.be.at.most(width.client);
-    await page.screenshot({ path: join(SCREENSHOTS, `${name}-${PHONE.width}.png`), fullPage: true });
-    const violations = await axeViolations(page);
-    await writeFile(join(AXE_REPORTS, `${name}.json`), `${JSON.stringify(violations, null, 2)}\n`);
-    expect(violations.filter((violation) => violation.impact === 'serious' || violation.impact === 'critical'), `${name}: axe`).to.deep.equal([]);
-    await page.setViewportSize(DESKTOP);
-    await page.screenshot({ path: join(SCREENSHOTS, `${name}-${DESKTOP.width}.png`), fullPage: true });
-    await page.setViewportSize(PHONE);
   }
 
   function expectOnlyServerRequests(requests: Request[]): void {
