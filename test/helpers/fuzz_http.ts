@@ -24,7 +24,11 @@ export interface RawResponse {
 /** Bodies larger than this are cut: an error page or JSON error is far smaller. */
 const MAX_RESPONSE_BYTES = 1 << 20;
 
-const agent = new Agent({ keepAlive: true, maxSockets: 4 });
+/**
+ * A connection per request: a kept-alive connection the server closes for being idle just as a
+ * request goes out fails with a reset that says nothing about the request.
+ */
+const agent = new Agent({ keepAlive: false });
 
 /** Sends one request to `origin` (scheme://host:port) and reads the whole answer. */
 export function send(origin: string, raw: RawRequest): Promise<RawResponse> {
@@ -98,7 +102,7 @@ function headSize(raw: RawRequest): number {
   return size;
 }
 
-/** Closes the kept-alive connections (at the end of a suite, so mocha can exit cleanly). */
+/** Closes any connection still open (at the end of a suite, so mocha can exit cleanly). */
 export { MAX_HEAD_BYTES };
 
 export function closeConnections(): void {
