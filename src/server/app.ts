@@ -26,6 +26,7 @@ import { userinfoSigner, userinfoSigningAlg } from '../oauth/signed_userinfo.ts'
 import { endProbationOnFirstToken } from '../oauth/unused_clients.ts';
 import { ENGINE_ROUTES, INTERACTION_PATH, USERINFO_PATH } from '../oauth/routes.ts';
 import { revocationAnswersJson } from '../oauth/revocation_response.ts';
+import { refuseUnknownResource } from '../oauth/token_resource.ts';
 import { rfc6749ErrorCodes } from '../oauth/token_errors.ts';
 import { ApiKeys } from '../resource/api_keys.ts';
 import { bearerCors } from '../resource/cors.ts';
@@ -96,7 +97,7 @@ export function createService({ config, store, keys, revocations, logger, metric
   host.options(ENGINE_ROUTES.registration, registrationCors);
   host.post(ENGINE_ROUTES.registration, registrationCors, registrationBodyLimit, rateLimits.registration, hideServerKeptMetadata, registrationWorkspace(provider));
   host.all(`${ENGINE_ROUTES.registration}/:clientId`, registrationBodyLimit, hideStoredSecret, hideServerKeptMetadata, checkSecretOnUpdate(store.model('Client')));
-  host.post(ENGINE_ROUTES.token, rateLimits.token, rfc6749ErrorCodes);
+  host.post(ENGINE_ROUTES.token, rateLimits.token, refuseUnknownResource(audience), rfc6749ErrorCodes);
   host.post(ENGINE_ROUTES.introspection, rfc6749ErrorCodes, jwtEndpoints.introspection);
   host.post(ENGINE_ROUTES.revocation, rfc6749ErrorCodes, revocationAnswersJson, jwtEndpoints.revocation);
   const userinfoEndpoint = userinfo(verifier, accounts, { algorithmFor: userinfoSigningAlg(provider), sign: userinfoSigner(keys.jwks, config.issuer) });

@@ -46,8 +46,6 @@ export interface FuzzWorld {
   initialAccessToken: string;
   /** A company in the workspace; recreated if a fuzzed request deletes it. */
   companyId: string;
-  /** A new refresh token for confidential (when a fuzzed request used up the current one). */
-  renewRefreshToken(): Promise<void>;
   /** RFC 7592: a client whose registration is fuzzed; re-registered if a fuzzed request deletes it. */
   managed: RegisteredClient;
   codes: CodeSupply;
@@ -112,9 +110,6 @@ export async function startFuzzWorld(env: Record<string, string> = {}): Promise<
     companyId: await createCompany(server, key.key),
     managed: await registerClient(server.issuer, { client_name: 'Fuzz managed' }),
     codes,
-    renewRefreshToken: async () => {
-      world.refreshToken = (await redeemForRefreshToken(server, confidential, await codes.take())).refresh_token;
-    },
     pages: new PageSupply(server, publicClient, user),
     stop: async () => {
       watch.close();
