@@ -130,7 +130,7 @@ describe('authorization request sent with POST', function () {
       client = await conformanceClient();
     });
 
-    const post = (body: string, contentType = 'application/x-www-form-urlencoded') =>
+    const post = (body: string | Uint8Array<ArrayBuffer>, contentType = 'application/x-www-form-urlencoded') =>
       fetch(`${server.issuer}/oauth/authorize`, { method: 'POST', headers: { 'content-type': contentType }, body, redirect: 'manual' });
 
     it('answers 303 to the same request as a GET, parameters intact (repeated ones too, as the engine then refuses them)', async function () {
@@ -167,6 +167,14 @@ describe('authorization request sent with POST', function () {
       expect(huge.status).to.equal(413);
       expect(huge.headers.get('location')).to.equal(null);
       expect(await huge.text()).to.include('larger than 8 KiB');
+
+      // Under 8 KiB as sent, but raw bytes (not percent-encoded by the sender) triple once re-encoded into the 303's URL.
+      const raw = new Uint8Array(Buffer.concat([Buffer.from(`client_id=${client.client_id}&state=`), Buffer.alloc(7 * 1024, 0xe9)]));
+      const tooLongAsLink = await post(raw);
+      expect(tooLongAsLink.status).to.equal(413);
+      expect(tooLongAsLink.headers.get('location')).to.equal(null);
+      expect(tooLongAsLink.headers.get('content-type')).to.match(/^text\/html/);
+      expect(await tooLongAsLink.text()).to.include('too large to be carried in a link');
     });
 
     it('still answers GET requests itself (the engine), and other methods with 405 or 404, never 5xx', async function () {

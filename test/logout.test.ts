@@ -1,3 +1,5 @@
+import { DatabaseSync } from 'node:sqlite';
+
 import { expect } from 'chai';
 import * as client from 'openid-client';
 
@@ -249,5 +251,19 @@ describe('sign-out (RP-Initiated Logout) over HTTP', function () {
       expect(json.status).to.equal(400);
       expect(await json.text()).to.include('logout request sent with POST must be a form');
     });
+  });
+
+  it('keeps what a browser without a session leaves behind (the confirm form\'s xsrf) only as long as an interaction, not two weeks', async () => {
+    const before = Math.floor(Date.now() / 1000);
+    const response = await fetch(`${server.issuer}/oauth/logout`);
+    expect(response.status).to.equal(200);
+    const db = new DatabaseSync(server.store.slice('sqlite:'.length), { readOnly: true });
+    try {
+      const rows = db.prepare("SELECT expires_at FROM oidc_models WHERE model = 'Session' AND expires_at >= ? AND payload NOT LIKE '%accountId%'").all(before + 60) as Array<{ expires_at: number }>;
+      expect(rows, 'the anonymous session').to.have.length.at.least(1);
+      for (const { expires_at: expiresAt } of rows) expect(expiresAt - before).to.be.at.most(10 * 60 + 2);
+    } finally {
+      db.close();
+    }
   });
 });

@@ -45,6 +45,13 @@ export function interactionRouter(deps: InteractionDependencies): Router {
         await renderErrorPage(ctx, 'session_expired');
         return;
       }
+      // A form the body parser refuses (too large, unreadable): the browser gets the page, not JSON.
+      const status = (error as { status?: unknown; expose?: unknown }).status;
+      if (typeof status === 'number' && status >= 400 && status < 500 && (error as { expose?: unknown }).expose === true) {
+        ctx.status = status;
+        await renderErrorPage(ctx, 'invalid_request', status === 413 ? 'the form is larger than this server accepts' : 'the form could not be read');
+        return;
+      }
       throw error;
     }
   });

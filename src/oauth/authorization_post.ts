@@ -5,6 +5,9 @@ import compose from 'koa-compose';
 /** Enough for any authorization request; the redirect carries it in a URL, which Node caps at 16 KiB of headers. */
 export const AUTHORIZATION_FORM_LIMIT = 8 * 1024;
 
+/** The longest URL the 303 may name: Node reads request heads of up to 16 KiB, cookies included. */
+const REDIRECT_URL_LIMIT = 12 * 1024;
+
 export type ShowError = (ctx: Context, error: string, description: string) => Promise<void>;
 
 /**
@@ -28,10 +31,16 @@ export function authorizationByPost(authorizationUrl: string, showError: ShowErr
 export function formPostAsGet(endpointUrl: string, showError: ShowError, requestName: string): Middleware {
   const parseForm = bodyParser({ enableTypes: ['form'], formLimit: AUTHORIZATION_FORM_LIMIT }) as Middleware;
   return compose([refuseWhatIsNotAForm(showError, requestName), parseForm, async (ctx) => {
-    const params = new URLSearchParams(ctx.request.rawBody ?? '');
+    const url = `${endpointUrl}?${new URLSearchParams(ctx.request.rawBody ?? '')}`;
+    // Re-encoded, raw bytes a browser did not escape grow threefold: a URL the service would then
+    // refuse to read (431) is refused here, where the page can say why.
+    if (url.length > REDIRECT_URL_LIMIT) {
+      ctx.status = 413;
+      return showError(ctx, 'invalid_request', `the ${requestName} is too large to be carried in a link (over ${REDIRECT_URL_LIMIT / 1024} KiB once encoded)`);
+    }
     ctx.status = 303;
     ctx.set('Cache-Control', 'no-store');
-    ctx.redirect(`${endpointUrl}?${params}`);
+    ctx.redirect(url);
   }]);
 }
 

@@ -10,10 +10,20 @@ export const LIFETIMES = {
   IdToken: 3600,
   /** How long a login or consent page may stay open. */
   Interaction: 10 * 60,
-  /** A browser sign-in lasts two weeks. */
+  /** A browser sign-in lasts two weeks (a session nobody signed in to, far less: sessionLifetime). */
   Session: 14 * 24 * 3600,
   /** Consent is remembered for a year; a grant never outlives the refresh tokens it backs by much. */
   Grant: 365 * 24 * 3600,
   /** Initial access tokens made by the admin CLI, unless it is told otherwise: a day, enough to hand one over and use it. */
   InitialAccessToken: 24 * 3600,
 } as const;
+
+/**
+ * A session's lifetime: two weeks once someone signed in to it. The engine also keeps a session
+ * for a browser that signed in to nothing (a sign-out from a browser without a session keeps its
+ * confirm form's xsrf value in one); that lives as long as an interaction, so anonymous requests
+ * cannot fill the store with two-week records.
+ */
+export function sessionLifetime(_ctx: unknown, session: { accountId?: string | undefined }): number {
+  return session.accountId ? LIFETIMES.Session : LIFETIMES.Interaction;
+}

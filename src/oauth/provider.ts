@@ -17,7 +17,7 @@ import { GrantWorkspaces } from './grant_workspaces.ts';
 import { countedInitialAccessTokens } from './initial_access_tokens.ts';
 import { introspectionAllowedPolicy } from './introspection_policy.ts';
 import type { KeyMaterial } from './keys.ts';
-import { LIFETIMES } from './lifetimes.ts';
+import { LIFETIMES, sessionLifetime } from './lifetimes.ts';
 import { rpInitiatedLogout } from './logout.ts';
 import { pkceRequired } from './pkce.ts';
 import { RecordsAtRest } from './records_at_rest.ts';
@@ -102,7 +102,7 @@ export function buildProvider({ config, store, accounts, keys, revocations, rend
       RefreshToken: LIFETIMES.RefreshToken,
       IdToken: LIFETIMES.IdToken,
       Interaction: LIFETIMES.Interaction,
-      Session: LIFETIMES.Session,
+      Session: sessionLifetime,
       Grant: LIFETIMES.Grant,
       // Unset: a registration access token lives as long as its client.
       ...(config.registrationAccessTokenTtl ? { RegistrationAccessToken: config.registrationAccessTokenTtl } : {}),

@@ -4,10 +4,9 @@ import fc, { type Arbitrary } from 'fast-check';
 import { applyMutations, encodedJunk, FORM, formBytesOf, formPlan, headerJunk, mutations, pairsOf, queryOf } from '../helpers/fuzz.ts';
 import { applyTweak, headerSafe, nearMiss, type Tweak } from '../helpers/fuzz_credentials.ts';
 import { BROWSER_ACCEPT, header } from '../helpers/fuzz_checks.ts';
-import { slidingSession, type StoreDifference } from '../helpers/fuzz_store.ts';
+import { anonymousLogoutSession, slidingSession, type StoreDifference } from '../helpers/fuzz_store.ts';
 import type { RawRequest, RawResponse } from '../helpers/fuzz_http.ts';
 import { pkcePair, REDIRECT_URI } from '../helpers/oauth.ts';
-import { anonymousLogoutSession, KNOWN_ISSUES } from './known_issues.ts';
 import { headers, mostly, pageAccept, post, type FuzzSuite, type Header } from './suite.ts';
 
 /** Parameters an authorization request may carry besides the ones of a valid request (some of them twice, then). */
@@ -70,7 +69,7 @@ export function browserFlows(suite: FuzzSuite): void {
       const w = suite.world();
       await suite.check(fc.asyncProperty(formPlan(AUTHORIZATION_NAMES, AUTHORIZATION_EXTRAS), mostly(FORM), pageAccept, async (plan, contentType, accept) => {
         const request = post('/oauth/authorize', formBytesOf(plan, authorizationParams(w.confidential.client_id)), contentType, { cookie: w.codes.cookieHeader(), accept });
-        await w.prober.probe('POST /oauth/authorize', request, suite.expectation('html', { knownIssues: [KNOWN_ISSUES.formPostRedirectTooLong] }));
+        await w.prober.probe('POST /oauth/authorize', request, suite.expectation('html'));
       }), 1, [
         // Found: a body over 56 KiB that is not a form got the host's JSON 413 instead of the error page (fixed in src/server/errors.ts).
         [{ kind: 'other', bytes: Buffer.from(`${'x'.repeat(70_000)}=1`) }, 'text/plain', BROWSER_ACCEPT],
@@ -100,7 +99,7 @@ export function browserFlows(suite: FuzzSuite): void {
         // Everything valid but the password, which no change can make right.
         const form = { csrf: page.csrf, email: w.user.email, password: 'not the password' };
         const request = post(`/interaction/${uidOf(uidPlan, page.uid)}/login`, formBytesOf(plan, form), contentType, { cookie: cookieOf(cookiePlan, page.cookie), accept });
-        const response = await w.prober.probe('POST /interaction/:uid/login', request, suite.expectation('html', { missingRoute: true, knownIssues: [KNOWN_ISSUES.interactionFormTooLarge] }));
+        const response = await w.prober.probe('POST /interaction/:uid/login', request, suite.expectation('html', { missingRoute: true }));
         expect(response.refused, `a sign-in without the password was accepted: ${response.status} ${header(response, 'location')}`).to.equal(true);
       }), 0.5);
     });
@@ -114,7 +113,7 @@ export function browserFlows(suite: FuzzSuite): void {
         const form = { csrf: page.csrf, decision: 'allow', workspace: w.otherWorkspaceId };
         const request = post(`/interaction/${uidOf(uidPlan, page.uid)}/consent`, formBytesOf(plan, form), contentType, { cookie: cookieOf(cookiePlan, page.cookie), accept });
         // Any decision but `allow` is a denial: it finishes the interaction (a write) and goes back to the client with access_denied.
-        const response = await w.prober.probe('POST /interaction/:uid/consent', request, suite.expectation('html', { acceptedMayWrite: true, missingRoute: true, knownIssues: [KNOWN_ISSUES.interactionFormTooLarge] }));
+        const response = await w.prober.probe('POST /interaction/:uid/consent', request, suite.expectation('html', { acceptedMayWrite: true, missingRoute: true }));
         if (response.status >= 300 && response.status < 400) {
           w.pages.finished(page);
           expect(header(response, 'location'), 'allowed for a workspace that is not the user\'s').to.match(/\/oauth\/authorize\//);
@@ -144,7 +143,7 @@ export function browserFlows(suite: FuzzSuite): void {
         // A sign-out that goes ahead changes the session; one refused changes nothing but the session's sliding expiry.
         const anonymous = anonymousLogoutSession(request);
         const allowedChange = (differences: readonly StoreDifference[], response: RawResponse) => slidingSession(differences) || anonymous(differences, response);
-        await w.prober.probe(`${kind} /oauth/logout`, request, suite.expectation('html', { acceptedMayWrite: signedIn, missingRoute, allowedChange, knownIssues: [KNOWN_ISSUES.formPostRedirectTooLong] }));
+        await w.prober.probe(`${kind} /oauth/logout`, request, suite.expectation('html', { acceptedMayWrite: signedIn, missingRoute, allowedChange }));
       }));
     });
   });

@@ -7,7 +7,7 @@ import {
 import { applyTweak, authorizationOf, authPlan, tweaks, type Tweak } from '../helpers/fuzz_credentials.ts';
 import { createCompany, type FuzzWorld } from '../helpers/fuzz_fixtures.ts';
 import type { RawRequest, RawResponse } from '../helpers/fuzz_http.ts';
-import { anonymousLogoutSession } from './known_issues.ts';
+import { anonymousLogoutSession } from '../helpers/fuzz_store.ts';
 import { headers, mostly, post, type FuzzSuite } from './suite.ts';
 
 const COMPANY = { name: 'Fuzz Co', domainName: 'fuzz.example', employees: 12, city: 'Lyon', idealCustomerProfile: true };

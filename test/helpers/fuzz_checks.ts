@@ -32,15 +32,8 @@ export interface Expectation {
   missingRoute?: boolean;
   /** An answer that names internals by design (the operator's Prometheus metrics): no leak check for it. */
   showsInternals?: (request: RawRequest, response: RawResponse) => boolean;
-  /** Shapes known to be wrong and reported, not yet fixed: only "no 5xx, no leak, store unchanged" applies to them. */
-  knownIssues?: ReadonlyArray<KnownIssue>;
   /** A change a refused request may make by design (said where it is used, and why). */
   allowedChange?: (differences: readonly StoreDifference[], response: RawResponse) => boolean;
-}
-
-export interface KnownIssue {
-  what: string;
-  matches: (response: RawResponse) => boolean;
 }
 
 export class FuzzFailure extends Error {
@@ -176,7 +169,6 @@ export function responseProblems(request: RawRequest, response: RawResponse, exp
   if (response.status >= 500 || response.status < 100) problems.push(`status ${response.status}`);
   if (!expectation.showsInternals?.(request, response)) problems.push(...leaks(request, response));
   if (expectation.missingRoute && response.status === 404) return problems;
-  if (expectation.knownIssues?.some((issue) => issue.matches(response))) return problems;
   if (refusedByHttpLayer(response)) return problems;
   // A HEAD answer has the headers of the GET answer and no body to check.
   if (request.method === 'HEAD') return problems;

@@ -1,6 +1,9 @@
 import { createHash } from 'node:crypto';
 import { DatabaseSync } from 'node:sqlite';
 
+import { LIFETIMES } from '../../src/oauth/lifetimes.ts';
+import type { RawRequest, RawResponse } from './fuzz_http.ts';
+
 const clip = (text: string, length: number) => (text.length > length ? `${text.slice(0, length)}... (${text.length} chars)` : text);
 
 /**
@@ -80,6 +83,21 @@ export function slidingSession(differences: readonly StoreDifference[]): boolean
     if (group !== 'oidc_models:Session' || removed.length !== added.length) return false;
     return added.every((row) => removed.some((old) => sameSessionBut(old, row, ['exp', 'sealed'])));
   });
+}
+
+/**
+ * A sign-out from a browser without a session: the engine keeps its confirm form's xsrf value in a
+ * new session, which lives as long as an interaction (sessionLifetime), never a signed-in two weeks.
+ */
+export function anonymousLogoutSession(request: RawRequest) {
+  return (differences: readonly StoreDifference[], response: RawResponse) =>
+    !request.headers?.cookie && response.status === 200
+    && differences.every(({ group, removed, added }) => group === 'oidc_models:Session' && removed.length === 0 && added.length === 1 && livesAsAnInteraction(added[0]!));
+}
+
+function livesAsAnInteraction(row: string): boolean {
+  const { expires_at: expiresAt } = JSON.parse(row) as { expires_at?: unknown };
+  return typeof expiresAt === 'number' && expiresAt - Date.now() / 1000 <= LIFETIMES.Interaction + 5;
 }
 
 function sameSessionBut(before: string, after: string, fields: readonly string[]): boolean {
