@@ -6,6 +6,8 @@ import { rememberEngineError } from './errors.ts';
 /** The engine's error events worth a log line: clients see one generic description, operators see why. */
 const CLIENT_ERROR_EVENTS = [
   'authorization.error',
+  'end_session.error',
+  'end_session_confirm.error',
   'grant.error',
   'introspection.error',
   'revocation.error',
