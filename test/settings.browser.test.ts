@@ -351,6 +351,8 @@ describe('settings area in a real browser', function () {
 
         const refused = await page.goto(`${settingsUrl()}/workspaces/${workspaceId}`);
         expect(refused!.status(), `${role}: workspace page`).to.equal(403);
+        expect(await page.getByRole('heading', { level: 1 }).innerText()).to.equal('Not allowed');
+        expect(await page.locator('main').innerText()).to.include('Only an admin of this workspace');
         expect(await page.getByRole('heading', { name: 'API keys' }).count()).to.equal(0);
 
         // A form posted with the user's own session and its valid token: still 403.
@@ -369,6 +371,7 @@ describe('settings area in a real browser', function () {
       const page = await open();
       await openSettings(page, stranger);
       expect((await page.goto(`${settingsUrl()}/workspaces/${other.workspaces[0]!.id}`))!.status()).to.equal(404);
+      expect(await page.getByRole('heading', { level: 1 }).innerText()).to.equal('Not found');
     });
   });
 

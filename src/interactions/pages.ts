@@ -14,7 +14,10 @@ export async function renderPage(ctx: Context, view: string, title: string, data
   await ctx.render(view, { ...data, title, cspNonce: nonce });
 }
 
+/** Headings for the error codes the pages use; a message of its own, or (when empty) the description alone. */
 const ERROR_HEADINGS: Record<string, { heading: string; message: string }> = {
+  access_denied: { heading: 'Not allowed', message: '' },
+  not_found: { heading: 'Not found', message: '' },
   invalid_client: {
     heading: 'Unknown application',
     message: 'The application that sent you here is not registered with this server. Nothing was shared with it.',
@@ -43,7 +46,7 @@ export async function renderErrorPage(ctx: Context, error: string, description?:
   ctx.state.errorPageShown = true;
   const known = ERROR_HEADINGS[error];
   const heading = known?.heading ?? 'Something went wrong';
-  const message = known ? `${known.message}${description ? ` (${description})` : ''}` : (description ?? 'The request could not be completed.');
+  const message = known?.message ? `${known.message}${description ? ` (${description})` : ''}` : (description ?? 'The request could not be completed.');
   await renderPage(ctx, 'error', heading, { heading, message, error });
 }
 
