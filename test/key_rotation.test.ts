@@ -289,7 +289,8 @@ describe('signing-key rotation', () => {
       const store = openStore(`sqlite:${join(dir, 'oauth.sqlite')}`);
       await store.settings.put('signing_jwks', new KeyRing(Buffer.from(KEK, 'base64url')).seal(JSON.stringify({ keys: legacy })));
       await store.close();
-      server = await startServer({ store: `sqlite:${join(dir, 'oauth.sqlite')}`, env: { KEY_ENCRYPTION_KEY: KEK, KEY_PREPUBLISH: '3s' } });
+      // Long enough that the new keys are still announced ('next') when the rotation's answer lists them, on a slow machine too.
+      server = await startServer({ store: `sqlite:${join(dir, 'oauth.sqlite')}`, env: { KEY_ENCRYPTION_KEY: KEK, KEY_PREPUBLISH: '5m' } });
     });
 
     after(async () => {
