@@ -54,7 +54,12 @@ interface TokenCase {
   follow?: (response: ProbeResult) => Promise<void> | void;
 }
 
-/** A token request built from a plan around `valid`; what must be refused is. */
+/** The valid request itself: no change to the form, the form content type, the client's credentials in the body only. */
+const UNCHANGED: [FormPlan, Header, AuthPlan] = [{ kind: 'around', changes: [] }, FORM, { kind: 'none' }];
+
+const isUnchanged = (c: TokenCase) => c.plan.kind === 'around' && c.plan.changes.length === 0 && c.contentType === FORM && c.auth.kind === 'none';
+
+/** A token request built from a plan around `valid`; what must be refused is, and the valid request itself is accepted. */
 async function tokenCase(suite: FuzzSuite, c: TokenCase): Promise<void> {
   const w = suite.world();
   const body = formBytesOf(c.plan, c.valid);
@@ -64,6 +69,8 @@ async function tokenCase(suite: FuzzSuite, c: TokenCase): Promise<void> {
   if (mustRefuse(c.plan, body, c.valid, c.required, c.exact)) {
     expect(response.refused, `accepted a request it must refuse (${JSON.stringify(c.plan)}): ${response.text.slice(0, 200)}`).to.equal(true);
   }
+  // Run first (suite.check's examples): a fixture that made every request fail would otherwise pass unnoticed.
+  if (isUnchanged(c)) expect(response.status, `the valid request itself was refused: ${response.text.slice(0, 200)}`).to.equal(200);
   if (response.status === 200) expect(header(response, 'cache-control')).to.equal('no-store');
 }
 
@@ -88,7 +95,7 @@ export function tokenEndpoints(suite: FuzzSuite): void {
             if (response.status === 200) w.codes.used();
           },
         });
-      }));
+      }), 1, [UNCHANGED]);
     });
 
     it('refresh_token around a valid refresh', async function () {
@@ -108,7 +115,7 @@ export function tokenEndpoints(suite: FuzzSuite): void {
             if (response.status === 200) w.refreshToken = (JSON.parse(response.text) as { refresh_token: string }).refresh_token;
           },
         });
-      }));
+      }), 1, [UNCHANGED]);
     });
 
     it('client_credentials around a valid request (issuing such a token stores nothing)', async function () {
@@ -124,7 +131,7 @@ export function tokenEndpoints(suite: FuzzSuite): void {
           plan, contentType, auth, live: { clientId: client.client_id, clientSecret: client.client_secret! },
           acceptedMayWrite: false, required, exact: required,
         });
-      }));
+      }), 1, [UNCHANGED]);
     });
 
     it('unknown and unsupported grant types, any body, any client authentication: always refused', async function () {
