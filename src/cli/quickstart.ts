@@ -1,11 +1,10 @@
-import { randomBytes } from 'node:crypto';
 import { text } from 'node:stream/consumers';
 
-import type { Adapter, Provider } from 'oidc-provider';
+import type { Provider } from 'oidc-provider';
 
 import type { Store } from '../../adapters/store.ts';
 import { AccountError, type Accounts } from '../accounts/accounts.ts';
-import { newClientId } from '../oauth/client_ids.ts';
+import { storeOperatorClient } from '../oauth/operator_clients.ts';
 import { WORKSPACE_METADATA } from '../oauth/registration.ts';
 import { ask, askHidden } from './prompt.ts';
 import { buildGuide, describeGuide } from './quickstart_guide.ts';
@@ -143,25 +142,17 @@ export interface DemoClient {
 /**
  * A confidential client bound to the workspace, as one registered with the workspace's initial
  * access token would be (so it may use client credentials, and an operator stands behind it), but
- * written directly: the quickstart needs no running service. Through the engine's own Client
- * validation and adapter, like a resource server (resource_servers.ts), so it is stored as a
- * registered client is (secret hashed, listed under its workspace).
+ * written directly: the quickstart needs no running service. Stored like a resource server
+ * (storeOperatorClient), as a registered client is (secret hashed, listed under its workspace).
  */
 async function createDemoClient(provider: Provider, workspaceId: string): Promise<DemoClient> {
-  const client: DemoClient = {
-    client_id: newClientId(),
-    client_secret: randomBytes(64).toString('base64url'), // 512 bits, as the engine's registrations
+  const fields = {
     client_name: DEMO_CLIENT_NAME,
     grant_types: ['authorization_code', 'refresh_token', 'client_credentials'],
     redirect_uris: [DEMO_REDIRECT_URI],
-    token_endpoint_auth_method: 'client_secret_post',
+    token_endpoint_auth_method: 'client_secret_post' as const,
     [WORKSPACE_METADATA]: workspaceId,
   };
-  const metadata = { ...client, client_id_issued_at: Math.floor(Date.now() / 1000), application_type: 'web' as const, response_types: ['code' as const] };
-  // What the engine would refuse to load is refused here, before anything is stored.
-  await provider.Client.validate(metadata);
-  // The engine's Client model has a static `adapter` (lib/models/client.js), absent from its types.
-  const { adapter } = provider.Client as unknown as { adapter: Adapter };
-  await adapter.upsert(metadata.client_id, metadata, 0);
-  return client;
+  const { client_id, client_secret } = await storeOperatorClient(provider, { ...fields, application_type: 'web', response_types: ['code'] });
+  return { client_id, client_secret, ...fields };
 }

@@ -1,8 +1,6 @@
-import { randomBytes } from 'node:crypto';
+import type { Client, KoaContextWithOIDC, Provider } from 'oidc-provider';
 
-import type { Adapter, Client, KoaContextWithOIDC, Provider } from 'oidc-provider';
-
-import { newClientId } from './client_ids.ts';
+import { storeOperatorClient } from './operator_clients.ts';
 
 /**
  * Resource servers an operator registered: confidential clients that may introspect (RFC 7662)
@@ -66,8 +64,8 @@ export interface CreatedResourceServer {
 /**
  * Registers a resource server for `audience`: a confidential client with no grant types and no
  * redirect URIs (it never gets tokens, it only introspects them), no registration access token
- * (the operator manages it: `client list`, `client delete`). Written through the engine's own
- * Client adapter, so it is stored as a registered client is (secret hashed).
+ * (the operator manages it: `client list`, `client delete`). Stored by storeOperatorClient, as a
+ * registered client is (secret hashed).
  */
 export async function createResourceServer(
   provider: Provider,
@@ -75,26 +73,17 @@ export async function createResourceServer(
   audience: string,
   authMethod: ResourceServerAuthMethod,
 ): Promise<CreatedResourceServer> {
-  const clientSecret = randomBytes(64).toString('base64url'); // 512 bits, as the engine's registrations
-  const metadata = {
-    client_id: newClientId(),
-    client_secret: clientSecret,
-    client_id_issued_at: Math.floor(Date.now() / 1000),
+  const { client_id, client_secret } = await storeOperatorClient(provider, {
     client_name: name,
     grant_types: [],
     response_types: [],
     redirect_uris: [],
     token_endpoint_auth_method: authMethod,
     [INTROSPECTION_AUDIENCE]: audience,
-  };
-  // What the engine would refuse to load is refused here, before anything is stored.
-  await provider.Client.validate(metadata);
-  // The engine's Client model has a static `adapter` (lib/models/client.js), absent from its types.
-  const { adapter } = provider.Client as unknown as { adapter: Adapter };
-  await adapter.upsert(metadata.client_id, metadata, 0);
+  });
   return {
-    client_id: metadata.client_id,
-    client_secret: clientSecret,
+    client_id,
+    client_secret,
     client_name: name,
     token_endpoint_auth_method: authMethod,
     [INTROSPECTION_AUDIENCE]: audience,
