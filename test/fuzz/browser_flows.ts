@@ -25,6 +25,9 @@ function authorizationParams(clientId: string): Record<string, string> {
 
 const AUTHORIZATION_NAMES = Object.keys(authorizationParams('x'));
 
+/** What a consent denial (a redirect back to the authorization endpoint) may change: the interaction it finishes and the session. */
+const DENIAL_MAY_CHANGE = new Set(['oidc_models:Interaction', 'oidc_models:Session']);
+
 type Uid = { kind: 'real' } | { kind: 'tweak'; tweak: Tweak } | { kind: 'junk'; value: string };
 const uid: Arbitrary<Uid> = fc.oneof(
   { weight: 6, arbitrary: fc.constant<Uid>({ kind: 'real' }) },
@@ -113,7 +116,14 @@ export function browserFlows(suite: FuzzSuite): void {
         const form = { csrf: page.csrf, decision: 'allow', workspace: w.otherWorkspaceId };
         const request = post(`/interaction/${uidOf(uidPlan, page.uid)}/consent`, formBytesOf(plan, form), contentType, { cookie: cookieOf(cookiePlan, page.cookie), accept });
         // Any decision but `allow` is a denial: it finishes the interaction (a write) and goes back to the client with access_denied.
-        const response = await w.prober.probe('POST /interaction/:uid/consent', request, suite.expectation('html', { acceptedMayWrite: true, missingRoute: true }));
+        // A redirect is store-checked too: it may finish the interaction and slide the session, nothing else (a Grant or a
+        // grant's workspace written would be consent given for a workspace that is not the user's).
+        const redirected = (response: RawResponse) => response.status >= 300 && response.status < 400;
+        const response = await w.prober.probe('POST /interaction/:uid/consent', request, suite.expectation('html', {
+          acceptedMayWrite: true, missingRoute: true,
+          refused: (r) => r.status >= 400 || redirected(r),
+          allowedChange: (differences, r) => redirected(r) && differences.every(({ group }) => DENIAL_MAY_CHANGE.has(group)),
+        }));
         if (response.status >= 300 && response.status < 400) {
           w.pages.finished(page);
           expect(header(response, 'location'), 'allowed for a workspace that is not the user\'s').to.match(/\/oauth\/authorize\//);
