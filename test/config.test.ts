@@ -143,12 +143,38 @@ describe('configuration schema (config/)', () => {
     expect([...read].sort()).to.deep.equal([...names].sort());
   });
 
-  it("each default the table shows is the one the service uses, and an empty variable counts as unset", () => {
-    const defaults = loadConfig({});
-    for (const [name, variable] of Object.entries(SCHEMA)) {
-      if (variable.default !== undefined) expect(loadConfig({ [name]: variable.default }), name).to.deep.equal(defaults);
-      expect(loadConfig({ [name]: '' }), `${name}=''`).to.deep.equal(defaults);
+  it("each default the README's Configuration table shows is the one the service uses, and an empty variable counts as unset", () => {
+    // The Default cell of each row of the README's table, as written there.
+    const start = readme().indexOf('| Variable | Default | Meaning |');
+    expect(start, 'the Configuration table in README.md').to.be.greaterThan(-1);
+    const cells = new Map<string, string>();
+    for (const line of readme().slice(start).split('\n').slice(2)) {
+      if (!line.startsWith('|')) break;
+      const row = /^\| `([A-Z][A-Z0-9_]*)` \| (.*?) \| /.exec(line);
+      expect(row, `a row of the Configuration table: ${line}`).to.not.equal(null);
+      cells.set(row![1]!, row![2]!);
     }
+    expect([...cells.keys()].sort()).to.deep.equal([...names].sort());
+
+    // A value in backticks is a default the service must use; `—` (unset) or words ("all interfaces") name none to try.
+    const shown = new Map<string, string>();
+    for (const [name, cell] of cells) {
+      const value = /^`([^`]+)`$/.exec(cell);
+      if (value) shown.set(name, value[1]!);
+      else expect(cell, `${name}: a Default cell that is neither one value in backticks nor a description`).to.not.match(/^`/);
+    }
+    expect(shown.size, 'defaults shown in backticks').to.be.greaterThan(10);
+
+    const defaults = loadConfig({});
+    for (const [name, value] of shown) {
+      // `http://localhost:$PORT`: another variable's default, as the table shows it.
+      const written = value.replace(/\$([A-Z][A-Z0-9_]*)/g, (_, other: string) => {
+        expect(shown.has(other), `${name} refers to ${other}, which shows no default`).to.equal(true);
+        return shown.get(other)!;
+      });
+      expect(loadConfig({ [name]: written }), `${name}=${written} (the README's default)`).to.deep.equal(defaults);
+    }
+    for (const name of names) expect(loadConfig({ [name]: '' }), `${name}=''`).to.deep.equal(defaults);
     expect(loadConfig({ PORT: '8080' }).issuer).to.equal('http://localhost:8080');
   });
 
