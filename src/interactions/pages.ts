@@ -42,8 +42,6 @@ const ERROR_HEADINGS: Record<string, { heading: string; message: string }> = {
 
 /** The error page: for errors that must not redirect back to the client. */
 export async function renderErrorPage(ctx: Context, error: string, description?: string): Promise<void> {
-  // The engine answered with this page, not with a redirect to the client (held_error_redirects.ts).
-  ctx.state.errorPageShown = true;
   const known = ERROR_HEADINGS[error];
   const heading = known?.heading ?? 'Something went wrong';
   const message = known?.message ? `${known.message}${description ? ` (${description})` : ''}` : (description ?? 'The request could not be completed.');

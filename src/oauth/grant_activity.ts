@@ -3,7 +3,7 @@ import type { KoaContextWithOIDC, Provider } from 'oidc-provider';
 import type { ModelStore } from '../../adapters/store.ts';
 
 /** Last use is recorded to this precision: a busy grant costs one store write a minute, not one per token. */
-export const LAST_USED_RESOLUTION_SECONDS = 60;
+const LAST_USED_RESOLUTION_SECONDS = 60;
 /** Grants whose last recorded use is remembered in process; the least recently used go first. */
 const REMEMBERED_GRANTS = 10_000;
 

@@ -1,6 +1,7 @@
 import type { Context, Middleware } from 'koa';
-import type { KoaContextWithOIDC, Provider } from 'oidc-provider';
+import type { KoaContextWithOIDC } from 'oidc-provider';
 
+import { authorizationErrorOf, type AuthorizationError } from './authorization_errors.ts';
 import { isVetted } from './client_vetting.ts';
 
 /** An error answer the engine addressed to a client the server has no reason to trust. */
@@ -16,15 +17,14 @@ export interface HeldError {
 
 export type ShowHeldError = (ctx: Context, held: HeldError) => Promise<void>;
 
-interface EngineError {
-  error?: string;
-  error_description?: string;
+interface HeldState {
+  /** Set by the engine's error page (renderError): it showed a page instead of answering the client. */
+  errorPageShown?: boolean;
 }
 
-interface HeldState {
-  authorizationError?: EngineError;
-  /** Set by the error page: the engine showed a page instead of answering the client. */
-  errorPageShown?: boolean;
+/** Marks the request as answered with the engine's error page, not with a redirect to the client. */
+export function markErrorPageShown(ctx: Context): void {
+  (ctx.state as HeldState).errorPageShown = true;
 }
 
 /**
@@ -36,15 +36,12 @@ interface HeldState {
  * take or not. Vetted clients (client_vetting.ts) and silent requests (`prompt=none`, which the
  * client must be able to answer without a page) keep the engine's redirect.
  */
-export function holdErrorRedirects(provider: Provider, show: ShowHeldError): Middleware {
-  provider.on('authorization.error', (ctx: KoaContextWithOIDC, error: EngineError) => {
-    (ctx.state as HeldState).authorizationError = error;
-  });
+export function holdErrorRedirects(issuer: string, show: ShowHeldError): Middleware {
   return async (ctx, next) => {
     await next();
-    const state = ctx.state as HeldState;
-    if (!state.authorizationError || state.errorPageShown) return;
-    const held = heldError(ctx as unknown as KoaContextWithOIDC, state.authorizationError, provider.issuer);
+    const error = authorizationErrorOf(ctx);
+    if (!error || (ctx.state as HeldState).errorPageShown) return;
+    const held = heldError(ctx as unknown as KoaContextWithOIDC, error, issuer);
     if (!held) return;
     ctx.remove('Location');
     ctx.status = 400;
@@ -52,7 +49,7 @@ export function holdErrorRedirects(provider: Provider, show: ShowHeldError): Mid
   };
 }
 
-function heldError(ctx: KoaContextWithOIDC, error: EngineError, issuer: string): HeldError | undefined {
+function heldError(ctx: KoaContextWithOIDC, error: AuthorizationError, issuer: string): HeldError | undefined {
   const client = ctx.oidc?.client;
   const params = requestParams(ctx);
   const redirectUri = params.redirect_uri;

@@ -24,10 +24,10 @@ import { RecordsAtRest } from './records_at_rest.ts';
 import { loadConsentedGrant } from './redirect_uri_consent.ts';
 import { INTROSPECTION_AUDIENCE, keepOperatorIntrospectionAudience } from './resource_servers.ts';
 import type { RevocationList } from './revocation_list.ts';
-import { REDIRECT_URIS_ADDED_METADATA, WORKSPACE_METADATA, validateClientMetadata } from './registration.ts';
+import { REDIRECT_URIS_ADDED_METADATA, UNUSED_UNTIL_METADATA, WORKSPACE_METADATA, validateClientMetadata } from './registration.ts';
 import { ENGINE_ROUTES, INTERACTION_PATH, USERINFO_PATH } from './routes.ts';
 import { SUPPORTED_SCOPES, effectiveScope } from './scopes.ts';
-import { UNUSED_UNTIL_METADATA, keepUnusedUntil } from './unused_clients.ts';
+import { keepUnusedUntil } from './unused_clients.ts';
 import { settingsClient, withSettingsSignIn } from '../settings/sign_in_client.ts';
 
 export type RenderError = NonNullable<Configuration['renderError']>;

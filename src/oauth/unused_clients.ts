@@ -13,7 +13,6 @@ import { UNUSED_UNTIL_METADATA, WORKSPACE_METADATA } from './registration.ts';
  * without that expiry. Clients an operator vetted (an initial access token), and clients stored
  * before this existed, have no `unused_until` and are never removed.
  */
-export { UNUSED_UNTIL_METADATA };
 
 const now = () => Math.floor(Date.now() / 1000);
 const unusedUntilByClient = new WeakMap<Client, number | undefined>();
@@ -69,7 +68,7 @@ export function registrationAccessTokenExpiry(clients: ModelStore): (payload: Mo
 }
 
 export interface ProbationStores {
-  /** The engine's Client adapter storage (cached), as the engine reads it. */
+  /** The store's client records, as the engine's Client adapter keeps them. */
   clients: ModelStore;
   registrationAccessTokens: ModelStore;
 }

@@ -8,7 +8,7 @@ import { apiKeyHint, generateApiKey, isWellFormedApiKey } from './api_key_format
 /** Keys kept verified in process at most; the least recently used go first. */
 const MAX_CACHED_KEYS = 10_000;
 /** Last use is recorded to this precision, so a busy key costs one store write a minute, not one per request. */
-export const LAST_USED_RESOLUTION_SECONDS = 60;
+const LAST_USED_RESOLUTION_SECONDS = 60;
 export const MAX_NAME_LENGTH = 100;
 
 export class ApiKeyError extends Error {

@@ -12,7 +12,7 @@ import { objectNamed, type ObjectDefinition } from './objects.ts';
 import { CoreApi, OBJECT_NAMES } from './records.ts';
 
 /** The largest request body the data API reads. */
-export const BODY_LIMIT = '64kb';
+const BODY_LIMIT = '64kb';
 
 export interface DataApiDependencies extends Authenticators {
   records: RecordStore;

@@ -15,7 +15,8 @@ import { interactionRouter } from '../interactions/router.ts';
 import type { Logger } from '../logger.ts';
 import { authorizationByPost, formPostAsGet } from '../oauth/authorization_post.ts';
 import { checkSecretOnUpdate, hideStoredSecret } from '../oauth/client_secrets.ts';
-import { holdErrorRedirects } from '../oauth/held_error_redirects.ts';
+import { recordAuthorizationErrors } from '../oauth/authorization_errors.ts';
+import { holdErrorRedirects, markErrorPageShown } from '../oauth/held_error_redirects.ts';
 import { AccessTokenVerifier, jwtAccessTokenEndpoints } from '../oauth/jwt_access_tokens.ts';
 import type { KeyMaterial } from '../oauth/keys.ts';
 import { buildProvider, type RenderError } from '../oauth/provider.ts';
@@ -47,7 +48,7 @@ import type { Metrics } from './metrics/metrics.ts';
 import { requestMetrics } from './metrics/requests.ts';
 import { pinOrigin } from './pinned_origin.ts';
 import { createRateLimits } from './rate_limits/rate_limits.ts';
-import { onlyWhere } from './path_guard.ts';
+import { atOrUnder, onlyWhere } from './path_guard.ts';
 import { requestId } from './request_id.ts';
 import { securityHeaders } from './security_headers.ts';
 
@@ -81,6 +82,7 @@ export function createService({ config, store, keys, revocations, logger, metric
   const accounts = new Accounts(store.accounts);
   const { provider, audience, grantWorkspaces, grantActivity } = buildProvider({ config, store, accounts, keys, revocations, renderError: engineErrorPage });
   logEngineEvents(provider, logger);
+  recordAuthorizationErrors(provider);
   if (metrics) countEngineEvents(provider, metrics);
   endProbationOnFirstToken(provider, { clients: store.model('Client'), registrationAccessTokens: store.model('RegistrationAccessToken') }, logger);
   recordGrantUse(provider, grantActivity, (error) => logger.warn('could not record the last use of a grant', { error: (error as Error).name }));
@@ -134,14 +136,13 @@ export function createService({ config, store, keys, revocations, logger, metric
   if (metrics) app.use(metricsEndpoint(metrics, config.metrics?.token, logger));
   app.use(authorizationServerMetadata(config.basePath));
   app.use(onlyWhere((path) => resourceMetadata.paths.has(path), resourceMetadata.middleware));
-  app.use(onlyWhere((path) => path === restPath || path.startsWith(`${restPath}/`), data));
+  app.use(onlyWhere(atOrUnder(restPath), data));
   const interactionPrefix = `${config.basePath}${INTERACTION_PATH}/`;
   app.use(onlyWhere((path) => path.startsWith(interactionPrefix), interactions.routes()));
   app.use(onlyWhere(hostPaths(config.basePath), host.routes()));
   const settings = settingsRouter({ provider, accounts, store, grantWorkspaces, grantActivity, apiKeys, csrfKey: keys.cookieKeys[0]!, issuer: config.issuer, basePath: config.basePath });
   app.use(onlyWhere(inSettingsArea(config.basePath), settings.routes()));
-  const authorizationPath = `${config.basePath}${ENGINE_ROUTES.authorization}`;
-  app.use(onlyWhere((path) => path === authorizationPath || path.startsWith(`${authorizationPath}/`), holdErrorRedirects(provider, renderReturnToClientPage)));
+  app.use(onlyWhere(atOrUnder(`${config.basePath}${ENGINE_ROUTES.authorization}`), holdErrorRedirects(config.issuer, renderReturnToClientPage)));
   app.use(mount(config.basePath || '/', provider as unknown as Koa));
   return { app, provider, accounts };
 }
@@ -158,5 +159,6 @@ function hostPaths(basePath: string): (path: string) => boolean {
 const engineErrorPage: RenderError = async (ctx, out, error) => {
   if (isBackendOutage(error)) ctx.status = 503;
   const code = isBackendOutage(error) ? 'temporarily_unavailable' : String(out.error ?? 'server_error');
+  markErrorPageShown(ctx);
   await renderErrorPage(ctx, code, typeof out.error_description === 'string' ? out.error_description : undefined);
 };

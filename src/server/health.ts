@@ -7,7 +7,7 @@ import type { Store } from '../../adapters/store.ts';
 export const PROBE_PATHS = new Set(['/healthz', '/readyz']);
 
 /** How long readiness waits for the store: a hung store makes the probe answer 503 now, not at the prober's timeout. */
-export const READY_TIMEOUT_MS = 1000;
+const READY_TIMEOUT_MS = 1000;
 
 /**
  * `GET /healthz`, liveness: 200 whenever the process can answer, whatever the store does. An

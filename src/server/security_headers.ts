@@ -21,12 +21,16 @@ export interface HtmlPolicy {
  * nonce for its style (src/interactions/pages.ts).
  */
 export function securityHeaders(formPostPaths: readonly string[]): Middleware {
+  const answersFormPost = (path: string) => {
+    for (const prefix of formPostPaths) if (path.startsWith(prefix)) return true;
+    return false;
+  };
   return async (ctx, next) => {
     ctx.set('X-Content-Type-Options', 'nosniff');
     ctx.set('X-Frame-Options', 'DENY');
     ctx.set('Referrer-Policy', 'no-referrer');
     ctx.set('Cross-Origin-Opener-Policy', 'same-origin');
-    ctx.set('Content-Security-Policy', formPostPaths.some((path) => ctx.path.startsWith(path)) ? FORM_POST_POLICY : DEFAULT_POLICY);
+    ctx.set('Content-Security-Policy', answersFormPost(ctx.path) ? FORM_POST_POLICY : DEFAULT_POLICY);
     // A year, for every subdomain too (issue 9): an https issuer is never reached over http again.
     if (ctx.secure) ctx.set('Strict-Transport-Security', 'max-age=31536000; includeSubDomains');
     await next();

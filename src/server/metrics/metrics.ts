@@ -31,7 +31,6 @@ export interface StoreOperationMetrics {
  * made once and kept: prom-client checks and hashes labels on every `labels()` call.
  */
 export class Metrics {
-  readonly registry: Registry;
   /** The exposition text: this process's, or with WORKERS above 1 every worker's summed up through the primary. */
   readonly scrape: () => Promise<string>;
   readonly #requests: Counter<'route' | 'method' | 'status'>;
@@ -49,7 +48,6 @@ export class Metrics {
   constructor() {
     const registry = new Registry();
     const registers = [registry];
-    this.registry = registry;
     this.scrape = cluster.isWorker ? scrapeThroughPrimary(registry) : () => registry.metrics();
     collectDefaultMetrics({ register: registry });
     this.#requests = new Counter({ name: 'http_requests_total', help: 'HTTP requests answered, by route template, method and status', labelNames: ['route', 'method', 'status'], registers });

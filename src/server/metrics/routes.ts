@@ -4,7 +4,7 @@ import { PROBE_PATHS } from '../health.ts';
 import { METRICS_PATH } from './endpoint.ts';
 
 /** What a path no template matches is counted as: a scanner's guesses must not each make a series. */
-export const OTHER_ROUTE = 'other';
+const OTHER_ROUTE = 'other';
 
 /** Served at the origin's root, whatever the issuer's path. */
 const ROOT_PATHS = [...PROBE_PATHS, METRICS_PATH];

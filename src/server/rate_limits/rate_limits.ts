@@ -10,7 +10,7 @@ import { SignIns } from './sign_ins.ts';
 import { tokenRequestClientId } from './token_client.ts';
 import { inWords } from './words.ts';
 
-export { SignIns, type SignInOutcome, type SignInRefusal } from './sign_ins.ts';
+export { SignIns } from './sign_ins.ts';
 
 /**
  * Rate limits (issue 9 finding 5), counted in the store's rate limiters (shared across instances
