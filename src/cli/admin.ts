@@ -9,7 +9,8 @@ import { ConfigError, loadConfig } from '../config.ts';
 import { createLogger } from '../logger.ts';
 import { loadKeyRing } from '../oauth/key_encryption.ts';
 import { loadKeys } from '../oauth/keys.ts';
-import { KeyAdminError, listSigningKeys, rotateSigningKeys } from '../oauth/key_rotation_admin.ts';
+import { isoTime } from '../oauth/key_rotation.ts';
+import { KeyAdminError, listSigningKeys, rotateSigningKeys, type Output } from '../oauth/key_rotation_admin.ts';
 import { PROPAGATION_BOUND_MS } from '../oauth/propagation.ts';
 import { RevocationList, revocationEntries } from '../oauth/revocation_list.ts';
 import { LIFETIMES } from '../oauth/lifetimes.ts';
@@ -76,7 +77,6 @@ interface Context {
   options: Options;
 }
 
-type Output = { text: string; json: unknown };
 type Command = (ctx: Context, args: string[]) => Promise<Output>;
 
 const COMMANDS: Record<string, Command> = {
@@ -197,8 +197,6 @@ const COMMANDS: Record<string, Command> = {
     ...ctx, issuer: loadConfig().issuer, engine: () => engine(ctx.store, ctx.accounts), usage: (message) => new UsageError(message),
   }),
 };
-
-const isoTime = (seconds: number) => new Date(seconds * 1000).toISOString();
 
 /** What the CLI shows of a key: never its digest. */
 function shownKey(key: ApiKeyRecord) {

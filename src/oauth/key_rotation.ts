@@ -95,6 +95,11 @@ export function nowSeconds(): Seconds {
   return Math.floor(Date.now() / 1000);
 }
 
+/** Seconds since the epoch as an ISO 8601 string, as the CLI and the logs show times. */
+export function isoTime(at: Seconds): string {
+  return new Date(at * 1000).toISOString();
+}
+
 /** A set stored before rotation existed: its keys become the current generation, as of `at`. */
 export function adoptKeySet(stored: StoredKeySet, at: Seconds): KeySet {
   return stored.generations ? { keys: stored.keys, generations: stored.generations } : firstKeySet(stored.keys, at);
@@ -175,7 +180,7 @@ export function rotated(set: KeySet, request: RotationRequest): KeySet {
   const { at, promptly } = request;
   const pending = pendingGeneration(set, at);
   if (pending && !promptly) {
-    throw new RotationPendingError(`a rotation is already under way: keys ${pending.kids.join(', ')} were published at ${iso(pending.publishedAt)} and sign from ${iso(pending.signsFrom)}; add --now to make them sign now`);
+    throw new RotationPendingError(`a rotation is already under way: keys ${pending.kids.join(', ')} were published at ${isoTime(pending.publishedAt)} and sign from ${isoTime(pending.signsFrom)}; add --now to make them sign now`);
   }
   const signsFrom = at + (promptly ? MIN_PREPUBLISH_SECONDS : request.prepublishSeconds);
   const live = set.generations.filter((generation) => !isRemoved(generation, at));
@@ -217,8 +222,4 @@ export async function newKeys(): Promise<JWK[]> {
 async function privateJwk(alg: string, pair: Promise<CryptoKeyPair>): Promise<JWK> {
   const jwk = await exportJWK((await pair).privateKey);
   return { ...jwk, alg, use: 'sig', kid: await calculateJwkThumbprint(jwk) };
-}
-
-function iso(at: Seconds): string {
-  return new Date(at * 1000).toISOString();
 }

@@ -4,7 +4,7 @@ import type { Store } from '../../adapters/store.ts';
 import type { Config } from '../config.ts';
 import type { Logger } from '../logger.ts';
 import { loadKeyRing } from './key_encryption.ts';
-import { KEY_SET_POLL_MS, keyStatuses, newKeys, nowSeconds, RotationPendingError, type KeyStatus } from './key_rotation.ts';
+import { isoTime, KEY_SET_POLL_MS, keyStatuses, newKeys, nowSeconds, RotationPendingError, type KeyStatus } from './key_rotation.ts';
 import { KeySetConflictError, loadKeySet, rotateKeySet } from './key_rotation_store.ts';
 import { readJwksFile } from './keys.ts';
 
@@ -15,7 +15,8 @@ export class KeyAdminError extends Error {
   override name = 'KeyAdminError';
 }
 
-interface Output {
+/** What an admin CLI command returns: the text it prints, or the JSON with --json. */
+export interface Output {
   text: string;
   json: unknown;
 }
@@ -49,15 +50,15 @@ export async function rotateSigningKeys(store: Store, config: Config, logger: Lo
   const replaced = statuses.find((status) => status.signsUntil === newest.signsFrom);
   const text = [
     `published ${added.map((key) => `${key.alg} key ${key.kid}`).join(' and ')}`,
-    promptly ? `they sign on every instance from now (${iso(newest.signsFrom)})` : `they sign from ${iso(newest.signsFrom)}, after the pre-publication period (KEY_PREPUBLISH)`,
-    replaced?.removedAt === undefined ? undefined : `the keys they replace verify until ${iso(replaced.removedAt)}, then leave the JWKS`,
+    promptly ? `they sign on every instance from now (${isoTime(newest.signsFrom)})` : `they sign from ${isoTime(newest.signsFrom)}, after the pre-publication period (KEY_PREPUBLISH)`,
+    replaced?.removedAt === undefined ? undefined : `the keys they replace verify until ${isoTime(replaced.removedAt)}, then leave the JWKS`,
   ].filter(Boolean).join('; ');
   return {
     text: `${text}\n\n${table(statuses)}`,
     json: {
       new_keys: added.map(({ kid, alg }) => ({ kid, alg })),
-      signs_from: iso(newest.signsFrom),
-      replaced_keys_removed_at: replaced?.removedAt === undefined ? null : iso(replaced.removedAt),
+      signs_from: isoTime(newest.signsFrom),
+      replaced_keys_removed_at: replaced?.removedAt === undefined ? null : isoTime(replaced.removedAt),
       keys: statuses.map(shown),
     },
   };
@@ -80,22 +81,18 @@ function shown(status: KeyStatus) {
     kid: status.kid,
     alg: status.alg,
     state: status.state,
-    published_at: iso(status.publishedAt),
-    signs_from: iso(status.signsFrom),
-    signs_until: status.signsUntil === undefined ? null : iso(status.signsUntil),
-    removed_at: status.removedAt === undefined ? null : iso(status.removedAt),
+    published_at: isoTime(status.publishedAt),
+    signs_from: isoTime(status.signsFrom),
+    signs_until: status.signsUntil === undefined ? null : isoTime(status.signsUntil),
+    removed_at: status.removedAt === undefined ? null : isoTime(status.removedAt),
   };
 }
 
 function table(statuses: KeyStatus[]): string {
   return statuses.map((status) => [
     status.kid, status.alg, status.state,
-    `published ${iso(status.publishedAt)}`,
-    `signs ${iso(status.signsFrom)} - ${status.signsUntil === undefined ? '' : iso(status.signsUntil)}`,
-    `removed ${status.removedAt === undefined ? '-' : iso(status.removedAt)}`,
+    `published ${isoTime(status.publishedAt)}`,
+    `signs ${isoTime(status.signsFrom)} - ${status.signsUntil === undefined ? '' : isoTime(status.signsUntil)}`,
+    `removed ${status.removedAt === undefined ? '-' : isoTime(status.removedAt)}`,
   ].join('\t')).join('\n');
-}
-
-function iso(at: number): string {
-  return new Date(at * 1000).toISOString();
 }

@@ -4,7 +4,7 @@ import type { SettingStore } from '../../adapters/store.ts';
 import type { KeyRotationPolicy } from '../config.ts';
 import type { Logger } from '../logger.ts';
 import type { KeyRing } from './key_encryption.ts';
-import { engineJwks, KEY_SET_POLL_MS, newKeys, nowSeconds, RotationPendingError, rotationDue, type KeySet } from './key_rotation.ts';
+import { engineJwks, isoTime, KEY_SET_POLL_MS, newKeys, nowSeconds, RotationPendingError, rotationDue, type KeySet } from './key_rotation.ts';
 import { openKeySet, rotateKeySet, SIGNING_KEYS_SETTING } from './key_rotation_store.ts';
 
 export interface KeyWatchOptions {
@@ -60,7 +60,7 @@ export function watchSigningKeys(options: KeyWatchOptions): KeyWatch {
     try {
       const rotatedSet = await rotateKeySet(settings, keyRing, { ...policy, keys: await newKeys(), promptly: false });
       const added = rotatedSet.generations.at(-1)!;
-      logger.info('rotated the signing keys on schedule', { kids: added.kids.join(' '), signs_from: new Date(added.signsFrom * 1000).toISOString() });
+      logger.info('rotated the signing keys on schedule', { kids: added.kids.join(' '), signs_from: isoTime(added.signsFrom) });
     } catch (error) {
       // Another instance rotated first: the next read shows its keys.
       if (!(error instanceof RotationPendingError)) throw error;
