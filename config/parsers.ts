@@ -60,7 +60,8 @@ export const workers: Parser<number> = (value, name) => {
   return count;
 };
 
-const LOOPBACK_HOSTS = new Set(['localhost', '127.0.0.1', '[::1]']);
+/** Loopback host names as a URL's `hostname` gives them: http is allowed there (RFC 8252 section 7.3, the issuer in development). */
+export const LOOPBACK_HOSTS: ReadonlySet<string> = new Set(['localhost', '127.0.0.1', '[::1]']);
 
 /** An issuer identifier (RFC 8414): absolute, https unless on loopback, no query, fragment or credentials. */
 export const baseUrl: Parser<{ issuer: string; basePath: string }> = (value, name) => {

@@ -1,5 +1,6 @@
 import type { Client, Grant, KoaContextWithOIDC } from 'oidc-provider';
 
+import { LOOPBACK_HOSTS } from '../../config/parsers.ts';
 import { redirectUrisAddedAt } from './registration.ts';
 
 /**
@@ -47,11 +48,9 @@ function whenAdded(client: Client, redirectUri: string): number {
   return matches.length ? Math.min(...matches.map((uri) => added[uri] ?? 0)) : Math.floor(Date.now() / 1000);
 }
 
-const LOOPBACK = new Set(['127.0.0.1', '[::1]', 'localhost']);
-
 function loopbackWithoutPort(uri: string): string | undefined {
   const url = URL.parse(uri);
-  if (!url || url.protocol !== 'http:' || !LOOPBACK.has(url.hostname)) return undefined;
+  if (!url || url.protocol !== 'http:' || !LOOPBACK_HOSTS.has(url.hostname)) return undefined;
   url.port = '';
   return url.href;
 }

@@ -1,6 +1,7 @@
 import { errors, type Client, type KoaContextWithOIDC, type Provider } from 'oidc-provider';
 import type { Middleware } from 'koa';
 
+import { LOOPBACK_HOSTS } from '../../config/parsers.ts';
 import { findInitialAccessToken, useOnRegistration } from './initial_access_tokens.ts';
 import { checkRegistrationHygiene } from './registration_hygiene.ts';
 
@@ -59,7 +60,6 @@ interface RegistrationState {
   registrationWorkspace?: string;
 }
 
-const LOOPBACK = new Set(['127.0.0.1', '[::1]', 'localhost']);
 const WEB_SCHEMES = new Set(['http:', 'https:']);
 
 type Metadata = Record<string, unknown>;
@@ -203,7 +203,7 @@ function checkRedirectUriList(field: string, uris: unknown): boolean {
     }
     if (uri.includes('#')) throw new errors.InvalidClientMetadata(`${field} must not contain a fragment; remove "#..." from "${uri}"`);
     if (uri.includes('*')) throw new errors.InvalidClientMetadata(`${field} must not contain wildcards; register every exact URI ("${uri}")`);
-    if (url.protocol === 'http:' && !LOOPBACK.has(url.hostname)) {
+    if (url.protocol === 'http:' && !LOOPBACK_HOSTS.has(url.hostname)) {
       throw new errors.InvalidClientMetadata(`${field} must use https; http is only allowed on loopback (127.0.0.1, [::1], localhost), got "${uri}"`);
     }
     if (!WEB_SCHEMES.has(url.protocol)) privateUse = true;
