@@ -25,6 +25,7 @@ const REDIRECT_URI = 'http://127.0.0.1:8976/callback';
 
 interface Printed {
   clientId: string;
+  clientSecret: string;
   authorizationUrl: string;
   state: string;
   exchange: string;
@@ -43,6 +44,7 @@ function parsePrinted(stdout: string): Printed {
   const authorizationUrl = line(/^\s+(http\S+\/oauth\/authorize\?\S+)$/m);
   return {
     clientId: line(/^\s+client_id\s+(\S+)$/m),
+    clientSecret: line(/^\s+client_secret\s+(\S+)$/m),
     authorizationUrl,
     state: new URL(authorizationUrl).searchParams.get('state')!,
     exchange: line(/^\s+(curl .*grant_type=authorization_code.*)$/m),
@@ -128,6 +130,8 @@ describe('admin quickstart', function () {
   let server: TestServer;
   const passwords: string[] = [];
   const outputs: string[] = [];
+  /** The demo client quickstart created first, as it printed it (its secret shown once, there). */
+  let demo: { clientId: string; clientSecret: string } | undefined;
 
   async function quickstart(args: string[], password?: string) {
     if (password) passwords.push(password);
@@ -176,6 +180,7 @@ describe('admin quickstart', function () {
     const result = await quickstart(['--workspace-name', 'Acme', '--email', email, '--name', 'Ann Newcomer', '--password-stdin'], password);
     expect(result.code, result.stderr).to.equal(0);
     const printed = parsePrinted(result.stdout);
+    demo = { clientId: printed.clientId, clientSecret: printed.clientSecret };
     const workspaceId = /workspace (ws_\S+) \("Acme"\)/.exec(result.stdout)?.[1];
     expect(workspaceId, result.stdout).to.be.a('string');
 
@@ -213,17 +218,20 @@ describe('admin quickstart', function () {
   it('the demo client is one an operator stands behind: bound to the workspace in client list (no secret shown), its error answers redirected directly', async () => {
     const list = await server.admin(['client', 'list', '--json']);
     const clients = JSON.parse(list.stdout) as Array<Record<string, unknown>>;
-    const demo = clients.find((client) => client.client_name === 'Quickstart demo');
-    expect(demo).to.include({ token_endpoint_auth_method: 'client_secret_post' });
-    expect(demo!.workspace_id).to.match(/^ws_/);
-    expect(demo!.grant_types).to.deep.equal(['authorization_code', 'refresh_token', 'client_credentials']);
-    expect(demo!.redirect_uris).to.deep.equal([REDIRECT_URI]);
+    const listed = clients.find((client) => client.client_name === 'Quickstart demo');
+    expect(demo, 'the demo client quickstart printed (the test before)').to.not.equal(undefined);
+    expect(listed).to.include({ client_id: demo!.clientId, token_endpoint_auth_method: 'client_secret_post' });
+    expect(listed!.workspace_id).to.match(/^ws_/);
+    expect(listed!.grant_types).to.deep.equal(['authorization_code', 'refresh_token', 'client_credentials']);
+    expect(listed!.redirect_uris).to.deep.equal([REDIRECT_URI]);
+    expect(demo!.clientSecret.length, 'the printed secret').to.be.greaterThan(20);
+    expect(list.stdout, 'the demo client\'s secret').to.not.contain(demo!.clientSecret);
     expect(list.stdout).to.not.contain('client_secret"');
 
     // Vetted: an error answer goes straight back to the application, as for a client registered with an initial access token.
     const url = new URL(`${server.issuer}/oauth/authorize`);
     url.search = new URLSearchParams({
-      client_id: String(demo!.client_id), response_type: 'code', redirect_uri: REDIRECT_URI, scope: 'api bogus', state: 'st',
+      client_id: String(listed!.client_id), response_type: 'code', redirect_uri: REDIRECT_URI, scope: 'api bogus', state: 'st',
       code_challenge: 'E9Melhoa2OwvFrEMTJguCHaoeK1t8URWbuGJSstw-cM', code_challenge_method: 'S256',
     }).toString();
     const answer = await fetch(url, { redirect: 'manual' });
