@@ -229,6 +229,17 @@ describe('settings area in a real browser', function () {
       try {
         const refreshed = await tokenRequest(other.origin, { grant_type: 'refresh_token', refresh_token: tokens.refresh_token, ...postCredentials(client) });
         expect(refreshed.status).to.equal(200);
+        // The last use is written in the background after the answer: wait for it before stopping the instance.
+        const written = openStore(server.store);
+        try {
+          const [grant] = await written.model('Grant').listBy(user.id);
+          for (const deadline = Date.now() + 5000; Date.now() < deadline; await new Promise((resolve) => setTimeout(resolve, 100))) {
+            const lastUsedAt = (await written.model('GrantActivity').find(grant!.id))?.lastUsedAt;
+            if (typeof lastUsedAt === 'number' && Date.now() / 1000 - lastUsedAt < 60) break;
+          }
+        } finally {
+          await written.close();
+        }
       } finally {
         await other.stop();
       }
