@@ -1,4 +1,4 @@
-import { LIFETIMES } from '../src/oauth/lifetimes.ts';
+import { LIFETIMES, MIN_PREPUBLISH_SECONDS } from '../src/oauth/lifetimes.ts';
 import {
   atLeast, baseUrl, bearerToken, choice, count, days, duration, encryptionKey, encryptionKeys, onOff, orOff, port,
   proxyHops, rate, registrationMode, storeUrl, text, workers, type Parser,
@@ -54,8 +54,6 @@ function durationText(seconds: number): string {
   return seconds % 60 === 0 ? `${seconds / 60}m` : `${seconds}s`;
 }
 
-/** Seconds an instance may take to see a new key (key_rotation.ts MIN_PREPUBLISH_SECONDS): a key is published at least this long before it signs. */
-const MIN_KEY_PREPUBLISH = 3;
 /** The longest-lived JWT the service signs (access and ID tokens, signed userinfo) plus a minute of clock skew. */
 const DEFAULT_KEY_RETENTION = Math.max(LIFETIMES.AccessToken, LIFETIMES.ClientCredentials, LIFETIMES.IdToken) + 60;
 
@@ -147,7 +145,7 @@ export const SCHEMA = {
   KEY_PREPUBLISH: withDefault(
     '1h',
     'How long a new signing key is published in the JWKS before it signs (at least `3s`, so every instance has it first): longer than resource servers cache the JWKS. See [Rotating the signing keys](#rotating-the-signing-keys)',
-    atLeast(MIN_KEY_PREPUBLISH, 'so every instance has a new key before it signs', duration),
+    atLeast(MIN_PREPUBLISH_SECONDS, 'so every instance has a new key before it signs', duration),
   ),
   KEY_RETENTION: withDefault(
     durationText(DEFAULT_KEY_RETENTION),

@@ -1,5 +1,6 @@
 import { calculateJwkThumbprint, exportJWK, generateKeyPair, type JWK } from 'jose';
 
+import { MIN_PREPUBLISH_SECONDS } from './lifetimes.ts';
 import { PROPAGATION_BOUND_MS } from './propagation.ts';
 
 /**
@@ -82,9 +83,6 @@ export interface RotationTimes {
  * instance could meet a token signed by a key it does not know yet.
  */
 export const KEY_SET_POLL_MS = PROPAGATION_BOUND_MS;
-
-/** The shortest pre-publication: every instance has the new keys before any signs with them. */
-export const MIN_PREPUBLISH_SECONDS = 3;
 
 /** A rotation refused because one is already under way. */
 export class RotationPendingError extends Error {

@@ -19,6 +19,13 @@ export const LIFETIMES = {
 } as const;
 
 /**
+ * The shortest pre-publication of a new signing key, in seconds: every instance has the new keys
+ * (KEY_SET_POLL_MS, within propagation.ts PROPAGATION_BOUND_MS) before any signs with them. The
+ * floor of KEY_PREPUBLISH, and what `keys rotate --now` waits (key_rotation.ts).
+ */
+export const MIN_PREPUBLISH_SECONDS = 3;
+
+/**
  * A session's lifetime: two weeks once someone signed in to it. The engine also keeps a session
  * for a browser that signed in to nothing (a sign-out from a browser without a session keeps its
  * confirm form's xsrf value in one); that lives as long as an interaction, so anonymous requests
