@@ -9,8 +9,8 @@ import { SCHEMA } from './schema.ts';
  * between the markers below (test/config.test.ts checks it is up to date).
  */
 
-export const TABLE_START = '<!-- config:table: generated from config/schema.ts by `npm run config:table -- --write`; edit there -->';
-export const TABLE_END = '<!-- /config:table -->';
+const TABLE_START = '<!-- config:table: generated from config/schema.ts by `npm run config:table -- --write`; edit there -->';
+const TABLE_END = '<!-- /config:table -->';
 
 const README = fileURLToPath(new URL('../README.md', import.meta.url));
 

@@ -3,7 +3,7 @@ import type { Context, Middleware } from 'koa';
 import compose from 'koa-compose';
 
 /** Enough for any authorization request; the redirect carries it in a URL, which Node caps at 16 KiB of headers. */
-export const AUTHORIZATION_FORM_LIMIT = 8 * 1024;
+const AUTHORIZATION_FORM_LIMIT = 8 * 1024;
 
 /** The longest URL the 303 may name: Node reads request heads of up to 16 KiB, cookies included. */
 const REDIRECT_URL_LIMIT = 12 * 1024;

@@ -1,5 +1,4 @@
 import { parseDuration } from '../cli/duration.ts';
-import { MAX_NAME_LENGTH } from '../resource/api_keys.ts';
 
 /** The lifetimes the form offers; the first one the admin did not change is 90 days. */
 export const EXPIRY_CHOICES: ReadonlyArray<{ value: string; label: string }> = [
@@ -10,7 +9,6 @@ export const EXPIRY_CHOICES: ReadonlyArray<{ value: string; label: string }> = [
   { value: 'never', label: 'Never' },
 ];
 export const DEFAULT_EXPIRY = '90d';
-export { MAX_NAME_LENGTH };
 
 export type ApiKeyRequest = { name: string; expiresIn: number | undefined };
 

@@ -4,8 +4,8 @@ import type { ApiKeyRecord, ModelStore, Role, User } from '../../adapters/store.
 import type { Accounts } from '../accounts/accounts.ts';
 import { renderPage } from '../interactions/pages.ts';
 import { ENGINE_ROUTES } from '../oauth/routes.ts';
-import type { ApiKeys, NewApiKey } from '../resource/api_keys.ts';
-import { DEFAULT_EXPIRY, EXPIRY_CHOICES, MAX_NAME_LENGTH } from './api_key_form.ts';
+import { MAX_NAME_LENGTH, type ApiKeys, type NewApiKey } from '../resource/api_keys.ts';
+import { DEFAULT_EXPIRY, EXPIRY_CHOICES } from './api_key_form.ts';
 import { COPY_SCRIPT_PATH } from './assets.ts';
 import type { ConnectedApps } from './connected_apps.ts';
 import { SETTINGS_PATH } from './sign_in_client.ts';

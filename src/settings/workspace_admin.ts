@@ -1,4 +1,3 @@
-import type { ApiKeyRecord } from '../../adapters/store.ts';
 import { ApiKeyError, type ApiKeys, type NewApiKey } from '../resource/api_keys.ts';
 import { readApiKeyForm } from './api_key_form.ts';
 
@@ -23,10 +22,6 @@ export class WorkspaceAdmin {
       if (error instanceof ApiKeyError) return { error: `The key was not created: ${error.message}.`, name: form.request.name };
       throw error;
     }
-  }
-
-  keys(workspaceId: string): Promise<ApiKeyRecord[]> {
-    return this.#apiKeys.list(workspaceId);
   }
 
   /**
