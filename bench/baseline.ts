@@ -15,8 +15,8 @@ import { createServer } from 'node:http';
 import { calculateJwkThumbprint, exportJWK, generateKeyPair, type JWK } from 'jose';
 import Provider, { errors, type Configuration, type KoaContextWithOIDC, type ResourceServer } from 'oidc-provider';
 
-import { LIFETIMES } from '../src/oauth/lifetimes.ts';
-import { ENGINE_ROUTES, USERINFO_PATH } from '../src/oauth/routes.ts';
+import { LIFETIMES } from '../config/lifetimes.ts';
+import { ENGINE_ROUTES, USERINFO_PATH } from '../src/engine/routes.ts';
 import { MemoryAdapter } from './memory_adapter.ts';
 import { BASELINE_OPAQUE_RESOURCE, apiResource } from './resources.ts';
 

@@ -10,7 +10,7 @@
 import { registerHooks } from 'node:module';
 
 import { Accounts } from '../src/accounts/accounts.ts';
-import { ApiKeys } from '../src/resource/api_keys.ts';
+import { ApiKeys } from '../src/api_keys/api_keys.ts';
 import { SEED_LINE_PREFIX, seedUser, type MemorySeedExtras } from './seed.ts';
 
 const ADAPTERS = new URL('../adapters/index.ts', import.meta.url).href;

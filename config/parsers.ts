@@ -1,7 +1,7 @@
 import { availableParallelism } from 'node:os';
 
 import { isRedisUrl, parseRedisUrl } from '../adapters/redis_url.ts';
-import { parseDuration } from '../src/cli/duration.ts';
+import { parseDuration } from './duration.ts';
 import type { Rate } from './types.ts';
 
 /**

@@ -1,4 +1,4 @@
-import { LIFETIMES, MIN_PREPUBLISH_SECONDS } from '../src/oauth/lifetimes.ts';
+import { LIFETIMES, MIN_PREPUBLISH_SECONDS } from './lifetimes.ts';
 import {
   atLeast, baseUrl, bearerToken, choice, count, days, duration, encryptionKey, encryptionKeys, onOff, orOff, port,
   proxyHops, rate, registrationMode, storeUrl, text, workers, type Parser,

@@ -2,17 +2,17 @@ import cluster from 'node:cluster';
 import { createServer, type Server } from 'node:http';
 
 import { openStore } from '../adapters/index.ts';
-import { ConfigError, loadConfig, type Config } from './config.ts';
-import { createLogger, type Logger } from './logger.ts';
-import { KeyEncryptionError, loadKeyRing } from './oauth/key_encryption.ts';
-import { KeyConfigError, loadKeys, type KeyMaterial } from './oauth/keys.ts';
-import { watchSigningKeys } from './oauth/key_rotation_watch.ts';
-import { RevocationList } from './oauth/revocation_list.ts';
-import { createService } from './server/app.ts';
-import { aggregateWorkerMetrics } from './server/metrics/cluster.ts';
-import { Metrics } from './server/metrics/metrics.ts';
-import { instrumentStore } from './server/metrics/store.ts';
-import { superviseWorkers } from './server/workers.ts';
+import { ConfigError, loadConfig, type Config } from '../config/index.ts';
+import { createLogger, type Logger } from './shared/logger.ts';
+import { KeyEncryptionError, loadKeyRing } from './keys/key_encryption.ts';
+import { KeyConfigError, loadKeys, type KeyMaterial } from './keys/keys.ts';
+import { watchSigningKeys } from './keys/rotation_watch.ts';
+import { RevocationList } from './tokens/revocation_list.ts';
+import { createService } from './http/app.ts';
+import { aggregateWorkerMetrics } from './http/metrics/cluster.ts';
+import { Metrics } from './http/metrics/metrics.ts';
+import { instrumentStore } from './http/metrics/store.ts';
+import { superviseWorkers } from './http/workers.ts';
 
 /** How long SIGTERM waits for requests in flight before it closes their connections. */
 const SHUTDOWN_GRACE_MS = 10_000;

@@ -7,7 +7,7 @@ import { api, createApiKey } from './helpers/data_api.ts';
 import { introspect, postCredentials, registerClient, tokenRequest } from './helpers/oauth.ts';
 import { startRedis, type RedisServer } from './helpers/redis.ts';
 import { initialAccessToken, seedUser, startServer, type TestServer } from './helpers/server.ts';
-import { generateApiKey } from '../src/resource/api_key_format.ts';
+import { generateApiKey } from '../src/api_keys/format.ts';
 
 /**
  * API keys: the other way into the data API ("Data API calls authenticate with either an API key

@@ -7,7 +7,7 @@ import { expect } from 'chai';
 
 import { SCHEMA } from '../config/schema.ts';
 import { configurationTable, withTable } from '../config/table.ts';
-import { ConfigError, loadConfig } from '../src/config.ts';
+import { ConfigError, loadConfig } from '../config/index.ts';
 
 const ROOT = fileURLToPath(new URL('..', import.meta.url));
 

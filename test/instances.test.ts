@@ -3,8 +3,8 @@ import { setTimeout as sleep } from 'node:timers/promises';
 import { expect } from 'chai';
 
 import { openStore } from '../adapters/index.ts';
-import { PROPAGATION_BOUND_MS } from '../src/oauth/propagation.ts';
-import { CLOCK_MARGIN_SECONDS } from '../src/oauth/revocation_list.ts';
+import { PROPAGATION_BOUND_MS } from '../src/shared/propagation.ts';
+import { CLOCK_MARGIN_SECONDS } from '../src/tokens/revocation_list.ts';
 import { api, createApiKey } from './helpers/data_api.ts';
 import { codeRequest, exchangeCode, introspect, postCredentials, registerClient, tokenRequest, REDIRECT_URI, type RegisteredClient } from './helpers/oauth.ts';
 import { initialAccessToken, seedUser, startServer, type SeededUser, type TestServer } from './helpers/server.ts';

@@ -9,8 +9,8 @@ import { expect } from 'chai';
 import { calculateJwkThumbprint, createLocalJWKSet, decodeProtectedHeader, exportJWK, generateKeyPair, jwtVerify, type JWK } from 'jose';
 
 import { openStore } from '../adapters/index.ts';
-import { ConfigError, loadConfig } from '../src/config.ts';
-import { KeyRing } from '../src/oauth/key_encryption.ts';
+import { ConfigError, loadConfig } from '../config/index.ts';
+import { KeyRing } from '../src/keys/key_encryption.ts';
 import { api, clientCredentialsToken } from './helpers/data_api.ts';
 import { codeRequest, exchangeCode, introspect, postCredentials, registerClient, tokenRequest, type RegisteredClient } from './helpers/oauth.ts';
 import { runAdmin, seedUser, startServer, type SeededUser, type TestServer } from './helpers/server.ts';

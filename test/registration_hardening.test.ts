@@ -5,7 +5,7 @@ import { createServer, type Server, type Socket } from 'node:net';
 import { expect } from 'chai';
 
 import { openStore, sqliteFile } from '../adapters/index.ts';
-import { ConfigError, loadConfig } from '../src/config.ts';
+import { ConfigError, loadConfig } from '../config/index.ts';
 import { authorizationUrl, codeRequest, exchangeCode, management, postCredentials, REDIRECT_URI, register, registerClient, type RegisteredClient, tokenRequest } from './helpers/oauth.ts';
 import { startRedis, type RedisServer } from './helpers/redis.ts';
 import { freePort, initialAccessToken, seedUser, startServer, type SeededUser, type TestServer } from './helpers/server.ts';

@@ -2,14 +2,14 @@ import { expect } from 'chai';
 
 import { openStore } from '../adapters/index.ts';
 import { BackendUnavailableError, type Store } from '../adapters/store.ts';
-import { PROPAGATION_BOUND_MS } from '../src/oauth/propagation.ts';
+import { PROPAGATION_BOUND_MS } from '../src/shared/propagation.ts';
 import {
   CLOCK_MARGIN_SECONDS,
   RevocationList,
   TOKEN_REVOCATIONS_PER_OWNER,
   grantReference,
   type RevocableToken,
-} from '../src/oauth/revocation_list.ts';
+} from '../src/tokens/revocation_list.ts';
 
 /** A clock the test moves by hand, starting at the real time. */
 function manualClock() {

@@ -4,8 +4,8 @@ import type { Provider } from 'oidc-provider';
 
 import type { Store } from '../../adapters/store.ts';
 import { AccountError, type Accounts } from '../accounts/accounts.ts';
-import { storeOperatorClient } from '../oauth/operator_clients.ts';
-import { WORKSPACE_METADATA } from '../oauth/registration.ts';
+import { storeOperatorClient } from '../clients/operator_clients.ts';
+import { WORKSPACE_METADATA } from '../clients/registration.ts';
 import { ask, askHidden } from './prompt.ts';
 import { buildGuide, describeGuide } from './quickstart_guide.ts';
 

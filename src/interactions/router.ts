@@ -4,16 +4,16 @@ import type { Context } from 'koa';
 import { errors, type InteractionResults, type Provider } from 'oidc-provider';
 
 import type { Accounts } from '../accounts/accounts.ts';
-import type { SignIns } from '../server/rate_limits/rate_limits.ts';
-import type { GrantWorkspaces } from '../oauth/grant_workspaces.ts';
-import { isVetted } from '../oauth/client_vetting.ts';
-import { LIFETIMES } from '../oauth/lifetimes.ts';
-import { ENGINE_ROUTES, INTERACTION_PATH } from '../oauth/routes.ts';
-import { PASSWORD_ACR, PASSWORD_AMR } from '../oauth/authentication_context.ts';
-import { requestedClaimNames } from '../oauth/requested_claims.ts';
-import { SCOPE_DESCRIPTIONS, describeClaims } from '../oauth/scopes.ts';
-import type { CsrfTokens } from './csrf.ts';
-import { clientDisplay, redirectTarget, renderErrorPage, renderPage, type ClientDisplay } from './pages.ts';
+import type { SignIns } from '../rate_limits/limits.ts';
+import type { GrantWorkspaces } from '../grants/workspaces.ts';
+import { isVetted } from '../clients/vetting.ts';
+import { LIFETIMES } from '../../config/lifetimes.ts';
+import { ENGINE_ROUTES, INTERACTION_PATH } from '../engine/routes.ts';
+import { PASSWORD_ACR, PASSWORD_AMR } from '../engine/authentication_context.ts';
+import { requestedClaimNames } from '../engine/requested_claims.ts';
+import { SCOPE_DESCRIPTIONS, describeClaims } from '../engine/scopes.ts';
+import type { CsrfTokens } from '../pages/csrf.ts';
+import { clientDisplay, redirectTarget, renderErrorPage, renderPage, type ClientDisplay } from '../pages/render.ts';
 
 export interface InteractionDependencies {
   provider: Provider;

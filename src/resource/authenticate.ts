@@ -1,9 +1,9 @@
 import type { Context, Middleware } from 'koa';
 
 import { ROLES, type Role } from '../../adapters/store.ts';
-import { isUserToken, type AccessTokenClaims, type AccessTokenVerifier } from '../oauth/jwt_access_tokens.ts';
-import { looksLikeApiKey } from './api_key_format.ts';
-import type { ApiKeys } from './api_keys.ts';
+import { isUserToken, type AccessTokenClaims, type AccessTokenVerifier } from '../tokens/verifier.ts';
+import { looksLikeApiKey } from '../api_keys/format.ts';
+import type { ApiKeys } from '../api_keys/api_keys.ts';
 import { bearerToken, refuseBearer } from './bearer.ts';
 import type { LiveRoles } from './live_roles.ts';
 import { lowerRole, type Principal } from './principal.ts';

@@ -6,7 +6,7 @@ import compose from 'koa-compose';
 import type { RecordStore } from '../../adapters/store.ts';
 import { authenticate, type Authenticators } from './authenticate.ts';
 import { bearerCors } from './cors.ts';
-import { ApiError, notFound } from './errors.ts';
+import { ApiError, notFound } from '../shared/http_error.ts';
 import { MetadataApi } from './metadata.ts';
 import { objectNamed, type ObjectDefinition } from './objects.ts';
 import { CoreApi, OBJECT_NAMES } from './records.ts';

@@ -1,5 +1,5 @@
 import type { AccountStore, Role } from '../../adapters/store.ts';
-import { PROPAGATION_BOUND_MS } from '../oauth/propagation.ts';
+import { PROPAGATION_BOUND_MS } from '../shared/propagation.ts';
 
 const MAX_CACHED = 10_000;
 

@@ -1,4 +1,4 @@
-import { notFound } from './errors.ts';
+import { notFound } from '../shared/http_error.ts';
 import { OBJECTS, type FieldDefinition, type ObjectDefinition } from './objects.ts';
 
 /**

@@ -1,4 +1,4 @@
-import { invalidRequest } from './errors.ts';
+import { invalidRequest } from '../shared/http_error.ts';
 
 export const DEFAULT_PAGE_SIZE = 20;
 export const MAX_PAGE_SIZE = 100;

@@ -3,7 +3,7 @@ import { randomUUID } from 'node:crypto';
 import type { Context } from 'koa';
 
 import type { DataRecord, RecordStore } from '../../adapters/store.ts';
-import { ApiError, invalidRequest, notFound } from './errors.ts';
+import { ApiError, invalidRequest, notFound } from '../shared/http_error.ts';
 import { decodeCursor, encodeCursor, pageSize } from './pagination.ts';
 import { canWriteRecords, type Principal } from './principal.ts';
 import { OBJECTS, objectNamed, writableFields, type ObjectDefinition } from './objects.ts';

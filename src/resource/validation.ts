@@ -1,4 +1,4 @@
-import { invalidRequest } from './errors.ts';
+import { invalidRequest } from '../shared/http_error.ts';
 import { writableFields, type FieldDefinition, type ObjectDefinition } from './objects.ts';
 
 /** The changes a valid body asks for, field name -> value (null clears a field). */

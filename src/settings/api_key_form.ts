@@ -1,4 +1,4 @@
-import { parseDuration } from '../cli/duration.ts';
+import { parseDuration } from '../../config/duration.ts';
 
 /** The lifetimes the form offers; the first one the admin did not change is 90 days. */
 export const EXPIRY_CHOICES: ReadonlyArray<{ value: string; label: string }> = [

@@ -1,10 +1,10 @@
 import type { Provider } from 'oidc-provider';
 
 import type { ModelPayload, ModelStore } from '../../adapters/store.ts';
-import type { GrantActivity } from '../oauth/grant_activity.ts';
-import type { GrantWorkspaces } from '../oauth/grant_workspaces.ts';
-import { SCOPE_DESCRIPTIONS, describeClaims } from '../oauth/scopes.ts';
-import { SETTINGS_CLIENT_ID } from './sign_in_client.ts';
+import type { GrantActivity } from '../grants/activity.ts';
+import type { GrantWorkspaces } from '../grants/workspaces.ts';
+import { SCOPE_DESCRIPTIONS, describeClaims } from '../engine/scopes.ts';
+import { SETTINGS_CLIENT_ID } from '../clients/first_party.ts';
 
 /** One application the user allowed, as the settings page lists it. Times in seconds since the epoch. */
 export interface ConnectedApp {

@@ -3,8 +3,8 @@ import type { Provider } from 'oidc-provider';
 
 import type { Role } from '../../adapters/store.ts';
 import type { Accounts } from '../accounts/accounts.ts';
-import type { CsrfTokens } from '../interactions/csrf.ts';
-import { renderErrorPage } from '../interactions/pages.ts';
+import type { CsrfTokens } from '../pages/csrf.ts';
+import { renderErrorPage } from '../pages/render.ts';
 import { signedIn, type SignedIn } from './session.ts';
 import type { SettingsSignIn } from './sign_in.ts';
 

@@ -2,13 +2,13 @@ import type { Context } from 'koa';
 
 import type { ApiKeyRecord, ModelStore, Role, User } from '../../adapters/store.ts';
 import type { Accounts } from '../accounts/accounts.ts';
-import { renderPage } from '../interactions/pages.ts';
-import { ENGINE_ROUTES } from '../oauth/routes.ts';
-import { MAX_NAME_LENGTH, type ApiKeys, type NewApiKey } from '../resource/api_keys.ts';
+import { renderPage } from '../pages/render.ts';
+import { ENGINE_ROUTES } from '../engine/routes.ts';
+import { MAX_NAME_LENGTH, type ApiKeys, type NewApiKey } from '../api_keys/api_keys.ts';
 import { DEFAULT_EXPIRY, EXPIRY_CHOICES } from './api_key_form.ts';
 import { COPY_SCRIPT_PATH } from './assets.ts';
 import type { ConnectedApps } from './connected_apps.ts';
-import { SETTINGS_PATH } from './sign_in_client.ts';
+import { SETTINGS_PATH } from '../clients/first_party.ts';
 import { shownTime } from './times.ts';
 import { boundClients } from './workspace_clients.ts';
 

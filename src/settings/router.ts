@@ -6,20 +6,20 @@ import type { Provider } from 'oidc-provider';
 
 import type { Store } from '../../adapters/store.ts';
 import type { Accounts } from '../accounts/accounts.ts';
-import { CsrfTokens } from '../interactions/csrf.ts';
-import { renderErrorPage } from '../interactions/pages.ts';
-import type { GrantActivity } from '../oauth/grant_activity.ts';
-import type { GrantWorkspaces } from '../oauth/grant_workspaces.ts';
-import { PROPAGATION_BOUND_MS } from '../oauth/propagation.ts';
-import type { ApiKeys } from '../resource/api_keys.ts';
+import { CsrfTokens } from '../pages/csrf.ts';
+import { renderErrorPage } from '../pages/render.ts';
+import type { GrantActivity } from '../grants/activity.ts';
+import type { GrantWorkspaces } from '../grants/workspaces.ts';
+import { PROPAGATION_BOUND_MS } from '../shared/propagation.ts';
+import type { ApiKeys } from '../api_keys/api_keys.ts';
 import { copyScript, COPY_SCRIPT_PATH } from './assets.ts';
 import { ConnectedApps } from './connected_apps.ts';
-import { formBody } from './form_body.ts';
+import { formBody } from '../pages/form_body.ts';
 import { settingsGuards, settingsState } from './guards.ts';
 import { SettingsPages } from './pages.ts';
 import { signedIn } from './session.ts';
 import { SettingsSignIn } from './sign_in.ts';
-import { SETTINGS_PATH } from './sign_in_client.ts';
+import { SETTINGS_PATH } from '../clients/first_party.ts';
 import { WorkspaceAdmin } from './workspace_admin.ts';
 
 export interface SettingsDependencies {

@@ -3,8 +3,8 @@ import { createHash, randomBytes } from 'node:crypto';
 import type { Context } from 'koa';
 import type { Provider } from 'oidc-provider';
 
-import { ENGINE_ROUTES } from '../oauth/routes.ts';
-import { CALLBACK_PATH, SETTINGS_CLIENT_ID, SETTINGS_PATH, SETTINGS_SCOPE } from './sign_in_client.ts';
+import { ENGINE_ROUTES } from '../engine/routes.ts';
+import { CALLBACK_PATH, SETTINGS_CLIENT_ID, SETTINGS_PATH, SETTINGS_SCOPE } from '../clients/first_party.ts';
 
 /** Binds the callback to the browser that set out to sign in, and says where to return. */
 const STATE_COOKIE = 'settings_sign_in';

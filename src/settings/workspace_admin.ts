@@ -1,4 +1,4 @@
-import { ApiKeyError, type ApiKeys, type NewApiKey } from '../resource/api_keys.ts';
+import { ApiKeyError, type ApiKeys, type NewApiKey } from '../api_keys/api_keys.ts';
 import { readApiKeyForm } from './api_key_form.ts';
 
 /**

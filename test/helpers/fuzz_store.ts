@@ -1,7 +1,7 @@
 import { createHash } from 'node:crypto';
 import { DatabaseSync } from 'node:sqlite';
 
-import { LIFETIMES } from '../../src/oauth/lifetimes.ts';
+import { LIFETIMES } from '../../config/lifetimes.ts';
 import type { RawRequest, RawResponse } from './fuzz_http.ts';
 
 const clip = (text: string, length: number) => (text.length > length ? `${text.slice(0, length)}... (${text.length} chars)` : text);

@@ -1,0 +1,125 @@
+import { randomBytes } from 'node:crypto';
+
+import type { ApiKeyRecord, ApiKeyStore } from '../../adapters/store.ts';
+import { digest } from '../engine/records_at_rest.ts';
+import { PROPAGATION_BOUND_MS } from '../shared/propagation.ts';
+import { apiKeyHint, generateApiKey, isWellFormedApiKey } from './format.ts';
+
+/** Keys kept verified in process at most; the least recently used go first. */
+const MAX_CACHED_KEYS = 10_000;
+/** Last use is recorded to this precision, so a busy key costs one store write a minute, not one per request. */
+const LAST_USED_RESOLUTION_SECONDS = 60;
+export const MAX_NAME_LENGTH = 100;
+
+export class ApiKeyError extends Error {
+  override name = 'ApiKeyError';
+}
+
+export interface NewApiKey {
+  /** The key itself: shown once, never stored. */
+  key: string;
+  record: ApiKeyRecord;
+}
+
+/**
+ * A workspace's API keys: creation, listing, revocation, and verification of a presented key.
+ *
+ * A key is stored only as its digest. A verified key is served from process memory for
+ * PROPAGATION_BOUND_MS after it was read, the longest a revocation made elsewhere goes unseen here
+ * (the instance that revokes forgets at once; the admin CLI waits the bound). Expiry is checked on
+ * every use. Unknown keys are never cached, so a new key works at once everywhere.
+ */
+export class ApiKeys {
+  readonly #store: ApiKeyStore;
+  readonly #clock: () => number;
+  readonly #onTouchError: (error: unknown) => void;
+  readonly #verified = new Map<string, { key: ApiKeyRecord; readAt: number }>();
+
+  constructor(store: ApiKeyStore, options: { clock?: () => number; onTouchError?: (error: unknown) => void } = {}) {
+    this.#store = store;
+    this.#clock = options.clock ?? Date.now;
+    this.#onTouchError = options.onTouchError ?? (() => undefined);
+  }
+
+  async create(workspaceId: string, name: string, expiresInSeconds?: number): Promise<NewApiKey> {
+    const trimmed = name.trim();
+    if (!trimmed || trimmed.length > MAX_NAME_LENGTH || /\p{Cc}/u.test(trimmed)) {
+      throw new ApiKeyError(`the key needs a name of 1 to ${MAX_NAME_LENGTH} printable characters`);
+    }
+    if (expiresInSeconds !== undefined && (!Number.isSafeInteger(expiresInSeconds) || expiresInSeconds <= 0)) {
+      throw new ApiKeyError('the expiry must be a positive number of seconds');
+    }
+    const key = generateApiKey();
+    const now = this.#seconds();
+    const record: ApiKeyRecord = {
+      id: `key_${randomBytes(9).toString('base64url')}`,
+      workspaceId,
+      name: trimmed,
+      digest: digest(key),
+      hint: apiKeyHint(key),
+      createdAt: now,
+      ...(expiresInSeconds === undefined ? {} : { expiresAt: now + expiresInSeconds }),
+    };
+    await this.#store.create(record);
+    return { key, record };
+  }
+
+  list(workspaceId: string): Promise<ApiKeyRecord[]> {
+    return this.#store.list(workspaceId);
+  }
+
+  get(id: string): Promise<ApiKeyRecord | undefined> {
+    return this.#store.get(id);
+  }
+
+  /** Deletes the key; undefined when there is none with this id. */
+  async revoke(id: string): Promise<ApiKeyRecord | undefined> {
+    const key = await this.#store.get(id);
+    if (!key || !await this.#store.delete(id)) return undefined;
+    this.#verified.delete(key.digest);
+    return key;
+  }
+
+  /** The key a presented credential is, or undefined for anything not a live key (checksum first: a typo costs no store read). */
+  async verify(presented: string): Promise<ApiKeyRecord | undefined> {
+    if (!isWellFormedApiKey(presented)) return undefined;
+    const keyDigest = digest(presented);
+    const key = await this.#find(keyDigest);
+    const now = this.#seconds();
+    if (!key) return undefined;
+    if (key.expiresAt !== undefined && key.expiresAt <= now) {
+      this.#verified.delete(keyDigest);
+      return undefined;
+    }
+    this.#recordUse(key, now);
+    return key;
+  }
+
+  async #find(keyDigest: string): Promise<ApiKeyRecord | undefined> {
+    const cached = this.#verified.get(keyDigest);
+    const now = this.#clock();
+    if (cached && now - cached.readAt < PROPAGATION_BOUND_MS) {
+      this.#verified.delete(keyDigest);
+      this.#verified.set(keyDigest, cached);
+      return cached.key;
+    }
+    this.#verified.delete(keyDigest);
+    const key = await this.#store.findByDigest(keyDigest);
+    if (!key) return undefined;
+    if (this.#verified.size >= MAX_CACHED_KEYS) this.#verified.delete(this.#verified.keys().next().value!);
+    // Kept as read: #recordUse updates its last-use time in place.
+    this.#verified.set(keyDigest, { key, readAt: now });
+    return key;
+  }
+
+  /** Written in the background: a request never waits for, or fails on, the record of its own use. */
+  #recordUse(key: ApiKeyRecord, now: number): void {
+    if (key.lastUsedAt !== undefined && now - key.lastUsedAt < LAST_USED_RESOLUTION_SECONDS) return;
+    key.lastUsedAt = now;
+    this.#store.touch(key.id, now).catch(this.#onTouchError);
+  }
+
+  #seconds(): number {
+    return Math.floor(this.#clock() / 1000);
+  }
+}

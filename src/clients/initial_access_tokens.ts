@@ -1,0 +1,106 @@
+import { randomBytes } from 'node:crypto';
+
+import Provider, { errors, type KoaContextWithOIDC } from 'oidc-provider';
+
+import type { ModelStore } from '../../adapters/store.ts';
+import type { RecordsAtRest } from '../engine/records_at_rest.ts';
+
+/**
+ * Initial access tokens (RFC 7591 section 3), made by a workspace admin with the admin CLI. Each
+ * allows a number of registrations (one unless the operator asks for more) and expires.
+ *
+ * - The value names its workspace (`<workspace id>.<secret>`), so the binding lives exactly as long
+ *   as the token the engine stores; it is stored under its SHA-256 like every bearer secret.
+ * - The record says how many registrations the token allows (`maxUses`); the store counts them
+ *   (ModelStore.countUse), atomically, so registrations racing for the last use cannot both win.
+ * - A use is counted when the registered client is about to be stored, after every check of its
+ *   metadata has passed: a refused registration does not use the token up. The record is deleted
+ *   with its last use, so from then on the token is unknown (401 invalid_token).
+ */
+export const MAX_USES_FIELD = 'maxUses';
+
+/** The most registrations one token may allow. */
+export const MAX_INITIAL_ACCESS_TOKEN_USES = 10_000;
+
+const MODEL = 'InitialAccessToken';
+
+/** The engine keeps only the fields its models declare; the InitialAccessToken also keeps `maxUses`. */
+export function countedInitialAccessTokens(provider: Provider): void {
+  const model = provider.InitialAccessToken as unknown as { IN_PAYLOAD: readonly string[] };
+  const fields = model.IN_PAYLOAD;
+  if (!fields.includes(MAX_USES_FIELD)) {
+    Object.defineProperty(model, 'IN_PAYLOAD', { value: Object.freeze([...fields, MAX_USES_FIELD]), configurable: true });
+  }
+}
+
+export interface CreatedInitialAccessToken {
+  token: string;
+  /** Seconds since the epoch. */
+  expiresAt: number;
+  uses: number;
+}
+
+export async function createInitialAccessToken(
+  provider: Provider,
+  workspaceId: string,
+  { expiresIn, uses }: { expiresIn: number; uses: number },
+): Promise<CreatedInitialAccessToken> {
+  const jti = `${workspaceId}.${randomBytes(32).toString('base64url')}`;
+  const expiresAt = Math.floor(Date.now() / 1000) + expiresIn;
+  const token = await new provider.InitialAccessToken({ jti, exp: expiresAt, [MAX_USES_FIELD]: uses }).save();
+  return { token, expiresAt, uses };
+}
+
+/** A live initial access token as a registration request presents it. */
+export interface PresentedInitialAccessToken {
+  token: string;
+  /** The workspace its value names, if any. */
+  workspace: string | undefined;
+  /** How many registrations it allows in all. */
+  maxUses: number;
+}
+
+/** The token, if it is live and not used up (a used-up one is deleted with its last use). */
+export async function findInitialAccessToken(provider: Provider, token: string): Promise<PresentedInitialAccessToken | undefined> {
+  const iat = await provider.InitialAccessToken.find(token);
+  if (!iat) return undefined;
+  const dot = token.lastIndexOf('.');
+  return { token, workspace: dot > 0 ? token.slice(0, dot) : undefined, maxUses: maxUses(iat) };
+}
+
+/** Tokens made before uses were counted carry no limit: they allow one registration, as every token now does by default. */
+function maxUses(iat: object): number {
+  const value = (iat as Record<string, unknown>)[MAX_USES_FIELD];
+  return typeof value === 'number' && Number.isSafeInteger(value) && value > 0 ? value : 1;
+}
+
+/** Where the registration request's token waits, between the host's check and the storing of the client. */
+interface RegistrationRequestState {
+  initialAccessTokenUse?: PresentedInitialAccessToken;
+}
+
+/** Marks the request's registration as one that uses `token` up by one, once the client is stored. */
+export function useOnRegistration(state: object, token: PresentedInitialAccessToken): void {
+  (state as RegistrationRequestState).initialAccessTokenUse = token;
+}
+
+/**
+ * Called by the Client adapter before it stores a client. Within a registration that presented an
+ * initial access token (the engine's request context: Provider.ctx), counts the use; when the token
+ * was used up meanwhile (a concurrent registration took the last use), the client is not stored
+ * and the registration is answered 401 invalid_token.
+ */
+export function countInitialAccessTokenUse(models: ModelStore, atRest: RecordsAtRest): () => Promise<void> {
+  return async () => {
+    const ctx: KoaContextWithOIDC | undefined = Provider.ctx;
+    const state = ctx?.state as RegistrationRequestState | undefined;
+    const presented = state?.initialAccessTokenUse;
+    if (!ctx || !presented || ctx.oidc?.route !== 'registration') return;
+    // Counted once per request, whatever else the registration stores.
+    delete state!.initialAccessTokenUse;
+    const id = atRest.id(MODEL, presented.token);
+    const uses = await models.countUse(id, presented.maxUses);
+    if (uses === 0) throw new errors.InvalidToken('initial access token is invalid, expired or used up');
+    if (uses >= presented.maxUses) await models.destroy(id);
+  };
+}

@@ -1,0 +1,115 @@
+import { errors } from 'oidc-provider';
+import type { Adapter, AdapterPayload } from 'oidc-provider';
+
+import type { ModelPayload, ModelStore, Store } from '../../adapters/store.ts';
+import { CachedClients } from '../clients/client_cache.ts';
+import { withHashedSecret } from '../clients/client_secrets.ts';
+import type { GrantActivity } from '../grants/activity.ts';
+import { GrantWorkspaces } from '../grants/workspaces.ts';
+import { countInitialAccessTokenUse } from '../clients/initial_access_tokens.ts';
+import type { RecordsAtRest } from './records_at_rest.ts';
+import type { RevocationList } from '../tokens/revocation_list.ts';
+import { clientExpiry, registrationAccessTokenExpiry } from '../clients/unused_clients.ts';
+
+/** What the engine adapter adds to a model's store. */
+interface ModelHooks {
+  beforeStore?: (payload: ModelPayload) => ModelPayload;
+  /** Runs before a record is stored; what it throws, the engine answers, and nothing is stored. */
+  beforeUpsert?: () => Promise<void>;
+  /** The record's expiry as stored, from the engine's (an unused client's probation: unused_clients.ts). */
+  expiresIn?: (payload: ModelPayload, expiresIn: number | undefined) => number | undefined | Promise<number | undefined>;
+  afterDestroy?: (id: string) => Promise<void>;
+  afterRevokeByGrantId?: (grantId: string) => Promise<void>;
+}
+
+/**
+ * The engine's adapter contract, served by the configured Store. Adds what the engine leaves to
+ * its adapter: atomic consumption (exactly one concurrent redemption of a code or refresh token
+ * wins), records stored so that a copy of the store holds no usable credential (records_at_rest.ts),
+ * client secrets stored hashed, client records cached in process, the use of an initial access
+ * token counted as the client it registers is stored, grant-scoped records
+ * removed with their grant, and the revocation of JWT access tokens, which are never stored:
+ * the engine revokes a grant's access tokens by grant id (refresh-token reuse, code replay, RFC
+ * 7009 revocation of a refresh token) and deletes a client through the Client adapter.
+ */
+export function engineAdapterFactory(store: Store, atRest: RecordsAtRest, grantWorkspaces: GrantWorkspaces, revocations: RevocationList, grantActivity: GrantActivity) {
+  return (name: string): Adapter => {
+    const models = store.model(name);
+    switch (name) {
+      case 'Client':
+        return new EngineAdapter(name, new CachedClients(models), atRest, {
+          beforeStore: withHashedSecret,
+          beforeUpsert: countInitialAccessTokenUse(store.model('InitialAccessToken'), atRest),
+          expiresIn: clientExpiry,
+          afterDestroy: (clientId) => revocations.revokeDeletedClient(clientId),
+        });
+      case 'Grant':
+        return new EngineAdapter(name, models, atRest, {
+          afterDestroy: async (grantId) => {
+            await grantWorkspaces.unbind(grantId);
+            await grantActivity.forget(grantId);
+          },
+        });
+      case 'AccessToken':
+        return new EngineAdapter(name, models, atRest, { afterRevokeByGrantId: (grantId) => revocations.revokeGrant(grantId) });
+      case 'RegistrationAccessToken':
+        return new EngineAdapter(name, models, atRest, { expiresIn: registrationAccessTokenExpiry(store.model('Client')) });
+      default:
+        return new EngineAdapter(name, models, atRest);
+    }
+  };
+}
+
+class EngineAdapter implements Adapter {
+  readonly #name: string;
+  readonly #models: ModelStore;
+  readonly #atRest: RecordsAtRest;
+  readonly #hooks: ModelHooks;
+
+  constructor(name: string, models: ModelStore, atRest: RecordsAtRest, hooks: ModelHooks = {}) {
+    this.#name = name;
+    this.#models = models;
+    this.#atRest = atRest;
+    this.#hooks = hooks;
+  }
+
+  async upsert(id: string, payload: AdapterPayload, expiresIn: number) {
+    await this.#hooks.beforeUpsert?.();
+    const record = this.#hooks.beforeStore ? this.#hooks.beforeStore(payload as ModelPayload) : payload as ModelPayload;
+    const expiry = this.#hooks.expiresIn ? await this.#hooks.expiresIn(record, expiresIn || undefined) : expiresIn || undefined;
+    await this.#models.upsert(this.#atRest.id(this.#name, id), this.#atRest.toStored(this.#name, record), expiry);
+  }
+
+  async find(id: string) {
+    return this.#fromStored(await this.#models.find(this.#atRest.id(this.#name, id)), id);
+  }
+
+  async findByUid(uid: string) {
+    return this.#fromStored(await this.#models.findByUid(uid));
+  }
+
+  async findByUserCode(userCode: string) {
+    return this.#fromStored(await this.#models.findByUserCode(this.#atRest.userCode(userCode)));
+  }
+
+  async consume(id: string) {
+    if (!await this.#models.consume(this.#atRest.id(this.#name, id))) {
+      // Lost a race against another redemption of the same code or refresh token.
+      throw new errors.InvalidGrant('grant already redeemed');
+    }
+  }
+
+  async destroy(id: string) {
+    await this.#models.destroy(this.#atRest.id(this.#name, id));
+    await this.#hooks.afterDestroy?.(id);
+  }
+
+  async revokeByGrantId(grantId: string) {
+    await this.#models.revokeByGrantId(grantId);
+    await this.#hooks.afterRevokeByGrantId?.(grantId);
+  }
+
+  #fromStored(stored: ModelPayload | undefined, id?: string): AdapterPayload | undefined {
+    return stored && this.#atRest.fromStored(this.#name, stored, id) as AdapterPayload;
+  }
+}

@@ -1,0 +1,171 @@
+import Provider, { type Configuration, type KoaContextWithOIDC } from 'oidc-provider';
+
+import type { Store } from '../../adapters/store.ts';
+import type { Accounts } from '../accounts/accounts.ts';
+import { PROFILE_CLAIM_NAMES } from '../accounts/profile.ts';
+import type { Config } from '../../config/index.ts';
+import { apiAudience, dataApiResourceServer, resourceIndicators, workspaceClaims } from './resource_indicators.ts';
+import { ACR_VALUES } from './authentication_context.ts';
+import { registerClientCredentialsGrant } from './grants/client_credentials.ts';
+import { newClientId } from '../clients/client_ids.ts';
+import { useHashedClientSecrets } from '../clients/client_secrets.ts';
+import { cookieNames } from './cookie_names.ts';
+import { engineAdapterFactory } from './adapter.ts';
+import { findAccount } from './find_account.ts';
+import { GrantActivity } from '../grants/activity.ts';
+import { GrantWorkspaces } from '../grants/workspaces.ts';
+import { countedInitialAccessTokens } from '../clients/initial_access_tokens.ts';
+import { introspectionAllowedPolicy } from '../tokens/introspection_policy.ts';
+import type { KeyMaterial } from '../keys/keys.ts';
+import { LIFETIMES, sessionLifetime } from '../../config/lifetimes.ts';
+import { rpInitiatedLogout } from '../interactions/logout.ts';
+import { pkceRequired } from './pkce.ts';
+import { RecordsAtRest } from './records_at_rest.ts';
+import { loadConsentedGrant } from './redirect_uri_consent.ts';
+import { INTROSPECTION_AUDIENCE, keepOperatorIntrospectionAudience } from '../clients/resource_servers.ts';
+import type { RevocationList } from '../tokens/revocation_list.ts';
+import { REDIRECT_URIS_ADDED_METADATA, UNUSED_UNTIL_METADATA, WORKSPACE_METADATA, validateClientMetadata } from '../clients/registration.ts';
+import { ENGINE_ROUTES, INTERACTION_PATH, USERINFO_PATH } from './routes.ts';
+import { SUPPORTED_SCOPES, effectiveScope } from './scopes.ts';
+import { keepUnusedUntil } from '../clients/unused_clients.ts';
+import { settingsClient, withSettingsSignIn } from '../clients/first_party.ts';
+
+export type RenderError = NonNullable<Configuration['renderError']>;
+
+export interface OAuthServer {
+  provider: Provider;
+  /** The audience of every access token: the data APIs. */
+  audience: string;
+  grantWorkspaces: GrantWorkspaces;
+  /** When each grant last got tokens (the settings area's "last used"). */
+  grantActivity: GrantActivity;
+}
+
+export interface ProviderDependencies {
+  config: Config;
+  store: Store;
+  accounts: Accounts;
+  keys: KeyMaterial;
+  revocations: RevocationList;
+  /** Renders the error page for errors that must not redirect (unknown client, unregistered redirect_uri). */
+  renderError: RenderError;
+}
+
+/** Configures oidc-provider, the certified engine, for this product. Everything it can do itself, it does. */
+export function buildProvider({ config, store, accounts, keys, revocations, renderError }: ProviderDependencies): OAuthServer {
+  const audience = apiAudience(config.issuer);
+  const grantWorkspaces = new GrantWorkspaces(store.model(GrantWorkspaces.MODEL));
+  const grantActivity = new GrantActivity(store.model(GrantActivity.MODEL));
+
+  const configuration: Configuration = {
+    adapter: engineAdapterFactory(store, new RecordsAtRest(keys.keyRing), grantWorkspaces, revocations, grantActivity),
+    findAccount: findAccount(accounts, grantWorkspaces),
+    jwks: keys.jwks as Configuration['jwks'],
+    cookies: { keys: keys.cookieKeys, names: cookieNames(config.issuer) },
+    routes: { ...ENGINE_ROUTES, userinfo: USERINFO_PATH },
+    interactions: { url: (_ctx: KoaContextWithOIDC, interaction) => `${config.basePath}${INTERACTION_PATH}/${interaction.uid}` },
+    renderError,
+
+    scopes: [...SUPPORTED_SCOPES],
+    // Every ID token says how and when the user signed in (the engine's default adds them only on request).
+    claims: { openid: ['sub', 'acr', 'amr', 'auth_time'], profile: [...PROFILE_CLAIM_NAMES] },
+    acrValues: ACR_VALUES,
+    // The engine ignores unknown scope values and has no default; the product refuses the first and defaults to `api`.
+    extraParams: { scope: (ctx: KoaContextWithOIDC, value: string | undefined) => { ctx.oidc.params!.scope = effectiveScope(value); } },
+    responseTypes: ['code'],
+    pkce: { required: pkceRequired(config.pkceRequired) },
+    allowOmittingSingleRegisteredRedirectUri: false,
+    clientAuthMethods: ['client_secret_post', 'client_secret_basic', 'none'],
+    clientDefaults: {
+      grant_types: ['authorization_code', 'refresh_token'],
+      response_types: ['code'],
+      token_endpoint_auth_method: 'client_secret_post',
+      id_token_signed_response_alg: 'RS256',
+    },
+    // Client secrets are stored hashed, so nothing may be keyed with them (no HS256, no client_secret_jwt).
+    // Of these, the engine offers (and lets a client register) only those the server's keys sign.
+    enabledJWA: { idTokenSigningAlgValues: ['RS256', 'ES256'], userinfoSigningAlgValues: ['RS256', 'ES256'] },
+    extraClientMetadata: {
+      // In this order: unused_until depends on the workspace being resolved.
+      properties: [WORKSPACE_METADATA, REDIRECT_URIS_ADDED_METADATA, INTROSPECTION_AUDIENCE, UNUSED_UNTIL_METADATA],
+      validator: (ctx, key, value, metadata) => {
+        validateClientMetadata(ctx, key, value, metadata);
+        keepOperatorIntrospectionAudience(ctx, key, value, metadata);
+        keepUnusedUntil(ctx, key, metadata, config.unusedClientTtl);
+      },
+    },
+
+    ttl: {
+      AccessToken: LIFETIMES.AccessToken,
+      ClientCredentials: LIFETIMES.ClientCredentials,
+      AuthorizationCode: LIFETIMES.AuthorizationCode,
+      RefreshToken: LIFETIMES.RefreshToken,
+      IdToken: LIFETIMES.IdToken,
+      Interaction: LIFETIMES.Interaction,
+      Session: sessionLifetime,
+      Grant: LIFETIMES.Grant,
+      // Unset: a registration access token lives as long as its client.
+      ...(config.registrationAccessTokenTtl ? { RegistrationAccessToken: config.registrationAccessTokenTtl } : {}),
+    },
+    // Consent reaches only the redirect URIs the client had when it was given. The settings area's
+    // own sign-in client is first-party: no consent page (src/settings/sign_in_client.ts).
+    loadExistingGrant: withSettingsSignIn(loadConsentedGrant),
+    clients: [settingsClient(config.issuer)],
+    // Pairwise subjects are not offered and sector_identifier_uri is refused at registration; a
+    // client stored before that was refused is never fetched for either.
+    sectorIdentifierUriValidate: () => false,
+    // Tokens belong to the grant, not to the browser session that created it.
+    expiresWithSession: () => false,
+    issueRefreshToken: (_ctx, client) => client.grantTypeAllowed('refresh_token'),
+    rotateRefreshToken: true,
+    extraTokenClaims: workspaceClaims(accounts, grantWorkspaces),
+
+    discovery: {
+      // RFC 8414 defaults these to client_secret_basic alone; say what really works.
+      revocation_endpoint_auth_methods_supported: ['client_secret_post', 'client_secret_basic', 'none'],
+      // A public client may introspect nothing (introspection_policy.ts).
+      introspection_endpoint_auth_methods_supported: ['client_secret_post', 'client_secret_basic'],
+    },
+
+    features: {
+      devInteractions: { enabled: false },
+      registration: {
+        enabled: true,
+        idFactory: newClientId,
+        initialAccessToken: config.registration === 'initial_access_token',
+        issueRegistrationAccessToken: true,
+      },
+      registrationManagement: { enabled: true, rotateRegistrationAccessToken: true },
+      clientCredentials: { enabled: true },
+      // Least privilege (RFC 7662 section 4): a client sees its own tokens, an operator's resource server those meant for it.
+      introspection: { enabled: true, allowedPolicy: introspectionAllowedPolicy },
+      revocation: { enabled: true },
+      resourceIndicators: resourceIndicators(audience),
+      // Enabled so the engine accepts `claims.userinfo` requests; the endpoint itself is served by
+      // the host, in front of the engine's (src/resource/userinfo.ts): the engine's accepts only audience-less tokens.
+      userinfo: { enabled: true },
+      // Registration keeps `userinfo_signed_response_alg` and discovery lists the algorithms; the
+      // host's endpoint signs (signed_userinfo.ts).
+      jwtUserinfo: { enabled: true },
+      // OpenID Connect RP-Initiated Logout 1.0 with the product's pages; tokens outlive the session (logout.ts).
+      rpInitiatedLogout: rpInitiatedLogout({ accounts, issuer: config.issuer }),
+      // Not offered: nothing advertised that is not tested end to end.
+      dPoP: { enabled: false },
+      pushedAuthorizationRequests: { enabled: false },
+      // Individual claims by name (OpenID Connect Core 5.5); the user consents to them with the scopes.
+      claimsParameter: { enabled: true },
+      requestObjects: { enabled: false },
+      deviceFlow: { enabled: false },
+      backchannelLogout: { enabled: false },
+      jwtIntrospection: { enabled: false },
+      jwtResponseModes: { enabled: false },
+    },
+  };
+
+  const provider = new Provider(config.issuer, configuration);
+  provider.proxy = config.proxyHops > 0;
+  countedInitialAccessTokens(provider);
+  useHashedClientSecrets(provider);
+  registerClientCredentialsGrant(provider, audience, dataApiResourceServer(audience));
+  return { provider, audience, grantWorkspaces, grantActivity };
+}

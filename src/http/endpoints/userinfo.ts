@@ -1,0 +1,76 @@
+import { bodyParser } from '@koa/bodyparser';
+import type { Middleware } from 'koa';
+import compose from 'koa-compose';
+
+import type { Accounts } from '../../accounts/accounts.ts';
+import { PROFILE_CLAIM_NAMES, profileClaims, type ProfileClaims } from '../../accounts/profile.ts';
+import { isUserToken, type AccessTokenVerifier } from '../../tokens/verifier.ts';
+import type { UserinfoSigner, UserinfoSigningAlg } from '../../tokens/signed_userinfo.ts';
+import { headerOrFormToken, refuseBearer, TwoTokensError } from '../../resource/bearer.ts';
+import { bearerCors } from '../../resource/cors.ts';
+
+/**
+ * The userinfo endpoint (OpenID Connect Core 5.3), for the product's JWT access tokens:
+ * `sub` for a token with `openid`, the profile claims for a token with `profile` or those its
+ * authorization asked for by name (OpenID Connect Core 5.5). GET or POST,
+ * with the token in the header or a POST's form body (RFC 6750 2.1, 2.2), callable from browsers
+ * on any origin (OpenID Connect Core 5.3: it SHOULD support CORS; no cookies are involved).
+ * A client that registered `userinfo_signed_response_alg` gets the same claims as a signed JWT
+ * (`application/jwt`, OpenID Connect Core 5.3.2); the others get JSON.
+ */
+export function userinfo(verifier: AccessTokenVerifier, accounts: Accounts, signed: SignedResponses): Middleware {
+  return compose([bearerCors('GET, POST'), bodyParser({ enableTypes: ['form'], formLimit: '16kb' }) as Middleware, answer(verifier, accounts, signed)]);
+}
+
+/** What the endpoint needs for signed responses, kept narrow so this module does not depend on the engine. */
+export interface SignedResponses {
+  /** The token's client's `userinfo_signed_response_alg` (a cached lookup). */
+  algorithmFor: UserinfoSigningAlg;
+  sign: UserinfoSigner;
+}
+
+/** The `profile` scope releases every profile claim; otherwise only those asked for by name (the `claims` parameter). */
+function releasedClaims(scopes: Set<string>, named: unknown): Set<string> {
+  if (scopes.has('profile')) return new Set(PROFILE_CLAIM_NAMES);
+  return new Set(Array.isArray(named) ? named.filter((name): name is string => typeof name === 'string') : []);
+}
+
+function pick(claims: ProfileClaims, names: Set<string>): Partial<ProfileClaims> {
+  return Object.fromEntries(Object.entries(claims).filter(([name]) => names.has(name)));
+}
+
+function answer(verifier: AccessTokenVerifier, accounts: Accounts, signed: SignedResponses): Middleware {
+  return async (ctx) => {
+    ctx.set('Cache-Control', 'no-store');
+    let token: string | undefined;
+    try {
+      token = headerOrFormToken(ctx);
+    } catch (error) {
+      if (!(error instanceof TwoTokensError)) throw error;
+      ctx.status = 400;
+      ctx.body = { error: 'invalid_request', error_description: error.message };
+      return;
+    }
+    if (!token) return refuseBearer(ctx, { status: 401, realm: 'oauth' });
+    const claims = await verifier.verify(token);
+    if (!claims) return refuseBearer(ctx, { status: 401, realm: 'oauth', error: 'invalid_token', description: 'the access token is invalid, expired or revoked' });
+
+    const scopes = new Set((claims.scope ?? '').split(' '));
+    if (!scopes.has('profile') && !scopes.has('openid')) {
+      return refuseBearer(ctx, { status: 403, realm: 'oauth', error: 'insufficient_scope', description: 'the access token needs the profile scope', scope: 'profile' });
+    }
+    const user = isUserToken(claims) ? await accounts.getUser(claims.sub) : undefined;
+    if (!user) return refuseBearer(ctx, { status: 401, realm: 'oauth', error: 'invalid_token', description: 'the access token is not tied to a user' });
+    const released = releasedClaims(scopes, claims.userinfo_claims);
+    const workspace = released.has('workspace') ? await accounts.membershipIn(user.id, claims.workspace_id) : undefined;
+    const body = { sub: user.id, ...pick(profileClaims(user, workspace), released) };
+    const alg = await signed.algorithmFor(claims.client_id);
+    if (!alg) {
+      ctx.body = body;
+      return;
+    }
+    // No nonce (OpenID Connect Core 5.3.2); iss and aud, and the access token's expiry, as the engine's own.
+    ctx.body = await signed.sign(body, { alg, clientId: claims.client_id, expiresAt: claims.exp });
+    ctx.type = 'application/jwt';
+  };
+}

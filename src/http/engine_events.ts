@@ -1,0 +1,46 @@
+import type { KoaContextWithOIDC, Provider } from 'oidc-provider';
+
+import type { Logger } from '../shared/logger.ts';
+import { rememberEngineError } from './errors.ts';
+
+/** The engine's error events worth a log line: clients see one generic description, operators see why. */
+const CLIENT_ERROR_EVENTS = [
+  'authorization.error',
+  'end_session.error',
+  'end_session_confirm.error',
+  'grant.error',
+  'introspection.error',
+  'revocation.error',
+  'registration_create.error',
+  'registration_read.error',
+  'registration_update.error',
+  'registration_delete.error',
+] as const;
+
+interface EngineError {
+  error?: string;
+  error_detail?: string;
+  message?: string;
+}
+
+/**
+ * Logs why the engine refused a request (`error_detail`, e.g. "authorization code is expired"),
+ * with the client id and never a token or secret, and hands its 500s to the host's error mapping.
+ */
+export function logEngineEvents(provider: Provider, logger: Logger): void {
+  // The engine's typings declare each event separately; all of these share one listener shape.
+  const on = provider.on.bind(provider) as (event: string, listener: (ctx: KoaContextWithOIDC, error: EngineError) => void) => void;
+  for (const event of CLIENT_ERROR_EVENTS) {
+    on(event, (ctx, error) => {
+      // The engine refuses JWT access tokens at introspection and revocation; the host answers those.
+      if (error.error === 'unsupported_token_type') return;
+      logger.info('request refused', {
+        event,
+        error: error.error ?? error.message,
+        detail: error.error_detail,
+        client_id: ctx.oidc?.client?.clientId,
+      });
+    });
+  }
+  provider.on('server_error', (ctx, error) => rememberEngineError(ctx, error));
+}

@@ -1,0 +1,133 @@
+import cluster, { type Worker } from 'node:cluster';
+
+import { AggregatorRegistry, type Registry } from 'prom-client';
+
+import type { Logger } from '../../shared/logger.ts';
+
+/**
+ * With WORKERS above 1 the workers share the port, so a scrape reaches one of them at random, and
+ * each holds only its own counts. The worker that is asked asks the primary, which gathers every
+ * worker's metrics over the cluster channel and sums them (prom-client's aggregation: counters
+ * and histograms summed, the process gauges as each declares). A worker that stops takes its
+ * counts with it: a counter's sum then drops, which Prometheus treats as a reset.
+ */
+
+/** The primary answers within this, or the scrape fails (503) rather than show some workers only. */
+const GATHER_TIMEOUT_MS = 3000;
+const SCRAPE_TIMEOUT_MS = GATHER_TIMEOUT_MS + 1000;
+
+type Message =
+  | { type: 'metrics:ready' }
+  | { type: 'metrics:scrape'; id: number }
+  | { type: 'metrics:scraped'; id: number; text?: string; error?: string }
+  | { type: 'metrics:report'; id: number }
+  | { type: 'metrics:reported'; id: number; metrics: ReportedMetrics };
+
+type ReportedMetrics = Awaited<ReturnType<Registry['getMetricsAsJSON']>>;
+
+function isMessage(value: unknown): value is Message {
+  const type = (value as { type?: unknown } | null)?.type;
+  return typeof type === 'string' && type.startsWith('metrics:');
+}
+
+/**
+ * In a worker: answers the primary's requests for this worker's metrics, and returns the scrape:
+ * every worker's metrics, through the primary.
+ */
+export function scrapeThroughPrimary(registry: Registry): () => Promise<string> {
+  const waiting = new Map<number, { resolve(text: string): void; reject(error: Error): void }>();
+  let next = 0;
+  process.on('message', (message: unknown) => {
+    if (!isMessage(message)) return;
+    if (message.type === 'metrics:report') {
+      // Should collecting fail, the primary's wait runs out and the scrape is refused.
+      registry.getMetricsAsJSON().then((metrics) => send({ type: 'metrics:reported', id: message.id, metrics }), ignore);
+    } else if (message.type === 'metrics:scraped') {
+      const waiter = waiting.get(message.id);
+      waiting.delete(message.id);
+      if (message.text !== undefined) waiter?.resolve(message.text);
+      else waiter?.reject(new Error(message.error ?? 'the primary gave no metrics'));
+    }
+  });
+  send({ type: 'metrics:ready' });
+  return () => new Promise<string>((resolve, reject) => {
+    const id = next++;
+    const timer = setTimeout(() => {
+      waiting.delete(id);
+      reject(new Error('the primary did not answer with the workers\' metrics'));
+    }, SCRAPE_TIMEOUT_MS);
+    const done = <T>(settle: (value: T) => void) => (value: T) => {
+      clearTimeout(timer);
+      settle(value);
+    };
+    waiting.set(id, { resolve: done(resolve), reject: done(reject) });
+    send({ type: 'metrics:scrape', id });
+  });
+}
+
+function send(message: Message): void {
+  // A closed channel (the worker is stopping) is no error worth a crash.
+  process.send?.(message, undefined, undefined, ignore);
+}
+
+function sendTo(worker: Worker, message: Message): void {
+  if (worker.isConnected()) worker.send(message, ignore);
+}
+
+const ignore = (): void => {};
+
+/** In the primary: gathers and sums the workers' metrics when a worker is scraped. */
+export function aggregateWorkerMetrics(logger: Logger): void {
+  const ready = new Set<Worker>();
+  const gathering = new Map<number, { pending: Set<Worker>; reports: ReportedMetrics[]; finish(): void }>();
+  let next = 0;
+
+  const gather = (): Promise<string> => new Promise((resolve, reject) => {
+    const id = next++;
+    const pending = new Set(ready);
+    const reports: ReportedMetrics[] = [];
+    const timer = setTimeout(() => {
+      gathering.delete(id);
+      reject(new Error(`${pending.size} worker(s) did not report their metrics in time`));
+    }, GATHER_TIMEOUT_MS);
+    const finish = () => {
+      if (pending.size > 0) return;
+      clearTimeout(timer);
+      gathering.delete(id);
+      resolve(AggregatorRegistry.aggregate(reports).metrics());
+    };
+    gathering.set(id, { pending, reports, finish });
+    for (const worker of pending) {
+      if (worker.isConnected()) sendTo(worker, { type: 'metrics:report', id });
+      else pending.delete(worker);
+    }
+    finish();
+  });
+
+  cluster.on('message', (worker, message: unknown) => {
+    if (!isMessage(message)) return;
+    if (message.type === 'metrics:ready') {
+      ready.add(worker);
+    } else if (message.type === 'metrics:reported') {
+      const round = gathering.get(message.id);
+      if (!round?.pending.delete(worker)) return;
+      round.reports.push(message.metrics);
+      round.finish();
+    } else if (message.type === 'metrics:scrape') {
+      gather().then(
+        (text) => sendTo(worker, { type: 'metrics:scraped', id: message.id, text }),
+        (error: Error) => {
+          logger.warn('could not gather the workers\' metrics', { error: error.message });
+          sendTo(worker, { type: 'metrics:scraped', id: message.id, error: error.message });
+        },
+      );
+    }
+  });
+  // A worker that stops is no longer waited for; its counts are gone with it.
+  cluster.on('exit', (worker) => {
+    ready.delete(worker);
+    for (const round of gathering.values()) {
+      if (round.pending.delete(worker)) round.finish();
+    }
+  });
+}

@@ -1,0 +1,49 @@
+import type { Context, Middleware } from 'koa';
+
+import { INTERACTION_PATH } from '../../engine/routes.ts';
+import { oauthErrorOf } from './engine.ts';
+import type { Metrics } from './metrics.ts';
+import { routeTemplates } from './routes.ts';
+
+const LOGIN_ROUTE = `${INTERACTION_PATH}/:uid/login`;
+
+/**
+ * Counts every request by route template, method and status, and times it; from the answer it
+ * also counts what the answer says: an OAuth error (the JSON `error` of an /oauth/ endpoint, or
+ * the error the authorization endpoint sent to the client or showed), a rate-limit refusal (every
+ * 429 the service gives is one), a sign-in that failed (the form answered 401, or 429 when a rate
+ * limit refused it). Placed outside the error mapping, so it sees the status the client got.
+ */
+export function requestMetrics(metrics: Metrics, basePath: string): Middleware {
+  const routeOf = routeTemplates(basePath);
+  return async (ctx, next) => {
+    // The path as asked for: discovery's aliases rewrite ctx.path on the way in.
+    const route = routeOf(ctx.path);
+    const started = performance.now();
+    try {
+      await next();
+    } finally {
+      const { status } = ctx;
+      metrics.request(route, ctx.method, status, (performance.now() - started) / 1000);
+      if (status >= 300) countRefusals(metrics, ctx, route, status);
+    }
+  };
+}
+
+function countRefusals(metrics: Metrics, ctx: Context, route: string, status: number): void {
+  if (route.startsWith('/oauth/')) {
+    // The body wins: the host corrects some of the engine's codes after it answered (token_errors.ts).
+    const code = (status >= 400 ? jsonErrorCode(ctx.body) : undefined) ?? oauthErrorOf(ctx);
+    if (code !== undefined) metrics.oauthError(route, code);
+  }
+  if (status === 429) metrics.rateLimited(route);
+  if (route === LOGIN_ROUTE && ctx.method === 'POST' && (status === 401 || status === 429)) {
+    metrics.loginFailed(status === 401 ? 'invalid_credentials' : 'rate_limited');
+  }
+}
+
+function jsonErrorCode(body: unknown): string | undefined {
+  if (typeof body !== 'object' || body === null || Buffer.isBuffer(body)) return undefined;
+  const { error } = body as { error?: unknown };
+  return typeof error === 'string' ? error : undefined;
+}

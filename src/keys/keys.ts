@@ -1,0 +1,70 @@
+import { randomBytes } from 'node:crypto';
+import { readFile } from 'node:fs/promises';
+
+import type { JWK } from 'jose';
+
+import type { SettingStore } from '../../adapters/store.ts';
+import { isSealed, type KeyRing } from './key_encryption.ts';
+import { engineJwks, nowSeconds } from './rotation.ts';
+import { loadKeySet } from './rotation_store.ts';
+
+export interface KeyMaterial {
+  /**
+   * Private JWKS for the engine: the signing ES256 (access tokens) and RS256 (ID tokens) keys
+   * first, then the keys only published and verifying during a rotation (key_rotation.ts).
+   */
+  jwks: { keys: JWK[] };
+  /** Keys that sign the engine's cookies; the first signs, all verify. */
+  cookieKeys: string[];
+  /** The operator's key-encryption key (and previous ones): seals these keys and the stored records' secrets. */
+  keyRing: KeyRing;
+}
+
+export class KeyConfigError extends Error {
+  override name = 'KeyConfigError';
+}
+
+const COOKIE_KEYS_SETTING = 'cookie_keys';
+
+/**
+ * Signing and cookie keys are generated on first start and kept in the store, sealed with the
+ * key-encryption key, so a restart keeps every token valid, every instance signs with the same
+ * keys, and a copy of the store alone gives neither. The signing keys rotate (key_rotation.ts);
+ * this is the set as of now. An operator may supply a private JWKS file instead (JWKS_FILE),
+ * which the service never rotates.
+ */
+export async function loadKeys(settings: SettingStore, keyRing: KeyRing, jwksFile: string | undefined): Promise<KeyMaterial> {
+  const jwks = jwksFile ? await readJwksFile(jwksFile) : engineJwks((await loadKeySet(settings, keyRing)).set, nowSeconds());
+  const cookieKeys = await storedOrNew(settings, keyRing, COOKIE_KEYS_SETTING, async () => [randomBytes(32).toString('base64url')]);
+  return { jwks, cookieKeys, keyRing };
+}
+
+async function storedOrNew<T>(settings: SettingStore, keyRing: KeyRing, name: string, create: () => Promise<T>): Promise<T> {
+  // Two instances starting at once may both generate; setIfAbsent keeps the first and both use it.
+  const stored = await settings.get(name) ?? await settings.setIfAbsent(name, keyRing.seal(JSON.stringify(await create())));
+  // Stored in the clear by an earlier version, or sealed with a key-encryption key since rotated: seal it anew.
+  const plain = isSealed(stored) ? keyRing.open(stored) : stored;
+  if (!keyRing.isSealedWithCurrentKey(stored)) await settings.put(name, keyRing.seal(plain));
+  return JSON.parse(plain) as T;
+}
+
+export async function readJwksFile(path: string): Promise<{ keys: JWK[] }> {
+  let parsed: unknown;
+  try {
+    parsed = JSON.parse(await readFile(path, 'utf8'));
+  } catch (error) {
+    throw new KeyConfigError(`JWKS_FILE ${path} cannot be read as JSON: ${(error as Error).message}`);
+  }
+  const keys = (parsed as { keys?: unknown }).keys;
+  if (!Array.isArray(keys) || keys.length === 0) {
+    throw new KeyConfigError(`JWKS_FILE ${path} must be a JSON Web Key Set with at least one key`);
+  }
+  const typed = keys as JWK[];
+  if (!typed.some((key) => key.kty === 'EC' && key.crv === 'P-256' && key.d)) {
+    throw new KeyConfigError(`JWKS_FILE ${path} needs a private P-256 (ES256) key to sign access tokens`);
+  }
+  if (!typed.some((key) => key.kty === 'RSA' && key.d)) {
+    throw new KeyConfigError(`JWKS_FILE ${path} needs a private RSA key to sign ID tokens (RS256)`);
+  }
+  return { keys: typed };
+}

@@ -1,0 +1,91 @@
+import { createHash } from 'node:crypto';
+
+import { RateLimiterRes, type RateLimiterAbstract } from 'rate-limiter-flexible';
+
+import type { RateLimitRule, Store } from '../../adapters/store.ts';
+
+/**
+ * A store's rate limiter, counted by a digest of each key: an email or a client_id someone typed
+ * never lands in the store as it was typed (a password pasted into the email field included), and
+ * every key has the same short length, whatever was sent.
+ */
+export class Counter {
+  readonly rule: RateLimitRule;
+  readonly #limiter: RateLimiterAbstract;
+
+  constructor(store: Store, rule: RateLimitRule) {
+    this.rule = rule;
+    this.#limiter = store.rateLimiter(rule);
+  }
+
+  /** Counts one for `key`: undefined while within the rule, else the seconds until the key's window ends. */
+  async take(key: string): Promise<number | undefined> {
+    return refusal(() => this.#limiter.consume(digest(key)));
+  }
+
+  /**
+   * Counts one for `key` as `take` does, unless the key already has a count: then it counts
+   * nothing and answers the seconds left on it. A new key's window is `seconds` long.
+   * So of many callers racing, exactly one gets through.
+   */
+  async takeOnly(key: string, seconds: number): Promise<number | undefined> {
+    return refusal(() => this.#limiter.consume(digest(key), this.rule.points, { customDuration: seconds }));
+  }
+
+  /** Counts one for `key` without ever refusing; the key's count with it. */
+  async add(key: string): Promise<number> {
+    return (await this.#limiter.penalty(digest(key))).consumedPoints;
+  }
+
+  /** Counts nothing: undefined while the key is within the rule, else the seconds until its window ends. */
+  async waitIfSpent(key: string): Promise<number | undefined> {
+    const held = await this.#limiter.get(digest(key));
+    return held && held.msBeforeNext > 0 && held.consumedPoints >= this.rule.points ? seconds(held.msBeforeNext) : undefined;
+  }
+
+  /** The key's count (0 when it has none). */
+  async count(key: string): Promise<number> {
+    const held = await this.#limiter.get(digest(key));
+    return held && held.msBeforeNext > 0 ? held.consumedPoints : 0;
+  }
+
+  /** Takes back one counted for `key`. */
+  async giveBack(key: string): Promise<void> {
+    await this.#limiter.reward(digest(key));
+  }
+
+  /** Seconds left on the key's count; undefined when it has none. */
+  async secondsLeft(key: string): Promise<number | undefined> {
+    const held = await this.#limiter.get(digest(key));
+    return held && held.msBeforeNext > 0 ? seconds(held.msBeforeNext) : undefined;
+  }
+
+  /** Refuses the key for `duration` seconds, whatever its count. */
+  async hold(key: string, duration: number): Promise<void> {
+    await this.#limiter.block(digest(key), duration);
+  }
+
+  async forget(key: string): Promise<void> {
+    await this.#limiter.delete(digest(key));
+  }
+}
+
+async function refusal(consume: () => Promise<RateLimiterRes>): Promise<number | undefined> {
+  try {
+    await consume();
+    return undefined;
+  } catch (error) {
+    // A refusal; anything else is a fault (the Redis limiter falls back to memory on its own).
+    if (error instanceof RateLimiterRes) return seconds(error.msBeforeNext);
+    throw error;
+  }
+}
+
+/** Whole seconds, at least 1 (Retry-After). */
+function seconds(ms: number): number {
+  return Math.max(1, Math.ceil(ms / 1000));
+}
+
+function digest(key: string): string {
+  return createHash('sha256').update(key).digest('base64url').slice(0, 22);
+}

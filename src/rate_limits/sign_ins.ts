@@ -1,0 +1,179 @@
+import type { Store } from '../../adapters/store.ts';
+import type { RateLimits } from '../../config/index.ts';
+import type { Logger } from '../shared/logger.ts';
+import { Counter } from './counter.ts';
+import { inWords } from '../shared/words.ts';
+
+/** The sign-in form's refusal: the page is shown again with 429, `Retry-After` and this message. */
+export interface SignInRefusal {
+  retryAfter: number;
+  message: string;
+}
+
+export interface SignInOutcome<User> {
+  /** The user whose password it was. */
+  user?: User;
+  /** Not checked, or checked and now locked: the form says why and for how long. */
+  refused?: SignInRefusal;
+}
+
+/** Consecutive failures are forgotten this long after the first of them (a fixed window), or at a successful sign-in. */
+const FAILURES_KEPT_SECONDS = 24 * 3600;
+/**
+ * Password checks of one account at the same moment: more than any person (or a conformance run
+ * of a dozen flows at once) makes, few enough that a burst from many addresses cannot have
+ * thousands of guesses checked before the first failures lock the account.
+ */
+const CONCURRENT_CHECKS_PER_ACCOUNT = 20;
+/** How long a check may be counted as under way (a process that dies mid-check leaves its count this long). */
+const CHECK_SECONDS = 60;
+/** The longest an email is logged with: it may be anything someone typed. */
+const LOGGED_EMAIL_LENGTH = 254;
+
+interface Admitted {
+  /** The account had failed often enough to be locked before: this attempt holds the lock key. */
+  gated: boolean;
+}
+
+/**
+ * Password sign-ins, against guessing (issue 9 finding 5):
+ * - per address, at most RATE_LIMIT_LOGIN_ADDRESS failed sign-ins a window (attempts under way
+ *   included); past them every sign-in from that address is refused until the window ends;
+ * - per account (the email as typed, trimmed and lower-cased, whether or not such a user exists),
+ *   after RATE_LIMIT_LOGIN_ACCOUNT consecutive failures the account is locked for
+ *   RATE_LIMIT_LOGIN_LOCK, and each further failure locks it twice as long, up to
+ *   RATE_LIMIT_LOGIN_LOCK_MAX. While locked no password is checked, the right one included; once
+ *   the lock lifts, one attempt at a time is let through until one succeeds, which clears the count;
+ * - per account, at most CONCURRENT_CHECKS_PER_ACCOUNT checks at once.
+ * The refusal reads the same whether or not the account exists. Every failure is logged with the
+ * email and the address, never the password.
+ */
+export class SignIns {
+  readonly #logger: Logger;
+  readonly #guard: Guard | undefined;
+
+  constructor(limits: RateLimits | undefined, store: Store, logger: Logger) {
+    this.#logger = logger;
+    this.#guard = limits && {
+      limits,
+      perAddress: new Counter(store, { name: 'login-address', ...limits.loginPerAddress }),
+      checking: new Counter(store, { name: 'login-checking', points: CONCURRENT_CHECKS_PER_ACCOUNT, duration: CHECK_SECONDS }),
+      failures: new Counter(store, { name: 'login-failures', points: limits.loginFailuresBeforeLock, duration: FAILURES_KEPT_SECONDS }),
+      locks: new Counter(store, { name: 'login-lock', points: 1, duration: limits.loginLockMax }),
+    };
+  }
+
+  /** Checks the password with `authenticate` unless the address or the account may not sign in now. */
+  async attempt<User>(email: string, ip: string, authenticate: () => Promise<User | undefined>): Promise<SignInOutcome<User>> {
+    const account = email.trim().toLowerCase();
+    const logged = { email: account.slice(0, LOGGED_EMAIL_LENGTH), ip };
+    const admitted = this.#guard ? await admit(this.#guard, account, ip) : { gated: false };
+    if ('refused' in admitted) {
+      this.#logger.warn('sign-in refused', { ...logged, reason: admitted.reason, retry_after: admitted.refused.retryAfter });
+      return { refused: admitted.refused };
+    }
+    let user: User | undefined;
+    try {
+      user = await authenticate();
+    } catch (error) {
+      // Nothing was decided (the store did not answer): the attempt is not counted.
+      if (this.#guard) await settle(this.#guard, account, ip, admitted, 'undone');
+      throw error;
+    }
+    if (user) {
+      if (this.#guard) await settle(this.#guard, account, ip, admitted, 'succeeded');
+      return { user };
+    }
+    const failures = this.#guard && await settle(this.#guard, account, ip, admitted, 'failed');
+    this.#logger.warn('sign-in failed', { ...logged, ...(failures ? { failures } : {}) });
+    const lock = this.#guard && failures && await lockAfterFailure(this.#guard, account, failures);
+    if (!lock) return {};
+    this.#logger.warn('sign-in locked', { ...logged, seconds: lock });
+    return { refused: accountLocked(lock) };
+  }
+}
+
+/** The counters, when limits are on. */
+interface Guard {
+  limits: RateLimits;
+  /** Failed sign-ins per address, and those under way. */
+  perAddress: Counter;
+  /** Checks under way per account. */
+  checking: Counter;
+  /** Consecutive failures per account. */
+  failures: Counter;
+  /** Per account: held while locked, and taken by the one attempt let through once a lock has lifted. */
+  locks: Counter;
+}
+
+type Admission = Admitted | { refused: SignInRefusal; reason: string };
+
+async function admit(guard: Guard, account: string, ip: string): Promise<Admission> {
+  const addressWait = await guard.perAddress.take(ip);
+  if (addressWait !== undefined) return { refused: addressLimited(addressWait), reason: 'address' };
+  const busy = await guard.checking.take(account);
+  if (busy !== undefined) {
+    await Promise.all([guard.perAddress.giveBack(ip), guard.checking.giveBack(account)]);
+    return { refused: accountBusy(), reason: 'concurrent' };
+  }
+  const failures = await guard.failures.count(account);
+  const gated = failures >= guard.limits.loginFailuresBeforeLock;
+  // Past the threshold an attempt must take the lock key itself, which it can only once the lock
+  // has lifted, and which makes it the one attempt in flight; below it, a lock left from before
+  // the count was forgotten still holds.
+  const lockWait = gated
+    ? await guard.locks.takeOnly(account, lockSeconds(guard.limits, failures + 1))
+    : await guard.locks.secondsLeft(account);
+  if (lockWait === undefined) return { gated };
+  await Promise.all([guard.perAddress.giveBack(ip), guard.checking.giveBack(account)]);
+  return { refused: accountLocked(lockWait), reason: 'account' };
+}
+
+/**
+ * After the password check. A success clears the account's failures (and the lock key it took)
+ * and does not count against the address; a failure is counted for both (the account's count is
+ * the answer); an attempt that decided nothing is taken back.
+ */
+async function settle(guard: Guard, account: string, ip: string, admitted: Admitted, how: 'succeeded' | 'failed' | 'undone'): Promise<number> {
+  const [failures] = await Promise.all([
+    how === 'succeeded' ? guard.failures.forget(account).then(() => 0) : how === 'failed' ? guard.failures.add(account) : 0,
+    how === 'failed' ? undefined : guard.perAddress.giveBack(ip),
+    guard.checking.giveBack(account),
+    admitted.gated && how !== 'failed' ? guard.locks.forget(account) : undefined,
+  ]);
+  return failures;
+}
+
+/** After the `failures`th consecutive failure: locks the account once that is enough; the lock's seconds. */
+async function lockAfterFailure(guard: Guard, account: string, failures: number): Promise<number | undefined> {
+  if (failures < guard.limits.loginFailuresBeforeLock) return undefined;
+  const seconds = lockSeconds(guard.limits, failures);
+  await guard.locks.hold(account, seconds);
+  return seconds;
+}
+
+/** The lock after the `failures`th consecutive failure: the first lock, doubled for each failure since, up to the longest. */
+function lockSeconds({ loginLock, loginLockMax, loginFailuresBeforeLock }: RateLimits, failures: number): number {
+  const doublings = Math.min(failures - loginFailuresBeforeLock, 32);
+  return Math.min(loginLock * 2 ** doublings, loginLockMax);
+}
+
+/** The same words whether or not an account has this email: only what was typed is named. */
+function accountLocked(seconds: number): SignInRefusal {
+  return {
+    retryAfter: seconds,
+    message: `Too many sign-in attempts with this email address have failed, so signing in with it is paused for ${inWords(seconds)}. Try again after that.`,
+  };
+}
+
+/** Many checks of one email at once: a burst, not a person; named by what was typed only. */
+function accountBusy(): SignInRefusal {
+  return { retryAfter: 1, message: 'Too many sign-in attempts with this email address are under way at once. Try again in a moment.' };
+}
+
+function addressLimited(seconds: number): SignInRefusal {
+  return {
+    retryAfter: seconds,
+    message: `Too many sign-in attempts from your network have failed, so signing in from it is paused for ${inWords(seconds)}. Try again after that.`,
+  };
+}
