@@ -1,8 +1,8 @@
 import { resolve } from 'node:path';
 
-import { openRedisStore } from './redis.ts';
-import { isRedisUrl, REDIS_SCHEMES } from './redis_url.ts';
-import { openSqliteStore } from './sqlite.ts';
+import { openRedisStore } from './redis/store.ts';
+import { isRedisUrl, REDIS_SCHEMES } from './redis/url.ts';
+import { openSqliteStore } from './sqlite/store.ts';
 import type { Store } from './store.ts';
 
 export type { Store } from './store.ts';
@@ -18,7 +18,7 @@ export interface OpenStoreOptions {
 /**
  * Opens the backend named by a storage URL:
  * `sqlite:<path>` (embedded default, file created if missing), `memory:` (tests; gone on exit), or
- * Redis: `redis://`, `rediss://`, `redis+sentinel://`, `redis+cluster://` (adapters/redis_url.ts),
+ * Redis: `redis://`, `rediss://`, `redis+sentinel://`, `redis+cluster://` (adapters/redis/url.ts),
  * which connects in the background.
  */
 export function openStore(url: string, options: OpenStoreOptions = {}): Store {

@@ -1,7 +1,5 @@
-import { RateLimiterMemory, RateLimiterRedis, type RateLimiterAbstract } from 'rate-limiter-flexible';
+import { RateLimiterMemory, type RateLimiterAbstract } from 'rate-limiter-flexible';
 
-import type { RedisClient } from './redis_connection.ts';
-import type { RedisKeys } from './redis_keys.ts';
 import type { RateLimitRule } from './store.ts';
 
 /**
@@ -11,38 +9,14 @@ import type { RateLimitRule } from './store.ts';
  */
 export type RateLimiters = (rule: RateLimitRule) => RateLimiterAbstract;
 
-/** The embedded store's limiters: in this process only (with WORKERS above 1, each worker counts alone). */
-export function memoryRateLimiters(): RateLimiters {
-  return oncePerName((rule) => memoryRateLimiter(rule, rule.name));
-}
-
-/**
- * Counts in Redis, one key per counted key (`<prefix>rl:<name>:<key>`, with the window's TTL),
- * shared by every process on that Redis. When Redis is not connected a call does not wait for it
- * (`rejectIfRedisNotReady`), and when a call fails (not connected, or no answer within the
- * connection's command timeout) the count is kept in this process instead (`insuranceLimiter`):
- * an outage loosens the limits to one process's view for a while, it never turns a request into
- * an error. Requests that need the store still answer 503 on their own.
- */
-export function redisRateLimiters(client: RedisClient, keys: RedisKeys): RateLimiters {
-  return oncePerName((rule) => new RateLimiterRedis({
-    storeClient: client,
-    keyPrefix: keys.rateLimit(rule.name),
-    points: rule.points,
-    duration: rule.duration,
-    rejectIfRedisNotReady: true,
-    insuranceLimiter: memoryRateLimiter(rule, keys.rateLimit(rule.name)),
-  }));
-}
-
-function memoryRateLimiter({ points, duration }: RateLimitRule, keyPrefix: string): RateLimiterAbstract {
+export function memoryRateLimiter({ points, duration }: RateLimitRule, keyPrefix: string): RateLimiterAbstract {
   return new RateLimiterMemory({ keyPrefix, points, duration });
 }
 
 const RULE_NAME = /^[A-Za-z0-9_-]{1,64}$/;
 
 /** One limiter per name; asking for a name with another rule is a bug. */
-function oncePerName(create: (rule: RateLimitRule) => RateLimiterAbstract): RateLimiters {
+export function oncePerName(create: (rule: RateLimitRule) => RateLimiterAbstract): RateLimiters {
   const limiters = new Map<string, { rule: RateLimitRule; limiter: RateLimiterAbstract }>();
   return (rule) => {
     const known = limiters.get(rule.name);

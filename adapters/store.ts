@@ -189,7 +189,7 @@ export interface ApiKeyRecord {
   id: string;
   workspaceId: string;
   name: string;
-  /** Digest of the whole key (records_at_rest.ts `digest`), by which a presented key is found. */
+  /** Digest of the whole key (src/shared/digest.ts), by which a presented key is found. */
   digest: string;
   /** The key's first characters, shown in lists so a person can tell keys apart. */
   hint: string;

@@ -18,7 +18,7 @@ interface CpuProfile {
 
 const ROOT = new URL('..', import.meta.url).href;
 
-/** `koa`, `oidc-provider`, `src/oauth/client_cache.ts`, `node:internal/crypto/util`, or V8's own `(garbage collector)`. */
+/** `koa`, `oidc-provider`, `src/clients/client_cache.ts`, `node:internal/crypto/util`, or V8's own `(garbage collector)`. */
 function groupOf({ url, functionName }: ProfileNode['callFrame']): string {
   const pkg = /node_modules\/((?:@[^/]+\/)?[^/]+)/.exec(url)?.[1];
   if (pkg) return pkg;

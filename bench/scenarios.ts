@@ -79,7 +79,7 @@ const DATA_API_PATH = `/rest/companies?limit=${DATA_API_PAGE}`;
 const SEEDED_COMPANIES = 10;
 /**
  * The service keeps this many verified access tokens in process (VERIFIED_TOKENS_KEPT in
- * src/oauth/jwt_access_tokens.ts), evicting the oldest first; used round-robin, a pool larger than
+ * src/tokens/verifier.ts), evicting the oldest first; used round-robin, a pool larger than
  * that misses the cache on every request.
  */
 const SERVICE_VERIFIED_TOKENS_KEPT = 10_000;
@@ -215,7 +215,7 @@ export const SCENARIOS: Record<ScenarioName, Scenario> = {
     summary: `GET ${DATA_API_PATH} with a client_credentials access token (scope api, workspace-bound client); `
       + `${SEEDED_COMPANIES} companies seeded`,
     serviceOnly: true,
-    caching: 'one token for every request of a round: the service keeps verified tokens in process (src/oauth/jwt_access_tokens.ts, '
+    caching: 'one token for every request of a round: the service keeps verified tokens in process (src/tokens/verifier.ts, '
       + `${SERVICE_VERIFIED_TOKENS_KEPT.toLocaleString('en-US')} tokens), so only a round's first request checks the ES256 signature`,
     plan: async (target) => {
       requireDataApi(target);

@@ -3,7 +3,7 @@ export const LIFETIMES = {
   /** The specification: `expires_in` is 3600 for every grant. */
   AccessToken: 3600,
   ClientCredentials: 3600,
-  /** Short and single-use (decisions.md). */
+  /** Short and single-use (docs/decisions/tokens.md). */
   AuthorizationCode: 60,
   /** Each use rotates it; an unused one lapses after 30 days. */
   RefreshToken: 30 * 24 * 3600,
@@ -20,8 +20,8 @@ export const LIFETIMES = {
 
 /**
  * The shortest pre-publication of a new signing key, in seconds: every instance has the new keys
- * (KEY_SET_POLL_MS, within propagation.ts PROPAGATION_BOUND_MS) before any signs with them. The
- * floor of KEY_PREPUBLISH, and what `keys rotate --now` waits (key_rotation.ts).
+ * (KEY_SET_POLL_MS, within src/shared/propagation.ts PROPAGATION_BOUND_MS) before any signs with them. The
+ * floor of KEY_PREPUBLISH, and what `keys rotate --now` waits (src/keys/rotation.ts).
  */
 export const MIN_PREPUBLISH_SECONDS = 3;
 

@@ -1,6 +1,6 @@
 import { availableParallelism } from 'node:os';
 
-import { isRedisUrl, parseRedisUrl } from '../adapters/redis_url.ts';
+import { isRedisUrl, parseRedisUrl } from '../adapters/redis/url.ts';
 import { parseDuration } from './duration.ts';
 import type { Rate } from './types.ts';
 

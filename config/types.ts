@@ -23,7 +23,7 @@ export interface Config {
    */
   readonly proxyHops: number;
   readonly logLevel: LogLevel;
-  /** Prometheus metrics at `/metrics` (src/server/metrics/); undefined with METRICS=off. */
+  /** Prometheus metrics at `/metrics` (src/http/metrics/); undefined with METRICS=off. */
   readonly metrics: MetricsSettings | undefined;
   readonly registration: RegistrationMode;
   /**
@@ -33,12 +33,12 @@ export interface Config {
   readonly registrationAccessTokenTtl: number | undefined;
   /**
    * Seconds a client that registered itself may go without obtaining a token before it is removed
-   * (src/oauth/unused_clients.ts); undefined with UNUSED_CLIENT_TTL=off.
+   * (src/clients/unused_clients.ts); undefined with UNUSED_CLIENT_TTL=off.
    */
   readonly unusedClientTtl: number | undefined;
-  /** Which authorization requests must use PKCE (src/oauth/pkce.ts). */
+  /** Which authorization requests must use PKCE (src/engine/pkce.ts). */
   readonly pkceRequired: PkcePolicy;
-  /** Rate limits (src/server/rate_limits/); undefined with RATE_LIMITS=off. */
+  /** Rate limits (src/rate_limits/); undefined with RATE_LIMITS=off. */
   readonly rateLimits: RateLimits | undefined;
   /** Private JWKS file supplied by the operator instead of generated keys. */
   readonly jwksFile: string | undefined;
@@ -50,7 +50,7 @@ export interface Config {
   readonly keyEncryptionKey: { value: string } | { file: string } | undefined;
   /** Earlier key-encryption keys, still accepted for values sealed before a rotation (KEY_ENCRYPTION_KEY_PREVIOUS). */
   readonly previousKeyEncryptionKeys: readonly string[];
-  /** Signing-key rotation (src/oauth/key_rotation.ts). */
+  /** Signing-key rotation (src/keys/rotation.ts). */
   readonly keyRotation: KeyRotationPolicy;
 }
 

@@ -56,7 +56,7 @@ async function serve(config: Config, logger: Logger, alone: boolean): Promise<vo
   const serviceWith = (material: KeyMaterial) => createService({ config, store, keys: material, revocations, logger, metrics }).app.callback();
   let handle = serviceWith(keys);
   // The engine takes its keys once: a rotation swaps in a service built with the new set, and
-  // requests in flight finish on the one they started on (src/oauth/key_rotation_watch.ts).
+  // requests in flight finish on the one they started on (src/keys/rotation_watch.ts).
   const keyWatch = config.jwksFile ? undefined : watchSigningKeys({
     settings: store.settings, keyRing, policy: config.keyRotation, logger, initial: keys.jwks,
     onChange: (jwks) => { handle = serviceWith({ ...keys, jwks }); },

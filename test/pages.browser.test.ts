@@ -4,8 +4,8 @@ import { crc32, deflateSync } from 'node:zlib';
 import { expect } from 'chai';
 import type { Browser, BrowserContext, Page, Response as PageResponse } from 'playwright-core';
 
-import { clientDisplay } from '../src/pages/render.ts';
-import { cspOrigin, htmlContentSecurityPolicy } from '../src/http/security_headers.ts';
+import { clientDisplay } from '../src/pages/client_display.ts';
+import { cspOrigin, htmlContentSecurityPolicy } from '../src/pages/csp.ts';
 import { captureRedirect, launchBrowser, newPage } from './helpers/browser.ts';
 import { REDIRECT_URI, codeRequest, registerClient, type RegisteredClient } from './helpers/oauth.ts';
 import { PHONE, axeViolations, checkPage, imagesSettled } from './helpers/page_audit.ts';

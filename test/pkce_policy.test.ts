@@ -23,7 +23,7 @@ describe('PKCE policy', function () {
     server = await startServer({ env: { PKCE_REQUIRED: 'public' } });
     defaultServer = await startServer();
     user = await seedUser(server);
-    // Vetted, so the engine's error answers reach the redirect URI (held_error_redirects.ts holds them for the others).
+    // Vetted, so the engine's error answers reach the redirect URI (src/http/endpoints/authorization.ts holds them for the others).
     confidential = await registerVettedClient(server, { token_endpoint_auth_method: 'client_secret_basic' });
     publicClient = await registerVettedClient(server, { token_endpoint_auth_method: 'none' });
   });

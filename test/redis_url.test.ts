@@ -1,6 +1,6 @@
 import { expect } from 'chai';
 
-import { isRedisUrl, parseRedisUrl } from '../adapters/redis_url.ts';
+import { isRedisUrl, parseRedisUrl } from '../adapters/redis/url.ts';
 
 describe('redis storage URLs', () => {
   it('reads host, port, database, TLS and percent-encoded credentials of one server', () => {

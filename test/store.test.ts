@@ -10,7 +10,7 @@ import { expect } from 'chai';
 import { RateLimiterRes } from 'rate-limiter-flexible';
 
 import { openStore, type OpenStoreOptions } from '../adapters/index.ts';
-import { RedisKeys } from '../adapters/redis_keys.ts';
+import { RedisKeys } from '../adapters/redis/keys.ts';
 import { BackendUnavailableError, DuplicateError, type ApiKeyRecord, type Store } from '../adapters/store.ts';
 import { keysUnder, rawRedis, startCluster, startRedis, startSentinel, type RedisDeployment } from './helpers/redis.ts';
 

@@ -5,7 +5,7 @@ import { createRemoteJWKSet, decodeProtectedHeader, jwtVerify, type JWTPayload }
 import * as oauth from 'oauth4webapi';
 
 import { openStore } from '../adapters/index.ts';
-import { digest } from '../src/engine/records_at_rest.ts';
+import { digest } from '../src/shared/digest.ts';
 import { REDIRECT_URI, codeRequest, exchangeCode, introspect, pkcePair, postCredentials, registerClient, tokenRequest, type RegisteredClient } from './helpers/oauth.ts';
 import { initialAccessToken, seedUser, startServer, type SeededUser, type TestServer } from './helpers/server.ts';
 import { UserAgent, authorize } from './helpers/user_agent.ts';

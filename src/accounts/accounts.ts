@@ -1,6 +1,7 @@
 import { DuplicateError, ROLES, type AccountStore, type Membership, type Role, type User, type Workspace } from '../../adapters/store.ts';
 import { newId } from './ids.ts';
 import { decoyHash, hashPassword, verifyPassword } from './passwords.ts';
+import { nowSeconds } from '../shared/clock.ts';
 
 /** Bad input to an account operation; the message is safe to show to the person who gave it. */
 export class AccountError extends Error {
@@ -29,7 +30,7 @@ export class Accounts {
   async createWorkspace(name: string): Promise<Workspace> {
     const trimmed = name.trim();
     if (!trimmed) throw new AccountError('a workspace needs a name');
-    const workspace = { id: newId('ws'), name: trimmed, createdAt: Math.floor(Date.now() / 1000) };
+    const workspace = { id: newId('ws'), name: trimmed, createdAt: nowSeconds() };
     await this.#store.createWorkspace(workspace);
     return workspace;
   }
@@ -64,7 +65,7 @@ export class Accounts {
       ...(input.givenName ? { givenName: input.givenName } : {}),
       ...(input.familyName ? { familyName: input.familyName } : {}),
       passwordHash: await hashPassword(input.password),
-      createdAt: Math.floor(Date.now() / 1000),
+      createdAt: nowSeconds(),
     };
     try {
       await this.#store.createUser(user);

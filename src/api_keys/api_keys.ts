@@ -1,9 +1,11 @@
 import { randomBytes } from 'node:crypto';
 
 import type { ApiKeyRecord, ApiKeyStore } from '../../adapters/store.ts';
-import { digest } from '../engine/records_at_rest.ts';
+import { digest } from '../shared/digest.ts';
 import { PROPAGATION_BOUND_MS } from '../shared/propagation.ts';
 import { apiKeyHint, generateApiKey, isWellFormedApiKey } from './format.ts';
+import { boundedCache, type BoundedCache } from '../shared/bounded_cache.ts';
+import { nowSeconds, systemClock, type Clock } from '../shared/clock.ts';
 
 /** Keys kept verified in process at most; the least recently used go first. */
 const MAX_CACHED_KEYS = 10_000;
@@ -31,14 +33,16 @@ export interface NewApiKey {
  */
 export class ApiKeys {
   readonly #store: ApiKeyStore;
-  readonly #clock: () => number;
+  readonly #clock: Clock;
   readonly #onTouchError: (error: unknown) => void;
-  readonly #verified = new Map<string, { key: ApiKeyRecord; readAt: number }>();
+  /** Verified keys by digest, each kept as read: #recordUse updates its last-use time in place. */
+  readonly #verified: BoundedCache<string, ApiKeyRecord>;
 
-  constructor(store: ApiKeyStore, options: { clock?: () => number; onTouchError?: (error: unknown) => void } = {}) {
+  constructor(store: ApiKeyStore, options: { clock?: Clock; onTouchError?: (error: unknown) => void } = {}) {
     this.#store = store;
-    this.#clock = options.clock ?? Date.now;
+    this.#clock = options.clock ?? systemClock;
     this.#onTouchError = options.onTouchError ?? (() => undefined);
+    this.#verified = boundedCache({ max: MAX_CACHED_KEYS, ttlMs: PROPAGATION_BOUND_MS, clock: this.#clock });
   }
 
   async create(workspaceId: string, name: string, expiresInSeconds?: number): Promise<NewApiKey> {
@@ -97,18 +101,9 @@ export class ApiKeys {
 
   async #find(keyDigest: string): Promise<ApiKeyRecord | undefined> {
     const cached = this.#verified.get(keyDigest);
-    const now = this.#clock();
-    if (cached && now - cached.readAt < PROPAGATION_BOUND_MS) {
-      this.#verified.delete(keyDigest);
-      this.#verified.set(keyDigest, cached);
-      return cached.key;
-    }
-    this.#verified.delete(keyDigest);
+    if (cached) return cached;
     const key = await this.#store.findByDigest(keyDigest);
-    if (!key) return undefined;
-    if (this.#verified.size >= MAX_CACHED_KEYS) this.#verified.delete(this.#verified.keys().next().value!);
-    // Kept as read: #recordUse updates its last-use time in place.
-    this.#verified.set(keyDigest, { key, readAt: now });
+    if (key) this.#verified.set(keyDigest, key);
     return key;
   }
 
@@ -120,6 +115,6 @@ export class ApiKeys {
   }
 
   #seconds(): number {
-    return Math.floor(this.#clock() / 1000);
+    return nowSeconds(this.#clock);
   }
 }

@@ -9,7 +9,7 @@ import { ConfigError, loadConfig } from '../../config/index.ts';
 import { createLogger } from '../shared/logger.ts';
 import { loadKeyRing } from '../keys/key_encryption.ts';
 import { loadKeys } from '../keys/keys.ts';
-import { isoTime } from '../keys/rotation.ts';
+import { isoTime, nowSeconds } from '../shared/clock.ts';
 import { KeyAdminError, listSigningKeys, rotateSigningKeys, type Output } from './key_commands.ts';
 import { PROPAGATION_BOUND_MS } from '../shared/propagation.ts';
 import { RevocationList, revocationEntries } from '../tokens/revocation_list.ts';
@@ -147,7 +147,7 @@ const COMMANDS: Record<string, Command> = {
     if (!await clients.find(clientId)) throw new AccountError(`no client with id ${clientId}`);
     await clients.destroy(clientId);
     // Its access tokens are never stored: the revocation list refuses them on every instance.
-    await store.revocations.add(revocationEntries.deletedClient(clientId, Math.floor(Date.now() / 1000)));
+    await store.revocations.add(revocationEntries.deletedClient(clientId, nowSeconds()));
     // "Deleted" means every running instance refuses it (a little over the bound: timers may fire early).
     await sleep(PROPAGATION_BOUND_MS + 50);
     return { text: `deleted client ${clientId}`, json: { deleted: clientId } };
@@ -230,7 +230,7 @@ async function engine(store: Store, accounts: Accounts) {
   const keys = await loadKeys(store.settings, await loadKeyRing(config, createLogger('error')), config.jwksFile);
   // Not started: the CLI only creates records, it never verifies a token.
   const revocations = new RevocationList(store.revocations);
-  return buildProvider({ config, store, accounts, keys, revocations, renderError: async () => {} });
+  return buildProvider({ config, store, accounts, keys, revocations });
 }
 
 async function run(argv: string[]): Promise<number> {

@@ -4,7 +4,8 @@ import type { Store } from '../../adapters/store.ts';
 import type { Config } from '../../config/index.ts';
 import type { Logger } from '../shared/logger.ts';
 import { loadKeyRing } from '../keys/key_encryption.ts';
-import { isoTime, KEY_SET_POLL_MS, keyStatuses, newKeys, nowSeconds, RotationPendingError, type KeyStatus } from '../keys/rotation.ts';
+import { KEY_SET_POLL_MS, keyStatuses, newKeys, RotationPendingError, type KeyStatus } from '../keys/rotation.ts';
+import { isoTime, nowSeconds } from '../shared/clock.ts';
 import { KeySetConflictError, loadKeySet, rotateKeySet } from '../keys/rotation_store.ts';
 import { readJwksFile } from '../keys/keys.ts';
 

@@ -1,5 +1,8 @@
 import type { ModelPayload, ModelStore } from '../../adapters/store.ts';
+import { boundedCache, type BoundedCache } from '../shared/bounded_cache.ts';
+import { systemClock, type Clock } from '../shared/clock.ts';
 import { PROPAGATION_BOUND_MS } from '../shared/propagation.ts';
+
 /** Clients kept at most; the least recently read go first. */
 const MAX_CACHED_CLIENTS = 10_000;
 
@@ -12,29 +15,21 @@ const MAX_CACHED_CLIENTS = 10_000;
  */
 export class CachedClients implements ModelStore {
   readonly #models: ModelStore;
-  readonly #clock: () => number;
-  readonly #records = new Map<string, { payload: ModelPayload; readAt: number }>();
+  readonly #records: BoundedCache<string, ModelPayload>;
   /** Counts writes, so a read that an update overtook does not cache what it read. */
   #writes = 0;
 
-  constructor(models: ModelStore, clock: () => number = Date.now) {
+  constructor(models: ModelStore, clock: Clock = systemClock) {
     this.#models = models;
-    this.#clock = clock;
+    this.#records = boundedCache({ max: MAX_CACHED_CLIENTS, ttlMs: PROPAGATION_BOUND_MS, clock });
   }
 
   async find(id: string) {
     const cached = this.#records.get(id);
-    const now = this.#clock();
-    if (cached && now - cached.readAt < PROPAGATION_BOUND_MS) {
-      // Re-inserted so the Map's order is least recently read first.
-      this.#records.delete(id);
-      this.#records.set(id, cached);
-      return cached.payload;
-    }
+    if (cached) return cached;
     const writesBefore = this.#writes;
     const payload = await this.#models.find(id);
-    this.#records.delete(id);
-    if (payload && writesBefore === this.#writes) this.#remember(id, payload, now);
+    if (payload && writesBefore === this.#writes) this.#records.set(id, payload);
     return payload;
   }
 
@@ -82,10 +77,5 @@ export class CachedClients implements ModelStore {
   #forget(id: string): void {
     this.#writes += 1;
     this.#records.delete(id);
-  }
-
-  #remember(id: string, payload: ModelPayload, now: number): void {
-    if (this.#records.size >= MAX_CACHED_CLIENTS) this.#records.delete(this.#records.keys().next().value!);
-    this.#records.set(id, { payload, readAt: now });
   }
 }

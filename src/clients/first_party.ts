@@ -1,6 +1,4 @@
-import type { ClientMetadata, Grant, KoaContextWithOIDC } from 'oidc-provider';
-
-import { LIFETIMES } from '../../config/lifetimes.ts';
+import type { ClientMetadata } from 'oidc-provider';
 
 /**
  * How the settings area signs a visitor in: with the engine's own session, through a normal
@@ -17,7 +15,8 @@ import { LIFETIMES } from '../../config/lifetimes.ts';
  *
  * The client is static (configuration, never stored), public, and may only send its codes to the
  * settings area, which deletes each one unredeemed: the session is all it is for. It never gets a
- * token either way: a grant without a workspace is refused every access token (access_tokens.ts).
+ * token either way: a grant without a workspace is refused every access token (src/engine/token_claims.ts).
+Its grant is made on the spot, without a consent page: src/engine/first_party_grant.ts.
  */
 export const SETTINGS_CLIENT_ID = 'settings';
 export const SETTINGS_PATH = '/settings';
@@ -33,27 +32,5 @@ export function settingsClient(issuer: string): ClientMetadata {
     grant_types: ['authorization_code'],
     response_types: ['code'],
     token_endpoint_auth_method: 'none',
-  };
-}
-
-/**
- * The engine's `loadExistingGrant`, extended with the engine's recipe for a first-party client
- * (no consent page): the settings client's sign-in gets a grant of `openid` made on the spot, once
- * per browser session (the session remembers it), and living no longer than a session does.
- * Every other client's grant is what `loadExisting` finds.
- */
-export function withSettingsSignIn(loadExisting: (ctx: KoaContextWithOIDC) => Promise<Grant | undefined>) {
-  return async (ctx: KoaContextWithOIDC): Promise<Grant | undefined> => {
-    const existing = await loadExisting(ctx);
-    const { client, session, provider } = ctx.oidc;
-    if (existing || client?.clientId !== SETTINGS_CLIENT_ID || !session?.accountId) return existing;
-    const init = { clientId: SETTINGS_CLIENT_ID, accountId: session.accountId, expiresIn: LIFETIMES.Session };
-    const grant = new provider.Grant(init as ConstructorParameters<typeof provider.Grant>[0]);
-    grant.addOIDCScope(SETTINGS_SCOPE);
-    // Every request names the data API as its resource (access_tokens.ts), which lists `openid` among
-    // its scopes; a grant without it there would still get the consent page.
-    for (const resource of Object.keys(ctx.oidc.resourceServers ?? {})) grant.addResourceScope(resource, SETTINGS_SCOPE);
-    await grant.save();
-    return grant;
   };
 }

@@ -3,7 +3,7 @@ import { randomBytes } from 'node:crypto';
 import Provider, { errors, type KoaContextWithOIDC } from 'oidc-provider';
 
 import type { ModelStore } from '../../adapters/store.ts';
-import type { RecordsAtRest } from '../engine/records_at_rest.ts';
+import { nowSeconds } from '../shared/clock.ts';
 
 /**
  * Initial access tokens (RFC 7591 section 3), made by a workspace admin with the admin CLI. Each
@@ -21,8 +21,6 @@ export const MAX_USES_FIELD = 'maxUses';
 
 /** The most registrations one token may allow. */
 export const MAX_INITIAL_ACCESS_TOKEN_USES = 10_000;
-
-const MODEL = 'InitialAccessToken';
 
 /** The engine keeps only the fields its models declare; the InitialAccessToken also keeps `maxUses`. */
 export function countedInitialAccessTokens(provider: Provider): void {
@@ -46,7 +44,7 @@ export async function createInitialAccessToken(
   { expiresIn, uses }: { expiresIn: number; uses: number },
 ): Promise<CreatedInitialAccessToken> {
   const jti = `${workspaceId}.${randomBytes(32).toString('base64url')}`;
-  const expiresAt = Math.floor(Date.now() / 1000) + expiresIn;
+  const expiresAt = nowSeconds() + expiresIn;
   const token = await new provider.InitialAccessToken({ jti, exp: expiresAt, [MAX_USES_FIELD]: uses }).save();
   return { token, expiresAt, uses };
 }
@@ -74,31 +72,22 @@ function maxUses(iat: object): number {
   return typeof value === 'number' && Number.isSafeInteger(value) && value > 0 ? value : 1;
 }
 
-/** Where the registration request's token waits, between the host's check and the storing of the client. */
-interface RegistrationRequestState {
-  initialAccessTokenUse?: PresentedInitialAccessToken;
-}
-
-/** Marks the request's registration as one that uses `token` up by one, once the client is stored. */
-export function useOnRegistration(state: object, token: PresentedInitialAccessToken): void {
-  (state as RegistrationRequestState).initialAccessTokenUse = token;
-}
-
 /**
- * Called by the Client adapter before it stores a client. Within a registration that presented an
+ * Called by the Client adapter before it stores a client; `storeIdOf` names the token's record in
+ * the store (its digest: src/engine/records_at_rest.ts). Within a registration that presented an
  * initial access token (the engine's request context: Provider.ctx), counts the use; when the token
  * was used up meanwhile (a concurrent registration took the last use), the client is not stored
  * and the registration is answered 401 invalid_token.
  */
-export function countInitialAccessTokenUse(models: ModelStore, atRest: RecordsAtRest): () => Promise<void> {
+export function countInitialAccessTokenUse(models: ModelStore, storeIdOf: (token: string) => string): () => Promise<void> {
   return async () => {
     const ctx: KoaContextWithOIDC | undefined = Provider.ctx;
-    const state = ctx?.state as RegistrationRequestState | undefined;
-    const presented = state?.initialAccessTokenUse;
+    // Left there by the host's check of the registration request (src/http/endpoints/registration.ts).
+    const presented = ctx?.state.initialAccessTokenUse;
     if (!ctx || !presented || ctx.oidc?.route !== 'registration') return;
     // Counted once per request, whatever else the registration stores.
-    delete state!.initialAccessTokenUse;
-    const id = atRest.id(MODEL, presented.token);
+    delete ctx.state.initialAccessTokenUse;
+    const id = storeIdOf(presented.token);
     const uses = await models.countUse(id, presented.maxUses);
     if (uses === 0) throw new errors.InvalidToken('initial access token is invalid, expired or used up');
     if (uses >= presented.maxUses) await models.destroy(id);

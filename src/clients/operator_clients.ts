@@ -3,6 +3,7 @@ import { randomBytes } from 'node:crypto';
 import type { Adapter, ClientMetadata, Provider } from 'oidc-provider';
 
 import { newClientId } from './client_ids.ts';
+import { nowSeconds } from '../shared/clock.ts';
 
 export interface StoredOperatorClient {
   client_id: string;
@@ -26,7 +27,7 @@ export async function storeOperatorClient(
   const stored = {
     client_id: newClientId(),
     client_secret: randomBytes(64).toString('base64url'),
-    client_id_issued_at: Math.floor(Date.now() / 1000),
+    client_id_issued_at: nowSeconds(),
     ...metadata,
   };
   await provider.Client.validate(stored);

@@ -1,9 +1,8 @@
-import { errors, type Client, type KoaContextWithOIDC, type Provider } from 'oidc-provider';
-import type { Middleware } from 'koa';
+import { errors, type Client, type KoaContextWithOIDC } from 'oidc-provider';
 
 import { LOOPBACK_HOSTS } from '../../config/parsers.ts';
-import { findInitialAccessToken, useOnRegistration } from './initial_access_tokens.ts';
 import { checkRegistrationHygiene } from './registration_hygiene.ts';
+import { nowSeconds } from '../shared/clock.ts';
 
 /**
  * Dynamic client registration policy (RFC 7591 / RFC 7592), applied through the engine's
@@ -14,7 +13,7 @@ import { checkRegistrationHygiene } from './registration_hygiene.ts';
  *   workspace admin can give (`workspace_id`, never taken from the request body);
  * - no metadata makes the server fetch a URL the registrant chose (see FETCHED_METADATA);
  * - an update cannot make a confidential client public, and the time each redirect URI was added
- *   by an update is kept, so consent given before does not reach it (redirect_uri_consent.ts).
+ *   by an update is kept, so consent given before does not reach it (src/engine/redirect_uri_consent.ts).
  */
 export const WORKSPACE_METADATA = 'workspace_id';
 /**
@@ -55,11 +54,6 @@ export function redirectUrisAddedAt(client: Client): Readonly<Record<string, num
   return added;
 }
 
-/** Where the registration request's workspace (from its initial access token) is handed to the metadata hook. */
-interface RegistrationState {
-  registrationWorkspace?: string;
-}
-
 const WEB_SCHEMES = new Set(['http:', 'https:']);
 
 type Metadata = Record<string, unknown>;
@@ -93,7 +87,7 @@ export function validateClientMetadata(ctx: KoaContextWithOIDC | undefined, key:
   if (route === 'client_update') keepConfidential(ctx.oidc.client, metadata);
 
   if (route === 'registration') {
-    const workspace = (ctx.state as RegistrationState).registrationWorkspace;
+    const workspace = ctx.state.registrationWorkspace;
     if (workspace) metadata[WORKSPACE_METADATA] = workspace;
     else delete metadata[WORKSPACE_METADATA];
   } else {
@@ -143,7 +137,7 @@ function recordRedirectUriAdditions(client: Client | undefined, metadata: Metada
   if (client) {
     const before = new Set(client.redirectUris ?? []);
     const known = redirectUrisAddedAt(client);
-    const now = Math.floor(Date.now() / 1000);
+    const now = nowSeconds();
     for (const uri of uris) {
       if (!before.has(uri)) added[uri] = now;
       else if (known[uri] !== undefined) added[uri] = known[uri];
@@ -152,16 +146,6 @@ function recordRedirectUriAdditions(client: Client | undefined, metadata: Metada
   if (Object.keys(added).length) metadata[REDIRECT_URIS_ADDED_METADATA] = added;
   else delete metadata[REDIRECT_URIS_ADDED_METADATA];
 }
-
-/** Registration and RFC 7592 read and update responses show the client's metadata, not what the server keeps about it. */
-export const hideServerKeptMetadata: Middleware = async (ctx, next) => {
-  await next();
-  const body = ctx.body as Record<string, unknown> | undefined;
-  if (body && typeof body === 'object') {
-    delete body[REDIRECT_URIS_ADDED_METADATA];
-    delete body[UNUSED_UNTIL_METADATA];
-  }
-};
 
 /**
  * Where the browser is sent: after authorization (`redirect_uris`) and after sign-out
@@ -209,32 +193,4 @@ function checkRedirectUriList(field: string, uris: unknown): boolean {
     if (!WEB_SCHEMES.has(url.protocol)) privateUse = true;
   }
   return privateUse;
-}
-
-/**
- * Resolves the workspace of a registration request's initial access token (if it sent one),
- * before the engine handles the request, and marks the registration as one that uses the token
- * (counted when the client is stored: initial_access_tokens.ts). With open registration the token
- * is optional but, when present, must be valid: a bad, expired or used-up one is refused rather
- * than silently ignored.
- */
-export function registrationWorkspace(provider: Provider): Middleware {
-  return async (ctx, next) => {
-    const authorization = ctx.get('authorization');
-    const token = /^Bearer\s+(\S+)$/i.exec(authorization)?.[1];
-    if (token) {
-      const iat = await findInitialAccessToken(provider, token);
-      if (!iat) {
-        const description = 'initial access token is invalid, expired or used up';
-        ctx.status = 401;
-        ctx.set('WWW-Authenticate', `Bearer error="invalid_token", error_description="${description}"`);
-        ctx.set('Cache-Control', 'no-store');
-        ctx.body = { error: 'invalid_token', error_description: description };
-        return;
-      }
-      if (iat.workspace) (ctx.state as RegistrationState).registrationWorkspace = iat.workspace;
-      useOnRegistration(ctx.state, iat);
-    }
-    await next();
-  };
 }

@@ -1,4 +1,3 @@
-import type { Middleware } from 'koa';
 import { errors } from 'oidc-provider';
 
 /**
@@ -75,21 +74,3 @@ function cleanClientName(metadata: Metadata): void {
 function refuse(description: string): never {
   throw new errors.InvalidClientMetadata(description);
 }
-
-/** Bytes at most in a registration or update request: far above any honest client's metadata. */
-export const REGISTRATION_BODY_MAX = 16 * 1024;
-
-/**
- * Refuses an oversized registration body before anything reads it (413, RFC 7591 error shape).
- * The engine's own reader stops at 56 KiB for bodies sent without a length.
- */
-export const registrationBodyLimit: Middleware = async (ctx, next) => {
-  if ((ctx.request.length ?? 0) > REGISTRATION_BODY_MAX) {
-    ctx.status = 413;
-    ctx.set('Cache-Control', 'no-store');
-    ctx.set('Connection', 'close');
-    ctx.body = { error: 'invalid_request', error_description: `the registration request is larger than ${REGISTRATION_BODY_MAX / 1024} KiB` };
-    return;
-  }
-  await next();
-};

@@ -3,6 +3,7 @@ import type { Client, KoaContextWithOIDC, Provider } from 'oidc-provider';
 import type { ModelPayload, ModelStore } from '../../adapters/store.ts';
 import type { Logger } from '../shared/logger.ts';
 import { UNUSED_UNTIL_METADATA, WORKSPACE_METADATA } from './registration.ts';
+import { nowSeconds } from '../shared/clock.ts';
 
 /**
  * Clients that registered themselves and never completed a flow are removed after a while
@@ -14,7 +15,6 @@ import { UNUSED_UNTIL_METADATA, WORKSPACE_METADATA } from './registration.ts';
  * before this existed, have no `unused_until` and are never removed.
  */
 
-const now = () => Math.floor(Date.now() / 1000);
 const unusedUntilByClient = new WeakMap<Client, number | undefined>();
 
 /** When a client on probation expires; undefined once it has obtained a token (kept per engine Client instance). */
@@ -29,7 +29,7 @@ function unusedUntil(client: Client): number | undefined {
 /** Seconds a stored client record on probation has left (at least 1), or undefined when it has none. */
 function secondsLeft(payload: ModelPayload | undefined): number | undefined {
   const until = payload?.[UNUSED_UNTIL_METADATA];
-  return typeof until === 'number' ? Math.max(1, until - now()) : undefined;
+  return typeof until === 'number' ? Math.max(1, until - nowSeconds()) : undefined;
 }
 
 /**
@@ -41,7 +41,7 @@ export function keepUnusedUntil(ctx: KoaContextWithOIDC | undefined, key: string
   const route = ctx?.oidc?.route;
   if (route === 'registration') {
     // The workspace is resolved first (it precedes this property): a bound client was vetted.
-    if (ttl && !metadata[WORKSPACE_METADATA]) metadata[UNUSED_UNTIL_METADATA] = now() + ttl;
+    if (ttl && !metadata[WORKSPACE_METADATA]) metadata[UNUSED_UNTIL_METADATA] = nowSeconds() + ttl;
     else delete metadata[UNUSED_UNTIL_METADATA];
   } else if (route === 'client_update') {
     const current = ctx?.oidc.client && unusedUntil(ctx.oidc.client);
@@ -96,7 +96,7 @@ async function endProbation(clientId: string, { clients, registrationAccessToken
   const { [UNUSED_UNTIL_METADATA]: _ended, ...kept } = record;
   await clients.upsert(clientId, kept, undefined);
   for (const { id, payload } of await registrationAccessTokens.listBy(clientId)) {
-    const exp = typeof payload.exp === 'number' ? payload.exp - now() : undefined;
+    const exp = typeof payload.exp === 'number' ? payload.exp - nowSeconds() : undefined;
     await registrationAccessTokens.upsert(id, payload, exp !== undefined ? Math.max(1, exp) : undefined);
   }
 }

@@ -16,7 +16,7 @@ interface ModelHooks {
   beforeStore?: (payload: ModelPayload) => ModelPayload;
   /** Runs before a record is stored; what it throws, the engine answers, and nothing is stored. */
   beforeUpsert?: () => Promise<void>;
-  /** The record's expiry as stored, from the engine's (an unused client's probation: unused_clients.ts). */
+  /** The record's expiry as stored, from the engine's (an unused client's probation: src/clients/unused_clients.ts). */
   expiresIn?: (payload: ModelPayload, expiresIn: number | undefined) => number | undefined | Promise<number | undefined>;
   afterDestroy?: (id: string) => Promise<void>;
   afterRevokeByGrantId?: (grantId: string) => Promise<void>;
@@ -39,7 +39,7 @@ export function engineAdapterFactory(store: Store, atRest: RecordsAtRest, grantW
       case 'Client':
         return new EngineAdapter(name, new CachedClients(models), atRest, {
           beforeStore: withHashedSecret,
-          beforeUpsert: countInitialAccessTokenUse(store.model('InitialAccessToken'), atRest),
+          beforeUpsert: countInitialAccessTokenUse(store.model('InitialAccessToken'), (token) => atRest.id('InitialAccessToken', token)),
           expiresIn: clientExpiry,
           afterDestroy: (clientId) => revocations.revokeDeletedClient(clientId),
         });

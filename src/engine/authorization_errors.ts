@@ -7,21 +7,17 @@ export interface AuthorizationError {
   error_description?: string;
 }
 
-interface State {
-  authorizationError?: AuthorizationError;
-}
-
 /**
  * Keeps the error an authorization request ended with on the request, for what only sees the
- * answer afterwards: the redirect policy for unvetted clients (held_error_redirects.ts) and the
- * metrics. The last one is the one answered (a bad redirect_uri replaces the error found first).
+ * answer afterwards: the redirect policy for unvetted clients (src/http/endpoints/authorization.ts)
+ * and the metrics. The last one is the one answered (a bad redirect_uri replaces the error found first).
  */
 export function recordAuthorizationErrors(provider: Provider): void {
   provider.on('authorization.error', (ctx: KoaContextWithOIDC, error: AuthorizationError) => {
-    (ctx.state as State).authorizationError = error;
+    ctx.state.authorizationError = error;
   });
 }
 
 export function authorizationErrorOf(ctx: Context): AuthorizationError | undefined {
-  return (ctx.state as State).authorizationError;
+  return ctx.state.authorizationError;
 }

@@ -4,7 +4,8 @@ import type { Store } from '../../adapters/store.ts';
 import type { Accounts } from '../accounts/accounts.ts';
 import { PROFILE_CLAIM_NAMES } from '../accounts/profile.ts';
 import type { Config } from '../../config/index.ts';
-import { apiAudience, dataApiResourceServer, resourceIndicators, workspaceClaims } from './resource_indicators.ts';
+import { apiAudience, dataApiResourceServer, resourceIndicators } from './resource_indicators.ts';
+import { workspaceClaims } from './token_claims.ts';
 import { ACR_VALUES } from './authentication_context.ts';
 import { registerClientCredentialsGrant } from './grants/client_credentials.ts';
 import { newClientId } from '../clients/client_ids.ts';
@@ -18,7 +19,6 @@ import { countedInitialAccessTokens } from '../clients/initial_access_tokens.ts'
 import { introspectionAllowedPolicy } from '../tokens/introspection_policy.ts';
 import type { KeyMaterial } from '../keys/keys.ts';
 import { LIFETIMES, sessionLifetime } from '../../config/lifetimes.ts';
-import { rpInitiatedLogout } from '../interactions/logout.ts';
 import { pkceRequired } from './pkce.ts';
 import { RecordsAtRest } from './records_at_rest.ts';
 import { loadConsentedGrant } from './redirect_uri_consent.ts';
@@ -28,9 +28,21 @@ import { REDIRECT_URIS_ADDED_METADATA, UNUSED_UNTIL_METADATA, WORKSPACE_METADATA
 import { ENGINE_ROUTES, INTERACTION_PATH, USERINFO_PATH } from './routes.ts';
 import { SUPPORTED_SCOPES, effectiveScope } from './scopes.ts';
 import { keepUnusedUntil } from '../clients/unused_clients.ts';
-import { settingsClient, withSettingsSignIn } from '../clients/first_party.ts';
+import { settingsClient } from '../clients/first_party.ts';
+import { withSettingsSignIn } from './first_party_grant.ts';
 
-export type RenderError = NonNullable<Configuration['renderError']>;
+type LogoutFeature = NonNullable<NonNullable<Configuration['features']>['rpInitiatedLogout']>;
+
+/**
+ * The pages the engine shows, which the host supplies (src/http/engine_pages.ts): errors that must
+ * not redirect to the client (an unknown client, an unregistered redirect_uri), and the sign-out
+ * question and its answer (RP-Initiated Logout).
+ */
+export interface EnginePages {
+  renderError: NonNullable<Configuration['renderError']>;
+  logoutSource: NonNullable<LogoutFeature['logoutSource']>;
+  postLogoutSuccessSource: NonNullable<LogoutFeature['postLogoutSuccessSource']>;
+}
 
 export interface OAuthServer {
   provider: Provider;
@@ -47,12 +59,12 @@ export interface ProviderDependencies {
   accounts: Accounts;
   keys: KeyMaterial;
   revocations: RevocationList;
-  /** Renders the error page for errors that must not redirect (unknown client, unregistered redirect_uri). */
-  renderError: RenderError;
+  /** Absent for the admin CLI, which only creates records and never shows a page. */
+  pages?: EnginePages | undefined;
 }
 
 /** Configures oidc-provider, the certified engine, for this product. Everything it can do itself, it does. */
-export function buildProvider({ config, store, accounts, keys, revocations, renderError }: ProviderDependencies): OAuthServer {
+export function buildProvider({ config, store, accounts, keys, revocations, pages }: ProviderDependencies): OAuthServer {
   const audience = apiAudience(config.issuer);
   const grantWorkspaces = new GrantWorkspaces(store.model(GrantWorkspaces.MODEL));
   const grantActivity = new GrantActivity(store.model(GrantActivity.MODEL));
@@ -64,7 +76,7 @@ export function buildProvider({ config, store, accounts, keys, revocations, rend
     cookies: { keys: keys.cookieKeys, names: cookieNames(config.issuer) },
     routes: { ...ENGINE_ROUTES, userinfo: USERINFO_PATH },
     interactions: { url: (_ctx: KoaContextWithOIDC, interaction) => `${config.basePath}${INTERACTION_PATH}/${interaction.uid}` },
-    renderError,
+    ...(pages ? { renderError: pages.renderError } : {}),
 
     scopes: [...SUPPORTED_SCOPES],
     // Every ID token says how and when the user signed in (the engine's default adds them only on request).
@@ -108,7 +120,7 @@ export function buildProvider({ config, store, accounts, keys, revocations, rend
       ...(config.registrationAccessTokenTtl ? { RegistrationAccessToken: config.registrationAccessTokenTtl } : {}),
     },
     // Consent reaches only the redirect URIs the client had when it was given. The settings area's
-    // own sign-in client is first-party: no consent page (src/settings/sign_in_client.ts).
+    // own sign-in client is first-party: no consent page (src/clients/first_party.ts, first_party_grant.ts).
     loadExistingGrant: withSettingsSignIn(loadConsentedGrant),
     clients: [settingsClient(config.issuer)],
     // Pairwise subjects are not offered and sector_identifier_uri is refused at registration; a
@@ -123,7 +135,7 @@ export function buildProvider({ config, store, accounts, keys, revocations, rend
     discovery: {
       // RFC 8414 defaults these to client_secret_basic alone; say what really works.
       revocation_endpoint_auth_methods_supported: ['client_secret_post', 'client_secret_basic', 'none'],
-      // A public client may introspect nothing (introspection_policy.ts).
+      // A public client may introspect nothing (src/tokens/introspection_policy.ts).
       introspection_endpoint_auth_methods_supported: ['client_secret_post', 'client_secret_basic'],
     },
 
@@ -142,13 +154,15 @@ export function buildProvider({ config, store, accounts, keys, revocations, rend
       revocation: { enabled: true },
       resourceIndicators: resourceIndicators(audience),
       // Enabled so the engine accepts `claims.userinfo` requests; the endpoint itself is served by
-      // the host, in front of the engine's (src/resource/userinfo.ts): the engine's accepts only audience-less tokens.
+      // the host, in front of the engine's (src/http/endpoints/userinfo.ts): the engine's accepts only audience-less tokens.
       userinfo: { enabled: true },
       // Registration keeps `userinfo_signed_response_alg` and discovery lists the algorithms; the
-      // host's endpoint signs (signed_userinfo.ts).
+      // host's endpoint signs (src/tokens/signed_userinfo.ts).
       jwtUserinfo: { enabled: true },
-      // OpenID Connect RP-Initiated Logout 1.0 with the product's pages; tokens outlive the session (logout.ts).
-      rpInitiatedLogout: rpInitiatedLogout({ accounts, issuer: config.issuer }),
+      // OpenID Connect RP-Initiated Logout 1.0 with the product's pages (src/interactions/logout.ts).
+      // Signing out ends the browser's session only: tokens outlive it (`expiresWithSession` is
+      // false, so the engine marks every authorization `persistsLogout` and revokes no grant).
+      rpInitiatedLogout: { enabled: true, ...(pages ? { logoutSource: pages.logoutSource, postLogoutSuccessSource: pages.postLogoutSuccessSource } : {}) },
       // Not offered: nothing advertised that is not tested end to end.
       dPoP: { enabled: false },
       pushedAuthorizationRequests: { enabled: false },

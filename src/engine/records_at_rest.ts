@@ -1,6 +1,5 @@
-import { hash } from 'node:crypto';
-
 import type { ModelPayload } from '../../adapters/store.ts';
+import { digest } from '../shared/digest.ts';
 import type { KeyRing } from '../keys/key_encryption.ts';
 
 /**
@@ -39,10 +38,6 @@ interface SealedSecrets {
   sessionCookie?: string;
   returnTo?: string;
   userCode?: string;
-}
-
-export function digest(value: string): string {
-  return hash('sha256', value, 'base64url');
 }
 
 export class RecordsAtRest {

@@ -2,6 +2,7 @@ import type { Client, Grant, KoaContextWithOIDC } from 'oidc-provider';
 
 import { LOOPBACK_HOSTS } from '../../config/parsers.ts';
 import { redirectUrisAddedAt } from '../clients/registration.ts';
+import { nowSeconds } from '../shared/clock.ts';
 
 /**
  * Consent reaches only the redirect URIs the client had when the user gave it. A client can add
@@ -45,7 +46,7 @@ function whenAdded(client: Client, redirectUri: string): number {
   if (registered.includes(redirectUri)) return added[redirectUri] ?? 0;
   const withoutPort = loopbackWithoutPort(redirectUri);
   const matches = withoutPort === undefined ? [] : registered.filter((uri) => loopbackWithoutPort(uri) === withoutPort);
-  return matches.length ? Math.min(...matches.map((uri) => added[uri] ?? 0)) : Math.floor(Date.now() / 1000);
+  return matches.length ? Math.min(...matches.map((uri) => added[uri] ?? 0)) : nowSeconds();
 }
 
 function loopbackWithoutPort(uri: string): string | undefined {

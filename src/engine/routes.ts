@@ -21,3 +21,33 @@ export const ENGINE_ROUTES = {
 export const USERINFO_PATH = '/oauth/userinfo';
 
 export const INTERACTION_PATH = '/interaction';
+
+const { authorization, token, registration, jwks, revocation, introspection, end_session: endSession } = ENGINE_ROUTES;
+const DISCOVERY = '/.well-known/openid-configuration';
+
+/**
+ * The engine's names for its routes (`ctx.oidc.route`; `cors.*` are their preflights), with the
+ * paths they answer as templates, relative to the issuer: what the metrics count a request the
+ * engine answered under. The names are oidc-provider's own (lib/helpers/initialize_app.js).
+ */
+export const ENGINE_ROUTE_TEMPLATES: Readonly<Record<string, string>> = {
+  authorization,
+  resume: `${authorization}/:uid`,
+  token,
+  'cors.token': token,
+  jwks,
+  'cors.jwks': jwks,
+  discovery: DISCOVERY,
+  'cors.discovery': DISCOVERY,
+  registration,
+  client: `${registration}/:clientId`,
+  client_update: `${registration}/:clientId`,
+  client_delete: `${registration}/:clientId`,
+  revocation,
+  'cors.revocation': revocation,
+  introspection,
+  'cors.introspection': introspection,
+  end_session: endSession,
+  end_session_confirm: `${endSession}/confirm`,
+  end_session_success: `${endSession}/success`,
+};

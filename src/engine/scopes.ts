@@ -4,29 +4,6 @@ import { errors } from 'oidc-provider';
 export const SUPPORTED_SCOPES = ['openid', 'api', 'profile'] as const;
 export const DEFAULT_SCOPE = 'api';
 
-/** The consent screen's plain-language description of each scope. */
-export const SCOPE_DESCRIPTIONS: Record<string, string> = {
-  openid: 'Confirm who you are',
-  api: 'Read and change the workspace\'s records and metadata (Core and Metadata APIs)',
-  profile: 'See your name, email address and workspace',
-};
-
-const CLAIM_LABELS: Record<string, string> = {
-  name: 'name',
-  given_name: 'given name',
-  family_name: 'family name',
-  preferred_username: 'username',
-  updated_at: 'when your profile last changed',
-  email: 'email address',
-  email_verified: 'whether your email address is verified',
-  workspace: 'workspace and role',
-};
-
-/** The consent screen's description of claims asked for by name (the `claims` parameter). */
-export function describeClaims(names: string[]): string {
-  return `See these details of your profile: ${names.map((name) => CLAIM_LABELS[name] ?? name).join(', ')}`;
-}
-
 /**
  * The scope a request really asks for: the default when none is given, an `invalid_scope`
  * error naming the values this server does not know.

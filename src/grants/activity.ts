@@ -1,6 +1,8 @@
 import type { KoaContextWithOIDC, Provider } from 'oidc-provider';
 
 import type { ModelStore } from '../../adapters/store.ts';
+import { boundedCache } from '../shared/bounded_cache.ts';
+import { nowSeconds, systemClock, type Clock } from '../shared/clock.ts';
 
 /** Last use is recorded to this precision: a busy grant costs one store write a minute, not one per token. */
 const LAST_USED_RESOLUTION_SECONDS = 60;
@@ -10,7 +12,7 @@ const REMEMBERED_GRANTS = 10_000;
 /**
  * When each grant was last used: the last time the token endpoint issued tokens for it (code
  * exchange or refresh), which the settings area shows as an application's last use. Kept per grant
- * beside the engine's models, expiring with the grant and removed with it (engine_adapter.ts).
+ * beside the engine's models, expiring with the grant and removed with it (src/engine/adapter.ts).
  *
  * The token endpoint's speed matters (bench/), so a use is written at most once a minute per grant
  * and instance, in the background: a token response never waits for, or fails on, this record.
@@ -18,22 +20,21 @@ const REMEMBERED_GRANTS = 10_000;
 export class GrantActivity {
   static readonly MODEL = 'GrantActivity';
   readonly #store: ModelStore;
-  readonly #clock: () => number;
-  readonly #written = new Map<string, number>();
+  readonly #clock: Clock;
+  /** When this instance last wrote each grant's use (seconds). */
+  readonly #written = boundedCache<string, number>({ max: REMEMBERED_GRANTS });
 
-  constructor(store: ModelStore, clock: () => number = Date.now) {
+  constructor(store: ModelStore, clock: Clock = systemClock) {
     this.#store = store;
     this.#clock = clock;
   }
 
   /** Records a use of the grant, which expires at `grantExpiresAt` (seconds), unless one was recorded within the minute. */
   async recordUse(grantId: string, grantExpiresAt: number): Promise<void> {
-    const now = Math.floor(this.#clock() / 1000);
+    const now = nowSeconds(this.#clock);
     const previous = this.#written.get(grantId);
     if (previous !== undefined && now - previous < LAST_USED_RESOLUTION_SECONDS) return;
     if (grantExpiresAt <= now) return;
-    this.#written.delete(grantId);
-    if (this.#written.size >= REMEMBERED_GRANTS) this.#written.delete(this.#written.keys().next().value!);
     this.#written.set(grantId, now);
     await this.#store.upsert(grantId, { lastUsedAt: now }, grantExpiresAt - now);
   }

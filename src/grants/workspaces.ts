@@ -1,4 +1,5 @@
 import type { ModelStore } from '../../adapters/store.ts';
+import { boundedCache } from '../shared/bounded_cache.ts';
 
 /** Grants whose workspace is kept in process; the least recently used go first. */
 const CACHED_GRANTS = 10_000;
@@ -12,7 +13,7 @@ const CACHED_GRANTS = 10_000;
 export class GrantWorkspaces {
   static readonly MODEL = 'GrantWorkspace';
   readonly #store: ModelStore;
-  readonly #known = new Map<string, string>();
+  readonly #known = boundedCache<string, string>({ max: CACHED_GRANTS });
 
   constructor(store: ModelStore) {
     this.#store = store;
@@ -24,17 +25,10 @@ export class GrantWorkspaces {
 
   async workspaceOf(grantId: string): Promise<string | undefined> {
     const known = this.#known.get(grantId);
-    if (known) {
-      this.#known.delete(grantId);
-      this.#known.set(grantId, known);
-      return known;
-    }
+    if (known) return known;
     const record = await this.#store.find(grantId);
     const workspaceId = typeof record?.workspaceId === 'string' ? record.workspaceId : undefined;
-    if (workspaceId) {
-      if (this.#known.size >= CACHED_GRANTS) this.#known.delete(this.#known.keys().next().value!);
-      this.#known.set(grantId, workspaceId);
-    }
+    if (workspaceId) this.#known.set(grantId, workspaceId);
     return workspaceId;
   }
 

@@ -1,20 +1,27 @@
 import type { Middleware } from 'koa';
 
+const OPENID_CONFIGURATION = '/.well-known/openid-configuration';
+const OAUTH_AUTHORIZATION_SERVER = '/.well-known/oauth-authorization-server';
+
 /**
  * RFC 8414 metadata. The engine publishes OpenID Connect discovery at
  * `{issuer}/.well-known/openid-configuration`; the same document answers the RFC 8414 well-known
  * URI, both in its standard path form (`/.well-known/oauth-authorization-server{issuer path}`)
- * and in the suffix form many clients try first.
+ * and in the suffix form many clients try first. Each alias is counted under its own name.
  */
 export function authorizationServerMetadata(basePath: string): Middleware {
-  const openidConfiguration = `${basePath}/.well-known/openid-configuration`;
-  const aliases = new Set([
-    `/.well-known/oauth-authorization-server${basePath}`,
-    `${basePath}/.well-known/oauth-authorization-server`,
+  const openidConfiguration = `${basePath}${OPENID_CONFIGURATION}`;
+  const aliases = new Map([
+    [`${OAUTH_AUTHORIZATION_SERVER}${basePath}`, OAUTH_AUTHORIZATION_SERVER],
+    [`${basePath}${OAUTH_AUTHORIZATION_SERVER}`, OAUTH_AUTHORIZATION_SERVER],
   ]);
-  if (basePath) aliases.add(`/.well-known/openid-configuration${basePath}`);
+  if (basePath) aliases.set(`${OPENID_CONFIGURATION}${basePath}`, OPENID_CONFIGURATION);
   return async (ctx, next) => {
-    if (aliases.has(ctx.path)) ctx.path = openidConfiguration;
+    const alias = aliases.get(ctx.path);
+    if (alias !== undefined) {
+      ctx.state.route = alias;
+      ctx.path = openidConfiguration;
+    }
     await next();
   };
 }

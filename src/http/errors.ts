@@ -1,15 +1,30 @@
-import type { Middleware, Context } from 'koa';
+import type { Context, Middleware } from 'koa';
 
 import { BackendUnavailableError } from '../../adapters/store.ts';
-import type { Logger } from '../shared/logger.ts';
 import { ENGINE_BODY_LIMIT } from '../engine/body_limit.ts';
-import { PROBE_PATHS } from './health.ts';
-import { METRICS_PATH } from './metrics/endpoint.ts';
+import { renderErrorPage } from '../pages/render.ts';
+import { HttpError } from '../shared/http_error.ts';
+import type { Logger } from '../shared/logger.ts';
+import { noStore } from '../shared/no_store.ts';
 import { requestIdOf } from './request_id.ts';
 
 /** Seconds a client should wait before retrying when the storage backend is down. */
 const RETRY_AFTER_SECONDS = 5;
 
+/**
+ * How a refusal is answered: `json` (`{ error, error_description, request_id }`, the shape of RFC
+ * 6749 section 5.2, for the OAuth endpoints and the data API alike) unless a section of pages
+ * says `page` (the error page a browser shows).
+ */
+export type ErrorFormat = 'json' | 'page';
+
+/** Marks every request below as one whose refusals are answered in `format`. */
+export function answerErrorsAs(format: ErrorFormat): Middleware {
+  return (ctx, next) => {
+    ctx.state.errorFormat = format;
+    return next();
+  };
+}
 
 export function isBackendOutage(error: unknown): boolean {
   for (let cause = error; cause instanceof Error; cause = cause.cause) {
@@ -24,10 +39,11 @@ export function rememberEngineError(ctx: Context, error: unknown): void {
 }
 
 /**
- * Outermost but for the request id and log: no input yields a stack trace. Errors become RFC 6749
- * style JSON (`error`, `error_description`, and the `request_id` to quote, which the log lines of
- * the request carry); a storage outage is a 503 with Retry-After, anything unexpected a 500 whose
- * details go to the log only.
+ * The one place refusals are written, outermost but for the request id and its timing: no input
+ * yields a stack trace. An HttpError thrown anywhere below is answered with its status and headers
+ * in the request's format (ErrorFormat), never cached; a storage outage is a 503 with Retry-After;
+ * anything unexpected a 500 whose details go to the log only. Every JSON body carries the
+ * `request_id` to quote, which the log lines of the request carry too.
  */
 export function errorMapping(logger: Logger): Middleware {
   return async (ctx, next) => {
@@ -45,17 +61,30 @@ export function errorMapping(logger: Logger): Middleware {
         logServerError(logger, ctx, error);
         return;
       }
-      const status = httpStatus(error);
-      if (status && status < 500) {
-        ctx.status = status;
-        ctx.body = errorBody(ctx, 'invalid_request', (error as Error).message);
-        return;
-      }
-      logServerError(logger, ctx, error);
-      ctx.status = 500;
-      ctx.body = errorBody(ctx, 'server_error', 'the server could not complete the request');
+      const refusal = asRefusal(error);
+      if (!refusal) logServerError(logger, ctx, error);
+      await answer(ctx, refusal ?? new HttpError(500, 'server_error', 'the server could not complete the request'));
     }
   };
+}
+
+/** An HttpError, or a 4xx that a library (the body parser) threw for the client to see, as one. */
+function asRefusal(error: unknown): HttpError | undefined {
+  if (error instanceof HttpError) return error;
+  const { status, expose } = error as { status?: unknown; expose?: unknown };
+  if (typeof status === 'number' && status < 500 && expose === true) return new HttpError(status, 'invalid_request', (error as Error).message);
+  return undefined;
+}
+
+async function answer(ctx: Context, refusal: HttpError): Promise<void> {
+  ctx.status = refusal.status;
+  for (const [name, value] of Object.entries(refusal.headers)) ctx.set(name, value);
+  noStore(ctx);
+  if (ctx.state.errorFormat === 'page') {
+    await renderErrorPage(ctx, refusal.code, refusal.description);
+    return;
+  }
+  ctx.body = errorBody(ctx, refusal.code, refusal.description);
 }
 
 /**
@@ -73,7 +102,7 @@ function answerOutage(ctx: Context): void {
   ctx.remove('Set-Cookie');
   ctx.status = 503;
   ctx.set('Retry-After', String(RETRY_AFTER_SECONDS));
-  ctx.set('Cache-Control', 'no-store');
+  noStore(ctx);
   const body = errorBody(ctx, 'temporarily_unavailable', 'the storage backend is unavailable; try again shortly');
   ctx.body = ctx.accepts('json', 'html') === 'html' && ctx.method === 'GET'
     ? `Service temporarily unavailable; try again shortly.${body.request_id ? ` Reference: ${body.request_id}` : ''}`
@@ -85,30 +114,7 @@ function errorBody(ctx: Context, error: string, description: string): { error: s
   return { error, error_description: description, ...(id ? { request_id: id } : {}) };
 }
 
-function httpStatus(error: unknown): number | undefined {
-  const status = (error as { status?: unknown; expose?: unknown }).status;
-  return typeof status === 'number' && (error as { expose?: unknown }).expose === true ? status : undefined;
-}
-
 function logServerError(logger: Logger, ctx: Context, error: unknown): void {
   const err = error instanceof Error ? error : new Error(String(error));
   logger.error('request failed', { method: ctx.method, path: ctx.path, status: ctx.status, error: err.name, detail: err.message, stack: err.stack });
-}
-
-/**
- * One line per request: method, path (never the query, which can carry codes), status, duration
- * (and the request id, as every line written during the request). Probes (`/healthz`, `/readyz`)
- * and scrapes (`/metrics`) are logged at debug level: they come constantly.
- */
-export function requestLog(logger: Logger): Middleware {
-  return async (ctx, next) => {
-    const started = performance.now();
-    try {
-      await next();
-    } finally {
-      const log = PROBE_PATHS.has(ctx.path) || ctx.path === METRICS_PATH ? logger.debug : logger.info;
-      // The client's address: the socket's, or with TRUST_PROXY=N the one N proxies back in X-Forwarded-For.
-      log('request', { method: ctx.method, path: ctx.path, status: ctx.status, ms: Math.round(performance.now() - started), ip: ctx.ip });
-    }
-  };
 }

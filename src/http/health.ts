@@ -2,6 +2,7 @@ import type { JWK } from 'jose';
 import type { Context, Middleware } from 'koa';
 
 import type { Store } from '../../adapters/store.ts';
+import { noStore } from '../shared/no_store.ts';
 
 /** Paths polled by load balancers and orchestrators: answered cheaply, logged at debug level only. */
 export const PROBE_PATHS = new Set(['/healthz', '/readyz']);
@@ -22,7 +23,8 @@ export function health(store: Store, jwks: { keys: JWK[] }): Middleware {
   const keysLoaded = canSign(jwks);
   return async (ctx, next) => {
     if (!PROBE_PATHS.has(ctx.path) || (ctx.method !== 'GET' && ctx.method !== 'HEAD')) return next();
-    ctx.set('Cache-Control', 'no-store');
+    ctx.state.route = ctx.path;
+    noStore(ctx);
     if (ctx.path === '/healthz') {
       ctx.body = { status: 'ok' };
       return;

@@ -1,9 +1,10 @@
-import type { Configuration, KoaContextWithOIDC } from 'oidc-provider';
+import type { KoaContextWithOIDC } from 'oidc-provider';
 
 import type { Accounts } from '../accounts/accounts.ts';
-import { clientDisplay, redirectTarget, renderPage, type ClientDisplay } from '../pages/render.ts';
+import type { EnginePages } from '../engine/provider.ts';
+import { clientDisplay, redirectTarget, type ClientDisplay } from '../pages/client_display.ts';
+import { renderPage } from '../pages/render.ts';
 
-type LogoutFeature = NonNullable<NonNullable<Configuration['features']>['rpInitiatedLogout']>;
 
 export interface LogoutDependencies {
   accounts: Accounts;
@@ -12,16 +13,13 @@ export interface LogoutDependencies {
 }
 
 /**
- * OpenID Connect RP-Initiated Logout 1.0, done by the engine (`end_session_endpoint`,
- * id_token_hint, post_logout_redirect_uri and state checks, the confirmation form's xsrf), with
- * the product's own pages. Signing out ends the browser's session only: tokens outlive it
- * (`expiresWithSession` is false, so the engine marks every authorization `persistsLogout` and
- * revokes no grant).
+ * The product's pages for OpenID Connect RP-Initiated Logout 1.0, which the engine does
+ * (`end_session_endpoint`, id_token_hint, post_logout_redirect_uri and state checks, the
+ * confirmation form's xsrf): the question, and what happened.
  */
-export function rpInitiatedLogout({ accounts, issuer }: LogoutDependencies): LogoutFeature {
+export function logoutPages({ accounts, issuer }: LogoutDependencies): Pick<EnginePages, 'logoutSource' | 'postLogoutSuccessSource'> {
   const service = new URL(issuer).host;
   return {
-    enabled: true,
     logoutSource: async (ctx, form) => {
       const accountId = ctx.oidc.session?.accountId;
       const user = accountId ? await accounts.getUser(accountId) : undefined;

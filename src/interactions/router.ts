@@ -1,4 +1,3 @@
-import { bodyParser } from '@koa/bodyparser';
 import Router from '@koa/router';
 import type { Context } from 'koa';
 import { errors, type InteractionResults, type Provider } from 'oidc-provider';
@@ -11,9 +10,13 @@ import { LIFETIMES } from '../../config/lifetimes.ts';
 import { ENGINE_ROUTES, INTERACTION_PATH } from '../engine/routes.ts';
 import { PASSWORD_ACR, PASSWORD_AMR } from '../engine/authentication_context.ts';
 import { requestedClaimNames } from '../engine/requested_claims.ts';
-import { SCOPE_DESCRIPTIONS, describeClaims } from '../engine/scopes.ts';
+import { SCOPE_DESCRIPTIONS, describeClaims } from '../pages/scope_descriptions.ts';
 import type { CsrfTokens } from '../pages/csrf.ts';
-import { clientDisplay, redirectTarget, renderErrorPage, renderPage, type ClientDisplay } from '../pages/render.ts';
+import { clientDisplay, redirectTarget, type ClientDisplay } from '../pages/client_display.ts';
+import { formBody } from '../pages/form_body.ts';
+import { renderPage } from '../pages/render.ts';
+import { HttpError } from '../shared/http_error.ts';
+import { nowSeconds } from '../shared/clock.ts';
 
 export interface InteractionDependencies {
   provider: Provider;
@@ -34,24 +37,13 @@ type FormBody = Record<string, unknown>;
 export function interactionRouter(deps: InteractionDependencies): Router {
   const { provider, csrf, basePath } = deps;
   const router = new Router({ prefix: `${basePath}${INTERACTION_PATH}` });
-  const form = bodyParser({ enableTypes: ['form'], formLimit: '16kb' });
+  const form = formBody();
 
-  router.use(async (ctx, next) => {
+  router.use(async (_ctx, next) => {
     try {
       await next();
     } catch (error) {
-      if (error instanceof errors.SessionNotFound) {
-        ctx.status = 400;
-        await renderErrorPage(ctx, 'session_expired');
-        return;
-      }
-      // A form the body parser refuses (too large, unreadable): the browser gets the page, not JSON.
-      const status = (error as { status?: unknown; expose?: unknown }).status;
-      if (typeof status === 'number' && status >= 400 && status < 500 && (error as { expose?: unknown }).expose === true) {
-        ctx.status = status;
-        await renderErrorPage(ctx, 'invalid_request', status === 413 ? 'the form is larger than this server accepts' : 'the form could not be read');
-        return;
-      }
+      if (error instanceof errors.SessionNotFound) throw new HttpError(400, 'session_expired', '');
       throw error;
     }
   });
@@ -60,14 +52,13 @@ export function interactionRouter(deps: InteractionDependencies): Router {
     const details = await provider.interactionDetails(ctx.req, ctx.res);
     if (details.prompt.name === 'login') return showLogin(ctx, deps, details);
     if (details.prompt.name === 'consent') return showConsent(ctx, deps, details);
-    ctx.status = 400;
-    return renderErrorPage(ctx, 'invalid_request', `unsupported interaction ${details.prompt.name}`);
+    throw new HttpError(400, 'invalid_request', `unsupported interaction ${details.prompt.name}`);
   });
 
   router.post('/:uid/login', form, async (ctx) => {
     const details = await provider.interactionDetails(ctx.req, ctx.res);
     const body = ctx.request.body as FormBody;
-    if (!csrf.verify(details.uid, body.csrf)) return refuseForgedForm(ctx);
+    if (!csrf.verify(details.uid, body.csrf)) throw forgedForm();
     if (details.prompt.name !== 'login') return showConsent(ctx, deps, details);
 
     const email = typeof body.email === 'string' ? body.email : '';
@@ -90,7 +81,7 @@ export function interactionRouter(deps: InteractionDependencies): Router {
   router.post('/:uid/consent', form, async (ctx) => {
     const details = await provider.interactionDetails(ctx.req, ctx.res);
     const body = ctx.request.body as FormBody;
-    if (!csrf.verify(details.uid, body.csrf)) return refuseForgedForm(ctx);
+    if (!csrf.verify(details.uid, body.csrf)) throw forgedForm();
     if (details.prompt.name !== 'consent' || !details.session?.accountId) return showLogin(ctx, deps, details);
 
     if (body.decision !== 'allow') {
@@ -141,13 +132,11 @@ async function showConsent(ctx: Context, deps: InteractionDependencies, details:
   const accountId = details.session?.accountId;
   const user = accountId ? await accounts.getUser(accountId) : undefined;
   if (!user) {
-    ctx.status = 400;
-    return renderErrorPage(ctx, 'session_expired');
+    throw new HttpError(400, 'session_expired', '');
   }
   const workspaces = await accounts.workspacesOf(user.id);
   if (workspaces.length === 0) {
-    ctx.status = 403;
-    return renderErrorPage(ctx, 'access_denied', 'Your account is not a member of any workspace, so it cannot authorize applications. Ask a workspace admin to add you.');
+    throw new HttpError(403, 'access_denied', 'Your account is not a member of any workspace, so it cannot authorize applications. Ask a workspace admin to add you.');
   }
   const client = await findClient(provider, details);
   const target = redirectTarget(String(details.params.redirect_uri));
@@ -200,12 +189,11 @@ async function saveGrant({ provider, grantWorkspaces, audience }: InteractionDep
     grant.addResourceScope(audience, scope);
   }
   const grantId = await grant.save();
-  const expiresIn = grant.exp ? grant.exp - Math.floor(Date.now() / 1000) : LIFETIMES.Grant;
+  const expiresIn = grant.exp ? grant.exp - nowSeconds() : LIFETIMES.Grant;
   await grantWorkspaces.bind(grantId, workspaceId, expiresIn);
   return grantId;
 }
 
-async function refuseForgedForm(ctx: Context) {
-  ctx.status = 403;
-  await renderErrorPage(ctx, 'invalid_request', 'The form was not the one this server showed you. Go back to the application and start again.');
+function forgedForm(): HttpError {
+  return new HttpError(403, 'invalid_request', 'The form was not the one this server showed you. Go back to the application and start again.');
 }

@@ -5,13 +5,14 @@ import type { JWK } from 'jose';
 
 import type { SettingStore } from '../../adapters/store.ts';
 import { isSealed, type KeyRing } from './key_encryption.ts';
-import { engineJwks, nowSeconds } from './rotation.ts';
+import { engineJwks } from './rotation.ts';
+import { nowSeconds } from '../shared/clock.ts';
 import { loadKeySet } from './rotation_store.ts';
 
 export interface KeyMaterial {
   /**
    * Private JWKS for the engine: the signing ES256 (access tokens) and RS256 (ID tokens) keys
-   * first, then the keys only published and verifying during a rotation (key_rotation.ts).
+   * first, then the keys only published and verifying during a rotation (rotation.ts).
    */
   jwks: { keys: JWK[] };
   /** Keys that sign the engine's cookies; the first signs, all verify. */
@@ -29,7 +30,7 @@ const COOKIE_KEYS_SETTING = 'cookie_keys';
 /**
  * Signing and cookie keys are generated on first start and kept in the store, sealed with the
  * key-encryption key, so a restart keeps every token valid, every instance signs with the same
- * keys, and a copy of the store alone gives neither. The signing keys rotate (key_rotation.ts);
+ * keys, and a copy of the store alone gives neither. The signing keys rotate (rotation.ts);
  * this is the set as of now. An operator may supply a private JWKS file instead (JWKS_FILE),
  * which the service never rotates.
  */

@@ -1,6 +1,7 @@
 import { calculateJwkThumbprint, exportJWK, generateKeyPair, type JWK } from 'jose';
 
 import { MIN_PREPUBLISH_SECONDS } from '../../config/lifetimes.ts';
+import { isoTime } from '../shared/clock.ts';
 import { PROPAGATION_BOUND_MS } from '../shared/propagation.ts';
 
 /**
@@ -78,7 +79,7 @@ export interface RotationTimes {
 
 /**
  * How long each instance may go without seeing a change of the stored set: it re-reads it this
- * often (key_rotation_watch.ts), as it does every other change made elsewhere (propagation.ts). A
+ * often (rotation_watch.ts), as it does every other change made elsewhere (src/shared/propagation.ts). A
  * key must be published at least this long, and a little more, before it signs, or another
  * instance could meet a token signed by a key it does not know yet.
  */
@@ -87,15 +88,6 @@ export const KEY_SET_POLL_MS = PROPAGATION_BOUND_MS;
 /** A rotation refused because one is already under way. */
 export class RotationPendingError extends Error {
   override name = 'RotationPendingError';
-}
-
-export function nowSeconds(): Seconds {
-  return Math.floor(Date.now() / 1000);
-}
-
-/** Seconds since the epoch as an ISO 8601 string, as the CLI and the logs show times. */
-export function isoTime(at: Seconds): string {
-  return new Date(at * 1000).toISOString();
 }
 
 /** A set stored before rotation existed: its keys become the current generation, as of `at`. */

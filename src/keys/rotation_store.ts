@@ -1,6 +1,7 @@
 import type { SettingStore } from '../../adapters/store.ts';
 import { isSealed, type KeyRing } from './key_encryption.ts';
-import { adoptKeySet, firstKeySet, newKeys, nowSeconds, rotated, type KeySet, type RotationRequest, type StoredKeySet } from './rotation.ts';
+import { adoptKeySet, firstKeySet, newKeys, rotated, type KeySet, type RotationRequest, type StoredKeySet } from './rotation.ts';
+import { nowSeconds } from '../shared/clock.ts';
 
 /**
  * The signing key set in the store: the `signing_jwks` setting, always sealed with the
@@ -51,7 +52,7 @@ export async function loadKeySet(settings: SettingStore, keyRing: KeyRing): Prom
 }
 
 /**
- * Writes a rotation (key_rotation.ts `rotated`) of the set as it is now; re-reads and retries
+ * Writes a rotation (rotation.ts `rotated`) of the set as it is now; re-reads and retries
  * when another writer got there first, so a rotation is made once however many ask at once
  * (the others then find it pending: RotationPendingError, unless they asked for it promptly).
  */

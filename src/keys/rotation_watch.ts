@@ -4,7 +4,8 @@ import type { SettingStore } from '../../adapters/store.ts';
 import type { KeyRotationPolicy } from '../../config/index.ts';
 import type { Logger } from '../shared/logger.ts';
 import type { KeyRing } from './key_encryption.ts';
-import { engineJwks, isoTime, KEY_SET_POLL_MS, newKeys, nowSeconds, RotationPendingError, rotationDue, type KeySet } from './rotation.ts';
+import { engineJwks, KEY_SET_POLL_MS, newKeys, RotationPendingError, rotationDue, type KeySet } from './rotation.ts';
+import { isoTime, nowSeconds } from '../shared/clock.ts';
 import { openKeySet, rotateKeySet, SIGNING_KEYS_SETTING } from './rotation_store.ts';
 
 export interface KeyWatchOptions {
@@ -25,7 +26,7 @@ export interface KeyWatch {
 /**
  * How a running instance follows a rotation without a restart: the oidc-provider engine takes its
  * keys once, at construction, and offers no supported way to change them, so the host builds the
- * service anew (engine, token verifier, userinfo signer) with the new set and swaps it in (main.ts).
+ * service anew (engine, token verifier, userinfo signer) with the new set and swaps it in (src/main.ts).
  *
  * Every KEY_SET_POLL_MS this re-reads the stored set (one small read; it is opened only when it
  * changed) and works out which keys sign and which are published now; when that differs from the

@@ -2,21 +2,19 @@ import type { Context, Middleware } from 'koa';
 
 import type { Store } from '../../adapters/store.ts';
 import type { Rate, RateLimits } from '../../config/index.ts';
+import { HttpError } from '../shared/http_error.ts';
 import type { Logger } from '../shared/logger.ts';
-import type { Principal } from '../resource/principal.ts';
-import { ApiError } from '../shared/http_error.ts';
+import { inWords } from '../shared/words.ts';
 import { Counter } from './counter.ts';
 import { SignIns } from './sign_ins.ts';
-import { tokenRequestClientId } from '../http/token_request_client.ts';
-import { inWords } from '../shared/words.ts';
 
 export { SignIns } from './sign_ins.ts';
 
 /**
- * Rate limits (issue 9 finding 5), counted in the store's rate limiters (shared across instances
- * on Redis, per process otherwise; adapters/rate_limiters.ts). Each endpoint answers an
- * over-limit request with 429 and `Retry-After` in its own format: the OAuth endpoints with RFC
- * 6749 JSON, the data API with its JSON errors, the sign-in form with the page (sign_ins.ts).
+ * Rate limits, counted in the store's rate limiters (shared across instances on Redis, per process
+ * otherwise; adapters/rate_limiters.ts). An over-limit request is refused with 429 and
+ * `Retry-After` (an HttpError, which the host answers in the endpoint's format); the sign-in form
+ * says it on its page (sign_ins.ts). Where each limit runs: src/http/endpoints/ and src/http/app.ts.
  */
 export interface RateLimiting {
   /** POST /oauth/register: per client address. */
@@ -29,17 +27,25 @@ export interface RateLimiting {
   signIns: SignIns;
 }
 
+/** What the limits need to know of a request that only the layers above can read. */
+export interface RequestKeys {
+  /** The client_id a token request names, before the engine reads the body. */
+  tokenClientId(ctx: Context): Promise<string | undefined>;
+  /** The credential a data API request was authenticated with (one count per credential). */
+  dataApiCredential(ctx: Context): string | undefined;
+}
+
 const passThrough: Middleware = (_ctx, next) => next();
 
 /** With `limits` undefined (RATE_LIMITS=off) nothing is limited; failed sign-ins are still logged. */
-export function createRateLimits(limits: RateLimits | undefined, store: Store, logger: Logger): RateLimiting {
+export function createRateLimits(limits: RateLimits | undefined, store: Store, logger: Logger, keys: RequestKeys): RateLimiting {
   const signIns = new SignIns(limits, store, logger);
   if (!limits) return { registration: passThrough, token: passThrough, dataApi: passThrough, signIns };
   const counter = (name: string, rate: Rate) => new Counter(store, { name, ...rate });
   return {
     registration: registrationLimit(counter('registration-address', limits.registration)),
-    token: tokenLimit(counter('token-client', limits.tokenPerClient), counter('token-address', limits.tokenPerAddress)),
-    dataApi: dataApiLimit(counter('data-api-credential', limits.dataApi)),
+    token: tokenLimit(counter('token-client', limits.tokenPerClient), counter('token-address', limits.tokenPerAddress), keys.tokenClientId),
+    dataApi: dataApiLimit(counter('data-api-credential', limits.dataApi), keys.dataApiCredential),
     signIns,
   };
 }
@@ -47,8 +53,8 @@ export function createRateLimits(limits: RateLimits | undefined, store: Store, l
 function registrationLimit(perAddress: Counter): Middleware {
   return async (ctx, next) => {
     const wait = await perAddress.take(ctx.ip);
-    if (wait === undefined) return next();
-    answerOAuth(ctx, wait, `too many client registrations from this address (${describe(perAddress)})`);
+    if (wait !== undefined) throw oauthRefusal(ctx, wait, `too many client registrations from this address (${describe(perAddress)})`);
+    await next();
   };
 }
 
@@ -59,44 +65,33 @@ function registrationLimit(perAddress: Counter): Middleware {
  * tokens by knowing its (public) client_id. Concurrent requests may pass a client's limit by as
  * many as are in flight: the count is taken once the answer is known.
  */
-function tokenLimit(perClient: Counter, perAddress: Counter): Middleware {
+function tokenLimit(perClient: Counter, perAddress: Counter, clientIdOf: RequestKeys['tokenClientId']): Middleware {
   return async (ctx, next) => {
-    const clientId = await tokenRequestClientId(ctx);
+    const clientId = await clientIdOf(ctx);
     const [addressWait, clientWait] = await Promise.all([
       perAddress.take(ctx.ip),
       clientId === undefined ? undefined : perClient.waitIfSpent(clientId),
     ]);
     // Of two refusals, the longer wait is the one to tell.
     if (clientWait !== undefined && (addressWait === undefined || clientWait >= addressWait)) {
-      answerOAuth(ctx, clientWait, `too many tokens issued to this client (${describe(perClient)})`);
-    } else if (addressWait !== undefined) {
-      answerOAuth(ctx, addressWait, `too many token requests from this address (${describe(perAddress)})`);
-    } else {
-      await next();
-      if (clientId !== undefined && ctx.status >= 200 && ctx.status < 300) await perClient.add(clientId);
+      throw oauthRefusal(ctx, clientWait, `too many tokens issued to this client (${describe(perClient)})`);
     }
+    if (addressWait !== undefined) throw oauthRefusal(ctx, addressWait, `too many token requests from this address (${describe(perAddress)})`);
+    await next();
+    if (clientId !== undefined && ctx.status >= 200 && ctx.status < 300) await perClient.add(clientId);
   };
 }
 
-function dataApiLimit(perCredential: Counter): Middleware {
+function dataApiLimit(perCredential: Counter, credentialOf: RequestKeys['dataApiCredential']): Middleware {
   return async (ctx, next) => {
-    const principal = ctx.state.principal as Principal | undefined;
-    const wait = principal && await perCredential.take(credentialKey(principal));
+    const credential = credentialOf(ctx);
+    const wait = credential === undefined ? undefined : await perCredential.take(credential);
     if (wait === undefined) return next();
-    throw new ApiError(429, 'too_many_requests', `too many requests with this credential (${describe(perCredential)}); retry after ${inWords(wait)}`, {
+    throw new HttpError(429, 'too_many_requests', `too many requests with this credential (${describe(perCredential)}); retry after ${inWords(wait)}`, {
       'Retry-After': String(wait),
       'Access-Control-Expose-Headers': exposedWithRetryAfter(ctx),
     });
   };
-}
-
-/** One count per credential: a user's tokens for one client share it, as do a client's tokens, or an API key's requests. */
-function credentialKey(principal: Principal): string {
-  switch (principal.kind) {
-    case 'user': return `user:${principal.userId}:${principal.clientId}`;
-    case 'client': return `client:${principal.clientId}`;
-    case 'api_key': return `key:${principal.keyId}`;
-  }
 }
 
 /**
@@ -105,18 +100,16 @@ function credentialKey(principal: Principal): string {
  * as retryable; the 429 status and Retry-After say it is this caller's rate. `slow_down`
  * (RFC 8628) belongs to device-flow polling, and a code of our own would be known to no client.
  */
-function answerOAuth(ctx: Context, wait: number, description: string): void {
-  ctx.status = 429;
-  ctx.set('Retry-After', String(wait));
-  ctx.set('Cache-Control', 'no-store');
+function oauthRefusal(ctx: Context, wait: number, description: string): HttpError {
+  const headers: Record<string, string> = { 'Retry-After': String(wait) };
   // A browser client reads the refusal and its Retry-After (the token endpoint's own CORS comes
   // from the engine, which is not reached); nothing in it is for one origin only, and no cookie
   // goes to these endpoints.
   if (ctx.get('Origin')) {
-    if (!ctx.response.get('Access-Control-Allow-Origin')) ctx.set('Access-Control-Allow-Origin', '*');
-    ctx.set('Access-Control-Expose-Headers', exposedWithRetryAfter(ctx));
+    if (!ctx.response.get('Access-Control-Allow-Origin')) headers['Access-Control-Allow-Origin'] = '*';
+    headers['Access-Control-Expose-Headers'] = exposedWithRetryAfter(ctx);
   }
-  ctx.body = { error: 'temporarily_unavailable', error_description: `${description}; retry after ${inWords(wait)}` };
+  return new HttpError(429, 'temporarily_unavailable', `${description}; retry after ${inWords(wait)}`, headers);
 }
 
 /** A browser client may read Retry-After only if CORS exposes it. */

@@ -36,7 +36,7 @@ interface Admitted {
 }
 
 /**
- * Password sign-ins, against guessing (issue 9 finding 5):
+ * Password sign-ins, against guessing:
  * - per address, at most RATE_LIMIT_LOGIN_ADDRESS failed sign-ins a window (attempts under way
  *   included); past them every sign-in from that address is refused until the window ends;
  * - per account (the email as typed, trimmed and lower-cased, whether or not such a user exists),

@@ -1,10 +1,10 @@
-import type { Context, Middleware } from 'koa';
+import type { Middleware } from 'koa';
 
 import { ROLES, type Role } from '../../adapters/store.ts';
 import { isUserToken, type AccessTokenClaims, type AccessTokenVerifier } from '../tokens/verifier.ts';
 import { looksLikeApiKey } from '../api_keys/format.ts';
 import type { ApiKeys } from '../api_keys/api_keys.ts';
-import { bearerToken, refuseBearer } from './bearer.ts';
+import { bearerRefusal, bearerToken } from './bearer.ts';
 import type { LiveRoles } from './live_roles.ts';
 import { lowerRole, type Principal } from './principal.ts';
 
@@ -22,30 +22,30 @@ export interface Authenticators {
 /**
  * Every data API request carries `Authorization: Bearer` with an OAuth access token or an API
  * key; the prefix says which, and a credential is checked only as what it claims to be. Sets
- * `ctx.state.principal`, or answers the RFC 6750 refusal.
+ * `ctx.state.principal`, or refuses as RFC 6750 says.
  */
 export function authenticate({ verifier, apiKeys, liveRoles, resourceMetadata }: Authenticators): Middleware {
-  const refuse = (ctx: Context, status: 401 | 403, error?: 'invalid_token' | 'insufficient_scope', description?: string, scope?: string) =>
-    refuseBearer(ctx, { status, resourceMetadata, ...(error ? { error } : {}), ...(description ? { description } : {}), ...(scope ? { scope } : {}) });
+  const refusal = (status: 401 | 403, error?: 'invalid_token' | 'insufficient_scope', description?: string, scope?: string) =>
+    bearerRefusal({ status, resourceMetadata, ...(error ? { error } : {}), ...(description ? { description } : {}), ...(scope ? { scope } : {}) });
 
   return async (ctx, next) => {
     const credential = bearerToken(ctx);
-    if (!credential) return refuse(ctx, 401, undefined, 'an OAuth access token or an API key is required (Authorization: Bearer)');
+    if (!credential) throw refusal(401, undefined, 'an OAuth access token or an API key is required (Authorization: Bearer)');
 
     if (looksLikeApiKey(credential)) {
       const key = await apiKeys.verify(credential);
-      if (!key) return refuse(ctx, 401, 'invalid_token', 'the API key is invalid, expired or revoked');
-      ctx.state.principal = { kind: 'api_key', workspaceId: key.workspaceId, keyId: key.id } satisfies Principal;
+      if (!key) throw refusal(401, 'invalid_token', 'the API key is invalid, expired or revoked');
+      ctx.state.principal = { kind: 'api_key', workspaceId: key.workspaceId, keyId: key.id };
       return next();
     }
 
     const claims = await verifier.verify(credential);
-    if (!claims) return refuse(ctx, 401, 'invalid_token', 'the access token is invalid, expired or revoked');
+    if (!claims) throw refusal(401, 'invalid_token', 'the access token is invalid, expired or revoked');
     if (!(claims.scope ?? '').split(' ').includes(DATA_API_SCOPE)) {
-      return refuse(ctx, 403, 'insufficient_scope', `the access token needs the ${DATA_API_SCOPE} scope`, DATA_API_SCOPE);
+      throw refusal(403, 'insufficient_scope', `the access token needs the ${DATA_API_SCOPE} scope`, DATA_API_SCOPE);
     }
     const principal = await tokenPrincipal(claims, liveRoles);
-    if (!principal) return refuse(ctx, 401, 'invalid_token', 'the user is no longer a member of the workspace this token is for');
+    if (!principal) throw refusal(401, 'invalid_token', 'the user is no longer a member of the workspace this token is for');
     ctx.state.principal = principal;
     return next();
   };

@@ -1,13 +1,10 @@
 import type { Context } from 'koa';
 
+import { HttpError } from '../shared/http_error.ts';
+
 /** The token of an `Authorization: Bearer <token>` header (RFC 6750 section 2.1), if there is one. */
 export function bearerToken(ctx: Context): string | undefined {
   return /^Bearer +([A-Za-z0-9\-._~+/]+=*)$/i.exec(ctx.get('authorization'))?.[1];
-}
-
-/** Two ways of sending a token in one request (RFC 6750 section 2: a client MUST NOT). */
-export class TwoTokensError extends Error {
-  override name = 'TwoTokensError';
 }
 
 /**
@@ -20,7 +17,7 @@ export function headerOrFormToken(ctx: Context): string | undefined {
   const body = ctx.request.body as Record<string, unknown> | undefined;
   const form = ctx.method === 'POST' && ctx.is('application/x-www-form-urlencoded') ? body?.access_token : undefined;
   if (form === undefined) return header;
-  if (header !== undefined || ctx.get('authorization')) throw new TwoTokensError('send the access token once: in the Authorization header or in the form body, not both');
+  if (header !== undefined || ctx.get('authorization')) throw new HttpError(400, 'invalid_request', 'send the access token once: in the Authorization header or in the form body, not both');
   return typeof form === 'string' && form !== '' ? form : undefined;
 }
 
@@ -37,19 +34,15 @@ export interface BearerRefusal {
   resourceMetadata?: string;
 }
 
-/** Answers with the RFC 6750 challenge in `WWW-Authenticate` and the same error as JSON. */
-export function refuseBearer(ctx: Context, refusal: BearerRefusal): void {
+/** The RFC 6750 refusal: the challenge in `WWW-Authenticate`, the same error as the body. */
+export function bearerRefusal(refusal: BearerRefusal): HttpError {
   const params: string[] = [];
   if (refusal.realm) params.push(`realm="${refusal.realm}"`);
   if (refusal.resourceMetadata) params.push(`resource_metadata="${refusal.resourceMetadata}"`);
   if (refusal.error) params.push(`error="${refusal.error}"`);
   if (refusal.error && refusal.description) params.push(`error_description="${refusal.description}"`);
   if (refusal.scope) params.push(`scope="${refusal.scope}"`);
-  ctx.status = refusal.status;
-  ctx.set('WWW-Authenticate', params.length ? `Bearer ${params.join(', ')}` : 'Bearer');
-  ctx.set('Cache-Control', 'no-store');
-  ctx.body = {
-    error: refusal.error ?? 'invalid_request',
-    error_description: refusal.description ?? 'an access token is required',
-  };
+  return new HttpError(refusal.status, refusal.error ?? 'invalid_request', refusal.description ?? 'an access token is required', {
+    'WWW-Authenticate': params.length ? `Bearer ${params.join(', ')}` : 'Bearer',
+  });
 }

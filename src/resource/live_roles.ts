@@ -1,4 +1,6 @@
 import type { AccountStore, Role } from '../../adapters/store.ts';
+import { boundedCache, type BoundedCache } from '../shared/bounded_cache.ts';
+import { systemClock, type Clock } from '../shared/clock.ts';
 import { PROPAGATION_BOUND_MS } from '../shared/propagation.ts';
 
 const MAX_CACHED = 10_000;
@@ -10,23 +12,20 @@ const MAX_CACHED = 10_000;
  */
 export class LiveRoles {
   readonly #accounts: AccountStore;
-  readonly #clock: () => number;
-  readonly #roles = new Map<string, { role: Role | undefined; readAt: number }>();
+  /** A user no longer in the workspace is remembered too, as `none`. */
+  readonly #roles: BoundedCache<string, Role | 'none'>;
 
-  constructor(accounts: AccountStore, clock: () => number = Date.now) {
+  constructor(accounts: AccountStore, clock: Clock = systemClock) {
     this.#accounts = accounts;
-    this.#clock = clock;
+    this.#roles = boundedCache<string, Role | 'none'>({ max: MAX_CACHED, ttlMs: PROPAGATION_BOUND_MS, clock });
   }
 
   async roleOf(userId: string, workspaceId: string): Promise<Role | undefined> {
     const key = `${userId} ${workspaceId}`;
     const cached = this.#roles.get(key);
-    const now = this.#clock();
-    if (cached && now - cached.readAt < PROPAGATION_BOUND_MS) return cached.role;
+    if (cached !== undefined) return cached === 'none' ? undefined : cached;
     const role = (await this.#accounts.getMembership(userId, workspaceId))?.role;
-    this.#roles.delete(key);
-    if (this.#roles.size >= MAX_CACHED) this.#roles.delete(this.#roles.keys().next().value!);
-    this.#roles.set(key, { role, readAt: now });
+    this.#roles.set(key, role ?? 'none');
     return role;
   }
 }

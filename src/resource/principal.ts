@@ -20,3 +20,12 @@ export function lowerRole(a: Role, b: Role): Role {
 export function canWriteRecords(principal: Principal): boolean {
   return principal.kind !== 'user' || principal.role !== 'viewer';
 }
+
+/** One rate-limit count per credential: a user's tokens for one client share it, as do a client's tokens, or an API key's requests. */
+export function credentialKey(principal: Principal): string {
+  switch (principal.kind) {
+    case 'user': return `user:${principal.userId}:${principal.clientId}`;
+    case 'client': return `client:${principal.clientId}`;
+    case 'api_key': return `key:${principal.keyId}`;
+  }
+}

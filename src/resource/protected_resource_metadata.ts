@@ -1,5 +1,6 @@
 import type { Middleware } from 'koa';
 
+import { HttpError } from '../shared/http_error.ts';
 import { DATA_API_SCOPE } from './authenticate.ts';
 import { bearerCors } from './cors.ts';
 
@@ -14,7 +15,10 @@ const WELL_KNOWN = '/.well-known/oauth-protected-resource';
 export function protectedResourceMetadata(issuer: string, resource: string): { paths: Set<string>; metadataUrl: string; middleware: Middleware } {
   const { origin, pathname: resourcePath } = new URL(resource);
   const metadataUrl = `${origin}${WELL_KNOWN}${resourcePath}`;
-  const paths = new Set([`${WELL_KNOWN}${resourcePath}`, WELL_KNOWN]);
+  const issuerPath = new URL(issuer).pathname.replace(/\/$/, '');
+  // Each path, with the route it is counted under (relative to the issuer, as every route).
+  const routes = new Map([[`${WELL_KNOWN}${resourcePath}`, `${WELL_KNOWN}${resourcePath.slice(issuerPath.length)}`], [WELL_KNOWN, WELL_KNOWN]]);
+  const paths = new Set(routes.keys());
   const document = {
     resource,
     authorization_servers: [issuer],
@@ -26,15 +30,15 @@ export function protectedResourceMetadata(issuer: string, resource: string): { p
   return {
     paths,
     metadataUrl,
-    middleware: (ctx) => cors(ctx, async () => {
-      if (ctx.method !== 'GET' && ctx.method !== 'HEAD') {
-        ctx.status = 405;
-        ctx.set('Allow', 'GET, HEAD');
-        ctx.body = { error: 'method_not_allowed', error_description: 'the metadata is read with GET' };
-        return;
-      }
-      ctx.set('Cache-Control', 'public, max-age=300');
-      ctx.body = document;
-    }),
+    middleware: (ctx) => {
+      ctx.state.route = routes.get(ctx.path);
+      return cors(ctx, async () => {
+        if (ctx.method !== 'GET' && ctx.method !== 'HEAD') {
+          throw new HttpError(405, 'method_not_allowed', 'the metadata is read with GET', { Allow: 'GET, HEAD' });
+        }
+        ctx.set('Cache-Control', 'public, max-age=300');
+        ctx.body = document;
+      });
+    },
   };
 }

@@ -3,7 +3,7 @@ import { randomUUID } from 'node:crypto';
 import type { Context } from 'koa';
 
 import type { DataRecord, RecordStore } from '../../adapters/store.ts';
-import { ApiError, invalidRequest, notFound } from '../shared/http_error.ts';
+import { HttpError, invalidRequest, notFound } from '../shared/http_error.ts';
 import { decodeCursor, encodeCursor, pageSize } from './pagination.ts';
 import { canWriteRecords, type Principal } from './principal.ts';
 import { OBJECTS, objectNamed, writableFields, type ObjectDefinition } from './objects.ts';
@@ -115,19 +115,22 @@ export class CoreApi {
   }
 }
 
+/** The principal authenticate() left; the Core API runs only behind it. */
 function principalOf(ctx: Context): Principal {
-  return ctx.state.principal as Principal;
+  const { principal } = ctx.state;
+  if (!principal) throw new Error('the Core API ran without an authenticated principal');
+  return principal;
 }
 
 function writer(ctx: Context): Principal {
   const principal = principalOf(ctx);
   if (!canWriteRecords(principal)) {
-    throw new ApiError(403, 'insufficient_role', 'your role in this workspace (viewer) can read records but not create, change or delete them');
+    throw new HttpError(403, 'insufficient_role', 'your role in this workspace (viewer) can read records but not create, change or delete them');
   }
   return principal;
 }
 
-function missing(object: ObjectDefinition, id: string): ApiError {
+function missing(object: ObjectDefinition, id: string): HttpError {
   return notFound(`no ${object.nameSingular} with id ${id.slice(0, 64)} in this workspace`);
 }
 

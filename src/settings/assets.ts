@@ -7,7 +7,7 @@ const COPY_SCRIPT = readFileSync(new URL('../../public/settings_copy.js', import
 export const COPY_SCRIPT_PATH = '/assets/copy.js';
 
 /**
- * Serves the copy script. Pages name it by its full URL in `script-src` (security_headers.ts), so it
+ * Serves the copy script. Pages name it by its full URL in `script-src` (src/pages/csp.ts), so it
  * is the only script they can load; no inline script is ever allowed.
  */
 export const copyScript: Middleware = (ctx) => {

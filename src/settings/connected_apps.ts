@@ -3,7 +3,7 @@ import type { Provider } from 'oidc-provider';
 import type { ModelPayload, ModelStore } from '../../adapters/store.ts';
 import type { GrantActivity } from '../grants/activity.ts';
 import type { GrantWorkspaces } from '../grants/workspaces.ts';
-import { SCOPE_DESCRIPTIONS, describeClaims } from '../engine/scopes.ts';
+import { SCOPE_DESCRIPTIONS, describeClaims } from '../pages/scope_descriptions.ts';
 import { SETTINGS_CLIENT_ID } from '../clients/first_party.ts';
 
 /** One application the user allowed, as the settings page lists it. Times in seconds since the epoch. */
@@ -53,7 +53,7 @@ export class ConnectedApps {
     // Access tokens first: their revocation-list entry refuses them before anything else changes.
     await provider.AccessToken.revokeByGrantId(grantId);
     await Promise.all([provider.RefreshToken.revokeByGrantId(grantId), provider.AuthorizationCode.revokeByGrantId(grantId)]);
-    // Its workspace binding and last use go with it (engine_adapter.ts).
+    // Its workspace binding and last use go with it (src/engine/adapter.ts).
     await grant.destroy();
     return true;
   }

@@ -4,18 +4,30 @@ import type { Provider } from 'oidc-provider';
 import type { Role } from '../../adapters/store.ts';
 import type { Accounts } from '../accounts/accounts.ts';
 import type { CsrfTokens } from '../pages/csrf.ts';
-import { renderErrorPage } from '../pages/render.ts';
+import { HttpError } from '../shared/http_error.ts';
 import { signedIn, type SignedIn } from './session.ts';
 import type { SettingsSignIn } from './sign_in.ts';
 
-/** What the guards leave in `ctx.state` for the handlers. */
+/** What the guards leave in `ctx.state` for the handlers (src/http/state.ts), once they have let the request through. */
 export interface SettingsState {
   signedIn: SignedIn;
   /** On workspace routes: the workspace, which the user administers. */
   workspace: { id: string; name: string; role: Role };
 }
 
-export const settingsState = (ctx: Context) => ctx.state as SettingsState;
+/** Who is signed in, as requireSignIn left it. */
+export function signedInOf(ctx: Context): SignedIn {
+  const { signedIn } = ctx.state;
+  if (!signedIn) throw new Error('a settings handler ran without requireSignIn');
+  return signedIn;
+}
+
+/** The signed-in user and the workspace they administer, as requireSignIn and requireAdmin left them. */
+export function adminOf(ctx: Context): SettingsState {
+  const { workspace } = ctx.state;
+  if (!workspace) throw new Error('a settings handler ran without requireAdmin');
+  return { signedIn: signedInOf(ctx), workspace };
+}
 
 export interface GuardDependencies {
   provider: Provider;
@@ -34,41 +46,33 @@ export function settingsGuards({ provider, accounts, csrf, signIn }: GuardDepend
       const who = await signedIn(provider, accounts, ctx);
       if (!who) {
         if (ctx.method === 'GET' || ctx.method === 'HEAD') return signIn.start(ctx);
-        ctx.status = 403;
-        return renderErrorPage(ctx, 'session_expired', 'You are no longer signed in, so nothing was changed. Open the settings page to sign in again');
+        throw new HttpError(403, 'session_expired', 'You are no longer signed in, so nothing was changed. Open the settings page to sign in again');
       }
-      settingsState(ctx).signedIn = who;
+      ctx.state.signedIn = who;
       await next();
     },
 
     async checkForm(ctx: Context, next: Next) {
-      const { sessionId } = settingsState(ctx).signedIn;
+      const { sessionId } = signedInOf(ctx);
       if (!csrf.verify(csrfSubject(sessionId), (ctx.request.body as Record<string, unknown>).csrf)) {
-        ctx.status = 403;
-        return renderErrorPage(ctx, 'invalid_request', 'The form was not the one this server showed you, so nothing was changed. Open the settings page and try again');
+        throw new HttpError(403, 'invalid_request', 'The form was not the one this server showed you, so nothing was changed. Open the settings page and try again');
       }
       await next();
     },
 
     /** A member or viewer gets 403; anyone not in the workspace 404 (whether it exists is not theirs to know). */
     async requireAdmin(ctx: Context, next: Next) {
-      const { user } = settingsState(ctx).signedIn;
+      const { user } = signedInOf(ctx);
       const workspace = await accounts.membershipIn(user.id, String(ctx.params.workspaceId));
-      if (!workspace) {
-        ctx.status = 404;
-        return renderErrorPage(ctx, 'not_found', 'You are not a member of this workspace, or there is no such workspace.');
-      }
-      if (workspace.role !== 'admin') {
-        ctx.status = 403;
-        return renderErrorPage(ctx, 'access_denied', 'Only an admin of this workspace can manage its API keys and applications.');
-      }
-      settingsState(ctx).workspace = workspace;
+      if (!workspace) throw new HttpError(404, 'not_found', 'You are not a member of this workspace, or there is no such workspace.');
+      if (workspace.role !== 'admin') throw new HttpError(403, 'access_denied', 'Only an admin of this workspace can manage its API keys and applications.');
+      ctx.state.workspace = workspace;
       await next();
     },
 
     /** The token the page's forms carry. */
     formToken(ctx: Context): string {
-      return csrf.issue(csrfSubject(settingsState(ctx).signedIn.sessionId));
+      return csrf.issue(csrfSubject(signedInOf(ctx).sessionId));
     },
   };
 }

@@ -100,7 +100,7 @@ export class SettingsPages {
       settingsPage: true,
       userEmail: user.email,
       home: this.#home,
-      // Sign-out is the engine's RP-initiated logout page (src/oauth/logout.ts), as on the consent page.
+      // Sign-out is the engine's RP-initiated logout page (src/interactions/logout.ts), as on the consent page.
       signOutUrl: `${this.#deps.basePath}${ENGINE_ROUTES.end_session}`,
     }, { formAction: [], ...(scriptSrc ? { scriptSrc } : {}) });
   }

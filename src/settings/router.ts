@@ -7,7 +7,7 @@ import type { Provider } from 'oidc-provider';
 import type { Store } from '../../adapters/store.ts';
 import type { Accounts } from '../accounts/accounts.ts';
 import { CsrfTokens } from '../pages/csrf.ts';
-import { renderErrorPage } from '../pages/render.ts';
+import { HttpError } from '../shared/http_error.ts';
 import type { GrantActivity } from '../grants/activity.ts';
 import type { GrantWorkspaces } from '../grants/workspaces.ts';
 import { PROPAGATION_BOUND_MS } from '../shared/propagation.ts';
@@ -15,7 +15,7 @@ import type { ApiKeys } from '../api_keys/api_keys.ts';
 import { copyScript, COPY_SCRIPT_PATH } from './assets.ts';
 import { ConnectedApps } from './connected_apps.ts';
 import { formBody } from '../pages/form_body.ts';
-import { settingsGuards, settingsState } from './guards.ts';
+import { adminOf, settingsGuards, signedInOf } from './guards.ts';
 import { SettingsPages } from './pages.ts';
 import { signedIn } from './session.ts';
 import { SettingsSignIn } from './sign_in.ts';
@@ -38,7 +38,7 @@ export interface SettingsDependencies {
 
 type FormBody = Record<string, unknown>;
 
-/** Whether a request is the settings area's (src/server/app.ts runs the router only for these). */
+/** Whether a request is the settings area's (src/http/app.ts runs the router only for these). */
 export function inSettingsArea(basePath: string): (path: string) => boolean {
   const home = `${basePath}${SETTINGS_PATH}`;
   return (path) => path === home || path.startsWith(`${home}/`);
@@ -67,32 +67,28 @@ export function settingsRouter(dependencies: SettingsDependencies): Router {
     // A response this browser did not ask for (or a sign-in overtaken by one in another tab): a
     // browser that is signed in all the same goes to the settings home, any other sees why not.
     const next = await signIn.finish(ctx) ?? (await signedIn(provider, accounts, ctx) ? home : undefined);
-    if (!next) {
-      ctx.status = 400;
-      return renderErrorPage(ctx, 'session_expired', `Open ${issuer}${SETTINGS_PATH} to sign in again`);
-    }
+    if (!next) throw new HttpError(400, 'session_expired', `Open ${issuer}${SETTINGS_PATH} to sign in again`);
     ctx.status = 303;
     ctx.redirect(next);
   });
 
-  router.get('/', requireSignIn, (ctx) => pages.home(ctx, settingsState(ctx).signedIn.user, formToken(ctx), ctx.query.done));
+  router.get('/', requireSignIn, (ctx) => pages.home(ctx, signedInOf(ctx).user, formToken(ctx), ctx.query.done));
 
   router.post('/applications/revoke', requireSignIn, form, checkForm, async (ctx) => {
     const grantId = (ctx.request.body as FormBody).grant;
-    if (typeof grantId !== 'string' || !await connectedApps.revoke(settingsState(ctx).signedIn.user.id, grantId)) {
-      ctx.status = 404;
-      return renderErrorPage(ctx, 'not_found', 'You have not allowed this application, or its access was already revoked.');
+    if (typeof grantId !== 'string' || !await connectedApps.revoke(signedInOf(ctx).user.id, grantId)) {
+      throw new HttpError(404, 'not_found', 'You have not allowed this application, or its access was already revoked.');
     }
     await revokedEverywhere(ctx, home, 'app-revoked');
   });
 
   router.get('/workspaces/:workspaceId', requireSignIn, requireAdmin, (ctx) => {
-    const { signedIn, workspace } = settingsState(ctx);
+    const { signedIn, workspace } = adminOf(ctx);
     return pages.workspace(ctx, signedIn.user, workspace, formToken(ctx), { done: ctx.query.done });
   });
 
   router.post('/workspaces/:workspaceId/api-keys', requireSignIn, requireAdmin, form, checkForm, async (ctx) => {
-    const { signedIn, workspace } = settingsState(ctx);
+    const { signedIn, workspace } = adminOf(ctx);
     const created = await admin.createKey(workspace.id, ctx.request.body as FormBody);
     if ('error' in created) {
       ctx.status = 400;
@@ -103,11 +99,10 @@ export function settingsRouter(dependencies: SettingsDependencies): Router {
   });
 
   router.post('/workspaces/:workspaceId/api-keys/revoke', requireSignIn, requireAdmin, form, checkForm, async (ctx) => {
-    const { workspace } = settingsState(ctx);
+    const { workspace } = adminOf(ctx);
     const keyId = (ctx.request.body as FormBody).key;
     if (typeof keyId !== 'string' || !await admin.revokeKey(workspace.id, keyId)) {
-      ctx.status = 404;
-      return renderErrorPage(ctx, 'not_found', 'This workspace has no such API key: it may have been revoked already, or have expired.');
+      throw new HttpError(404, 'not_found', 'This workspace has no such API key: it may have been revoked already, or have expired.');
     }
     await revokedEverywhere(ctx, `${home}/workspaces/${workspace.id}`, 'key-revoked');
   });

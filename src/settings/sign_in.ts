@@ -20,7 +20,7 @@ interface SignInState {
 }
 
 /**
- * Signing in to the settings area (see sign_in_client.ts for why this way): a visitor without a
+ * Signing in to the settings area (see src/clients/first_party.ts for why this way): a visitor without a
  * session is sent to the authorization endpoint as the settings client, signs in on the login
  * page, and comes back to the callback, by which time the engine has set its session cookie.
  */

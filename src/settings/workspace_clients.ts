@@ -11,7 +11,7 @@ export interface BoundClient {
 
 /**
  * The clients registered with an initial access token a workspace admin made for this workspace
- * (`workspace_id`, registration.ts): the ones that may get workspace tokens with client
+ * (`workspace_id`, src/clients/registration.ts): the ones that may get workspace tokens with client
  * credentials, with no user. Listed by workspace (ModelStore.listBy), oldest first.
  */
 export async function boundClients(clients: ModelStore, workspaceId: string): Promise<BoundClient[]> {

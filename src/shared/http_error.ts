@@ -1,12 +1,15 @@
 /**
- * A data API request refused with a 4xx: the status, an error code and a sentence for the
- * developer, answered as JSON `{ error, error_description }` like the OAuth endpoints' errors.
+ * The one error a request is refused with: its status, an error code (RFC 6749 style, or the data
+ * API's), a sentence for the developer or the person reading, and headers the answer must carry
+ * (`Retry-After`, `WWW-Authenticate`, `Allow`). Thrown anywhere below the HTTP host; the host's one
+ * error middleware (src/http/errors.ts) writes it in the format of the endpoint that threw it:
+ * OAuth JSON, data API JSON, or the error page.
  */
-export class ApiError extends Error {
-  override name = 'ApiError';
+export class HttpError extends Error {
+  override name = 'HttpError';
   readonly status: number;
   readonly code: string;
-  readonly headers: Record<string, string>;
+  readonly headers: Readonly<Record<string, string>>;
 
   constructor(status: number, code: string, description: string, headers: Record<string, string> = {}) {
     super(description);
@@ -14,7 +17,12 @@ export class ApiError extends Error {
     this.code = code;
     this.headers = headers;
   }
+
+  /** The sentence answered as `error_description`. */
+  get description(): string {
+    return this.message;
+  }
 }
 
-export const notFound = (description: string) => new ApiError(404, 'not_found', description);
-export const invalidRequest = (description: string) => new ApiError(400, 'invalid_request', description);
+export const notFound = (description: string) => new HttpError(404, 'not_found', description);
+export const invalidRequest = (description: string) => new HttpError(400, 'invalid_request', description);

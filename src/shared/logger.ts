@@ -1,8 +1,6 @@
 import { AsyncLocalStorage } from 'node:async_hooks';
 
-import pino, { type DestinationStream } from 'pino';
-
-import type { LogLevel } from '../../config/index.ts';
+import pino, { type DestinationStream, type LevelWithSilent } from 'pino';
 
 export type LogFields = Record<string, string | number | boolean | undefined>;
 
@@ -34,7 +32,7 @@ export interface LoggerOptions {
  * Callers pass only what is safe to keep: paths without query strings, ids, error codes, never
  * secrets, passwords or token values.
  */
-export function createLogger(level: LogLevel, { readable = process.stderr.isTTY === true }: LoggerOptions = {}): Logger {
+export function createLogger(level: LevelWithSilent, { readable = process.stderr.isTTY === true }: LoggerOptions = {}): Logger {
   const logger = pino({
     level,
     base: undefined,

@@ -13,11 +13,11 @@ export interface IntrospectedToken {
 /**
  * Who may learn what a token is (RFC 7662 section 4: least privilege). One rule for both halves
  * of the endpoint: the engine's (refresh tokens, through `allowedPolicy` below) and the host's
- * (JWT access tokens, jwt_access_tokens.ts). Anyone else gets `{"active": false}`, exactly what an
+ * (JWT access tokens, src/http/endpoints/introspection.ts). Anyone else gets `{"active": false}`, exactly what an
  * unknown token gets, so a caller cannot tell a token it may not see from one that does not exist.
  *
  * - A confidential client may introspect the tokens issued to itself.
- * - A resource server an operator registered (resource_servers.ts) may also introspect the
+ * - A resource server an operator registered (src/clients/resource_servers.ts) may also introspect the
  *   access tokens meant for it: those whose `aud` is its resource. Never refresh tokens: a
  *   resource server never sees them.
  * - A public client (`token_endpoint_auth_method` none) may introspect nothing, not even its

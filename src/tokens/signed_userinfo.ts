@@ -1,15 +1,12 @@
 import { calculateJwkThumbprint, importJWK, SignJWT, type JWK } from 'jose';
-import type { Provider } from 'oidc-provider';
 
 /**
  * Signed userinfo responses (OpenID Connect Core 5.3.2): a client that registered
  * `userinfo_signed_response_alg` gets its userinfo claims as a JWT signed by the OP, with `iss`
  * and `aud`. The engine validates and keeps the setting (features.jwtUserinfo, restricted to the
- * algorithms the server's keys sign); the host's userinfo endpoint asks for it and signs here.
+ * algorithms the server's keys sign); the host's userinfo endpoint (src/http/endpoints/userinfo.ts)
+ * asks for it and signs here.
  */
-
-/** The JWS algorithm a client registered for its userinfo responses, or undefined when it wants JSON. */
-export type UserinfoSigningAlg = (clientId: string) => Promise<string | undefined>;
 
 export interface UserinfoJwtOptions {
   /** The client's `userinfo_signed_response_alg`. */
@@ -22,14 +19,6 @@ export interface UserinfoJwtOptions {
 
 /** The userinfo claims as a compact JWS. */
 export type UserinfoSigner = (claims: Record<string, unknown>, options: UserinfoJwtOptions) => Promise<string>;
-
-/**
- * The client's setting, read through the engine's client lookup: the client record cache
- * (client_cache.ts) in front of the store, then the engine's own cache of built clients.
- */
-export function userinfoSigningAlg(provider: Provider): UserinfoSigningAlg {
-  return async (clientId) => (await provider.Client.find(clientId))?.userinfoSignedResponseAlg;
-}
 
 interface SigningKey {
   key: CryptoKey | Uint8Array;

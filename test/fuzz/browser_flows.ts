@@ -74,7 +74,7 @@ export function browserFlows(suite: FuzzSuite): void {
         const request = post('/oauth/authorize', formBytesOf(plan, authorizationParams(w.confidential.client_id)), contentType, { cookie: w.codes.cookieHeader(), accept });
         await w.prober.probe('POST /oauth/authorize', request, suite.expectation('html'));
       }), 1, [
-        // Found: a body over 56 KiB that is not a form got the host's JSON 413 instead of the error page (fixed in src/server/errors.ts).
+        // Found: a body over 56 KiB that is not a form got the host's JSON 413 instead of the error page (fixed in src/http/errors.ts).
         [{ kind: 'other', bytes: Buffer.from(`${'x'.repeat(70_000)}=1`) }, 'text/plain', BROWSER_ACCEPT],
       ]);
     });

@@ -6,7 +6,7 @@ import { promisify } from 'node:util';
 
 import { Cluster } from 'ioredis';
 
-import { connectRedis, type RedisClient } from '../../adapters/redis_connection.ts';
+import { connectRedis, type RedisClient } from '../../adapters/redis/connection.ts';
 import { freePort } from './server.ts';
 
 /**

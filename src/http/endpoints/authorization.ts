@@ -1,30 +1,30 @@
 import type { Context, Middleware } from 'koa';
-import type { KoaContextWithOIDC } from 'oidc-provider';
 
-import { authorizationErrorOf, type AuthorizationError } from '../../engine/authorization_errors.ts';
 import { isVetted } from '../../clients/vetting.ts';
+import { authorizationErrorOf, type AuthorizationError } from '../../engine/authorization_errors.ts';
+import { oidcOf } from '../../engine/context.ts';
+import { renderReturnToClientPage, type HeldError } from '../../pages/return_to_client.ts';
+import { formPostAsGet } from '../form_post_as_get.ts';
 
-/** An error answer the engine addressed to a client the server has no reason to trust. */
-export interface HeldError {
-  clientId: string;
-  clientName: string | undefined;
-  redirectUri: string;
-  /** The response the engine would have sent (error, error_description, state, iss). */
-  response: Record<string, string>;
-  /** The engine's own redirect (query or fragment response mode); absent for form_post. */
-  location: string | undefined;
-}
-
-export type ShowHeldError = (ctx: Context, held: HeldError) => Promise<void>;
-
-interface HeldState {
-  /** Set by the engine's error page (renderError): it showed a page instead of answering the client. */
-  errorPageShown?: boolean;
+/**
+ * /oauth/authorize (and /oauth/authorize/:uid, where the engine resumes after the login and
+ * consent pages): what runs around the engine's authorization endpoint.
+ *
+ * Before the engine:
+ * 1. POST is answered with 303 to the same request as GET (authorizationByPost), which the
+ *    engine then serves as any GET.
+ * After the engine:
+ * 2. an error the engine would send to an unvetted client's redirect URI is held on a page that
+ *    lets the user decide (holdErrorRedirects).
+ */
+export function authorizationByPost(issuer: string, path: string): Middleware {
+  // OpenID Connect Core 3.1.2.1: the authorization endpoint MUST accept POST with a form body.
+  return formPostAsGet(`${issuer}${path}`, 'authorization request');
 }
 
 /** Marks the request as answered with the engine's error page, not with a redirect to the client. */
 export function markErrorPageShown(ctx: Context): void {
-  (ctx.state as HeldState).errorPageShown = true;
+  ctx.state.errorPageShown = true;
 }
 
 /**
@@ -33,24 +33,24 @@ export function markErrorPageShown(ctx: Context): void {
  * no PKCE), or that they will deny, to make this server bounce them to a phishing page. So an
  * error answer reaches an unvetted client's redirect URI only through the user: the page says
  * what went wrong and offers a plainly labelled way back to the application, which the user may
- * take or not. Vetted clients (client_vetting.ts) and silent requests (`prompt=none`, which the
- * client must be able to answer without a page) keep the engine's redirect.
+ * take or not. Vetted clients (src/clients/vetting.ts) and silent requests (`prompt=none`, which
+ * the client must be able to answer without a page) keep the engine's redirect.
  */
-export function holdErrorRedirects(issuer: string, show: ShowHeldError): Middleware {
+export function holdErrorRedirects(issuer: string): Middleware {
   return async (ctx, next) => {
     await next();
     const error = authorizationErrorOf(ctx);
-    if (!error || (ctx.state as HeldState).errorPageShown) return;
-    const held = heldError(ctx as unknown as KoaContextWithOIDC, error, issuer);
+    if (!error || ctx.state.errorPageShown) return;
+    const held = heldError(ctx, error, issuer);
     if (!held) return;
     ctx.remove('Location');
     ctx.status = 400;
-    await show(ctx, held);
+    await renderReturnToClientPage(ctx, held);
   };
 }
 
-function heldError(ctx: KoaContextWithOIDC, error: AuthorizationError, issuer: string): HeldError | undefined {
-  const client = ctx.oidc?.client;
+function heldError(ctx: Context, error: AuthorizationError, issuer: string): HeldError | undefined {
+  const client = oidcOf(ctx)?.client;
   const params = requestParams(ctx);
   const redirectUri = params.redirect_uri;
   if (!client || isVetted(client) || !redirectUri || isSilent(params.prompt)) return undefined;
@@ -63,9 +63,10 @@ function heldError(ctx: KoaContextWithOIDC, error: AuthorizationError, issuer: s
 }
 
 /** The request's parameters as the engine resolved them, or as sent when it failed before that. */
-function requestParams(ctx: KoaContextWithOIDC): Record<string, string | undefined> {
-  const resolved = ctx.oidc?.params as Record<string, unknown> | undefined;
-  const sent = (ctx.method === 'POST' ? ctx.oidc?.body : ctx.query) as Record<string, unknown> | undefined;
+function requestParams(ctx: Context): Record<string, string | undefined> {
+  const oidc = oidcOf(ctx);
+  const resolved = oidc?.params as Record<string, unknown> | undefined;
+  const sent = (ctx.method === 'POST' ? oidc?.body : ctx.query) as Record<string, unknown> | undefined;
   const pick = (name: string) => {
     const value = resolved?.[name] ?? sent?.[name];
     return typeof value === 'string' ? value : undefined;

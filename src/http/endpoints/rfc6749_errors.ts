@@ -1,5 +1,6 @@
 import type { Context, Middleware } from 'koa';
-import type { KoaContextWithOIDC } from 'oidc-provider';
+
+import { oidcOf } from '../../engine/context.ts';
 
 interface ErrorBody {
   error?: string;
@@ -16,7 +17,7 @@ export const rfc6749ErrorCodes: Middleware = async (ctx, next) => {
   await next();
   const body = ctx.body as ErrorBody | undefined;
   if (ctx.status !== 400 || body?.error !== 'invalid_request') return;
-  const { oidc } = ctx as unknown as Partial<KoaContextWithOIDC>;
+  const oidc = oidcOf(ctx);
   if (!oidc?.client && body.error_description === 'no client authentication mechanism provided') {
     answerMissingClientAuthentication(ctx, body);
     return;

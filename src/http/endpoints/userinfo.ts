@@ -1,13 +1,15 @@
 import { bodyParser } from '@koa/bodyparser';
 import type { Middleware } from 'koa';
+import type { Provider } from 'oidc-provider';
 import compose from 'koa-compose';
 
 import type { Accounts } from '../../accounts/accounts.ts';
 import { PROFILE_CLAIM_NAMES, profileClaims, type ProfileClaims } from '../../accounts/profile.ts';
 import { isUserToken, type AccessTokenVerifier } from '../../tokens/verifier.ts';
-import type { UserinfoSigner, UserinfoSigningAlg } from '../../tokens/signed_userinfo.ts';
-import { headerOrFormToken, refuseBearer, TwoTokensError } from '../../resource/bearer.ts';
+import { bearerRefusal, headerOrFormToken } from '../../resource/bearer.ts';
 import { bearerCors } from '../../resource/cors.ts';
+import { noStore } from '../../shared/no_store.ts';
+import type { UserinfoSigner } from '../../tokens/signed_userinfo.ts';
 
 /**
  * The userinfo endpoint (OpenID Connect Core 5.3), for the product's JWT access tokens:
@@ -22,11 +24,19 @@ export function userinfo(verifier: AccessTokenVerifier, accounts: Accounts, sign
   return compose([bearerCors('GET, POST'), bodyParser({ enableTypes: ['form'], formLimit: '16kb' }) as Middleware, answer(verifier, accounts, signed)]);
 }
 
-/** What the endpoint needs for signed responses, kept narrow so this module does not depend on the engine. */
+/** What the endpoint needs for signed responses. */
 export interface SignedResponses {
-  /** The token's client's `userinfo_signed_response_alg` (a cached lookup). */
-  algorithmFor: UserinfoSigningAlg;
+  /** The token's client's `userinfo_signed_response_alg`, or undefined when it wants JSON (userinfoSigningAlg). */
+  algorithmFor: (clientId: string) => Promise<string | undefined>;
   sign: UserinfoSigner;
+}
+
+/**
+ * The client's setting, read through the engine's client lookup: the client record cache
+ * (src/clients/client_cache.ts) in front of the store, then the engine's own cache of built clients.
+ */
+export function userinfoSigningAlg(provider: Provider): SignedResponses['algorithmFor'] {
+  return async (clientId) => (await provider.Client.find(clientId))?.userinfoSignedResponseAlg;
 }
 
 /** The `profile` scope releases every profile claim; otherwise only those asked for by name (the `claims` parameter). */
@@ -41,26 +51,18 @@ function pick(claims: ProfileClaims, names: Set<string>): Partial<ProfileClaims>
 
 function answer(verifier: AccessTokenVerifier, accounts: Accounts, signed: SignedResponses): Middleware {
   return async (ctx) => {
-    ctx.set('Cache-Control', 'no-store');
-    let token: string | undefined;
-    try {
-      token = headerOrFormToken(ctx);
-    } catch (error) {
-      if (!(error instanceof TwoTokensError)) throw error;
-      ctx.status = 400;
-      ctx.body = { error: 'invalid_request', error_description: error.message };
-      return;
-    }
-    if (!token) return refuseBearer(ctx, { status: 401, realm: 'oauth' });
+    noStore(ctx);
+    const token = headerOrFormToken(ctx);
+    if (!token) throw bearerRefusal({ status: 401, realm: 'oauth' });
     const claims = await verifier.verify(token);
-    if (!claims) return refuseBearer(ctx, { status: 401, realm: 'oauth', error: 'invalid_token', description: 'the access token is invalid, expired or revoked' });
+    if (!claims) throw bearerRefusal({ status: 401, realm: 'oauth', error: 'invalid_token', description: 'the access token is invalid, expired or revoked' });
 
     const scopes = new Set((claims.scope ?? '').split(' '));
     if (!scopes.has('profile') && !scopes.has('openid')) {
-      return refuseBearer(ctx, { status: 403, realm: 'oauth', error: 'insufficient_scope', description: 'the access token needs the profile scope', scope: 'profile' });
+      throw bearerRefusal({ status: 403, realm: 'oauth', error: 'insufficient_scope', description: 'the access token needs the profile scope', scope: 'profile' });
     }
     const user = isUserToken(claims) ? await accounts.getUser(claims.sub) : undefined;
-    if (!user) return refuseBearer(ctx, { status: 401, realm: 'oauth', error: 'invalid_token', description: 'the access token is not tied to a user' });
+    if (!user) throw bearerRefusal({ status: 401, realm: 'oauth', error: 'invalid_token', description: 'the access token is not tied to a user' });
     const released = releasedClaims(scopes, claims.userinfo_claims);
     const workspace = released.has('workspace') ? await accounts.membershipIn(user.id, claims.workspace_id) : undefined;
     const body = { sub: user.id, ...pick(profileClaims(user, workspace), released) };

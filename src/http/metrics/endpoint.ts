@@ -2,7 +2,9 @@ import { createHash, timingSafeEqual } from 'node:crypto';
 
 import type { Context, Middleware } from 'koa';
 
+import { HttpError } from '../../shared/http_error.ts';
 import type { Logger } from '../../shared/logger.ts';
+import { noStore } from '../../shared/no_store.ts';
 import type { Metrics } from './metrics.ts';
 
 /** At the origin's root, like the probes, whatever the issuer's path. */
@@ -19,38 +21,30 @@ export function metricsEndpoint(metrics: Metrics, token: string | undefined, log
   const expected = token === undefined ? undefined : digest(token);
   return async (ctx, next) => {
     if (ctx.path !== METRICS_PATH) return next();
-    ctx.set('Cache-Control', 'no-store');
+    ctx.state.route = METRICS_PATH;
+    noStore(ctx);
     if (ctx.method !== 'GET' && ctx.method !== 'HEAD') {
-      ctx.status = 405;
-      ctx.set('Allow', 'GET, HEAD');
-      ctx.body = { error: 'method_not_allowed', error_description: 'metrics are read with GET' };
-      return;
+      throw new HttpError(405, 'method_not_allowed', 'metrics are read with GET', { Allow: 'GET, HEAD' });
     }
-    if (expected && !authorized(ctx, expected)) return;
+    if (expected) checkToken(ctx, expected);
     try {
       ctx.body = await metrics.scrape();
       ctx.type = CONTENT_TYPE;
     } catch (error) {
       logger.warn('could not gather the metrics', { error: (error as Error).message });
-      ctx.status = 503;
-      ctx.body = { error: 'temporarily_unavailable', error_description: 'the metrics could not be gathered; try again shortly' };
+      throw new HttpError(503, 'temporarily_unavailable', 'the metrics could not be gathered; try again shortly');
     }
   };
 }
 
 /** Compares digests in constant time: the token's length and content stay unknown to a caller. */
-function authorized(ctx: Context, expected: Buffer): boolean {
+function checkToken(ctx: Context, expected: Buffer): void {
   const presented = /^Bearer +(\S+)$/i.exec(ctx.get('Authorization'))?.[1];
-  if (presented !== undefined && timingSafeEqual(digest(presented), expected)) return true;
-  ctx.status = 401;
+  if (presented !== undefined && timingSafeEqual(digest(presented), expected)) return;
   if (presented === undefined) {
-    ctx.set('WWW-Authenticate', 'Bearer realm="metrics"');
-    ctx.body = { error: 'invalid_request', error_description: 'the metrics need the METRICS_TOKEN as a bearer token' };
-  } else {
-    ctx.set('WWW-Authenticate', 'Bearer realm="metrics", error="invalid_token"');
-    ctx.body = { error: 'invalid_token', error_description: 'the bearer token is not the METRICS_TOKEN' };
+    throw new HttpError(401, 'invalid_request', 'the metrics need the METRICS_TOKEN as a bearer token', { 'WWW-Authenticate': 'Bearer realm="metrics"' });
   }
-  return false;
+  throw new HttpError(401, 'invalid_token', 'the bearer token is not the METRICS_TOKEN', { 'WWW-Authenticate': 'Bearer realm="metrics", error="invalid_token"' });
 }
 
 function digest(value: string): Buffer {

@@ -14,7 +14,7 @@ export function countEngineEvents(provider: Provider, metrics: Metrics): void {
 
 /**
  * The error the authorization endpoint answered this request with, if any: it reaches the client
- * in a redirect or a page rather than a JSON body (recorded by authorization_errors.ts).
+ * in a redirect or a page rather than a JSON body (recorded by src/engine/authorization_errors.ts).
  */
 export function oauthErrorOf(ctx: Context): string | undefined {
   const code = authorizationErrorOf(ctx)?.error;

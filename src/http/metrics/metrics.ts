@@ -27,7 +27,7 @@ export interface StoreOperationMetrics {
 /**
  * The service's Prometheus metrics, one registry a process, made once at start (a key rotation
  * rebuilds the service, never these). Every label value is bounded: routes are templates
- * (routes.ts), codes and grant types are checked, ids never appear. Children of a label set are
+  * (routes.ts: from the route that answered), codes and grant types are checked, ids never appear. Children of a label set are
  * made once and kept: prom-client checks and hashes labels on every `labels()` call.
  */
 export class Metrics {

@@ -1,6 +1,7 @@
-import type { Context, Middleware } from 'koa';
+import type { Context } from 'koa';
 
 import { INTERACTION_PATH } from '../../engine/routes.ts';
+import type { RequestObserver } from '../request_timing.ts';
 import { oauthErrorOf } from './engine.ts';
 import type { Metrics } from './metrics.ts';
 import { routeTemplates } from './routes.ts';
@@ -12,27 +13,22 @@ const LOGIN_ROUTE = `${INTERACTION_PATH}/:uid/login`;
  * also counts what the answer says: an OAuth error (the JSON `error` of an /oauth/ endpoint, or
  * the error the authorization endpoint sent to the client or showed), a rate-limit refusal (every
  * 429 the service gives is one), a sign-in that failed (the form answered 401, or 429 when a rate
- * limit refused it). Placed outside the error mapping, so it sees the status the client got.
+ * limit refused it). Told of the request by the one request timing (src/http/request_timing.ts), outside
+ * the error mapping, so it sees the status the client got.
  */
-export function requestMetrics(metrics: Metrics, basePath: string): Middleware {
+export function countRequests(metrics: Metrics, basePath: string): RequestObserver {
   const routeOf = routeTemplates(basePath);
-  return async (ctx, next) => {
-    // The path as asked for: discovery's aliases rewrite ctx.path on the way in.
-    const route = routeOf(ctx.path);
-    const started = performance.now();
-    try {
-      await next();
-    } finally {
-      const { status } = ctx;
-      metrics.request(route, ctx.method, status, (performance.now() - started) / 1000);
-      if (status >= 300) countRefusals(metrics, ctx, route, status);
-    }
+  return (ctx, ms) => {
+    const route = routeOf(ctx);
+    const { status } = ctx;
+    metrics.request(route, ctx.method, status, ms / 1000);
+    if (status >= 300) countRefusals(metrics, ctx, route, status);
   };
 }
 
 function countRefusals(metrics: Metrics, ctx: Context, route: string, status: number): void {
   if (route.startsWith('/oauth/')) {
-    // The body wins: the host corrects some of the engine's codes after it answered (token_errors.ts).
+    // The body wins: the host corrects some of the engine's codes after it answered (src/http/endpoints/rfc6749_errors.ts).
     const code = (status >= 400 ? jsonErrorCode(ctx.body) : undefined) ?? oauthErrorOf(ctx);
     if (code !== undefined) metrics.oauthError(route, code);
   }

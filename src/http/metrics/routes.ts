@@ -1,72 +1,24 @@
-import { ENGINE_ROUTES, INTERACTION_PATH, USERINFO_PATH } from '../../engine/routes.ts';
-import { OBJECTS } from '../../resource/objects.ts';
-import { PROBE_PATHS } from '../health.ts';
-import { METRICS_PATH } from './endpoint.ts';
+import type { Context } from 'koa';
 
-/** What a path no template matches is counted as: a scanner's guesses must not each make a series. */
-const OTHER_ROUTE = 'other';
+import { oidcOf } from '../../engine/context.ts';
+import { ENGINE_ROUTE_TEMPLATES } from '../../engine/routes.ts';
 
-/** Served at the origin's root, whatever the issuer's path. */
-const ROOT_PATHS = [...PROBE_PATHS, METRICS_PATH];
-
-/** Relative to the issuer. A `:name` segment matches any one segment: the label never holds an id. */
-const TEMPLATES = [
-  '/.well-known/openid-configuration',
-  '/.well-known/oauth-authorization-server',
-  ENGINE_ROUTES.authorization,
-  `${ENGINE_ROUTES.authorization}/:uid`,
-  ENGINE_ROUTES.token,
-  ENGINE_ROUTES.registration,
-  `${ENGINE_ROUTES.registration}/:clientId`,
-  ENGINE_ROUTES.jwks,
-  ENGINE_ROUTES.revocation,
-  ENGINE_ROUTES.introspection,
-  USERINFO_PATH,
-  ENGINE_ROUTES.end_session,
-  `${ENGINE_ROUTES.end_session}/confirm`,
-  `${ENGINE_ROUTES.end_session}/success`,
-  `${INTERACTION_PATH}/:uid`,
-  `${INTERACTION_PATH}/:uid/login`,
-  `${INTERACTION_PATH}/:uid/consent`,
-  '/rest/metadata/objects',
-  '/rest/metadata/objects/:id',
-  ...OBJECTS.flatMap(({ namePlural }) => [`/rest/${namePlural}`, `/rest/${namePlural}/:id`]),
-  '/settings',
-  '/settings/callback',
-  '/settings/assets/:asset',
-  '/settings/applications/revoke',
-  '/settings/workspaces/:workspaceId',
-  '/settings/workspaces/:workspaceId/api-keys',
-  '/settings/workspaces/:workspaceId/api-keys/revoke',
-];
+/** What a request no route answered is counted as: a scanner's guesses must not each make a series. */
+export const OTHER_ROUTE = 'other';
 
 /**
- * The route template a request path is counted under (`/oauth/register/:clientId`), relative to
- * the issuer, or OTHER_ROUTE. Fixed paths are one map lookup (the token endpoint is one); only a
- * path that is not falls to the templates with parameters.
+ * The route template a request is counted under (`/oauth/register/:clientId`), relative to the
+ * issuer: the one named by what answered it, so the label never holds an id and never drifts from
+ * the routes. In order: what the host set where no router is involved (`ctx.state.route`: probes,
+ * metrics, discovery's aliases, the resource metadata), the route a router matched (@koa/router's
+ * `_matchedRoute`: the host's routes, the pages, the data API), the engine's route (`ctx.oidc.route`).
  */
-export function routeTemplates(basePath: string): (path: string) => string {
-  const fixed = new Map<string, string>(ROOT_PATHS.map((path) => [path, path]));
-  const withParameters: string[][] = [];
-  for (const template of TEMPLATES) {
-    if (template.includes('/:')) withParameters.push(template.split('/'));
-    else fixed.set(`${basePath}${template}`, template);
-  }
-  // RFC 8414 and RFC 9728 also put the issuer's (or the resource's) path after the well-known name.
-  fixed.set(`/.well-known/oauth-authorization-server${basePath}`, '/.well-known/oauth-authorization-server');
-  fixed.set(`/.well-known/openid-configuration${basePath}`, '/.well-known/openid-configuration');
-  fixed.set('/.well-known/oauth-protected-resource', '/.well-known/oauth-protected-resource');
-  fixed.set(`/.well-known/oauth-protected-resource${basePath}/rest`, '/.well-known/oauth-protected-resource/rest');
-  return (path) => fixed.get(path) ?? matchTemplate(withParameters, basePath, path);
-}
-
-function matchTemplate(templates: string[][], basePath: string, path: string): string {
-  if (!path.startsWith(`${basePath}/`)) return OTHER_ROUTE;
-  const segments = path.slice(basePath.length).split('/');
-  for (const template of templates) {
-    if (template.length === segments.length && template.every((part, i) => part.startsWith(':') ? segments[i] !== '' : part === segments[i])) {
-      return template.join('/');
-    }
-  }
-  return OTHER_ROUTE;
+export function routeTemplates(basePath: string): (ctx: Context) => string {
+  return (ctx) => {
+    if (ctx.state.route !== undefined) return ctx.state.route;
+    const matched = (ctx as { _matchedRoute?: unknown })._matchedRoute;
+    if (typeof matched === 'string') return matched.startsWith(basePath) ? matched.slice(basePath.length) || '/' : matched;
+    const engineRoute = oidcOf(ctx)?.route;
+    return (engineRoute && ENGINE_ROUTE_TEMPLATES[engineRoute]) ?? OTHER_ROUTE;
+  };
 }

@@ -1,14 +1,64 @@
-import type { RedisConnection } from './redis_connection.ts';
-import type { RedisKeys } from './redis_keys.ts';
-import { createRecord, deleteRecord, updateRecord } from './redis_record_scripts.ts';
-import { DuplicateError, withoutNulls, type DataRecord, type RecordPage, type RecordStore } from './store.ts';
+import { NOW_MS, type RedisConnection, Script } from './connection.ts';
+import type { RedisKeys } from './keys.ts';
+import { DuplicateError, withoutNulls, type DataRecord, type RecordPage, type RecordStore } from '../store.ts';
+
+/**
+ * Creates a record unless its id is taken. KEYS: record, order, position. ARGV: id, createdAt,
+ * updatedAt, then hash field / value JSON pairs. Returns the position, or nil when the id is taken.
+ *
+ * A position is max(last + 1, now in ms), as revocation positions are: it grows also after the
+ * position key is gone with the object's last record (deleteRecord), so no position is reused.
+ * SET also clears the TTL deleteRecord may have given the position key.
+ */
+const createRecord = new Script(`
+if redis.call('EXISTS', KEYS[1]) == 1 then return false end
+${NOW_MS}
+local position = string.format('%d', math.max(tonumber(redis.call('GET', KEYS[3]) or '0') + 1, tonumber(now)))
+redis.call('SET', KEYS[3], position)
+redis.call('HSET', KEYS[1], '$p', position, '$c', ARGV[2], '$u', ARGV[3], unpack(ARGV, 4))
+redis.call('ZADD', KEYS[2], position, ARGV[1])
+return position
+`);
+
+/**
+ * Merges changes into a record that exists (never recreating a deleted one): fields set and
+ * cleared in one step, so concurrent updates of different fields both stay. KEYS: record.
+ * ARGV: updatedAt, n, then n field / value JSON pairs to set, then the fields to clear.
+ * Returns the record's fields and values after the merge (HGETALL), or nil when there is no record.
+ */
+const updateRecord = new Script(`
+if redis.call('EXISTS', KEYS[1]) == 0 then return false end
+local last = 2 + 2 * tonumber(ARGV[2])
+redis.call('HSET', KEYS[1], '$u', ARGV[1], unpack(ARGV, 3, last))
+if #ARGV > last then redis.call('HDEL', KEYS[1], unpack(ARGV, last + 1)) end
+return redis.call('HGETALL', KEYS[1])
+`);
+
+/**
+ * Deletes a record and its place in the order. KEYS: record, order, position. ARGV: id. Returns 1, or 0 when there was none.
+ *
+ * With the object's last record gone, the position key is only needed until the clock has passed
+ * it (positions run ahead of the clock when records come faster than one a millisecond): it
+ * expires the millisecond after its value, at once unless they ran ahead, so no key is left behind
+ * and createRecord's max(last + 1, now) still starts above it. (Not at its value: PEXPIREAT to the
+ * current millisecond deletes at once, and a position given in that millisecond would repeat it.)
+ */
+const deleteRecord = new Script(`
+if redis.call('DEL', KEYS[1]) == 0 then return 0 end
+redis.call('ZREM', KEYS[2], ARGV[1])
+if redis.call('EXISTS', KEYS[2]) == 0 then
+  local last = redis.call('GET', KEYS[3])
+  if last then redis.call('PEXPIREAT', KEYS[3], string.format('%d', tonumber(last) + 1)) end
+end
+return 1
+`);
 
 /** Hash fields of a record that hold its values: a prefix of their own, so no field name can be taken for the metadata. */
 const VALUE = 'v:';
 
 /**
  * Data records, each a hash under its workspace's `{data:<id>}` tag, listed in a sorted set per
- * object by position (key layout: redis_keys.ts). Kept without a TTL.
+ * object by position (key layout: keys.ts). Kept without a TTL.
  */
 export class RedisRecordStore implements RecordStore {
   readonly #redis: RedisConnection;

@@ -1,10 +1,89 @@
-import type { RedisClient, RedisConnection } from './redis_connection.ts';
-import type { RedisKeys } from './redis_keys.ts';
-import { addGrantMember, consumeRecord, countRecordUse, deleteLookup, liveGrantMembers, takeRecord, upsertRecord } from './redis_scripts.ts';
-import { listedValue, type ModelPayload, type ModelStore } from './store.ts';
+import { nowSeconds, systemClock } from '../../src/shared/clock.ts';
+import { NOW_MS, type RedisClient, type RedisConnection, Script } from './connection.ts';
+import type { RedisKeys } from './keys.ts';
+import { listedValue, type ModelPayload, type ModelStore } from '../store.ts';
 
 /**
- * One engine model in Redis (key layout: redis_keys.ts). Every record and lookup entry expires
+ * Engine record (a hash: p = payload JSON, c = consumed-at seconds, g = grant id, u = uses), replaced
+ * whole so an earlier consumption or count of uses does not carry over. KEYS: record. ARGV: payload,
+ * expiry ms ('' none), grant id ('' none). Returns the PTTL the record had before (-1: kept without a lifetime).
+ */
+const upsertRecord = new Script(`
+local previous = redis.call('PTTL', KEYS[1])
+redis.call('DEL', KEYS[1])
+if ARGV[3] == '' then
+  redis.call('HSET', KEYS[1], 'p', ARGV[1])
+else
+  redis.call('HSET', KEYS[1], 'p', ARGV[1], 'g', ARGV[3])
+end
+if ARGV[2] ~= '' then redis.call('PEXPIREAT', KEYS[1], ARGV[2]) end
+return previous
+`);
+
+/**
+ * Marks a record consumed, for exactly one caller. Nothing is written unless the record exists
+ * (so an expired or destroyed one is never brought back, and never without a TTL), and a field
+ * written into an existing hash keeps the key's TTL. KEYS: record. ARGV: timestamp. Returns 1 or 0.
+ */
+const consumeRecord = new Script(`
+if redis.call('EXISTS', KEYS[1]) == 0 then return 0 end
+return redis.call('HSETNX', KEYS[1], 'c', ARGV[1])
+`);
+
+/**
+ * Counts one use of a record unless it already has ARGV[1] (u = uses). Like consumeRecord, nothing is
+ * written unless the record exists, and the field written keeps the key's TTL. An upsert replaces
+ * the hash, so the count starts again. KEYS: record. ARGV: limit. Returns the uses with this one, or 0.
+ */
+const countRecordUse = new Script(`
+if redis.call('EXISTS', KEYS[1]) == 0 then return 0 end
+if tonumber(redis.call('HGET', KEYS[1], 'u') or '0') >= tonumber(ARGV[1]) then return 0 end
+return redis.call('HINCRBY', KEYS[1], 'u', 1)
+`);
+
+/**
+ * Deletes a record and returns {payload, PTTL before} so its lookup entries can be removed too;
+ * nil when it is gone or (for a revocation) belongs to another grant than ARGV[1] ('' any).
+ */
+const takeRecord = new Script(`
+local fields = redis.call('HMGET', KEYS[1], 'p', 'g')
+if not fields[1] then return false end
+if ARGV[1] ~= '' and fields[2] ~= ARGV[1] then return false end
+local ttl = redis.call('PTTL', KEYS[1])
+redis.call('DEL', KEYS[1])
+return { fields[1], ttl }
+`);
+
+/** Deletes a uid or user-code entry only while it still points at record ARGV[1] (another record may have taken it since). */
+const deleteLookup = new Script(`
+if redis.call('GET', KEYS[1]) == ARGV[1] then return redis.call('DEL', KEYS[1]) end
+return 0
+`);
+
+/**
+ * A grant's index of one model's records (and likewise a listBy index, keys.ts listedBy): a sorted set of record ids scored by the record's expiry
+ * (ms, or +inf). Expired members are dropped whenever it is touched, and the key lives exactly as
+ * long as its longest-lived member (an absolute PEXPIREAT to the highest score: like EXPIRE GT when
+ * a member is added, and also shortened when the longest-lived member has gone).
+ * KEYS: index. ARGV: record id, its expiry.
+ */
+const addGrantMember = new Script(`${NOW_MS}
+redis.call('ZREMRANGEBYSCORE', KEYS[1], '-inf', now)
+redis.call('ZADD', KEYS[1], ARGV[2], ARGV[1])
+local furthest = redis.call('ZRANGE', KEYS[1], -1, -1, 'WITHSCORES')[2]
+if furthest == nil then return 0 end
+if furthest == 'inf' then redis.call('PERSIST', KEYS[1]) else redis.call('PEXPIREAT', KEYS[1], furthest) end
+return 1
+`);
+
+/** Drops a grant index's expired members and returns the live ones. KEYS: index. */
+const liveGrantMembers = new Script(`${NOW_MS}
+redis.call('ZREMRANGEBYSCORE', KEYS[1], '-inf', now)
+return redis.call('ZRANGE', KEYS[1], 0, -1)
+`);
+
+/**
+ * One engine model in Redis (key layout: keys.ts). Every record and lookup entry expires
  * with the record's lifetime; records without one (clients) are also listed in an index for list(),
  * and grants and clients in an index by the value they are listed by (LISTED_BY) for listBy().
  */
@@ -21,7 +100,7 @@ export class RedisModelStore implements ModelStore {
 
   async upsert(id: string, payload: ModelPayload, expiresIn: number | undefined) {
     // One absolute expiry for the record and its lookup entries, so none outlives the others.
-    const expiresAt = expiresIn ? Math.round(Date.now() + expiresIn * 1000) : undefined;
+    const expiresAt = expiresIn ? Math.round(systemClock() + expiresIn * 1000) : undefined;
     const grantId = nonEmpty(payload.grantId);
     const uid = nonEmpty(payload.uid);
     const userCode = nonEmpty(payload.userCode);
@@ -34,7 +113,7 @@ export class RedisModelStore implements ModelStore {
       if (grantId) lookups.push(addGrantMember.run(client, [this.#keys.grant(this.#model, grantId)], [id, expiresAt ?? '+inf']));
       if (uid) lookups.push(setLookup(client, this.#keys.uid(this.#model, uid), id, expiresAt));
       if (userCode) lookups.push(setLookup(client, this.#keys.userCode(this.#model, userCode), id, expiresAt));
-      if (expiresAt === undefined) lookups.push(client.zadd(this.#keys.list(this.#model), 'NX', Date.now(), id));
+      if (expiresAt === undefined) lookups.push(client.zadd(this.#keys.list(this.#model), 'NX', systemClock(), id));
       // Scored by expiry, like a grant's index: the entry goes with the record, the key with its last member.
       if (listed) lookups.push(addGrantMember.run(client, [this.#keys.listedBy(this.#model, listed)], [id, expiresAt ?? '+inf']));
       await Promise.all(lookups);
@@ -57,7 +136,7 @@ export class RedisModelStore implements ModelStore {
   }
 
   async consume(id: string) {
-    const consumed = await this.#redis.run((client) => consumeRecord.run(client, [this.#keys.record(this.#model, id)], [Math.floor(Date.now() / 1000)]));
+    const consumed = await this.#redis.run((client) => consumeRecord.run(client, [this.#keys.record(this.#model, id)], [nowSeconds()]));
     return consumed === 1;
   }
 

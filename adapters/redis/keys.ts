@@ -91,7 +91,7 @@ export class RedisKeys {
 
   /**
    * Prefix of one rate limiter's keys: rate-limiter-flexible adds `:<key>` (a digest, see
-   * src/server/rate_limits/). String: the points counted. TTL: the limiter's window, or a lock's
+   * src/rate_limits/). String: the points counted. TTL: the limiter's window, or a lock's
    * length. No hash tag: each command touches one key, so the counts spread over a cluster.
    */
   rateLimit(name: string): string {
@@ -118,7 +118,7 @@ export class RedisKeys {
 
   /**
    * String: the last position given to one object's records in the workspace. No TTL while the
-   * object has records; then it expires when the clock passes it (redis_record_scripts.ts).
+   * object has records; then it expires when the clock passes it (records.ts).
    */
   dataPosition(workspaceId: string, object: string): string {
     return `${this.#dataTag(workspaceId)}:position:${object}`;
@@ -143,7 +143,7 @@ export class RedisKeys {
   }
 
   /**
-   * Sorted set: the workspace's API key ids, in creation order (score: redis_record_scripts.ts
+   * Sorted set: the workspace's API key ids, in creation order (score: api_keys.ts
    * createApiKey). TTL: none once it has held a key that never expires, else at least the latest
    * member expiry; ids of expired keys are dropped when it is next listed.
    */
@@ -151,7 +151,7 @@ export class RedisKeys {
     return `${this.#prefix}{apikeys}:workspace:${workspaceId}`;
   }
 
-  /** entries, log, expiry, position (see redis_scripts.ts addRevocation). TTL: the furthest entry expiry. */
+  /** entries, log, expiry, position (see revocations.ts addRevocation). TTL: the furthest entry expiry. */
   revocations(): [entries: string, log: string, expiry: string, position: string] {
     const tag = `${this.#prefix}{revocations}`;
     return [`${tag}:entries`, `${tag}:log`, `${tag}:expiry`, `${tag}:position`];

@@ -1,5 +1,6 @@
-import { isUniqueViolation, type SqliteConnection } from './sqlite_connection.ts';
-import { DuplicateError, type ApiKeyRecord, type ApiKeyStore } from './store.ts';
+import { nowSeconds } from '../../src/shared/clock.ts';
+import { isUniqueViolation, type SqliteConnection } from './connection.ts';
+import { DuplicateError, type ApiKeyRecord, type ApiKeyStore } from '../store.ts';
 
 export const API_KEYS_SCHEMA = `
 CREATE TABLE IF NOT EXISTS api_keys (
@@ -41,8 +42,6 @@ const SQL = {
   touch: 'UPDATE api_keys SET last_used_at = max(coalesce(last_used_at, 0), ?) WHERE id = ?',
 } as const;
 
-const now = () => Math.floor(Date.now() / 1000);
-
 export class SqliteApiKeyStore implements ApiKeyStore {
   readonly #db: SqliteConnection;
 
@@ -61,15 +60,15 @@ export class SqliteApiKeyStore implements ApiKeyStore {
   }
 
   async findByDigest(digest: string) {
-    return toKey(this.#db.read(() => this.#db.statement(SQL.findByDigest).get(digest, now())));
+    return toKey(this.#db.read(() => this.#db.statement(SQL.findByDigest).get(digest, nowSeconds())));
   }
 
   async get(id: string) {
-    return toKey(this.#db.read(() => this.#db.statement(SQL.get).get(id, now())));
+    return toKey(this.#db.read(() => this.#db.statement(SQL.get).get(id, nowSeconds())));
   }
 
   async list(workspaceId: string) {
-    const rows = this.#db.read(() => this.#db.statement(SQL.list).all(workspaceId, now()));
+    const rows = this.#db.read(() => this.#db.statement(SQL.list).all(workspaceId, nowSeconds()));
     return rows.map((row) => toKey(row)!);
   }
 

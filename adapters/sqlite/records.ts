@@ -1,5 +1,5 @@
-import { isUniqueViolation, type SqliteConnection } from './sqlite_connection.ts';
-import { DuplicateError, withoutNulls, type DataRecord, type RecordPage, type RecordStore } from './store.ts';
+import { isUniqueViolation, type SqliteConnection } from './connection.ts';
+import { DuplicateError, withoutNulls, type DataRecord, type RecordPage, type RecordStore } from '../store.ts';
 
 /** `position` is the row's seq: AUTOINCREMENT never reuses one, so a cursor stays meaningful after deletes. */
 export const RECORDS_SCHEMA = `

@@ -1,9 +1,51 @@
-import type { RedisConnection } from './redis_connection.ts';
-import type { RedisKeys } from './redis_keys.ts';
-import { createUser, createWorkspace, listMemberships, putMembership } from './redis_scripts.ts';
-import { DuplicateError, type AccountStore, type Membership, type Role, type User, type Workspace } from './store.ts';
+import { type RedisConnection, Script } from './connection.ts';
+import type { RedisKeys } from './keys.ts';
+import { DuplicateError, type AccountStore, type Membership, type Role, type User, type Workspace } from '../store.ts';
 
-/** Workspaces, users and memberships, all under the `{accounts}` hash tag (redis_keys.ts). Kept without a TTL. */
+/** KEYS: workspace, workspaces (sorted by createdAt, then id). ARGV: JSON, createdAt, id. Returns 0 when the id is taken. */
+const createWorkspace = new Script(`
+if redis.call('EXISTS', KEYS[1]) == 1 then return 0 end
+redis.call('SET', KEYS[1], ARGV[1])
+redis.call('ZADD', KEYS[2], ARGV[2], ARGV[3])
+return 1
+`);
+
+/**
+ * Claims the email (SET NX) and writes the user in one step, so two sign-ups with one email
+ * cannot both succeed. KEYS: user, email, users. ARGV: JSON, id.
+ * Returns 1, 0 (email taken) or -1 (id taken).
+ */
+const createUser = new Script(`
+if redis.call('EXISTS', KEYS[1]) == 1 then return -1 end
+if not redis.call('SET', KEYS[2], ARGV[2], 'NX') then return 0 end
+redis.call('SET', KEYS[1], ARGV[1])
+redis.call('SADD', KEYS[3], ARGV[2])
+return 1
+`);
+
+/** KEYS: the user's memberships, workspace, user. ARGV: workspace id, role. Returns 0 when the user or workspace does not exist. */
+const putMembership = new Script(`
+if redis.call('EXISTS', KEYS[2]) == 0 or redis.call('EXISTS', KEYS[3]) == 0 then return 0 end
+redis.call('HSET', KEYS[1], ARGV[1], ARGV[2])
+return 1
+`);
+
+/** KEYS: the user's memberships, workspaces. Returns {workspace id, role, createdAt}... for workspaces that exist. */
+const listMemberships = new Script(`
+local memberships = redis.call('HGETALL', KEYS[1])
+local out = {}
+for i = 1, #memberships, 2 do
+  local createdAt = redis.call('ZSCORE', KEYS[2], memberships[i])
+  if createdAt then
+    out[#out + 1] = memberships[i]
+    out[#out + 1] = memberships[i + 1]
+    out[#out + 1] = createdAt
+  end
+end
+return out
+`);
+
+/** Workspaces, users and memberships, all under the `{accounts}` hash tag (keys.ts). Kept without a TTL. */
 export class RedisAccountStore implements AccountStore {
   readonly #redis: RedisConnection;
   readonly #keys: RedisKeys;

@@ -1,6 +1,6 @@
 import type { DatabaseSync, StatementSync } from 'node:sqlite';
 
-import { BackendUnavailableError } from './store.ts';
+import { BackendUnavailableError } from '../store.ts';
 
 export class SqliteConnection {
   readonly #db: DatabaseSync;

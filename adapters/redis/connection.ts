@@ -2,8 +2,8 @@ import { createHash } from 'node:crypto';
 
 import { Cluster, Redis, type ClusterOptions, type RedisOptions } from 'ioredis';
 
-import { parseRedisUrl, type RedisTarget } from './redis_url.ts';
-import { BackendUnavailableError, DuplicateError } from './store.ts';
+import { parseRedisUrl, type RedisTarget } from './url.ts';
+import { BackendUnavailableError, DuplicateError } from '../store.ts';
 
 /** One server, a Sentinel-managed master, or a cluster: the commands the store uses are the same on each. */
 export type RedisClient = Redis | Cluster;
@@ -164,6 +164,20 @@ export function mapped(error: unknown): unknown {
   if (error.name === 'ReplyError' && !UNAVAILABLE_REPLY.test(error.message)) return error;
   return new BackendUnavailableError(`Redis store unavailable: ${error.message}`, { cause: error });
 }
+
+/**
+ * The Lua the Redis store runs, each script one atomic step, kept beside the store that runs it. A
+ * script touches only the keys it is given in KEYS, and those share a hash tag (or are one key), so
+ * each runs on one cluster node. Times: expiries of engine records are milliseconds since the
+ * epoch, revocation times seconds; "now" inside a script is the server's clock (TIME), the clock
+ * that expires keys.
+ */
+
+/** Numbers go to Redis as integer strings (%d): how Lua would print a 13-digit millisecond time is left to no version's choice. */
+export const NOW_MS = `
+local time = redis.call('TIME')
+local now = string.format('%d', tonumber(time[1]) * 1000 + math.floor(tonumber(time[2]) / 1000))
+`;
 
 /**
  * A Lua script run by its SHA-1 (EVALSHA), sent in full only when the server does not have it yet

@@ -1,0 +1,51 @@
+import { RedisAccountStore } from './accounts.ts';
+import { RedisApiKeyStore } from './api_keys.ts';
+import { connectRedis, RedisConnection } from './connection.ts';
+import { RedisKeys } from './keys.ts';
+import { RedisModelStore } from './models.ts';
+import { redisRateLimiters } from './rate_limits.ts';
+import { RedisRecordStore } from './records.ts';
+import { RedisRevocationStore } from './revocations.ts';
+import { RedisSettingStore } from './settings.ts';
+import type { ModelStore, Store } from '../store.ts';
+
+export interface RedisStoreOptions {
+  /** Starts every key, so several services (or tests) can share one Redis. Default `oauth:`. */
+  keyPrefix?: string;
+}
+
+/**
+ * The store on Redis: one server, a Sentinel-managed master or a cluster (url.ts). Opening
+ * is synchronous; the connection is made in the background and operations wait for it a bounded
+ * time (connection.ts).
+ */
+export function openRedisStore(url: string, options: RedisStoreOptions = {}): Store {
+  const keys = new RedisKeys(options.keyPrefix ?? 'oauth:');
+  const client = connectRedis(url);
+  const redis = new RedisConnection(client);
+  const models = new Map<string, ModelStore>();
+
+  return {
+    kind: 'redis',
+    model(name) {
+      let store = models.get(name);
+      if (!store) {
+        store = new RedisModelStore(redis, keys, name);
+        models.set(name, store);
+      }
+      return store;
+    },
+    accounts: new RedisAccountStore(redis, keys),
+    settings: new RedisSettingStore(redis, keys),
+    revocations: new RedisRevocationStore(redis, keys),
+    records: new RedisRecordStore(redis, keys),
+    apiKeys: new RedisApiKeyStore(redis, keys),
+    rateLimiter: redisRateLimiters(client, keys),
+    async ping() {
+      await redis.run((client) => client.ping());
+    },
+    // Redis acknowledges each write before its promise resolves: nothing is left pending.
+    committed: () => Promise.resolve(),
+    close: () => redis.close(),
+  };
+}

@@ -1,0 +1,121 @@
+import { nowSeconds } from '../../src/shared/clock.ts';
+import { listedValue, type ModelPayload, type ModelStore } from '../store.ts';
+import type { SqliteConnection } from './connection.ts';
+
+/** The engine's models (oidc-provider's records), one table for all of them. */
+export const MODELS_SCHEMA = `
+CREATE TABLE IF NOT EXISTS oidc_models (
+  model TEXT NOT NULL,
+  id TEXT NOT NULL,
+  payload TEXT NOT NULL,
+  grant_id TEXT,
+  uid TEXT,
+  user_code TEXT,
+  consumed_at INTEGER,
+  expires_at INTEGER,
+  uses INTEGER NOT NULL DEFAULT 0,
+  listed_by TEXT,
+  PRIMARY KEY (model, id)
+);
+CREATE INDEX IF NOT EXISTS oidc_models_grant ON oidc_models (grant_id) WHERE grant_id IS NOT NULL;
+CREATE INDEX IF NOT EXISTS oidc_models_uid ON oidc_models (model, uid) WHERE uid IS NOT NULL;
+CREATE INDEX IF NOT EXISTS oidc_models_user_code ON oidc_models (model, user_code) WHERE user_code IS NOT NULL;
+CREATE INDEX IF NOT EXISTS oidc_models_expiry ON oidc_models (expires_at) WHERE expires_at IS NOT NULL;
+`;
+
+function stringOrNull(value: unknown): string | null {
+  return typeof value === 'string' ? value : null;
+}
+
+interface ModelRow {
+  id: string;
+  payload: string;
+  consumed_at: number | null;
+}
+
+const LIVE = '(expires_at IS NULL OR expires_at > ?)';
+const MODEL_SQL = {
+  upsert: `
+    INSERT INTO oidc_models (model, id, payload, grant_id, uid, user_code, consumed_at, expires_at, listed_by)
+    VALUES (?, ?, ?, ?, ?, ?, NULL, ?, ?)
+    ON CONFLICT (model, id) DO UPDATE SET
+      payload = excluded.payload, grant_id = excluded.grant_id, uid = excluded.uid,
+      user_code = excluded.user_code, consumed_at = NULL, expires_at = excluded.expires_at, uses = 0,
+      listed_by = excluded.listed_by`,
+  find: `SELECT id, payload, consumed_at FROM oidc_models WHERE model = ? AND id = ? AND ${LIVE}`,
+  findByUid: `SELECT id, payload, consumed_at FROM oidc_models WHERE model = ? AND uid = ? AND ${LIVE}`,
+  findByUserCode: `SELECT id, payload, consumed_at FROM oidc_models WHERE model = ? AND user_code = ? AND ${LIVE}`,
+  consume: `UPDATE oidc_models SET consumed_at = ? WHERE model = ? AND id = ? AND consumed_at IS NULL AND ${LIVE}`,
+  countUse: `UPDATE oidc_models SET uses = uses + 1 WHERE model = ? AND id = ? AND uses < ? AND ${LIVE} RETURNING uses`,
+  destroy: 'DELETE FROM oidc_models WHERE model = ? AND id = ?',
+  revokeByGrantId: 'DELETE FROM oidc_models WHERE model = ? AND grant_id = ?',
+  list: `SELECT id, payload, consumed_at FROM oidc_models WHERE model = ? AND ${LIVE} ORDER BY rowid`,
+  listBy: `SELECT id, payload, consumed_at FROM oidc_models WHERE model = ? AND listed_by = ? AND ${LIVE} ORDER BY rowid`,
+} as const;
+
+export class SqliteModelStore implements ModelStore {
+  readonly #db: SqliteConnection;
+  readonly #model: string;
+
+  constructor(db: SqliteConnection, model: string) {
+    this.#db = db;
+    this.#model = model;
+  }
+
+  async upsert(id: string, payload: ModelPayload, expiresIn: number | undefined) {
+    const expiresAt = expiresIn ? nowSeconds() + expiresIn : null;
+    await this.#db.write(() => this.#db.statement(MODEL_SQL.upsert).run(
+      this.#model, id, JSON.stringify(payload),
+      stringOrNull(payload.grantId), stringOrNull(payload.uid), stringOrNull(payload.userCode),
+      expiresAt, listedValue(this.#model, payload) ?? null,
+    ));
+  }
+
+  async find(id: string) {
+    return toPayload(this.#db.read(() => this.#db.statement(MODEL_SQL.find).get(this.#model, id, nowSeconds())));
+  }
+
+  async findByUid(uid: string) {
+    return toPayload(this.#db.read(() => this.#db.statement(MODEL_SQL.findByUid).get(this.#model, uid, nowSeconds())));
+  }
+
+  async findByUserCode(userCode: string) {
+    return toPayload(this.#db.read(() => this.#db.statement(MODEL_SQL.findByUserCode).get(this.#model, userCode, nowSeconds())));
+  }
+
+  async consume(id: string) {
+    const timestamp = nowSeconds();
+    const result = await this.#db.write(() => this.#db.statement(MODEL_SQL.consume).run(timestamp, this.#model, id, timestamp));
+    return result.changes === 1;
+  }
+
+  async countUse(id: string, limit: number) {
+    const row = await this.#db.write(() => this.#db.statement(MODEL_SQL.countUse).get(this.#model, id, limit, nowSeconds())) as { uses: number } | undefined;
+    return row?.uses ?? 0;
+  }
+
+  async destroy(id: string) {
+    await this.#db.write(() => this.#db.statement(MODEL_SQL.destroy).run(this.#model, id));
+  }
+
+  async revokeByGrantId(grantId: string) {
+    await this.#db.write(() => this.#db.statement(MODEL_SQL.revokeByGrantId).run(this.#model, grantId));
+  }
+
+  async list() {
+    const rows = this.#db.read(() => this.#db.statement(MODEL_SQL.list).all(this.#model, nowSeconds())) as unknown as ModelRow[];
+    return rows.map((row) => ({ id: row.id, payload: toPayload(row)! }));
+  }
+
+  async listBy(value: string) {
+    const rows = this.#db.read(() => this.#db.statement(MODEL_SQL.listBy).all(this.#model, value, nowSeconds())) as unknown as ModelRow[];
+    return rows.map((row) => ({ id: row.id, payload: toPayload(row)! }));
+  }
+}
+
+function toPayload(row: unknown): ModelPayload | undefined {
+  if (!row) return undefined;
+  const { payload, consumed_at: consumedAt } = row as ModelRow;
+  const parsed = JSON.parse(payload) as ModelPayload;
+  return consumedAt === null ? parsed : { ...parsed, consumed: consumedAt };
+}

@@ -1,0 +1,65 @@
+import Router from '@koa/router';
+import type { Middleware } from 'koa';
+import type { Provider } from 'oidc-provider';
+
+import type { ModelStore } from '../../../adapters/store.ts';
+import type { Accounts } from '../../accounts/accounts.ts';
+import { ENGINE_ROUTES, USERINFO_PATH } from '../../engine/routes.ts';
+import type { RateLimiting } from '../../rate_limits/limits.ts';
+import type { UserinfoSigner } from '../../tokens/signed_userinfo.ts';
+import type { AccessTokenVerifier } from '../../tokens/verifier.ts';
+import { authorizationByPost } from './authorization.ts';
+import { clientManagementEndpoint } from './client_management.ts';
+import { introspectionEndpoint } from './introspection.ts';
+import { logoutByPost } from './logout.ts';
+import { registrationEndpoint } from './registration.ts';
+import { revocationEndpoint } from './revocation.ts';
+import { tokenEndpoint } from './token.ts';
+import { userinfo, userinfoSigningAlg } from './userinfo.ts';
+
+export interface EndpointDependencies {
+  issuer: string;
+  basePath: string;
+  provider: Provider;
+  /** The data API's resource identifier: the audience of every access token. */
+  audience: string;
+  accounts: Accounts;
+  clients: ModelStore;
+  verifier: AccessTokenVerifier;
+  rateLimits: RateLimiting;
+  signUserinfo: UserinfoSigner;
+}
+
+/**
+ * The host's routes at the engine's endpoints: for each, the steps that run before and after the
+ * engine, listed in that endpoint's file of this folder (token.ts: what runs before the engine's
+ * token endpoint), and the userinfo endpoint, which the host serves itself (userinfo.ts). The
+ * engine itself runs after these, mounted by the app (src/http/app.ts). The holding of error
+ * redirects runs around the engine's authorization endpoint from the app too (authorization.ts).
+ */
+export function engineEndpoints(deps: EndpointDependencies): { routes: Middleware; handles: (path: string) => boolean } {
+  const { issuer, basePath } = deps;
+  const router = new Router({ prefix: basePath || undefined });
+  router.post(ENGINE_ROUTES.authorization, authorizationByPost(issuer, ENGINE_ROUTES.authorization));
+  router.post(ENGINE_ROUTES.end_session, logoutByPost(issuer, ENGINE_ROUTES.end_session));
+  const registration = registrationEndpoint(deps);
+  router.options(ENGINE_ROUTES.registration, registration.preflight);
+  router.post(ENGINE_ROUTES.registration, ...registration.post);
+  router.all(`${ENGINE_ROUTES.registration}/:clientId`, ...clientManagementEndpoint(deps.clients));
+  router.post(ENGINE_ROUTES.token, ...tokenEndpoint(deps));
+  router.post(ENGINE_ROUTES.introspection, ...introspectionEndpoint(deps.verifier));
+  router.post(ENGINE_ROUTES.revocation, ...revocationEndpoint(deps.verifier));
+  const userinfoEndpoint = userinfo(deps.verifier, deps.accounts, { algorithmFor: userinfoSigningAlg(deps.provider), sign: deps.signUserinfo });
+  router.get(USERINFO_PATH, userinfoEndpoint);
+  router.post(USERINFO_PATH, userinfoEndpoint);
+  router.options(USERINFO_PATH, userinfoEndpoint);
+  return { routes: router.routes() as Middleware, handles: routedPaths(basePath) };
+}
+
+/** The paths these routes answer or complete, so every other request passes them with one check. */
+function routedPaths(basePath: string): (path: string) => boolean {
+  const exact = new Set([ENGINE_ROUTES.authorization, ENGINE_ROUTES.end_session, ENGINE_ROUTES.registration, ENGINE_ROUTES.token, ENGINE_ROUTES.introspection, ENGINE_ROUTES.revocation, USERINFO_PATH]
+    .map((path) => `${basePath}${path}`));
+  const clientManagement = `${basePath}${ENGINE_ROUTES.registration}/`;
+  return (path) => exact.has(path) || path.startsWith(clientManagement);
+}

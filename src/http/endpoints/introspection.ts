@@ -1,0 +1,32 @@
+import type { Middleware } from 'koa';
+
+import { mayIntrospect } from '../../tokens/introspection_policy.ts';
+import type { AccessTokenVerifier } from '../../tokens/verifier.ts';
+import { engineRefusedJwt } from './engine_refused_jwt.ts';
+import { rfc6749ErrorCodes } from './rfc6749_errors.ts';
+
+/**
+ * POST /oauth/introspect (RFC 7662): what runs around the engine's introspection endpoint, in order.
+ * The engine authenticates the client and introspects refresh tokens; after it:
+ * 1. RFC 6749 error codes where the engine's differ (rfc6749_errors.ts);
+ * 2. a JWT access token, which the engine refuses to introspect, is answered from its verified
+ *    claims and the revocation list, for the callers allowed to see it (src/tokens/introspection_policy.ts).
+ */
+export function introspectionEndpoint(verifier: AccessTokenVerifier): Middleware[] {
+  return [rfc6749ErrorCodes, introspectJwt(verifier)];
+}
+
+function introspectJwt(verifier: AccessTokenVerifier): Middleware {
+  return async (ctx, next) => {
+    await next();
+    const engine = engineRefusedJwt(ctx);
+    if (!engine) return;
+    const { token, client } = engine;
+    const claims = await verifier.verify(token);
+    // The engine's rule for the tokens it introspects; a token the caller may not see is answered
+    // exactly as an unknown one.
+    const allowed = claims && mayIntrospect(client, { clientId: claims.client_id, audience: claims.aud });
+    ctx.status = 200;
+    ctx.body = allowed ? { active: true, token_type: 'Bearer', ...claims } : { active: false };
+  };
+}

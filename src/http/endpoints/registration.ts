@@ -1,0 +1,78 @@
+import type { Middleware } from 'koa';
+import type { Provider } from 'oidc-provider';
+
+import { findInitialAccessToken } from '../../clients/initial_access_tokens.ts';
+import { REDIRECT_URIS_ADDED_METADATA, UNUSED_UNTIL_METADATA } from '../../clients/registration.ts';
+import type { RateLimiting } from '../../rate_limits/limits.ts';
+import { bearerCors } from '../../resource/cors.ts';
+import { HttpError } from '../../shared/http_error.ts';
+
+export interface RegistrationEndpointDependencies {
+  provider: Provider;
+  rateLimits: RateLimiting;
+}
+
+/**
+ * POST /oauth/register (RFC 7591): what runs around the engine's registration endpoint, in order.
+ * The engine checks the metadata through the product's rules (src/clients/registration.ts).
+ *
+ * Before the engine:
+ * 1. CORS: browser-based clients (MCP hosts running in a page) register from another origin;
+ * 2. a body over REGISTRATION_BODY_MAX is refused before anything reads it;
+ * 3. the rate limit: registrations per client address (src/rate_limits/);
+ * 4. an initial access token, when one is presented, must be live: its workspace binds the
+ *    client, and the registration uses it up once the client is stored.
+ * After the engine:
+ * 5. the response shows the client's metadata, not what the server keeps about it.
+ */
+export function registrationEndpoint({ provider, rateLimits }: RegistrationEndpointDependencies): { preflight: Middleware; post: Middleware[] } {
+  const cors = bearerCors('POST');
+  return { preflight: cors, post: [cors, registrationBodyLimit, rateLimits.registration, hideServerKeptMetadata, registrationWorkspace(provider)] };
+}
+
+/** Bytes at most in a registration or update request: far above any honest client's metadata. */
+export const REGISTRATION_BODY_MAX = 16 * 1024;
+
+/**
+ * Refuses an oversized registration body before anything reads it (413, RFC 7591 error shape).
+ * The engine's own reader stops at 56 KiB for bodies sent without a length.
+ */
+export const registrationBodyLimit: Middleware = async (ctx, next) => {
+  if ((ctx.request.length ?? 0) > REGISTRATION_BODY_MAX) {
+    throw new HttpError(413, 'invalid_request', `the registration request is larger than ${REGISTRATION_BODY_MAX / 1024} KiB`, { Connection: 'close' });
+  }
+  await next();
+};
+
+/** Registration and RFC 7592 read and update responses show the client's metadata, not what the server keeps about it. */
+export const hideServerKeptMetadata: Middleware = async (ctx, next) => {
+  await next();
+  const body = ctx.body as Record<string, unknown> | undefined;
+  if (body && typeof body === 'object') {
+    delete body[REDIRECT_URIS_ADDED_METADATA];
+    delete body[UNUSED_UNTIL_METADATA];
+  }
+};
+
+/**
+ * Resolves the workspace of a registration request's initial access token (if it sent one),
+ * before the engine handles the request, and marks the registration as one that uses the token
+ * (counted when the client is stored: src/clients/initial_access_tokens.ts). With open
+ * registration the token is optional but, when present, must be valid: a bad, expired or used-up
+ * one is refused rather than silently ignored.
+ */
+function registrationWorkspace(provider: Provider): Middleware {
+  return async (ctx, next) => {
+    const token = /^Bearer\s+(\S+)$/i.exec(ctx.get('authorization'))?.[1];
+    if (token) {
+      const iat = await findInitialAccessToken(provider, token);
+      if (!iat) {
+        const description = 'initial access token is invalid, expired or used up';
+        throw new HttpError(401, 'invalid_token', description, { 'WWW-Authenticate': `Bearer error="invalid_token", error_description="${description}"` });
+      }
+      if (iat.workspace) ctx.state.registrationWorkspace = iat.workspace;
+      ctx.state.initialAccessTokenUse = iat;
+    }
+    await next();
+  };
+}

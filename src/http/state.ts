@@ -1,0 +1,37 @@
+import type { PresentedInitialAccessToken } from '../clients/initial_access_tokens.ts';
+import type { AuthorizationError } from '../engine/authorization_errors.ts';
+import type { Principal } from '../resource/principal.ts';
+import type { SignedIn } from '../settings/session.ts';
+import type { ErrorFormat } from './errors.ts';
+
+/**
+ * Everything a request carries in `ctx.state`, in one place. Koa's own DefaultState is declared
+ * here, so every middleware, at every layer, reads and writes these fields typed and without a
+ * cast; a field not listed here is a type error.
+ */
+declare module 'koa' {
+  interface DefaultState {
+    /** The request's id (request_id.ts), in `X-Request-Id`, every log line and every error body. */
+    requestId?: string;
+    /** How a refusal is answered (errors.ts): JSON unless the section below says `page`. */
+    errorFormat?: ErrorFormat;
+    /** The route template the request is counted under, where no router names one (metrics/routes.ts). */
+    route?: string;
+    /** What the engine caught and answered with a 500 itself (engine_events.ts), so an outage becomes a 503. */
+    engineError?: unknown;
+    /** The error an authorization request ended with (src/engine/authorization_errors.ts). */
+    authorizationError?: AuthorizationError;
+    /** The engine showed its error page instead of answering the client (endpoints/authorization.ts). */
+    errorPageShown?: boolean;
+    /** Who a data API request acts for, once its credential checked out (src/resource/authenticate.ts). */
+    principal?: Principal;
+    /** The workspace of a registration's initial access token (endpoints/registration.ts, src/clients/registration.ts). */
+    registrationWorkspace?: string;
+    /** The initial access token a registration uses up once its client is stored (src/clients/initial_access_tokens.ts). */
+    initialAccessTokenUse?: PresentedInitialAccessToken;
+    /** The settings area's signed-in user (src/settings/guards.ts). */
+    signedIn?: SignedIn;
+    /** On the settings area's workspace routes: the workspace, which the user administers. */
+    workspace?: { id: string; name: string; role: 'admin' | 'member' | 'viewer' };
+  }
+}

@@ -1,0 +1,46 @@
+/** The Content-Security-Policy of the pages the service renders (src/pages/render.ts). */
+
+export interface HtmlPolicy {
+  /** Extra `form-action` sources: where a form's redirects may lead (the client's redirect URI). */
+  formAction?: string[];
+  /**
+   * The one origin the page may load images from (the client's logo), as `cspOrigin` gives it.
+   * Without it the page loads no image at all.
+   */
+  imgSrc?: string;
+  /**
+   * The one script file the page may load, as a full URL (the settings area's copy button), as
+   * SCRIPT_URL checks it. Without it the page runs no script; inline script is never allowed.
+   */
+  scriptSrc?: string;
+}
+
+/**
+ * An http(s) origin that is safe to write into a policy as a source: scheme, host (letters,
+ * digits, `-`, `_`, dots, or a bracketed IPv6 address) and port, nothing else. The URL parser
+ * lets through hosts such as `a;b` (`http://a%3bb/`), which would end the directive and start
+ * another; those are refused.
+ */
+const CSP_ORIGIN = /^https?:\/\/(?:[a-z0-9_-]+(?:\.[a-z0-9_-]+)*\.?|\[[0-9a-f:.]+\])(?::[0-9]{1,5})?$/;
+
+/** The origin of an http(s) URL as a policy source, or undefined when it cannot be written safely. */
+export function cspOrigin(url: URL): string | undefined {
+  if (url.protocol !== 'https:' && url.protocol !== 'http:') return undefined;
+  return CSP_ORIGIN.test(url.origin) ? url.origin : undefined;
+}
+
+/**
+ * The policy for a rendered page: its own inline style only, forms posting to us (and
+ * redirecting to the client), and images from the client logo's origin when the page shows one.
+ */
+export function htmlContentSecurityPolicy(nonce: string, policy: HtmlPolicy = {}): string {
+  const formAction = ["'self'", ...(policy.formAction ?? [])].join(' ');
+  if (policy.imgSrc !== undefined && !CSP_ORIGIN.test(policy.imgSrc)) throw new Error(`not an origin a policy may name: ${policy.imgSrc}`);
+  const imgSrc = policy.imgSrc ? `; img-src ${policy.imgSrc}` : '';
+  if (policy.scriptSrc !== undefined && !SCRIPT_URL.test(policy.scriptSrc)) throw new Error(`not a script URL a policy may name: ${policy.scriptSrc}`);
+  const scriptSrc = policy.scriptSrc ? `; script-src ${policy.scriptSrc}` : '';
+  return `default-src 'none'; style-src 'nonce-${nonce}'${imgSrc}${scriptSrc}; form-action ${formAction}; frame-ancestors 'none'; base-uri 'none'`;
+}
+
+/** A source naming one file: an origin as CSP_ORIGIN allows, then path segments of unreserved characters only. */
+const SCRIPT_URL = new RegExp(`^${CSP_ORIGIN.source.slice(1, -1)}(?:/[A-Za-z0-9._~-]+)+$`);
