@@ -1,5 +1,5 @@
-import { registerClient } from '../test/helpers/oauth.ts';
-import { freePort } from '../test/helpers/server.ts';
+import { registerClient } from '../test/support/oauth.ts';
+import { freePort } from '../test/support/server.ts';
 import { CodeMinter } from './codes.ts';
 import { authorizeWithDevInteractions } from './dev_interactions.ts';
 import { startNode } from './processes.ts';

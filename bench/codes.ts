@@ -1,5 +1,5 @@
-import { codeRequest, exchangeCode } from '../test/helpers/oauth.ts';
-import { UserAgent } from '../test/helpers/user_agent.ts';
+import { codeRequest, exchangeCode } from '../test/support/oauth.ts';
+import { UserAgent } from '../test/support/user_agent.ts';
 import type { Credentials } from './target.ts';
 
 /** A fresh authorization code and the PKCE verifier it was requested with. */

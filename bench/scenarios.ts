@@ -1,4 +1,4 @@
-import { REDIRECT_URI } from '../test/helpers/oauth.ts';
+import { REDIRECT_URI } from '../test/support/oauth.ts';
 import type { ConnectionScript, LoadPlan } from './load.ts';
 import type { Credentials, Target } from './target.ts';
 

@@ -1,8 +1,8 @@
 import { openStore } from '../adapters/index.ts';
 import { Accounts } from '../src/accounts/accounts.ts';
-import { registerClient } from '../test/helpers/oauth.ts';
-import { freePort, runAdmin } from '../test/helpers/server.ts';
-import { authorize } from '../test/helpers/user_agent.ts';
+import { registerClient } from '../test/support/oauth.ts';
+import { freePort, runAdmin } from '../test/support/server.ts';
+import { authorize } from '../test/support/user_agent.ts';
 import { CodeMinter } from './codes.ts';
 import { onCleanUp, startNode, tempDir } from './processes.ts';
 import { SEED_LINE_PREFIX, seedUser, type BenchUser, type MemorySeedExtras } from './seed.ts';

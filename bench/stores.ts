@@ -1,6 +1,6 @@
 import { join } from 'node:path';
 
-import { startRedis } from '../test/helpers/redis.ts';
+import { startRedis } from '../test/support/redis.ts';
 
 /**
  * Which storage the service runs on during a bench, and what that means for starting and seeding it.

@@ -1,12 +1,12 @@
 import { expect } from 'chai';
 import fc, { type Arbitrary } from 'fast-check';
 
-import { applyMutations, encodedJunk, FORM, formBytesOf, formPlan, headerJunk, mutations, pairsOf, queryOf } from '../helpers/fuzz.ts';
-import { applyTweak, headerSafe, nearMiss, type Tweak } from '../helpers/fuzz_credentials.ts';
-import { BROWSER_ACCEPT, header } from '../helpers/fuzz_checks.ts';
-import { anonymousLogoutSession, slidingSession, type StoreDifference } from '../helpers/fuzz_store.ts';
-import type { RawRequest, RawResponse } from '../helpers/fuzz_http.ts';
-import { pkcePair, REDIRECT_URI } from '../helpers/oauth.ts';
+import { applyMutations, encodedJunk, FORM, formBytesOf, formPlan, headerJunk, mutations, pairsOf, queryOf } from './harness.ts';
+import { applyTweak, headerSafe, nearMiss, type Tweak } from './credentials.ts';
+import { BROWSER_ACCEPT, header } from './checks.ts';
+import { anonymousLogoutSession, slidingSession, type StoreDifference } from './store_snapshot.ts';
+import type { RawRequest, RawResponse } from './http.ts';
+import { pkcePair, REDIRECT_URI } from '../support/oauth.ts';
 import { headers, mostly, pageAccept, post, type FuzzSuite, type Header } from './suite.ts';
 
 /** Parameters an authorization request may carry besides the ones of a valid request (some of them twice, then). */

@@ -1,13 +1,13 @@
 import { expect } from 'chai';
 import fc, { type Arbitrary } from 'fast-check';
 
-import { acceptHeaders, encodedJunk, encodeText, headerJunk, JSON_TYPE, jsonPlan, jsonTextOf, queryOf, textEncodings } from '../helpers/fuzz.ts';
-import { applyTweak, authorizationOf, authPlan, nearMiss, type AuthPlan, type Tweak } from '../helpers/fuzz_credentials.ts';
-import { refusedByHttpLayer } from '../helpers/fuzz_checks.ts';
-import type { StoreDifference } from '../helpers/fuzz_store.ts';
-import type { FuzzWorld } from '../helpers/fuzz_fixtures.ts';
-import type { RawRequest, RawResponse } from '../helpers/fuzz_http.ts';
-import { REDIRECT_URI, registerClient } from '../helpers/oauth.ts';
+import { acceptHeaders, encodedJunk, encodeText, headerJunk, JSON_TYPE, jsonPlan, jsonTextOf, queryOf, textEncodings } from './harness.ts';
+import { applyTweak, authorizationOf, authPlan, nearMiss, type AuthPlan, type Tweak } from './credentials.ts';
+import { refusedByHttpLayer } from './checks.ts';
+import type { StoreDifference } from './store_snapshot.ts';
+import type { FuzzWorld } from './fixtures.ts';
+import type { RawRequest, RawResponse } from './http.ts';
+import { REDIRECT_URI, registerClient } from '../support/oauth.ts';
 import { headers, mostly, post, type FuzzSuite, type Header } from './suite.ts';
 
 /** Client metadata names of RFC 7591, OpenID Connect Registration and the engine, and the ones the server keeps. */

@@ -3,11 +3,11 @@ import fc, { type Arbitrary } from 'fast-check';
 import {
   applyMutations, encodedJunk, encodeText, FORM, formBytesOf, formEncode, formPlan, JSON_TYPE, jsonPlan, jsonTextOf, junkText, mutations, pairsOf, queryOf,
   textEncodings, type Mutation,
-} from '../helpers/fuzz.ts';
-import { applyTweak, authorizationOf, authPlan, tweaks, type Tweak } from '../helpers/fuzz_credentials.ts';
-import { createCompany, type FuzzWorld } from '../helpers/fuzz_fixtures.ts';
-import type { RawRequest, RawResponse } from '../helpers/fuzz_http.ts';
-import { anonymousLogoutSession } from '../helpers/fuzz_store.ts';
+} from './harness.ts';
+import { applyTweak, authorizationOf, authPlan, tweaks, type Tweak } from './credentials.ts';
+import { createCompany, type FuzzWorld } from './fixtures.ts';
+import type { RawRequest, RawResponse } from './http.ts';
+import { anonymousLogoutSession } from './store_snapshot.ts';
 import { headers, mostly, post, type FuzzSuite } from './suite.ts';
 
 const COMPANY = { name: 'Fuzz Co', domainName: 'fuzz.example', employees: 12, city: 'Lyon', idealCustomerProfile: true };

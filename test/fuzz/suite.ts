@@ -1,9 +1,9 @@
 import fc, { type Arbitrary, type IAsyncProperty } from 'fast-check';
 
-import { acceptHeaders, assertProperty, contentTypes, fuzzParameters, type FuzzSettings } from '../helpers/fuzz.ts';
-import { BROWSER_ACCEPT, type Expectation } from '../helpers/fuzz_checks.ts';
-import type { FuzzWorld } from '../helpers/fuzz_fixtures.ts';
-import type { RawRequest } from '../helpers/fuzz_http.ts';
+import { acceptHeaders, assertProperty, contentTypes, fuzzParameters, type FuzzSettings } from './harness.ts';
+import { BROWSER_ACCEPT, type Expectation } from './checks.ts';
+import type { FuzzWorld } from './fixtures.ts';
+import type { RawRequest } from './http.ts';
 
 /** What every group of properties (test/fuzz/*.ts) gets from the suite (test/fuzz.test.ts). */
 export interface FuzzSuite {

@@ -1,11 +1,11 @@
 import { expect } from 'chai';
 import fc from 'fast-check';
 
-import { FORM, formBytesOf, formPlan, type FormPlan } from '../helpers/fuzz.ts';
-import { applyTweak, authorizationOf, authPlan, nearMiss, tweaks, type AuthPlan, type LiveCredentials, type Tweak } from '../helpers/fuzz_credentials.ts';
-import { header, type ProbeResult } from '../helpers/fuzz_checks.ts';
-import type { FuzzWorld } from '../helpers/fuzz_fixtures.ts';
-import { REDIRECT_URI } from '../helpers/oauth.ts';
+import { FORM, formBytesOf, formPlan, type FormPlan } from './harness.ts';
+import { applyTweak, authorizationOf, authPlan, nearMiss, tweaks, type AuthPlan, type LiveCredentials, type Tweak } from './credentials.ts';
+import { header, type ProbeResult } from './checks.ts';
+import type { FuzzWorld } from './fixtures.ts';
+import { REDIRECT_URI } from '../support/oauth.ts';
 import { mostly, post, type FuzzSuite, type Header } from './suite.ts';
 
 /** A wire name or value decoded as a form parser would (an invalid escape stays as it is: it cannot equal a valid value). */

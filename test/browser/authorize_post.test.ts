@@ -1,0 +1,188 @@
+import { createServer, type Server } from 'node:http';
+
+import { expect } from 'chai';
+import type { Browser, BrowserContext, Page } from 'playwright-core';
+
+import { captureRedirect, launchBrowser, newPage } from '../support/browser.ts';
+import { REDIRECT_URI, codeRequest, type CodeRequest, type RegisteredClient } from '../support/oauth.ts';
+import { freePort, registerVettedClient, seedUser, startServer, type SeededUser, type TestServer } from '../support/server.ts';
+
+/**
+ * OpenID Connect Core 3.1.2.1: the authorization endpoint accepts POST with a form body (the
+ * conformance module oidcc-ensure-post-request-succeeds). The form is posted from a page on
+ * another site (localhost vs 127.0.0.1), as a relying party's page would.
+ */
+describe('authorization request sent with POST', function () {
+  this.timeout(30_000);
+
+  let server: TestServer;
+  let browser: Browser;
+  let rpSite: Server;
+  let rpOrigin: string;
+  let user: SeededUser;
+  const contexts: BrowserContext[] = [];
+
+  before(async function () {
+    [server, browser] = await Promise.all([startServer({ env: { PKCE_REQUIRED: 'public' } }), launchBrowser()]);
+    user = await seedUser(server, [{ workspace: 'Post Co' }]);
+    const port = await freePort();
+    rpOrigin = `http://localhost:${port}`;
+    rpSite = createServer((request, response) => {
+      // The relying party's page: an auto-submitting form whose fields are the query of this URL.
+      const params = new URL(request.url ?? '/', rpOrigin).searchParams;
+      const target = params.get('target')!;
+      params.delete('target');
+      const inputs = [...params].map(([name, value]) => `<input type="hidden" name="${escape(name)}" value="${escape(value)}">`).join('');
+      response.setHeader('content-type', 'text/html');
+      response.end(`<!doctype html><form id="f" method="post" action="${escape(target)}">${inputs}</form><script>document.getElementById('f').submit()</script>`);
+    });
+    await new Promise<void>((resolve) => rpSite.listen(port, '127.0.0.1', resolve));
+  });
+
+  afterEach(async function () {
+    await Promise.all(contexts.splice(0).map((context) => context.close()));
+  });
+
+  after(async function () {
+    rpSite?.close();
+    await browser?.close();
+    await server?.stop();
+  });
+
+  const escape = (value: string) => value.replace(/&/g, '&amp;').replace(/"/g, '&quot;').replace(/</g, '&lt;');
+
+  async function open(): Promise<Page> {
+    const { context, page } = await newPage(browser);
+    contexts.push(context);
+    return page;
+  }
+
+  /** Sends the browser to the relying party's page, which posts the request's parameters to the authorization endpoint. */
+  async function postFromRelyingParty(page: Page, auth: CodeRequest): Promise<void> {
+    const url = new URL(`${rpOrigin}/`);
+    url.searchParams.set('target', `${server.issuer}/oauth/authorize`);
+    for (const [name, value] of Object.entries(auth.params)) url.searchParams.set(name, value);
+    await page.goto(url.href);
+  }
+
+  /** The conformance suite's client: confidential, client_secret_basic, scope openid, no PKCE; vetted, so the engine's refusals reach it. */
+  async function conformanceClient(): Promise<RegisteredClient> {
+    return registerVettedClient(server, { token_endpoint_auth_method: 'client_secret_basic' });
+  }
+
+  const openidRequest = (client: RegisteredClient, overrides: Record<string, string | undefined> = {}) =>
+    codeRequest(server.issuer, client.client_id, { scope: 'openid', code_challenge: undefined, code_challenge_method: undefined, nonce: 'n-0S6_WzA2Mj', ...overrides });
+
+  async function exchange(client: RegisteredClient, code: string): Promise<Record<string, unknown>> {
+    const basic = `Basic ${Buffer.from(`${encodeURIComponent(client.client_id)}:${encodeURIComponent(client.client_secret!)}`).toString('base64')}`;
+    const response = await fetch(`${server.issuer}/oauth/token`, {
+      method: 'POST',
+      headers: { 'content-type': 'application/x-www-form-urlencoded', authorization: basic },
+      body: new URLSearchParams({ grant_type: 'authorization_code', code, redirect_uri: REDIRECT_URI }),
+    });
+    expect(response.status, 'token endpoint status').to.equal(200);
+    return response.json() as Promise<Record<string, unknown>>;
+  }
+
+  it('signs the user in, asks for consent and redirects back with a code that redeems, as the GET request does', async function () {
+    const client = await conformanceClient();
+    const page = await open();
+    const capture = await captureRedirect(page, REDIRECT_URI);
+    const auth = openidRequest(client);
+
+    await postFromRelyingParty(page, auth);
+    await page.getByRole('heading', { level: 1, name: 'Sign in' }).waitFor();
+    await page.getByLabel('Email').fill(user.email);
+    await page.getByLabel('Password').fill(user.password);
+    await page.getByRole('button', { name: 'Sign in' }).click();
+    await page.getByRole('button', { name: 'Allow', exact: true }).click();
+
+    const redirect = await capture.next();
+    expect(redirect.url.searchParams.get('state')).to.equal(auth.state);
+    const tokens = await exchange(client, redirect.url.searchParams.get('code')!);
+    expect(tokens).to.have.property('id_token');
+  });
+
+  it('finds the session of a user already signed in: prompt=none posted from another site returns a code at once', async function () {
+    const client = await conformanceClient();
+    const page = await open();
+    const capture = await captureRedirect(page, REDIRECT_URI);
+
+    await postFromRelyingParty(page, openidRequest(client));
+    await page.getByLabel('Email').fill(user.email);
+    await page.getByLabel('Password').fill(user.password);
+    await page.getByRole('button', { name: 'Sign in' }).click();
+    await page.getByRole('button', { name: 'Allow', exact: true }).click();
+    await capture.next();
+
+    const silent = openidRequest(client, { prompt: 'none' });
+    await postFromRelyingParty(page, silent);
+    const redirect = await capture.next();
+    expect(redirect.url.searchParams.get('error'), 'the session cookie reached the endpoint').to.equal(null);
+    expect(redirect.url.searchParams.get('state')).to.equal(silent.state);
+    await exchange(client, redirect.url.searchParams.get('code')!);
+  });
+
+  describe('over plain HTTP', function () {
+    let client: RegisteredClient;
+
+    before(async function () {
+      client = await conformanceClient();
+    });
+
+    const post = (body: string | Uint8Array<ArrayBuffer>, contentType = 'application/x-www-form-urlencoded') =>
+      fetch(`${server.issuer}/oauth/authorize`, { method: 'POST', headers: { 'content-type': contentType }, body, redirect: 'manual' });
+
+    it('answers 303 to the same request as a GET, parameters intact (repeated ones too, as the engine then refuses them)', async function () {
+      const auth = openidRequest(client, { state: 'a b&c=d/é' });
+      const response = await post(new URLSearchParams(auth.params).toString());
+      expect(response.status).to.equal(303);
+      const location = new URL(response.headers.get('location')!);
+      expect(location.origin + location.pathname).to.equal(`${server.issuer}/oauth/authorize`);
+      expect(Object.fromEntries(location.searchParams)).to.deep.equal(auth.params);
+
+      const repeated = await post(`${new URLSearchParams(auth.params)}&scope=api`);
+      const repeatedLocation = new URL(repeated.headers.get('location')!);
+      expect(repeatedLocation.searchParams.getAll('scope')).to.deep.equal(['openid', 'api']);
+    });
+
+    it('leads to the same error answer as the GET request for a request the engine refuses', async function () {
+      const auth = openidRequest(client, { scope: 'openid email' });
+      const posted = await post(new URLSearchParams(auth.params).toString());
+      const followed = await fetch(posted.headers.get('location')!, { redirect: 'manual' });
+      const direct = await fetch(auth.url, { redirect: 'manual' });
+      expect(followed.status).to.equal(direct.status);
+      const error = (response: Response) => new URL(response.headers.get('location')!).searchParams.get('error');
+      expect(error(followed)).to.equal('invalid_scope');
+      expect(error(direct)).to.equal('invalid_scope');
+    });
+
+    it('refuses a body that is not a form, and an oversized one, with the error page (no redirect, no 5xx)', async function () {
+      const json = await post(JSON.stringify({ client_id: client.client_id }), 'application/json');
+      expect(json.status).to.equal(400);
+      expect(json.headers.get('content-type')).to.match(/^text\/html/);
+      expect(await json.text()).to.include('must be a form');
+
+      const huge = await post(`client_id=${client.client_id}&state=${'x'.repeat(10_000)}`);
+      expect(huge.status).to.equal(413);
+      expect(huge.headers.get('location')).to.equal(null);
+      expect(await huge.text()).to.include('larger than 8 KiB');
+
+      // Under 8 KiB as sent, but raw bytes (not percent-encoded by the sender) triple once re-encoded into the 303's URL.
+      const raw = new Uint8Array(Buffer.concat([Buffer.from(`client_id=${client.client_id}&state=`), Buffer.alloc(7 * 1024, 0xe9)]));
+      const tooLongAsLink = await post(raw);
+      expect(tooLongAsLink.status).to.equal(413);
+      expect(tooLongAsLink.headers.get('location')).to.equal(null);
+      expect(tooLongAsLink.headers.get('content-type')).to.match(/^text\/html/);
+      expect(await tooLongAsLink.text()).to.include('too large to be carried in a link');
+    });
+
+    it('still answers GET requests itself (the engine), and other methods with 405 or 404, never 5xx', async function () {
+      const get = await fetch(openidRequest(client).url, { redirect: 'manual' });
+      expect(get.status).to.equal(303);
+      expect(get.headers.get('location')).to.include('/interaction/');
+      const put = await fetch(`${server.issuer}/oauth/authorize`, { method: 'PUT', redirect: 'manual' });
+      expect(put.status).to.be.oneOf([404, 405]);
+    });
+  });
+});

@@ -1,0 +1,377 @@
+import { spawn, type ChildProcess } from 'node:child_process';
+import { randomBytes } from 'node:crypto';
+import { mkdtemp, rm } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { fileURLToPath } from 'node:url';
+
+import { expect } from 'chai';
+import { decodeJwt } from 'jose';
+
+import { startRedis, type RedisServer } from '../support/redis.ts';
+import { freePort, startServer, type TestServer } from '../support/server.ts';
+import { UserAgent, authorize } from '../support/user_agent.ts';
+
+/**
+ * `npm run admin -- quickstart`, a newcomer's first run, against a real server's store: what it
+ * prints is followed as printed. The authorization URL is opened (the login and consent pages
+ * answered as a person would), and the printed curl commands are run with curl itself, on
+ * loopback, with only the values a step's answer gives ($CODE, $REFRESH_TOKEN, $ACCESS_TOKEN)
+ * set. Terminals are real pseudo-terminals (util-linux `script`).
+ */
+
+const ROOT = fileURLToPath(new URL('../..', import.meta.url));
+const REDIRECT_URI = 'http://127.0.0.1:8976/callback';
+
+interface Printed {
+  clientId: string;
+  clientSecret: string;
+  authorizationUrl: string;
+  state: string;
+  exchange: string;
+  refresh: string;
+  clientCredentials: string;
+  dataApi: string;
+}
+
+/** The flow as the text output shows it: the URL to open and the curl command of each step. */
+function parsePrinted(stdout: string): Printed {
+  const line = (pattern: RegExp) => {
+    const match = pattern.exec(stdout);
+    if (!match) throw new Error(`nothing like ${pattern} in:\n${stdout}`);
+    return match[1]!;
+  };
+  const authorizationUrl = line(/^\s+(http\S+\/oauth\/authorize\?\S+)$/m);
+  return {
+    clientId: line(/^\s+client_id\s+(\S+)$/m),
+    clientSecret: line(/^\s+client_secret\s+(\S+)$/m),
+    authorizationUrl,
+    state: new URL(authorizationUrl).searchParams.get('state')!,
+    exchange: line(/^\s+(curl .*grant_type=authorization_code.*)$/m),
+    refresh: line(/^\s+(curl .*grant_type=refresh_token.*)$/m),
+    clientCredentials: line(/^\s+(curl .*grant_type=client_credentials.*)$/m),
+    dataApi: line(/^\s+(curl .*\/rest\/companies.*)$/m),
+  };
+}
+
+/** Runs a printed curl command in a POSIX shell, with the variables a newcomer would have set; adds only `-w` for the status. */
+function runPrinted(command: string, variables: Record<string, string> = {}): Promise<{ status: number; body: string }> {
+  return new Promise((resolve, reject) => {
+    const child = spawn('sh', ['-c', `${command} -w '\\n%{http_code}'`], { env: { PATH: process.env.PATH ?? '', ...variables } });
+    let out = '';
+    let err = '';
+    child.stdout.on('data', (chunk: Buffer) => { out += chunk.toString(); });
+    child.stderr.on('data', (chunk: Buffer) => { err += chunk.toString(); });
+    child.on('error', reject);
+    child.on('exit', (code) => {
+      if (code !== 0) return reject(new Error(`${command} exited ${code}: ${err}`));
+      const cut = out.lastIndexOf('\n');
+      resolve({ status: Number(out.slice(cut + 1)), body: out.slice(0, cut) });
+    });
+  });
+}
+
+async function runJson(command: string, variables: Record<string, string> = {}): Promise<Record<string, unknown>> {
+  const { status, body } = await runPrinted(command, variables);
+  expect(status, `${command}\n${body}`).to.equal(200);
+  return JSON.parse(body) as Record<string, unknown>;
+}
+
+/** A command on a pseudo-terminal: its output is what a person would see on the screen. */
+interface Terminal {
+  screen(): string;
+  /** Resolves once the screen shows `pattern`; fails if the command ends first. */
+  shows(pattern: RegExp): Promise<void>;
+  type(keys: string): void;
+  exited: Promise<number | null>;
+  child: ChildProcess;
+}
+
+function onTerminal(command: string, env: Record<string, string>): Terminal {
+  const child = spawn('script', ['-q', '-e', '-c', command, '/dev/null'], { cwd: ROOT, env: { ...env, SHELL: '/bin/sh' }, stdio: ['pipe', 'pipe', 'pipe'] });
+  let screen = '';
+  const waiting = new Set<() => void>();
+  const collect = (chunk: Buffer) => {
+    screen += chunk.toString();
+    for (const check of waiting) check();
+  };
+  child.stdout!.on('data', collect);
+  child.stderr!.on('data', collect);
+  const exited = new Promise<number | null>((resolve) => child.on('exit', (code) => {
+    for (const check of waiting) check();
+    resolve(code);
+  }));
+  return {
+    screen: () => screen,
+    shows: (pattern) => new Promise<void>((resolve, reject) => {
+      const check = () => {
+        if (pattern.test(screen)) {
+          waiting.delete(check);
+          resolve();
+        } else if (child.exitCode !== null || child.signalCode !== null) {
+          waiting.delete(check);
+          reject(new Error(`the terminal never showed ${pattern}:\n${screen}`));
+        }
+      };
+      waiting.add(check);
+      check();
+    }),
+    type: (keys) => { child.stdin!.write(keys); },
+    exited,
+    child,
+  };
+}
+
+const uniqueEmail = (label: string) => `${label}-${randomBytes(4).toString('hex')}@example.com`;
+
+describe('admin quickstart', function () {
+  this.timeout(30_000);
+
+  let server: TestServer;
+  const passwords: string[] = [];
+  const outputs: string[] = [];
+  /** The demo client quickstart created first, as it printed it (its secret shown once, there). */
+  let demo: { clientId: string; clientSecret: string } | undefined;
+
+  async function quickstart(args: string[], password?: string) {
+    if (password) passwords.push(password);
+    const result = await server.admin(['quickstart', ...args], password === undefined ? undefined : `${password}\n`);
+    outputs.push(result.stdout, result.stderr);
+    return result;
+  }
+
+  before(async () => {
+    server = await startServer();
+  });
+
+  after(async () => {
+    await server?.stop();
+  });
+
+  it('at first start without a terminal, the hint naming quickstart is a JSON log line like every other', async () => {
+    while (!server.logs().includes('no users yet')) await new Promise((resolve) => setTimeout(resolve, 50));
+    const lines = server.logs().split('\n').filter((line) => line.trim() !== '');
+    const parsed = lines.map((line) => JSON.parse(line) as Record<string, unknown>);
+    const hint = parsed.find((entry) => String(entry.message).startsWith('no users yet'));
+    expect(hint).to.include({ level: 'warn', command: 'npm run admin -- quickstart' });
+    expect(server.logs()).to.not.contain('No users yet.');
+  });
+
+  it('without a terminal, a missing --email, --name or --password-stdin is a usage error naming it, and nothing is created', async () => {
+    const password = `qs-${randomBytes(9).toString('base64url')}`;
+    const cases: Array<[string[], string]> = [
+      [['--name', 'Ann', '--password-stdin'], '--email'],
+      [['--email', uniqueEmail('ann'), '--password-stdin'], '--name'],
+      [['--email', uniqueEmail('ann'), '--name', 'Ann'], '--password-stdin'],
+    ];
+    for (const [args, named] of cases) {
+      const result = await quickstart(args, password);
+      expect(result.code, result.stderr).to.equal(2);
+      expect(result.stdout).to.equal('');
+      expect(result.stderr).to.contain(named).and.match(/usage/i);
+    }
+    const workspaces = await server.admin(['workspace', 'list', '--json']);
+    expect(JSON.parse(workspaces.stdout)).to.deep.equal([]);
+  });
+
+  it('creates a workspace, its admin and a demo client, and the printed URL and curl commands work as printed', async () => {
+    const email = uniqueEmail('newcomer');
+    const password = `qs-${randomBytes(9).toString('base64url')}-pw`;
+    const result = await quickstart(['--workspace-name', 'Acme', '--email', email, '--name', 'Ann Newcomer', '--password-stdin'], password);
+    expect(result.code, result.stderr).to.equal(0);
+    const printed = parsePrinted(result.stdout);
+    demo = { clientId: printed.clientId, clientSecret: printed.clientSecret };
+    const workspaceId = /workspace (ws_\S+) \("Acme"\)/.exec(result.stdout)?.[1];
+    expect(workspaceId, result.stdout).to.be.a('string');
+
+    // 1. The URL, opened in a browser: sign in as the new admin, Allow.
+    const url = new URL(printed.authorizationUrl);
+    expect(url.origin).to.equal(server.origin);
+    expect(url.searchParams.get('code_challenge_method')).to.equal('S256');
+    const callback = await authorize(new UserAgent(), printed.authorizationUrl, server.origin, { email, password });
+    expect(`${callback.origin}${callback.pathname}`).to.equal(REDIRECT_URI);
+    expect(callback.searchParams.get('state')).to.equal(printed.state);
+    const code = callback.searchParams.get('code');
+    expect(code, callback.href).to.be.a('string');
+
+    // 2. The exchange, with the code from the address bar.
+    const tokens = await runJson(printed.exchange, { CODE: code! });
+    expect(tokens).to.include.keys('access_token', 'refresh_token');
+    expect(decodeJwt(tokens.access_token as string)).to.include({ workspace_id: workspaceId, role: 'admin', client_id: printed.clientId });
+
+    // 3. A refresh, with the refresh token of that answer.
+    const refreshed = await runJson(printed.refresh, { REFRESH_TOKEN: tokens.refresh_token as string });
+    expect(refreshed).to.include.keys('access_token', 'refresh_token');
+    expect(refreshed.refresh_token).to.not.equal(tokens.refresh_token);
+
+    // 4. Client credentials: a token for the workspace.
+    const workspaceToken = await runJson(printed.clientCredentials);
+    expect(decodeJwt(workspaceToken.access_token as string)).to.include({ workspace_id: workspaceId, client_id: printed.clientId });
+
+    // 5. The data API, with the user's token and with the workspace's.
+    for (const token of [refreshed.access_token, workspaceToken.access_token]) {
+      const companies = await runJson(printed.dataApi, { ACCESS_TOKEN: token as string });
+      expect(companies).to.have.nested.property('data.companies');
+    }
+  });
+
+  it('the demo client is one an operator stands behind: bound to the workspace in client list (no secret shown), its error answers redirected directly', async () => {
+    const list = await server.admin(['client', 'list', '--json']);
+    const clients = JSON.parse(list.stdout) as Array<Record<string, unknown>>;
+    const listed = clients.find((client) => client.client_name === 'Quickstart demo');
+    expect(demo, 'the demo client quickstart printed (the test before)').to.not.equal(undefined);
+    expect(listed).to.include({ client_id: demo!.clientId, token_endpoint_auth_method: 'client_secret_post' });
+    expect(listed!.workspace_id).to.match(/^ws_/);
+    expect(listed!.grant_types).to.deep.equal(['authorization_code', 'refresh_token', 'client_credentials']);
+    expect(listed!.redirect_uris).to.deep.equal([REDIRECT_URI]);
+    expect(demo!.clientSecret.length, 'the printed secret').to.be.greaterThan(20);
+    expect(list.stdout, 'the demo client\'s secret').to.not.contain(demo!.clientSecret);
+    expect(list.stdout).to.not.contain('client_secret"');
+
+    // Vetted: an error answer goes straight back to the application, as for a client registered with an initial access token.
+    const url = new URL(`${server.issuer}/oauth/authorize`);
+    url.search = new URLSearchParams({
+      client_id: String(listed!.client_id), response_type: 'code', redirect_uri: REDIRECT_URI, scope: 'api bogus', state: 'st',
+      code_challenge: 'E9Melhoa2OwvFrEMTJguCHaoeK1t8URWbuGJSstw-cM', code_challenge_method: 'S256',
+    }).toString();
+    const answer = await fetch(url, { redirect: 'manual' });
+    const location = new URL(answer.headers.get('location') ?? '', server.issuer);
+    expect(`${location.origin}${location.pathname}`, `${answer.status} ${location.href}`).to.equal(REDIRECT_URI);
+    expect(location.searchParams.get('error')).to.equal('invalid_scope');
+  });
+
+  it('once users exist it refuses, saying what to do instead; --force adds another workspace, admin and client; --json gives the same flow to scripts', async () => {
+    const password = `qs-${randomBytes(9).toString('base64url')}-pw`;
+    const email = uniqueEmail('second');
+    const refused = await quickstart(['--email', email, '--name', 'Second', '--password-stdin'], password);
+    expect(refused.code).to.equal(1);
+    expect(refused.stdout).to.equal('');
+    expect(refused.stderr).to.contain('no users yet').and.contain('--force').and.contain('user create');
+
+    const forced = await quickstart(['--email', email, '--name', 'Second', '--password-stdin', '--force', '--json', '--base-url', `${server.issuer}/`], password);
+    expect(forced.code, forced.stderr).to.equal(0);
+    const json = JSON.parse(forced.stdout) as {
+      base_url: string;
+      workspace: { id: string; name: string };
+      user: { email: string; role: string };
+      client: { client_id: string; client_secret: string; workspace_id: string };
+      authorization: { url: string; state: string; code_verifier: string; code_challenge: string };
+      commands: { exchange: string; refresh: string; client_credentials: string; data_api: string };
+    };
+    expect(json.base_url).to.equal(server.issuer);
+    expect(json.workspace.name).to.equal('My workspace');
+    expect(json.user).to.include({ email, role: 'admin' });
+    expect(json.client.workspace_id).to.equal(json.workspace.id);
+    expect(new URL(json.authorization.url).searchParams.get('code_challenge')).to.equal(json.authorization.code_challenge);
+    expect(json.commands.exchange).to.contain(`code_verifier=${json.authorization.code_verifier}`);
+
+    const workspaceToken = await runJson(json.commands.client_credentials);
+    expect(decodeJwt(workspaceToken.access_token as string)).to.include({ workspace_id: json.workspace.id });
+    const companies = await runJson(json.commands.data_api, { ACCESS_TOKEN: workspaceToken.access_token as string });
+    expect(companies).to.have.nested.property('data.companies');
+  });
+
+  it('on a terminal it asks for what the flags leave out, never shows the password, and the admin it makes can sign in', async () => {
+    const email = uniqueEmail('typed');
+    const password = `qs-${randomBytes(9).toString('base64url')}-typed`;
+    passwords.push(password);
+    const terminal = onTerminal('exec node src/cli/admin.ts quickstart --force', server.env);
+    await terminal.shows(/Workspace name \[My workspace\]: /);
+    terminal.type('Typed Co\r');
+    await terminal.shows(/Your email address: /);
+    terminal.type(`${email}\r`);
+    await terminal.shows(/Your name: /);
+    terminal.type('Tess Typed\r');
+    await terminal.shows(/Password \(at least 8 characters, not shown\): /);
+    terminal.type(`${password}\r`);
+    await terminal.shows(/Password again: /);
+    terminal.type(`${password}\r`);
+    expect(await terminal.exited, terminal.screen()).to.equal(0);
+    outputs.push(terminal.screen());
+
+    expect(terminal.screen()).to.match(/workspace ws_\S+ \("Typed Co"\)/);
+    const printed = parsePrinted(terminal.screen().replaceAll('\r', ''));
+    const callback = await authorize(new UserAgent(), printed.authorizationUrl, server.origin, { email, password });
+    expect(callback.searchParams.get('code'), callback.href).to.be.a('string');
+  });
+
+  it('on a terminal, two different passwords create nothing', async () => {
+    const email = uniqueEmail('mistyped');
+    const terminal = onTerminal('exec node src/cli/admin.ts quickstart --force --workspace-name Mistyped', server.env);
+    await terminal.shows(/Your email address: /);
+    terminal.type(`${email}\r`);
+    await terminal.shows(/Your name: /);
+    terminal.type('Mo Mistyped\r');
+    await terminal.shows(/not shown\): /);
+    terminal.type('first-password\r');
+    await terminal.shows(/Password again: /);
+    terminal.type('second-password\r');
+    expect(await terminal.exited).to.equal(1);
+    expect(terminal.screen()).to.contain('the two passwords differ');
+    const workspaces = await server.admin(['workspace', 'list']);
+    expect(workspaces.stdout).to.not.contain('Mistyped');
+  });
+
+  it('no password ever appears in what the CLI printed or in the server log', () => {
+    expect(passwords.length).to.be.greaterThan(2);
+    for (const password of passwords) {
+      for (const output of [...outputs, server.logs()]) expect(output).to.not.contain(password);
+    }
+  });
+});
+
+describe('admin quickstart with STORE=redis', function () {
+  this.timeout(30_000);
+
+  let redis: RedisServer;
+  let server: TestServer;
+
+  before(async () => {
+    redis = await startRedis();
+    server = await startServer({ store: redis.url, env: { KEY_ENCRYPTION_KEY: randomBytes(32).toString('base64url') } });
+  });
+
+  after(async () => {
+    await server?.stop();
+    await redis?.stop();
+  });
+
+  it('creates the same: the printed sign-in, exchange, client credentials and data API call work', async () => {
+    const email = uniqueEmail('redis');
+    const password = `qs-${randomBytes(9).toString('base64url')}-pw`;
+    const result = await server.admin(['quickstart', '--email', email, '--name', 'Rae Redis', '--password-stdin'], `${password}\n`);
+    expect(result.code, result.stderr).to.equal(0);
+    const printed = parsePrinted(result.stdout);
+    const callback = await authorize(new UserAgent(), printed.authorizationUrl, server.origin, { email, password });
+    const tokens = await runJson(printed.exchange, { CODE: callback.searchParams.get('code')! });
+    const companies = await runJson(printed.dataApi, { ACCESS_TOKEN: tokens.access_token as string });
+    expect(companies).to.have.nested.property('data.companies');
+    expect(await runJson(printed.clientCredentials)).to.include.keys('access_token');
+  });
+});
+
+describe('first start on a terminal', function () {
+  this.timeout(30_000);
+
+  it('with no users, the service says in a plain sentence to run quickstart, and still logs the hint', async () => {
+    const dir = await mkdtemp(join(tmpdir(), 'oauth-tty-'));
+    const port = await freePort();
+    const terminal = onTerminal('exec node src/main.ts', {
+      PATH: process.env.PATH ?? '',
+      HOME: process.env.HOME ?? '',
+      PORT: String(port),
+      HOST: '127.0.0.1',
+      BASE_URL: `http://127.0.0.1:${port}`,
+      STORE: `sqlite:${join(dir, 'oauth.sqlite')}`,
+    });
+    try {
+      await terminal.shows(/No users yet\. To create the first workspace, its admin and a demo client to try it with, run:\s+npm run admin -- quickstart/);
+      // The log line stays too (in whichever form the logger gives a terminal).
+      await terminal.shows(/no users yet: create the first workspace, its admin and a demo client with the admin CLI/);
+    } finally {
+      terminal.child.kill('SIGTERM');
+      await terminal.exited;
+      await rm(dir, { recursive: true, force: true });
+    }
+  });
+});

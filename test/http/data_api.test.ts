@@ -1,0 +1,452 @@
+import { mkdtemp, rm, writeFile } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+
+import { expect } from 'chai';
+import { generateKeyPair, importJWK, SignJWT, type JWK } from 'jose';
+
+import { api, clientCredentialsToken, createApiKey, memberOf, userAccessToken, type ApiResponse } from '../support/data_api.ts';
+import { postCredentials, registerClient, type RegisteredClient } from '../support/oauth.ts';
+import { seedUser, startServer, type SeededUser, type TestServer } from '../support/server.ts';
+import { privateJwk } from '../support/keys.ts';
+
+/**
+ * The data APIs (Core under /rest/, Metadata under /rest/metadata/) as the protected resource:
+ * every rule through HTTP against the real server, with credentials from the real flows
+ * (authorization code for users of each role, client credentials, API keys from the admin CLI).
+ */
+
+interface Company {
+  id: string;
+  name: string;
+  employees: number | null;
+  [field: string]: unknown;
+}
+
+interface ErrorBody {
+  error: string;
+  error_description: string;
+}
+
+type ListBody<K extends string, T> = { data: Record<K, T[]>; pageInfo: { hasNextPage: boolean; startCursor: string | null; endCursor: string | null }; totalCount: number };
+
+describe('data API', function () {
+  this.timeout(60_000);
+
+  let dir: string;
+  let server: TestServer;
+  /** The service's own signing key (given as JWKS_FILE), to make tokens that differ from a good one in one claim. */
+  let signingKey: JWK;
+  let client: RegisteredClient;
+  /** Workspace A: an admin, a member, a viewer; workspace B: an admin. */
+  let adminA: SeededUser;
+  let memberA: SeededUser;
+  let viewerA: SeededUser;
+  let adminB: SeededUser;
+  let wsA: string;
+  let wsB: string;
+  const tokens: Record<string, string> = {};
+
+  before(async () => {
+    dir = await mkdtemp(join(tmpdir(), 'data-api-'));
+    signingKey = await privateJwk('ES256');
+    await writeFile(join(dir, 'jwks.json'), JSON.stringify({ keys: [signingKey, await privateJwk('RS256')] }));
+    server = await startServer({ env: { JWKS_FILE: join(dir, 'jwks.json') } });
+    client = await registerClient(server.issuer);
+    adminA = await seedUser(server, [{ workspace: 'Workspace A', role: 'admin' }]);
+    wsA = adminA.workspaces[0]!.id;
+    adminB = await seedUser(server, [{ workspace: 'Workspace B', role: 'admin' }]);
+    wsB = adminB.workspaces[0]!.id;
+    memberA = await memberOf(server, wsA, 'member');
+    viewerA = await memberOf(server, wsA, 'viewer');
+
+    tokens.adminA = (await userAccessToken(server, client, adminA)).access_token;
+    tokens.memberA = (await userAccessToken(server, client, memberA)).access_token;
+    tokens.viewerA = (await userAccessToken(server, client, viewerA)).access_token;
+    tokens.adminB = (await userAccessToken(server, client, adminB)).access_token;
+    tokens.clientA = (await clientCredentialsToken(server, wsA)).access_token;
+    tokens.clientB = (await clientCredentialsToken(server, wsB)).access_token;
+    tokens.keyA = (await createApiKey(server, wsA)).key;
+    tokens.keyB = (await createApiKey(server, wsB)).key;
+  });
+
+  after(async () => {
+    await server?.stop();
+    await rm(dir, { recursive: true, force: true });
+  });
+
+  const createCompany = async (credential: string, name = 'Acme') => {
+    const response = await api<{ data: { company: Company } }>(server, '/rest/companies', { credential, json: { name, employees: 10 } });
+    expect(response.status, JSON.stringify(response.body)).to.equal(201);
+    return response.body.data.company;
+  };
+
+  /** A token signed with the service's key, with the claims a good one has, changed by `overrides`. */
+  async function forgedToken(overrides: Record<string, unknown>, header: Record<string, string> = {}): Promise<string> {
+    const now = Math.floor(Date.now() / 1000);
+    const claims = {
+      iss: server.issuer, aud: `${server.issuer}/rest`, sub: client.client_id, client_id: client.client_id,
+      jti: `forged-${Math.random()}`, iat: now, exp: now + 600, scope: 'api', workspace_id: wsA, ...overrides,
+    };
+    return new SignJWT(claims)
+      .setProtectedHeader({ alg: 'ES256', typ: 'at+jwt', kid: signingKey.kid!, ...header })
+      .sign(await importJWK(signingKey, 'ES256'));
+  }
+
+  describe('authentication (RFC 6750, RFC 9728)', () => {
+    it('asks for a credential with 401 and names the protected resource metadata', async () => {
+      const response = await api<ErrorBody>(server, '/rest/companies');
+      expect(response.status).to.equal(401);
+      const challenge = response.headers.get('www-authenticate')!;
+      expect(challenge).to.match(/^Bearer /);
+      expect(challenge).to.include(`resource_metadata="${server.origin}/.well-known/oauth-protected-resource/rest"`);
+      // RFC 6750 section 3.1: no error code when the request carried no credential.
+      expect(challenge).to.not.include('error=');
+      expect(response.body.error_description).to.match(/access token or an API key/);
+      // An unknown object is not revealed to an anonymous caller either.
+      expect((await api(server, '/rest/secrets')).status).to.equal(401);
+      expect((await api(server, '/rest/metadata/objects')).status).to.equal(401);
+    });
+
+    it('accepts a good token of every kind, and a token built from a good one to fit the check it fails never', async () => {
+      for (const credential of Object.values(tokens)) expect((await api(server, '/rest/companies', { credential })).status).to.equal(200);
+      expect((await api(server, '/rest/companies', { credential: await forgedToken({}) })).status, 'control: a forged token that differs in nothing').to.equal(200);
+
+      const now = Math.floor(Date.now() / 1000);
+      const { privateKey: strangerKey } = await generateKeyPair('ES256');
+      const bad: Record<string, string> = {
+        expired: await forgedToken({ iat: now - 7200, exp: now - 3600 }),
+        'another audience': await forgedToken({ aud: 'https://elsewhere.example/api' }),
+        'another issuer': await forgedToken({ iss: 'https://evil.example' }),
+        'an ID token (typ JWT)': await forgedToken({}, { typ: 'JWT' }),
+        'signed by another key': await new SignJWT({ iss: server.issuer, aud: `${server.issuer}/rest`, sub: 'x', client_id: 'x', jti: 'x', scope: 'api', workspace_id: wsA })
+          .setProtectedHeader({ alg: 'ES256', typ: 'at+jwt', kid: signingKey.kid! }).setIssuedAt().setExpirationTime('10m').sign(strangerKey),
+        garbage: 'not-a-token',
+      };
+      for (const [what, credential] of Object.entries(bad)) {
+        const response = await api<ErrorBody>(server, '/rest/companies', { credential });
+        expect(response.status, what).to.equal(401);
+        expect(response.body.error, what).to.equal('invalid_token');
+        expect(response.headers.get('www-authenticate'), what).to.match(/error="invalid_token"/).and.include('resource_metadata=');
+      }
+    });
+
+    it('refuses a token without the api scope with 403 insufficient_scope naming the scope', async () => {
+      const profileOnly = (await userAccessToken(server, client, adminA, 'profile')).access_token;
+      const response = await api<ErrorBody>(server, '/rest/companies', { credential: profileOnly });
+      expect(response.status).to.equal(403);
+      expect(response.body.error).to.equal('insufficient_scope');
+      expect(response.headers.get('www-authenticate')).to.match(/error="insufficient_scope"/).and.match(/scope="api"/);
+    });
+
+    it('refuses at once every token of a grant revoked by its client (RFC 7009 on the refresh token)', async () => {
+      const { access_token: accessToken, refresh_token: refreshToken } = await userAccessToken(server, client, memberA);
+      expect((await api(server, '/rest/companies', { credential: accessToken })).status).to.equal(200);
+      const revoked = await fetch(`${server.issuer}/oauth/revoke`, {
+        method: 'POST',
+        headers: { 'content-type': 'application/x-www-form-urlencoded' },
+        body: new URLSearchParams({ token: refreshToken!, ...postCredentials(client) }),
+      });
+      expect(revoked.status).to.equal(200);
+      const response = await api<ErrorBody>(server, '/rest/companies', { credential: accessToken });
+      expect(response.status).to.equal(401);
+      expect(response.body.error).to.equal('invalid_token');
+    });
+
+    it('refuses at once the tokens of a client deleted through RFC 7592, user-bound and client-credentials alike', async () => {
+      const doomed = await registerClient(server.issuer);
+      const userToken = (await userAccessToken(server, doomed, memberA)).access_token;
+      const machine = await clientCredentialsToken(server, wsA);
+      for (const credential of [userToken, machine.access_token]) expect((await api(server, '/rest/companies', { credential })).status).to.equal(200);
+      for (const gone of [doomed, machine.client]) {
+        const deleted = await fetch(gone.registration_client_uri, { method: 'DELETE', headers: { authorization: `Bearer ${gone.registration_access_token}` } });
+        expect(deleted.status).to.equal(204);
+      }
+      for (const credential of [userToken, machine.access_token]) expect((await api(server, '/rest/companies', { credential })).status).to.equal(401);
+    });
+
+    it('follows a demotion within the propagation bound, whatever role the token was issued with', async () => {
+      const user = await memberOf(server, wsA, 'member');
+      const { access_token: credential } = await userAccessToken(server, client, user);
+      await createCompany(credential, 'Before demotion');
+      const demoted = await server.admin(['member', 'add', '--user', user.id, '--workspace', wsA, '--role', 'viewer']);
+      expect(demoted.code).to.equal(0);
+      await new Promise((resolve) => setTimeout(resolve, 2100));
+      const write = await api<ErrorBody>(server, '/rest/companies', { credential, json: { name: 'After demotion' } });
+      expect(write.status).to.equal(403);
+      expect(write.body.error).to.equal('insufficient_role');
+      expect((await api(server, '/rest/companies', { credential })).status).to.equal(200);
+    });
+  });
+
+  describe('roles', () => {
+    it('lets a viewer read but not create, change or delete (403), a member and an admin do all, and so do workspace-level credentials', async () => {
+      const record = await createCompany(tokens.adminA!);
+      for (const who of ['viewerA', 'memberA', 'adminA', 'clientA', 'keyA']) {
+        expect((await api(server, '/rest/companies', { credential: tokens[who] })).status, `${who} lists`).to.equal(200);
+        expect((await api(server, `/rest/companies/${record.id}`, { credential: tokens[who] })).status, `${who} reads`).to.equal(200);
+      }
+      const viewer = tokens.viewerA!;
+      const refusals = [
+        await api<ErrorBody>(server, '/rest/companies', { credential: viewer, json: { name: 'Nope' } }),
+        await api<ErrorBody>(server, `/rest/companies/${record.id}`, { method: 'PATCH', credential: viewer, json: { name: 'Nope' } }),
+        await api<ErrorBody>(server, `/rest/companies/${record.id}`, { method: 'DELETE', credential: viewer }),
+      ];
+      for (const refusal of refusals) {
+        expect(refusal.status).to.equal(403);
+        expect(refusal.body.error).to.equal('insufficient_role');
+        expect(refusal.body.error_description).to.match(/viewer/);
+      }
+      expect((await api<{ data: { company: Company } }>(server, `/rest/companies/${record.id}`, { credential: viewer })).body.data.company.name).to.equal('Acme');
+
+      for (const who of ['memberA', 'adminA', 'clientA', 'keyA']) {
+        const own = await createCompany(tokens[who]!, `by ${who}`);
+        const changed = await api<{ data: { company: Company } }>(server, `/rest/companies/${own.id}`, { method: 'PATCH', credential: tokens[who], json: { employees: 42 } });
+        expect(changed.status, `${who} changes`).to.equal(200);
+        expect(changed.body.data.company).to.include({ name: `by ${who}`, employees: 42 });
+        expect((await api(server, `/rest/companies/${own.id}`, { method: 'DELETE', credential: tokens[who] })).status, `${who} deletes`).to.equal(200);
+        expect((await api(server, `/rest/companies/${own.id}`, { credential: tokens[who] })).status, `${who}: gone`).to.equal(404);
+      }
+    });
+
+    it('lets everyone read the Metadata API and no one write it (it is read-only: 405)', async () => {
+      for (const who of ['viewerA', 'adminA', 'keyA']) {
+        const response = await api(server, '/rest/metadata/objects', { credential: tokens[who] });
+        expect(response.status).to.equal(200);
+      }
+      for (const who of ['adminA', 'clientA', 'keyA']) {
+        const response = await api<ErrorBody>(server, '/rest/metadata/objects', { credential: tokens[who], json: { namePlural: 'deals' } });
+        expect(response.status, who).to.equal(405);
+        expect(response.headers.get('allow')).to.equal('GET');
+      }
+    });
+  });
+
+  describe('workspace isolation', () => {
+    it('never lets a credential of another workspace read, list, change or delete a record, even knowing its id', async () => {
+      const secret = await createCompany(tokens.adminA!, 'Workspace A secret');
+      const person = await api<{ data: { person: { id: string } } }>(server, '/rest/people', { credential: tokens.keyA, json: { firstName: 'Ann', companyId: secret.id } });
+      expect(person.status).to.equal(201);
+      const listA = await api<ListBody<'companies', Company>>(server, '/rest/companies?limit=1', { credential: tokens.adminA });
+
+      for (const who of ['adminB', 'clientB', 'keyB']) {
+        const credential = tokens[who];
+        for (const [method, path, json] of [
+          ['GET', `/rest/companies/${secret.id}`, undefined],
+          ['PATCH', `/rest/companies/${secret.id}`, { name: 'Stolen' }],
+          ['DELETE', `/rest/companies/${secret.id}`, undefined],
+          ['GET', `/rest/people/${person.body.data.person.id}`, undefined],
+          ['DELETE', `/rest/people/${person.body.data.person.id}`, undefined],
+        ] as const) {
+          const response = await api<ErrorBody>(server, path, { method, credential, ...(json ? { json } : {}) });
+          expect(response.status, `${who} ${method} ${path}`).to.equal(404);
+          expect(response.body.error).to.equal('not_found');
+        }
+        // Linking to another workspace's record is refused as if it did not exist.
+        const link = await api<ErrorBody>(server, '/rest/people', { credential, json: { firstName: 'Mallory', companyId: secret.id } });
+        expect(link.status, who).to.equal(400);
+        expect(link.body.error_description).to.match(/companyId: no company/);
+        // Its own list shows none of A's records, from the start or from A's cursor.
+        for (const query of ['', `?starting_after=${listA.body.pageInfo.endCursor}`]) {
+          const list = await api<ListBody<'companies', Company>>(server, `/rest/companies${query}`, { credential });
+          expect(list.status, `${who} list${query}`).to.equal(200);
+          expect(list.body.data.companies.map((c) => c.name)).to.not.include('Workspace A secret');
+        }
+      }
+      const after = await api<{ data: { company: Company } }>(server, `/rest/companies/${secret.id}`, { credential: tokens.adminA });
+      expect(after.body.data.company).to.deep.equal(secret);
+    });
+  });
+
+  describe('Core API', () => {
+    let keyC: string;
+
+    before(async () => {
+      const owner = await seedUser(server, [{ workspace: 'Workspace C', role: 'admin' }]);
+      keyC = (await createApiKey(server, owner.workspaces[0]!.id)).key;
+    });
+
+    it('creates a record with its id, times and every field (null when unset), and answers 201 with its location', async () => {
+      const response = await api<{ data: { company: Company } }>(server, '/rest/companies', { credential: keyC, json: { name: 'Globex', domainName: 'globex.com', idealCustomerProfile: true } });
+      expect(response.status).to.equal(201);
+      const company = response.body.data.company;
+      expect(company.id).to.match(/^[0-9a-f-]{36}$/);
+      expect(response.headers.get('location')).to.equal(`/rest/companies/${company.id}`);
+      expect(company).to.deep.equal({
+        id: company.id, createdAt: company.createdAt, updatedAt: company.createdAt,
+        name: 'Globex', domainName: 'globex.com', employees: null, city: null, idealCustomerProfile: true,
+      });
+      expect(Date.parse(company.createdAt as string)).to.be.closeTo(Date.now(), 60_000);
+      const read = await api<{ data: { company: Company } }>(server, `/rest/companies/${company.id}`, { credential: keyC });
+      expect(read.body.data.company).to.deep.equal(company);
+    });
+
+    it('changes only the fields a PATCH names, clears a field set to null, and moves updatedAt', async () => {
+      const company = (await api<{ data: { company: Company } }>(server, '/rest/companies', { credential: keyC, json: { name: 'Initech', city: 'Austin', employees: 5 } })).body.data.company;
+      await new Promise((resolve) => setTimeout(resolve, 5));
+      const response = await api<{ data: { company: Company } }>(server, `/rest/companies/${company.id}`, { method: 'PATCH', credential: keyC, json: { employees: 6, city: null } });
+      expect(response.status).to.equal(200);
+      expect(response.body.data.company).to.include({ name: 'Initech', city: null, employees: 6, createdAt: company.createdAt });
+      expect(Date.parse(response.body.data.company.updatedAt as string)).to.be.greaterThan(Date.parse(company.updatedAt as string));
+    });
+
+    it('pages through a list with limit and starting_after, with totalCount and hasNextPage', async () => {
+      const owner = await seedUser(server, [{ workspace: 'Workspace D', role: 'admin' }]);
+      const key = (await createApiKey(server, owner.workspaces[0]!.id)).key;
+      for (let i = 1; i <= 5; i += 1) await api(server, '/rest/companies', { credential: key, json: { name: `Company ${i}` } });
+      const seen: string[] = [];
+      let cursor: string | null = null;
+      let pages = 0;
+      for (;;) {
+        const query: string = `?limit=2${cursor ? `&starting_after=${cursor}` : ''}`;
+        const page: ApiResponse<ListBody<'companies', Company>> = await api<ListBody<'companies', Company>>(server, `/rest/companies${query}`, { credential: key });
+        expect(page.status).to.equal(200);
+        expect(page.body.totalCount).to.equal(5);
+        seen.push(...page.body.data.companies.map((c) => c.name));
+        pages += 1;
+        if (!page.body.pageInfo.hasNextPage) break;
+        cursor = page.body.pageInfo.endCursor;
+      }
+      expect(pages).to.equal(3);
+      expect(seen).to.deep.equal(['Company 1', 'Company 2', 'Company 3', 'Company 4', 'Company 5']);
+      const empty = await api<ListBody<'people', unknown>>(server, '/rest/people', { credential: key });
+      expect(empty.body).to.deep.equal({ data: { people: [] }, pageInfo: { hasNextPage: false, startCursor: null, endCursor: null }, totalCount: 0 });
+    });
+
+    it('links a person to a company of the workspace, and shows the link as null once the company is deleted', async () => {
+      const company = (await api<{ data: { company: Company } }>(server, '/rest/companies', { credential: keyC, json: { name: 'Hooli' } })).body.data.company;
+      const created = await api<{ data: { person: Record<string, unknown> } }>(server, '/rest/people', { credential: keyC, json: { firstName: 'Gavin', lastName: 'Belson', email: 'gavin@hooli.example', companyId: company.id } });
+      expect(created.status).to.equal(201);
+      const person = created.body.data.person;
+      expect(person).to.include({ firstName: 'Gavin', companyId: company.id, email: 'gavin@hooli.example' });
+      expect((await api(server, `/rest/companies/${company.id}`, { method: 'DELETE', credential: keyC })).status).to.equal(200);
+      const read = await api<{ data: { person: Record<string, unknown> } }>(server, `/rest/people/${person.id as string}`, { credential: keyC });
+      expect(read.body.data.person.companyId).to.equal(null);
+      const listed = await api<ListBody<'people', Record<string, unknown>>>(server, '/rest/people', { credential: keyC });
+      expect(listed.body.data.people.find((p) => p.id === person.id)?.companyId).to.equal(null);
+    });
+
+    it('answers bad input with a 4xx JSON error that says what is wrong, never a 5xx', async () => {
+      const company = (await api<{ data: { company: Company } }>(server, '/rest/companies', { credential: keyC, json: { name: 'Target' } })).body.data.company;
+      const cases: Array<[string, string, Parameters<typeof api>[2], number, string, RegExp]> = [
+        ['unknown object', '/rest/deals', {}, 404, 'not_found', /no object named deals.*companies, people/],
+        ['unknown record', '/rest/companies/00000000-0000-4000-8000-000000000000', {}, 404, 'not_found', /no company/],
+        ['an id that is no id', '/rest/companies/not-an-id', {}, 404, 'not_found', /no company with id not-an-id/],
+        ['malformed JSON', '/rest/companies', { raw: '{"name": "Acme",' }, 400, 'invalid_request', /not a valid JSON object/],
+        ['a JSON array', '/rest/companies', { raw: '[{"name": "Acme"}]' }, 400, 'invalid_request', /JSON object/],
+        ['a JSON string', '/rest/companies', { raw: '"Acme"' }, 400, 'invalid_request', /JSON object/],
+        ['wrong types', '/rest/companies', { json: { name: 7, employees: 'many', idealCustomerProfile: 'yes' } }, 400, 'invalid_request', /name: must be a string; employees: must be a number; idealCustomerProfile: must be true or false/],
+        ['a fraction where a whole number goes', '/rest/companies', { json: { name: 'X', employees: 1.5 } }, 400, 'invalid_request', /employees: must be a whole number/],
+        ['a negative count', '/rest/companies', { json: { name: 'X', employees: -1 } }, 400, 'invalid_request', /at least 0/],
+        ['an unknown field', '/rest/companies', { json: { name: 'X', revenue: 1 } }, 400, 'invalid_request', /revenue: no such field/],
+        ['a read-only field', '/rest/companies', { json: { name: 'X', id: company.id } }, 400, 'invalid_request', /id: set by the server/],
+        ['a missing required field', '/rest/people', { json: { lastName: 'Only' } }, 400, 'invalid_request', /firstName: required/],
+        ['a bad email', '/rest/people', { json: { firstName: 'A', email: 'not-an-email' } }, 400, 'invalid_request', /email: must be an email/],
+        ['a relation that is no id', '/rest/people', { json: { firstName: 'A', companyId: 'acme' } }, 400, 'invalid_request', /companyId: must be the id/],
+        ['a text too long', '/rest/companies', { json: { name: 'x'.repeat(201) } }, 400, 'invalid_request', /at most 200/],
+        ['an oversized body', '/rest/companies', { raw: JSON.stringify({ name: 'x'.repeat(70_000) }) }, 413, 'payload_too_large', /larger than/],
+        ['not JSON', '/rest/companies', { raw: 'name=Acme', headers: { 'content-type': 'application/x-www-form-urlencoded' } }, 415, 'unsupported_media_type', /JSON/],
+        ['a required field set to null', `/rest/companies/${company.id}`, { method: 'PATCH', json: { name: null } }, 400, 'invalid_request', /name: required, cannot be null/],
+        ['an empty PATCH', `/rest/companies/${company.id}`, { method: 'PATCH', json: {} }, 400, 'invalid_request', /at least one field/],
+        ['a bad cursor', '/rest/companies?starting_after=bm90LWEtY3Vyc29y', {}, 400, 'invalid_request', /starting_after/],
+        ['another list\'s cursor', `/rest/people?starting_after=${Buffer.from('companies:1').toString('base64url')}`, {}, 400, 'invalid_request', /starting_after/],
+        ['a limit too large', '/rest/companies?limit=1000', {}, 400, 'invalid_request', /limit must be a whole number from 1 to 100/],
+        ['a limit that is no number', '/rest/companies?limit=ten', {}, 400, 'invalid_request', /limit/],
+        ['an unsupported method', '/rest/companies', { method: 'PUT', json: { name: 'X' } }, 405, 'method_not_allowed', /./],
+        ['an unknown path', '/rest/companies/x/y', {}, 404, 'not_found', /./],
+      ];
+      for (const [what, path, request, status, error, description] of cases) {
+        const response = await api<ErrorBody>(server, path, { credential: keyC, ...request });
+        expect(response.status, what).to.equal(status);
+        expect(response.body.error, what).to.equal(error);
+        expect(response.body.error_description, what).to.match(description);
+      }
+      // Nothing was half-written by any of them.
+      const unchanged = await api<{ data: { company: Company } }>(server, `/rest/companies/${company.id}`, { credential: keyC });
+      expect(unchanged.body.data.company).to.deep.equal(company);
+      expect(server.logs()).to.not.match(/"status":5\d\d/);
+    });
+  });
+
+  describe('Metadata API', () => {
+    interface ObjectMetadata {
+      id: string;
+      namePlural: string;
+      nameSingular: string;
+      fields: Array<{ name: string; type: string; required: boolean; readOnly: boolean; relation?: { targetObjectId: string } }>;
+    }
+
+    it('describes the object types and their fields, and the Core API accepts exactly those fields', async () => {
+      const list = await api<{ data: { objects: ObjectMetadata[] }; totalCount: number }>(server, '/rest/metadata/objects', { credential: tokens.keyA });
+      expect(list.status).to.equal(200);
+      expect(list.body.data.objects.map((o) => o.id)).to.deep.equal(['companies', 'people']);
+      expect(list.body.totalCount).to.equal(2);
+
+      const company = await createCompany(tokens.keyA!, 'Metadata target');
+      const sample: Record<string, unknown> = { TEXT: 'text', EMAIL: 'someone@example.com', NUMBER: 3, BOOLEAN: false, RELATION: company.id };
+      for (const object of list.body.data.objects) {
+        const one = await api<{ data: { object: ObjectMetadata } }>(server, `/rest/metadata/objects/${object.id}`, { credential: tokens.keyA });
+        expect(one.body.data.object).to.deep.equal(object);
+        const writable = object.fields.filter((field) => !field.readOnly);
+        const body = Object.fromEntries(writable.map((field) => [field.name, sample[field.type]]));
+        const created = await api<{ data: Record<string, Record<string, unknown>> }>(server, `/rest/${object.namePlural}`, { credential: tokens.keyA, json: body });
+        expect(created.status, `${object.id}: ${JSON.stringify(created.body)}`).to.equal(201);
+        const record = created.body.data[object.nameSingular]!;
+        expect(Object.keys(record).sort()).to.deep.equal(object.fields.map((field) => field.name).sort());
+        for (const field of writable) expect(record[field.name], `${object.id}.${field.name}`).to.deep.equal(body[field.name]);
+        for (const field of object.fields.filter((f) => f.readOnly)) {
+          const refused = await api(server, `/rest/${object.namePlural}`, { credential: tokens.keyA, json: { ...body, [field.name]: record[field.name] } });
+          expect(refused.status, `${object.id}.${field.name} is read-only`).to.equal(400);
+        }
+        for (const field of writable.filter((f) => f.required)) {
+          const { [field.name]: _omitted, ...rest } = body;
+          const refused = await api(server, `/rest/${object.namePlural}`, { credential: tokens.keyA, json: rest });
+          expect(refused.status, `${object.id}.${field.name} is required`).to.equal(400);
+        }
+      }
+      const unknown = await api<ErrorBody>(server, '/rest/metadata/objects/deals', { credential: tokens.keyA });
+      expect(unknown.status).to.equal(404);
+    });
+  });
+
+  describe('from a browser on another origin', () => {
+    it('answers the CORS preflight for Authorization, and every response (errors too) may be read cross-origin, without cookies', async () => {
+      const preflight = await fetch(`${server.issuer}/rest/companies`, {
+        method: 'OPTIONS',
+        headers: { origin: 'https://app.example', 'access-control-request-method': 'POST', 'access-control-request-headers': 'authorization, content-type' },
+      });
+      expect(preflight.status).to.equal(204);
+      expect(preflight.headers.get('access-control-allow-origin')).to.equal('*');
+      expect(preflight.headers.get('access-control-allow-methods')).to.include('POST').and.include('PATCH').and.include('DELETE');
+      expect(preflight.headers.get('access-control-allow-headers')!.toLowerCase()).to.include('authorization').and.include('content-type');
+      expect(preflight.headers.get('access-control-allow-credentials')).to.equal(null);
+
+      for (const credential of [undefined, tokens.keyA]) {
+        const response = await api(server, '/rest/companies', { headers: { origin: 'https://app.example' }, ...(credential ? { credential } : {}) });
+        expect(response.headers.get('access-control-allow-origin')).to.equal('*');
+        expect(response.headers.get('access-control-expose-headers')).to.include('WWW-Authenticate');
+        expect(response.headers.get('set-cookie')).to.equal(null);
+      }
+    });
+  });
+
+  describe('protected resource metadata (RFC 9728)', () => {
+    it('names the authorization server, the scope and the bearer method, at the resource\'s well-known URL and the bare one', async () => {
+      for (const path of ['/.well-known/oauth-protected-resource/rest', '/.well-known/oauth-protected-resource']) {
+        const response = await fetch(`${server.origin}${path}`);
+        expect(response.status, path).to.equal(200);
+        expect(response.headers.get('access-control-allow-origin')).to.equal('*');
+        const metadata = await response.json() as Record<string, unknown>;
+        expect(metadata).to.deep.include({
+          resource: `${server.issuer}/rest`,
+          authorization_servers: [server.issuer],
+          scopes_supported: ['api'],
+          bearer_methods_supported: ['header'],
+        });
+        // The authorization server it names publishes its metadata where RFC 8414 says.
+        const discovery = await fetch(`${server.origin}/.well-known/oauth-authorization-server`);
+        expect(((await discovery.json()) as { issuer: string }).issuer).to.equal(server.issuer);
+      }
+    });
+  });
+});

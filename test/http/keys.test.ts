@@ -1,0 +1,94 @@
+import { spawnSync } from 'node:child_process';
+import { mkdtemp, rm, writeFile } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { fileURLToPath } from 'node:url';
+
+import { expect } from 'chai';
+import { createLocalJWKSet, jwtVerify, type JWK } from 'jose';
+
+import { initialAccessToken, seedUser, startServer, type TestServer } from '../support/server.ts';
+import { introspect, postCredentials, registerClient, tokenRequest } from '../support/oauth.ts';
+import { privateJwk } from '../support/keys.ts';
+
+const ROOT = fileURLToPath(new URL('../..', import.meta.url));
+
+async function clientCredentialsToken(server: TestServer): Promise<{ token: string; credentials: Record<string, string> }> {
+  const user = await seedUser(server);
+  const client = await registerClient(server.issuer, { grant_types: ['client_credentials'], redirect_uris: [] }, await initialAccessToken(server, user.workspaces[0]!.id));
+  const credentials = postCredentials(client);
+  const response = await tokenRequest(server.issuer, { grant_type: 'client_credentials', ...credentials });
+  expect(response.status).to.equal(200);
+  return { token: ((await response.json()) as { access_token: string }).access_token, credentials };
+}
+
+describe('signing keys', () => {
+  describe('two instances on one store', () => {
+    let first: TestServer;
+    let second: TestServer;
+
+    before(async () => {
+      first = await startServer();
+      // Instances behind one load balancer: one issuer, one store, each on its own port.
+      second = await startServer({ store: first.store, env: { BASE_URL: first.issuer } });
+    });
+
+    after(async () => {
+      await second.stop();
+      await first.stop();
+    });
+
+    it('publish the same keys, and one accepts the tokens and clients of the other', async () => {
+      const jwks = async (server: TestServer) => (await fetch(`${server.origin}/oauth/jwks`)).json() as Promise<{ keys: JWK[] }>;
+      expect(await jwks(second)).to.deep.equal(await jwks(first));
+
+      const { token, credentials } = await clientCredentialsToken(first);
+      expect(await introspect(second.origin, credentials, token)).to.include({ active: true, client_id: credentials.client_id });
+      const { payload } = await jwtVerify(token, createLocalJWKSet(await jwks(second)));
+      expect(payload.iss).to.equal(first.issuer);
+    });
+  });
+
+  describe('an operator-supplied JWKS_FILE', () => {
+    let dir: string;
+    let server: TestServer;
+    let keys: JWK[];
+
+    before(async () => {
+      dir = await mkdtemp(join(tmpdir(), 'jwks-'));
+      keys = [await privateJwk('ES256'), await privateJwk('RS256')];
+      await writeFile(join(dir, 'jwks.json'), JSON.stringify({ keys }));
+      server = await startServer({ env: { JWKS_FILE: join(dir, 'jwks.json') } });
+    });
+
+    after(async () => {
+      await server.stop();
+      await rm(dir, { recursive: true, force: true });
+    });
+
+    it('signs access tokens with the operator\'s key and publishes only its public part', async () => {
+      const published = await (await fetch(`${server.issuer}/oauth/jwks`)).json() as { keys: JWK[] };
+      expect(published.keys.map((key) => key.kid).sort()).to.deep.equal(keys.map((key) => key.kid).sort());
+      for (const key of published.keys) expect(key).to.not.have.property('d');
+
+      const { token } = await clientCredentialsToken(server);
+      const { d: _d, ...ecPublic } = keys[0]!;
+      const { protectedHeader } = await jwtVerify(token, createLocalJWKSet({ keys: [ecPublic] }));
+      expect(protectedHeader.kid).to.equal(keys[0]!.kid);
+    });
+
+    it('stops the service with a message naming JWKS_FILE when the file cannot serve', async () => {
+      await writeFile(join(dir, 'ec-only.json'), JSON.stringify({ keys: [keys[0]] }));
+      for (const [file, message] of [['missing.json', /JWKS_FILE .*cannot be read/], ['ec-only.json', /JWKS_FILE .*RSA key/]] as const) {
+        const result = spawnSync(process.execPath, ['src/main.ts'], {
+          cwd: ROOT,
+          env: { PATH: process.env.PATH ?? '', STORE: 'memory:', PORT: '0', JWKS_FILE: join(dir, file) },
+          encoding: 'utf8',
+          timeout: 20_000,
+        });
+        expect(result.status, file).to.equal(1);
+        expect(result.stderr, file).to.match(message);
+      }
+    });
+  });
+});

@@ -1,0 +1,269 @@
+import { DatabaseSync } from 'node:sqlite';
+
+import { expect } from 'chai';
+import * as client from 'openid-client';
+
+import { REDIRECT_URI, codeRequest, exchangeCode, introspect, postCredentials, register, registerClient, tokenRequest, type RegisteredClient } from '../support/oauth.ts';
+import { seedUser, startServer, type SeededUser, type TestServer } from '../support/server.ts';
+import { UserAgent, authorize } from '../support/user_agent.ts';
+
+/**
+ * Sign-out (OpenID Connect RP-Initiated Logout 1.0) over HTTP: registration of
+ * post_logout_redirect_uris, the confirmation, what ends (the browser's session) and what does not
+ * (tokens already issued), where the browser is sent afterwards. The pages themselves are driven
+ * in Chromium in test/logout.browser.test.ts.
+ */
+
+const SIGNED_OUT_URI = 'http://127.0.0.1:9/signed-out';
+
+interface Tokens {
+  access_token: string;
+  refresh_token: string;
+  id_token?: string;
+}
+
+/** What the confirmation page gives the browser: the engine's confirm URL and its xsrf value. */
+function logoutForm(html: string): { action: string; xsrf: string } {
+  const action = /<form id="op\.logoutForm" method="post" action="([^"]+)"/.exec(html)?.[1];
+  const xsrf = /name="xsrf" value="([^"]+)"/.exec(html)?.[1];
+  if (!action || !xsrf) throw new Error(`no logout form in:\n${html.slice(0, 500)}`);
+  return { action, xsrf };
+}
+
+describe('sign-out (RP-Initiated Logout) over HTTP', function () {
+  this.timeout(30_000);
+
+  let server: TestServer;
+  let user: SeededUser;
+  let app: RegisteredClient;
+
+  before(async () => {
+    server = await startServer();
+    user = await seedUser(server, [{ workspace: 'Logout Co' }]);
+    app = await registerClient(server.issuer, { client_name: 'Logout App', post_logout_redirect_uris: [SIGNED_OUT_URI] });
+  });
+
+  after(async () => {
+    await server?.stop();
+  });
+
+  const logoutUrl = (params: Record<string, string> = {}) => {
+    const url = new URL(`${server.issuer}/oauth/logout`);
+    for (const [key, value] of Object.entries(params)) url.searchParams.set(key, value);
+    return url.href;
+  };
+
+  /** Signs in through the authorization endpoint (login and consent) and redeems the code. */
+  async function signIn(agent: UserAgent, scope = 'openid api profile'): Promise<Tokens> {
+    const request = codeRequest(server.issuer, app.client_id, { scope });
+    const callback = await authorize(agent, request.url, server.origin, { email: user.email, password: user.password });
+    const response = await exchangeCode(server.issuer, app, callback.searchParams.get('code')!, request.verifier);
+    expect(response.status, await response.clone().text()).to.equal(200);
+    return response.json() as Promise<Tokens>;
+  }
+
+  /** Where a new authorization request takes the browser: the login page, or straight back to the client. */
+  async function nextAuthorization(agent: UserAgent): Promise<'login' | 'signed in'> {
+    const { url, response } = await agent.follow(codeRequest(server.issuer, app.client_id).url, server.origin);
+    if (url.startsWith(REDIRECT_URI) && new URL(url).searchParams.has('code')) return 'signed in';
+    const html = await response.text();
+    if (/<h1>Sign in<\/h1>/.test(html)) return 'login';
+    throw new Error(`neither the login page nor a code: ${url}\n${html.slice(0, 300)}`);
+  }
+
+  /** Opens the logout endpoint (signed in: the confirmation page) and answers it. */
+  async function confirm(agent: UserAgent, choice: 'sign out' | 'stay', params: Record<string, string> = {}): Promise<Response> {
+    const page = await agent.request(logoutUrl(params));
+    expect(page.status).to.equal(200);
+    const html = await page.text();
+    expect(html).to.include('Sign out of');
+    const { action, xsrf } = logoutForm(html);
+    return agent.request(action, { form: choice === 'sign out' ? { xsrf, logout: 'yes' } : { xsrf } });
+  }
+
+  describe('discovery and registration', () => {
+    it('discovery advertises end_session_endpoint, and openid-client builds a logout URL to it', async () => {
+      const config = await client.discovery(new URL(server.issuer), app.client_id, app.client_secret, undefined, { execute: [client.allowInsecureRequests] });
+      expect(config.serverMetadata().end_session_endpoint).to.equal(`${server.issuer}/oauth/logout`);
+      const url = client.buildEndSessionUrl(config, { post_logout_redirect_uri: SIGNED_OUT_URI, state: 'abc' });
+      expect(`${url.origin}${url.pathname}`).to.equal(`${server.issuer}/oauth/logout`);
+      expect(url.searchParams.get('client_id')).to.equal(app.client_id);
+    });
+
+    it('registers post_logout_redirect_uris under the redirect URI rules: https, http on loopback, a private-use scheme', async () => {
+      for (const uri of ['https://app.example.com/signed-out', 'http://localhost:8080/bye']) {
+        const response = await register(server.issuer, { post_logout_redirect_uris: [uri] });
+        expect(response.status, await response.clone().text()).to.equal(201);
+        expect((await response.json() as RegisteredClient).post_logout_redirect_uris, uri).to.deep.equal([uri]);
+      }
+      // A private-use scheme is a native app's (RFC 8252), as for redirect_uris: said on its behalf when it did not.
+      const native = await register(server.issuer, { application_type: undefined, post_logout_redirect_uris: ['com.example.app:/signed-out'] });
+      expect(native.status, await native.clone().text()).to.equal(201);
+      expect(await native.json()).to.deep.include({ application_type: 'native', post_logout_redirect_uris: ['com.example.app:/signed-out'] });
+    });
+
+    for (const [label, uri, description] of [
+      ['a fragment', 'https://app.example.com/bye#top', /post_logout_redirect_uris must not contain a fragment/],
+      ['http on a non-loopback host', 'http://app.example.com/bye', /post_logout_redirect_uris must use https/],
+      ['a relative URI', '/bye', /post_logout_redirect_uris must be absolute/],
+      ['a wildcard', 'https://*.example.com/bye', /post_logout_redirect_uris must not contain wildcards/],
+      ['a javascript: URI', 'javascript:alert(1)', /post_logout_redirect_uris/],
+    ] as const) {
+      it(`refuses a post_logout_redirect_uri with ${label} with 400 invalid_client_metadata naming the field`, async () => {
+        const response = await register(server.issuer, { post_logout_redirect_uris: [uri] });
+        expect(response.status).to.equal(400);
+        const body = await response.json() as { error: string; error_description: string };
+        expect(body.error).to.equal('invalid_client_metadata');
+        expect(body.error_description).to.match(description);
+      });
+    }
+  });
+
+  describe('signing out', () => {
+    it('ends the browser session (the next authorization asks to sign in) and leaves issued tokens working', async () => {
+      const agent = new UserAgent();
+      const tokens = await signIn(agent);
+      expect(await nextAuthorization(agent), 'signed in before').to.equal('signed in');
+
+      const confirmed = await confirm(agent, 'sign out');
+      expect(confirmed.status).to.equal(303);
+      const success = confirmed.headers.get('location')!;
+      expect(success).to.equal(`${server.issuer}/oauth/logout/success`);
+      const page = await agent.request(success);
+      expect(page.status).to.equal(200);
+      expect(await page.text()).to.include('<h1>You are signed out</h1>');
+
+      expect(await nextAuthorization(agent), 'signed out after').to.equal('login');
+      // What the conformance suite's logout modules check next: prompt=none now needs a user interface.
+      const silent = await agent.follow(codeRequest(server.issuer, app.client_id, { prompt: 'none' }).url, server.origin);
+      expect(new URL(silent.url).searchParams.get('error')).to.equal('login_required');
+
+      // Tokens belong to the grant, not to the session: the access token stays active, the refresh token works.
+      expect(await introspect(server.issuer, postCredentials(app), tokens.access_token)).to.include({ active: true });
+      const userinfo = await fetch(`${server.issuer}/oauth/userinfo`, { headers: { authorization: `Bearer ${tokens.access_token}` } });
+      expect(userinfo.status).to.equal(200);
+      const refreshed = await tokenRequest(server.issuer, { grant_type: 'refresh_token', refresh_token: tokens.refresh_token, ...postCredentials(app) });
+      expect(refreshed.status, await refreshed.clone().text()).to.equal(200);
+    });
+
+    it('"Stay signed in" keeps the session: the next authorization needs no sign-in', async () => {
+      const agent = new UserAgent();
+      await signIn(agent);
+      const confirmed = await confirm(agent, 'stay');
+      expect(confirmed.status).to.equal(303);
+      const page = await agent.request(confirmed.headers.get('location')!);
+      expect(await page.text()).to.include('<h1>You are still signed in</h1>');
+      expect(await nextAuthorization(agent)).to.equal('signed in');
+    });
+
+    it('refuses a confirmation with a wrong xsrf value (error page, no redirect) and the session survives', async () => {
+      const agent = new UserAgent();
+      await signIn(agent);
+      const page = await agent.request(logoutUrl());
+      const { action } = logoutForm(await page.text());
+      const forged = await agent.request(action, { form: { xsrf: 'not-the-value', logout: 'yes' } });
+      expect(forged.status).to.equal(400);
+      expect(forged.headers.get('location')).to.equal(null);
+      expect(await nextAuthorization(agent)).to.equal('signed in');
+    });
+
+    it('refuses a POST to confirm without the page\'s xsrf value (what a page on another site could send)', async () => {
+      const agent = new UserAgent();
+      await signIn(agent);
+      const forged = await agent.request(`${server.issuer}/oauth/logout/confirm`, { form: { logout: 'yes' } });
+      expect(forged.status).to.equal(400);
+      expect(await nextAuthorization(agent)).to.equal('signed in');
+    });
+  });
+
+  describe('returning to the application', () => {
+    it('with id_token_hint and a registered post_logout_redirect_uri, sends the browser there with state', async () => {
+      const agent = new UserAgent();
+      const { id_token } = await signIn(agent);
+      expect(id_token).to.be.a('string');
+      const page = await agent.request(logoutUrl({ id_token_hint: id_token!, post_logout_redirect_uri: SIGNED_OUT_URI, state: 'st-123' }));
+      const html = await page.text();
+      expect(html).to.include('Logout App').and.include('asked to sign you out');
+      // The page may send its form's redirect to the application's origin, and nowhere else beyond itself.
+      expect(page.headers.get('content-security-policy')).to.match(/form-action 'self' http:\/\/127\.0\.0\.1:9;/);
+      const { action, xsrf } = logoutForm(html);
+      const confirmed = await agent.request(action, { form: { xsrf, logout: 'yes' } });
+      expect(confirmed.status).to.equal(303);
+      expect(confirmed.headers.get('location')).to.equal(`${SIGNED_OUT_URI}?state=st-123`);
+      expect(await nextAuthorization(agent)).to.equal('login');
+    });
+
+    it('with client_id and a registered post_logout_redirect_uri, also without a session (no page to confirm)', async () => {
+      const agent = new UserAgent();
+      const response = await agent.request(logoutUrl({ client_id: app.client_id, post_logout_redirect_uri: SIGNED_OUT_URI, state: 'no-session' }));
+      // The engine's self-submitting form to its confirm URL, under the form_post policy (its script's hash).
+      expect(response.status).to.equal(200);
+      expect(response.headers.get('content-security-policy')).to.match(/script-src 'self' 'sha256-/);
+      const html = await response.text();
+      const action = /<form method="post" action="([^"]+)"/.exec(html)![1]!;
+      const xsrf = /name="xsrf" value="([^"]+)"/.exec(html)![1]!;
+      const confirmed = await agent.request(action, { form: { xsrf, logout: 'yes' } });
+      expect(confirmed.headers.get('location')).to.equal(`${SIGNED_OUT_URI}?state=no-session`);
+    });
+
+    it('refuses an unregistered post_logout_redirect_uri with an error page, never a redirect', async () => {
+      const agent = new UserAgent();
+      await signIn(agent);
+      const response = await agent.request(logoutUrl({ client_id: app.client_id, post_logout_redirect_uri: 'http://127.0.0.1:9/elsewhere', state: 'x' }));
+      expect(response.status).to.equal(400);
+      expect(response.headers.get('location')).to.equal(null);
+      const html = await response.text();
+      expect(html).to.include('post_logout_redirect_uri not registered');
+      expect(html).not.to.include('op.logoutForm');
+      expect(await nextAuthorization(agent), 'still signed in').to.equal('signed in');
+    });
+
+    it('ignores a post_logout_redirect_uri that names no client (no client_id, no id_token_hint): the server\'s own page instead', async () => {
+      const agent = new UserAgent();
+      await signIn(agent);
+      const confirmed = await confirm(agent, 'sign out', { post_logout_redirect_uri: SIGNED_OUT_URI, state: 'x' });
+      expect(confirmed.headers.get('location')).to.equal(`${server.issuer}/oauth/logout/success`);
+    });
+
+    it('refuses an id_token_hint the server did not sign (400 error page)', async () => {
+      const agent = new UserAgent();
+      const { id_token } = await signIn(agent);
+      const [header, payload] = id_token!.split('.');
+      const response = await agent.request(logoutUrl({ id_token_hint: `${header}.${payload}.AAAA`, post_logout_redirect_uri: SIGNED_OUT_URI }));
+      expect(response.status).to.equal(400);
+      expect(response.headers.get('location')).to.equal(null);
+    });
+
+    it('accepts the logout request by POST (section 2: GET and POST) with a 303 to the same request by GET', async () => {
+      const form = { client_id: app.client_id, post_logout_redirect_uri: SIGNED_OUT_URI, state: 'by-post' };
+      const response = await fetch(`${server.issuer}/oauth/logout`, {
+        method: 'POST',
+        headers: { 'content-type': 'application/x-www-form-urlencoded' },
+        body: new URLSearchParams(form).toString(),
+        redirect: 'manual',
+      });
+      expect(response.status).to.equal(303);
+      const location = new URL(response.headers.get('location')!);
+      expect(`${location.origin}${location.pathname}`).to.equal(`${server.issuer}/oauth/logout`);
+      expect(Object.fromEntries(location.searchParams)).to.deep.equal(form);
+
+      const json = await fetch(`${server.issuer}/oauth/logout`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: '{}' });
+      expect(json.status).to.equal(400);
+      expect(await json.text()).to.include('logout request sent with POST must be a form');
+    });
+  });
+
+  it('keeps what a browser without a session leaves behind (the confirm form\'s xsrf) only as long as an interaction, not two weeks', async () => {
+    const before = Math.floor(Date.now() / 1000);
+    const response = await fetch(`${server.issuer}/oauth/logout`);
+    expect(response.status).to.equal(200);
+    const db = new DatabaseSync(server.store.slice('sqlite:'.length), { readOnly: true });
+    try {
+      const rows = db.prepare("SELECT expires_at FROM oidc_models WHERE model = 'Session' AND expires_at >= ? AND payload NOT LIKE '%accountId%'").all(before + 60) as Array<{ expires_at: number }>;
+      expect(rows, 'the anonymous session').to.have.length.at.least(1);
+      for (const { expires_at: expiresAt } of rows) expect(expiresAt - before).to.be.at.most(10 * 60 + 2);
+    } finally {
+      db.close();
+    }
+  });
+});

@@ -1,0 +1,143 @@
+import { spawn, type ChildProcess } from 'node:child_process';
+import { connect } from 'node:net';
+import { fileURLToPath } from 'node:url';
+import { setTimeout as sleep } from 'node:timers/promises';
+
+import { expect } from 'chai';
+
+import { codeRequest, registerClient, tokenRequest } from '../support/oauth.ts';
+import { freePort, startServer, type TestServer } from '../support/server.ts';
+
+const ROOT = fileURLToPath(new URL('../..', import.meta.url));
+const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/;
+
+/** The server's JSON log lines that carry this request id; the log is written asynchronously, so they may take a moment. */
+async function linesWithId(server: TestServer, id: string, atLeast = 1): Promise<Array<Record<string, unknown>>> {
+  for (const deadline = Date.now() + 3000; ; await sleep(50)) {
+    const lines = server.logs().split('\n').filter((line) => line.startsWith('{')).map((line) => JSON.parse(line) as Record<string, unknown>)
+      .filter((line) => line.request_id === id);
+    if (lines.length >= atLeast || Date.now() > deadline) return lines;
+  }
+}
+
+/** Sends a request as raw bytes (fetch refuses to send a malformed header); the status line's code. */
+function rawRequest(port: number, head: string): Promise<number> {
+  return new Promise((resolve, reject) => {
+    let answer = '';
+    const socket = connect(port, '127.0.0.1', () => socket.write(head));
+    socket.on('data', (chunk) => { answer += chunk.toString(); });
+    socket.on('end', () => resolve(Number(/^HTTP\/1\.1 (\d{3})/.exec(answer)?.[1])));
+    socket.on('error', reject);
+  });
+}
+
+describe('logs: a request id on every line and answer', function () {
+  this.timeout(60_000);
+
+  let direct: TestServer;
+  let proxied: TestServer;
+
+  before(async () => {
+    [direct, proxied] = await Promise.all([startServer(), startServer({ env: { TRUST_PROXY: 'true' } })]);
+  });
+
+  after(async () => {
+    await Promise.all([direct?.stop(), proxied?.stop()]);
+  });
+
+  it('answers every request with an X-Request-Id, carried by each log line written for it, the engine\'s included', async () => {
+    const response = await tokenRequest(direct.issuer, { grant_type: 'client_credentials', client_id: 'no-such-client', client_secret: 'x' });
+    expect(response.status).to.equal(401);
+    const id = response.headers.get('x-request-id')!;
+    expect(id).to.match(UUID);
+    const lines = await linesWithId(direct, id, 2);
+    expect(lines.map((line) => line.message)).to.include.members(['request refused', 'request']);
+    expect(lines.find((line) => line.message === 'request')).to.include({ path: '/oauth/token', status: 401 });
+
+    const other = await fetch(`${direct.issuer}/.well-known/openid-configuration`);
+    expect(other.headers.get('x-request-id')).to.match(UUID).and.not.equal(id);
+  });
+
+  it('puts the id in error answers: the error mapping\'s JSON and the error page ("Reference")', async () => {
+    const tooLarge = await tokenRequest(direct.issuer, { grant_type: 'client_credentials', padding: 'a'.repeat(60 * 1024) });
+    expect(tooLarge.status).to.equal(413);
+    expect(await tooLarge.json()).to.deep.include({ error: 'invalid_request', request_id: tooLarge.headers.get('x-request-id') });
+
+    const page = await fetch(codeRequest(direct.issuer, 'no-such-client').url, { headers: { accept: 'text/html' } });
+    expect(page.status).to.equal(400);
+    expect(await page.text()).to.contain(`Reference: <code>${page.headers.get('x-request-id')}</code>`);
+  });
+
+  it('ignores an incoming X-Request-Id without TRUST_PROXY: anyone could plant ids in the log', async () => {
+    const response = await fetch(`${direct.issuer}/.well-known/openid-configuration`, { headers: { 'x-request-id': 'planted-by-client-1' } });
+    const id = response.headers.get('x-request-id')!;
+    expect(id).to.match(UUID);
+    expect(await linesWithId(direct, id)).to.have.length(1);
+    expect(direct.logs()).to.not.contain('planted-by-client-1');
+  });
+
+  it('with TRUST_PROXY, keeps the proxy\'s X-Request-Id when it is safe, so one id follows the request through both', async () => {
+    const client = await registerClient(proxied.issuer, { client_name: 'Proxied App' });
+    const response = await tokenRequest(proxied.issuer, { grant_type: 'client_credentials', client_id: client.client_id, client_secret: 'wrong' }, { 'x-request-id': 'edge-7f3a.b_9' });
+    expect(response.status).to.equal(401);
+    expect(response.headers.get('x-request-id')).to.equal('edge-7f3a.b_9');
+    const lines = await linesWithId(proxied, 'edge-7f3a.b_9', 2);
+    expect(lines.map((line) => line.message)).to.include.members(['request refused', 'request']);
+  });
+
+  it('with TRUST_PROXY, replaces an unsafe X-Request-Id (10 KB, quotes, spaces, other characters) with its own; a newline never gets in', async () => {
+    const unsafe = ['a'.repeat(10 * 1024), 'x","level":"error', 'two words', 'id;drop', 'café'];
+    for (const value of unsafe) {
+      const response = await fetch(`${proxied.issuer}/.well-known/openid-configuration`, { headers: { 'x-request-id': value } });
+      expect(response.status).to.equal(200);
+      expect(response.headers.get('x-request-id')).to.match(UUID);
+      expect(await linesWithId(proxied, response.headers.get('x-request-id')!)).to.have.length(1);
+    }
+    // Node's HTTP parser refuses a header with a bare newline before any of the service's code runs.
+    const head = (value: string) => `GET /.well-known/openid-configuration HTTP/1.1\r\nHost: x\r\nX-Request-Id: ${value}\r\nConnection: close\r\n\r\n`;
+    expect(await rawRequest(Number(new URL(proxied.origin).port), head('abc\n{"level":"error","message":"injected"}'))).to.equal(400);
+    expect(await rawRequest(Number(new URL(proxied.origin).port), head('abc\r\n injected'))).to.equal(400);
+    await sleep(100);
+    for (const line of proxied.logs().split('\n').filter(Boolean)) expect(line).to.not.contain('injected');
+    expect(proxied.logs()).to.not.contain('aaaaaaaaaaaaaaaa').and.not.contain('"level":"error"');
+  });
+});
+
+describe('logs on a terminal: readable lines', function () {
+  this.timeout(30_000);
+
+  let child: ChildProcess | undefined;
+
+  after(async () => {
+    if (!child || child.exitCode !== null) return;
+    const exited = new Promise((resolve) => child!.once('exit', resolve));
+    child.kill('SIGTERM');
+    await exited;
+  });
+
+  it('writes `time LEVEL message key=value` lines instead of JSON when stderr is a terminal', async () => {
+    const port = await freePort();
+    const origin = `http://127.0.0.1:${port}`;
+    // script(1) runs the server on a pseudo-terminal and copies what it writes to this pipe.
+    child = spawn('script', ['-qfec', `${process.execPath} src/main.ts`, '/dev/null'], {
+      cwd: ROOT,
+      env: { PATH: process.env.PATH ?? '', HOME: process.env.HOME ?? '', PORT: String(port), HOST: '127.0.0.1', BASE_URL: origin, STORE: 'memory:' },
+      stdio: ['pipe', 'pipe', 'pipe'],
+    });
+    let output = '';
+    child.stdout!.on('data', (chunk: Buffer) => { output += chunk.toString(); });
+    for (const deadline = Date.now() + 20_000; !(await fetch(`${origin}/readyz`).then((r) => r.ok, () => false)); await sleep(100)) {
+      if (Date.now() > deadline) throw new Error(`the server did not start:\n${output}`);
+    }
+    const response = await fetch(`${origin}/.well-known/openid-configuration`);
+    const id = response.headers.get('x-request-id')!;
+    for (const deadline = Date.now() + 3000; !output.includes(id) && Date.now() < deadline;) await sleep(50);
+
+    const lines = output.split(/\r?\n/);
+    expect(lines.find((line) => line.includes(' listening '))).to.match(/^\d\d:\d\d:\d\d\.\d{3} INFO  listening issuer=http:\/\/127\.0\.0\.1:\d+ port=\d+ store=memory pid=\d+$/);
+    expect(lines.find((line) => line.includes(id))).to.match(
+      new RegExp(`^\\d\\d:\\d\\d:\\d\\d\\.\\d{3} INFO  request request_id=${id} method=GET path=/\\.well-known/openid-configuration status=200 ms=\\d+ ip=127\\.0\\.0\\.1$`),
+    );
+    expect(output).to.not.contain('{"level"');
+  });
+});

@@ -1,0 +1,229 @@
+import { randomUUID } from 'node:crypto';
+import { execFileSync } from 'node:child_process';
+import { request } from 'node:http';
+import { setTimeout as sleep } from 'node:timers/promises';
+
+import { expect } from 'chai';
+
+import { codeRequest, exchangeCode, register, registerClient, tokenRequest, postCredentials } from '../support/oauth.ts';
+import { registerVettedClient, seedUser, startServer, type TestServer } from '../support/server.ts';
+import { UserAgent, authorize } from '../support/user_agent.ts';
+
+const METRICS_TOKEN = 'scrape-token-0123456789abcdef';
+
+interface Sample {
+  name: string;
+  labels: Record<string, string>;
+  value: number;
+}
+
+/** The Prometheus text exposition, sample by sample (comments and blank lines skipped). */
+function parseExposition(text: string): Sample[] {
+  const samples: Sample[] = [];
+  for (const line of text.split('\n')) {
+    if (!line || line.startsWith('#')) continue;
+    const match = /^([a-zA-Z_:][\w:]*)(?:\{(.*)\})? (\S+)$/.exec(line);
+    if (!match) throw new Error(`not an exposition line: ${line}`);
+    const labels: Record<string, string> = {};
+    for (const [, key, value] of match[2]?.matchAll(/(\w+)="((?:[^"\\]|\\.)*)"/g) ?? []) labels[key!] = value!;
+    samples.push({ name: match[1]!, labels, value: Number(match[3]) });
+  }
+  return samples;
+}
+
+/** The value of the one sample with this name and (at least) these labels; 0 when there is none. */
+function valueOf(samples: Sample[], name: string, labels: Record<string, string> = {}): number {
+  const found = samples.filter((sample) => sample.name === name && Object.entries(labels).every(([key, value]) => sample.labels[key] === value));
+  if (found.length > 1) throw new Error(`${found.length} samples of ${name} match ${JSON.stringify(labels)}`);
+  return found[0]?.value ?? 0;
+}
+
+async function scrape(server: TestServer, token: string | undefined = METRICS_TOKEN): Promise<Sample[]> {
+  const response = await fetch(`${server.origin}/metrics`, { headers: token ? { authorization: `Bearer ${token}` } : {} });
+  expect(response.status).to.equal(200);
+  expect(response.headers.get('content-type')).to.equal('text/plain; version=0.0.4; charset=utf-8');
+  return parseExposition(await response.text());
+}
+
+/** Follows an authorization request to the login page and submits a wrong password there. */
+async function failSignIn(server: TestServer, clientId: string, email: string): Promise<{ status: number; uid: string }> {
+  const agent = new UserAgent();
+  const { url, response } = await agent.follow(codeRequest(server.issuer, clientId).url, server.origin);
+  const html = await response.text();
+  const action = /<form method="post" action="([^"]+)"/.exec(html)?.[1];
+  const csrf = /name="csrf" value="([^"]*)"/.exec(html)?.[1];
+  if (!action || !csrf) throw new Error(`no login form at ${url}`);
+  const answer = await agent.request(new URL(action, server.origin).href, { form: { csrf, email, password: 'not the password' } });
+  return { status: answer.status, uid: /\/interaction\/([^/]+)\/login/.exec(action)![1]! };
+}
+
+/** A GET on a new connection: with WORKERS above 1, connections go to the workers in turn. */
+function getOnNewConnection(url: string, headers: Record<string, string> = {}): Promise<{ status: number; body: string }> {
+  return new Promise((resolve, reject) => {
+    request(url, { agent: false, headers }, (response) => {
+      let body = '';
+      response.setEncoding('utf8');
+      response.on('data', (chunk: string) => { body += chunk; });
+      response.on('end', () => resolve({ status: response.statusCode ?? 0, body }));
+    }).on('error', reject).end();
+  });
+}
+
+const ROUTE_LABEL = /^(other|\/[\w./-]*(\/:[a-zA-Z]+[\w/-]*)*)$/;
+
+describe('metrics (/metrics, Prometheus text format)', function () {
+  this.timeout(60_000);
+
+  let server: TestServer;
+  let off: TestServer;
+  let open: TestServer;
+
+  before(async () => {
+    [server, off, open] = await Promise.all([
+      startServer({ env: { METRICS_TOKEN } }),
+      startServer({ env: { METRICS: 'off' } }),
+      // Low limits, so a refusal is quick to provoke.
+      startServer({ env: { RATE_LIMIT_REGISTRATION: '1/1h' } }),
+    ]);
+  });
+
+  after(async () => {
+    await Promise.all([server?.stop(), off?.stop(), open?.stop()]);
+  });
+
+  it('counts requests by route template, tokens by grant type, OAuth errors by code, failed sign-ins and store operations, with no id in any label', async () => {
+    const user = await seedUser(server);
+    const machine = await registerVettedClient(server, { client_name: 'Metrics Sync', grant_types: ['client_credentials'], redirect_uris: [] });
+    expect((await tokenRequest(server.issuer, { grant_type: 'client_credentials', ...postCredentials(machine) })).status).to.equal(200);
+
+    const app = await registerClient(server.issuer, { client_name: 'Metrics App' });
+    expect((await fetch(app.registration_client_uri, { headers: { authorization: `Bearer ${app.registration_access_token}` } })).status).to.equal(200);
+    const failed = await failSignIn(server, app.client_id, user.email);
+    expect(failed.status).to.equal(401);
+    const { url, verifier } = codeRequest(server.issuer, app.client_id);
+    const callback = await authorize(new UserAgent(), url, server.origin, { email: user.email, password: user.password });
+    const code = callback.searchParams.get('code')!;
+    const exchanged = await exchangeCode(server.issuer, app, code, verifier);
+    expect(exchanged.status).to.equal(200);
+    const { access_token: accessToken, refresh_token: refreshToken } = await exchanged.json() as { access_token: string; refresh_token: string };
+    const recordId = randomUUID();
+    const api = (path: string) => fetch(`${server.issuer}/rest/${path}`, { headers: { authorization: `Bearer ${accessToken}` } });
+    expect((await api('companies')).status).to.equal(200);
+    expect((await api(`companies/${recordId}`)).status).to.equal(404);
+    // A replayed code: invalid_grant (and the grant is revoked).
+    const replayed = await exchangeCode(server.issuer, app, code, verifier);
+    expect(replayed.status).to.equal(400);
+    expect(await replayed.json()).to.include({ error: 'invalid_grant' });
+    expect((await fetch(`${server.origin}/no/such/${recordId}`)).status).to.equal(404);
+    // An authorization error reaches the user as a page (the client registered itself), not as JSON.
+    const badScope = await fetch(codeRequest(server.issuer, app.client_id, { scope: 'api no-such-scope' }).url, { redirect: 'manual' });
+    expect(badScope.status).to.equal(400);
+
+    const response = await fetch(`${server.origin}/metrics`, { headers: { authorization: `Bearer ${METRICS_TOKEN}` } });
+    const text = await response.text();
+    const samples = parseExposition(text);
+
+    expect(valueOf(samples, 'oauth_tokens_issued_total', { grant_type: 'client_credentials' })).to.equal(1);
+    expect(valueOf(samples, 'oauth_tokens_issued_total', { grant_type: 'authorization_code' })).to.equal(1);
+    expect(valueOf(samples, 'oauth_tokens_issued_total', { grant_type: 'refresh_token' })).to.equal(0);
+    expect(valueOf(samples, 'oauth_errors_total', { route: '/oauth/token', error: 'invalid_grant' })).to.equal(1);
+    expect(valueOf(samples, 'oauth_errors_total', { route: '/oauth/authorize', error: 'invalid_scope' })).to.equal(1);
+    expect(valueOf(samples, 'login_failures_total', { reason: 'invalid_credentials' })).to.equal(1);
+    expect(valueOf(samples, 'http_requests_total', { route: '/oauth/token', method: 'POST', status: '200' })).to.equal(2);
+    expect(valueOf(samples, 'http_requests_total', { route: '/oauth/token', method: 'POST', status: '400' })).to.equal(1);
+    expect(valueOf(samples, 'http_requests_total', { route: '/interaction/:uid/login', method: 'POST', status: '401' })).to.equal(1);
+    expect(valueOf(samples, 'http_requests_total', { route: '/rest/companies', method: 'GET', status: '200' })).to.equal(1);
+    expect(valueOf(samples, 'http_requests_total', { route: '/rest/companies/:id', method: 'GET', status: '404' })).to.equal(1);
+    expect(valueOf(samples, 'http_requests_total', { route: '/oauth/register/:clientId', method: 'GET', status: '200' })).to.equal(1);
+    expect(valueOf(samples, 'http_requests_total', { route: 'other', method: 'GET', status: '404' })).to.equal(1);
+    // Latency histograms of the token endpoint and the data API: every request in the +Inf bucket.
+    expect(valueOf(samples, 'http_request_duration_seconds_count', { route: '/oauth/token', method: 'POST' })).to.equal(3);
+    expect(valueOf(samples, 'http_request_duration_seconds_bucket', { route: '/oauth/token', method: 'POST', le: '+Inf' })).to.equal(3);
+    expect(valueOf(samples, 'http_request_duration_seconds_count', { route: '/rest/companies/:id', method: 'GET' })).to.equal(1);
+    // Store operations: the sign-ins looked the user up, the code was consumed once and refused once.
+    expect(valueOf(samples, 'store_operation_duration_seconds_count', { facet: 'accounts', operation: 'findUserByEmail' })).to.be.at.least(2);
+    expect(valueOf(samples, 'store_operation_duration_seconds_count', { facet: 'AuthorizationCode', operation: 'consume' })).to.be.at.least(1);
+    expect(valueOf(samples, 'store_operation_duration_seconds_count', { facet: 'store', operation: 'committed' })).to.be.at.least(10);
+    expect(valueOf(samples, 'process_cpu_seconds_total')).to.be.above(0);
+
+    // Bounded labels: route templates only, and none of the values this flow made.
+    for (const { labels } of samples) {
+      if (labels.route !== undefined) expect(labels.route).to.match(ROUTE_LABEL);
+    }
+    const secrets = [machine.client_id, app.client_id, user.id, user.email, user.workspaces[0]!.id, failed.uid, recordId, code, accessToken, refreshToken, app.client_secret!];
+    for (const value of secrets) expect(text, value).to.not.contain(value);
+  });
+
+  it('refuses a scrape without the METRICS_TOKEN (401, Bearer challenge) or with another token (401 invalid_token)', async () => {
+    const missing = await fetch(`${server.origin}/metrics`);
+    expect(missing.status).to.equal(401);
+    expect(missing.headers.get('www-authenticate')).to.equal('Bearer realm="metrics"');
+    expect(await missing.text()).to.not.contain('http_requests_total');
+
+    const wrong = await fetch(`${server.origin}/metrics`, { headers: { authorization: `Bearer ${METRICS_TOKEN}x` } });
+    expect(wrong.status).to.equal(401);
+    expect(wrong.headers.get('www-authenticate')).to.equal('Bearer realm="metrics", error="invalid_token"');
+    expect(await wrong.json()).to.include({ error: 'invalid_token' });
+
+    const basic = await fetch(`${server.origin}/metrics`, { headers: { authorization: `Basic ${Buffer.from(`x:${METRICS_TOKEN}`).toString('base64')}` } });
+    expect(basic.status).to.equal(401);
+
+    const samples = await scrape(server);
+    expect(valueOf(samples, 'http_requests_total', { route: '/metrics', method: 'GET', status: '401' })).to.equal(3);
+  });
+
+  it('with METRICS=off there is no /metrics (404)', async () => {
+    const response = await fetch(`${off.origin}/metrics`);
+    expect(response.status).to.equal(404);
+    expect(await response.text()).to.not.contain('http_requests_total');
+  });
+
+  it('without METRICS_TOKEN anyone may scrape; scrapes stay out of the info log; a rate-limit refusal is counted with its OAuth error', async () => {
+    expect((await register(open.issuer, { client_name: 'First' })).status).to.equal(201);
+    const refused = await register(open.issuer, { client_name: 'Second' });
+    expect(refused.status).to.equal(429);
+
+    const samples = await scrape(open, undefined);
+    expect(valueOf(samples, 'rate_limit_refusals_total', { route: '/oauth/register' })).to.equal(1);
+    expect(valueOf(samples, 'oauth_errors_total', { route: '/oauth/register', error: 'temporarily_unavailable' })).to.equal(1);
+    expect(valueOf(samples, 'http_requests_total', { route: '/oauth/register', method: 'POST', status: '429' })).to.equal(1);
+
+    await fetch(`${open.origin}/.well-known/openid-configuration`);
+    for (const deadline = Date.now() + 3000; !open.logs().includes('"path":"/.well-known/openid-configuration"') && Date.now() < deadline;) await sleep(50);
+    expect(open.logs(), 'other requests are logged').to.contain('"path":"/.well-known/openid-configuration"');
+    expect(open.logs()).to.not.contain('"path":"/metrics"');
+  });
+});
+
+describe('metrics with WORKERS=2: a scrape shows every worker\'s counts, whichever worker answers it', function () {
+  this.timeout(60_000);
+
+  let server: TestServer;
+
+  before(async () => {
+    server = await startServer({ env: { WORKERS: '2' } });
+  });
+
+  after(async () => {
+    await server?.stop();
+  });
+
+  it('sums the workers\' counters', async () => {
+    // Both workers serving (each logs that it listens), so connections alternate between them.
+    for (const deadline = Date.now() + 10_000; (server.logs().match(/"message":"listening"/g) ?? []).length < 2;) {
+      if (Date.now() > deadline) throw new Error('two workers did not start');
+      await sleep(100);
+    }
+    expect(execFileSync('pgrep', ['-P', String(server.pid())], { encoding: 'utf8' }).trim().split('\n')).to.have.length(2);
+    const requests = 8;
+    for (let i = 0; i < requests; i += 1) expect((await getOnNewConnection(`${server.issuer}/oauth/jwks`)).status).to.equal(200);
+
+    const totals = [];
+    for (let i = 0; i < 6; i += 1) {
+      const { status, body } = await getOnNewConnection(`${server.origin}/metrics`);
+      expect(status).to.equal(200);
+      totals.push(valueOf(parseExposition(body), 'http_requests_total', { route: '/oauth/jwks', method: 'GET', status: '200' }));
+    }
+    expect(totals).to.deep.equal(Array(6).fill(requests));
+  });
+});

@@ -1,0 +1,106 @@
+import { readFile } from 'node:fs/promises';
+
+import { expect } from 'chai';
+
+import { codeRequest, exchangeCode, registerClient } from '../support/oauth.ts';
+import { startRedis, type RedisServer } from '../support/redis.ts';
+import { seedUser, startServer, type TestServer } from '../support/server.ts';
+import { UserAgent, authorize } from '../support/user_agent.ts';
+
+const KEY_ENCRYPTION_KEY = Buffer.alloc(32, 9).toString('base64url');
+
+/** The resident memory of a process, in MiB. */
+async function rssMiB(pid: number): Promise<number> {
+  const kib = Number(/VmRSS:\s+(\d+)/.exec(await readFile(`/proc/${pid}/status`, 'utf8'))?.[1]);
+  return kib / 1024;
+}
+
+/** The service on Redis while Redis goes away and comes back (AOF on, so what was stored survives). */
+describe('a Redis outage', function () {
+  this.timeout(60_000);
+
+  let redis: RedisServer;
+  let server: TestServer;
+
+  before(async () => {
+    redis = await startRedis(['--appendonly', 'yes', '--appendfsync', 'always']);
+    server = await startServer({ store: redis.url, env: { KEY_ENCRYPTION_KEY } });
+  });
+
+  after(async () => {
+    await server?.stop();
+    await redis?.stop();
+  });
+
+  it('answers 503 with Retry-After while Redis is down, recovers by itself, and a code issued before still redeems exactly once', async () => {
+    const pid = server.pid()!;
+    const user = await seedUser(server);
+    const client = await registerClient(server.issuer, { client_name: 'Outage App' });
+    const { url, verifier } = codeRequest(server.issuer, client.client_id);
+    const callback = await authorize(new UserAgent(), url, server.origin, { email: user.email, password: user.password });
+    const code = callback.searchParams.get('code')!;
+
+    await redis.down();
+    const started = Date.now();
+    const token = await exchangeCode(server.issuer, client, code, verifier);
+    expect(Date.now() - started, 'answered quickly, not hung').to.be.below(5000);
+    expect(token.status).to.equal(503);
+    expect(token.headers.get('retry-after')).to.match(/^\d+$/);
+    // With the id to quote, which the request's log lines carry.
+    expect(await token.json()).to.include({ error: 'temporarily_unavailable', request_id: token.headers.get('x-request-id') });
+
+    const page = await fetch(codeRequest(server.issuer, client.client_id).url, { headers: { accept: 'text/html' } });
+    expect(page.status).to.equal(503);
+    expect(page.headers.get('content-type')).to.contain('text/html');
+    const html = await page.text();
+    expect(html).to.not.match(/\bat .+\.(ts|js):\d+/);
+
+    // A burst while Redis is down: every request refused at once, nothing queued up to wait for Redis.
+    const before = await rssMiB(pid);
+    const burstStarted = Date.now();
+    const burst = await Promise.all(Array.from({ length: 300 }, () => exchangeCode(server.issuer, client, 'some-code', verifier)));
+    expect(new Set(burst.map(({ status }) => status))).to.deep.equal(new Set([503]));
+    expect(Date.now() - burstStarted, '300 refusals, not a queue').to.be.below(10_000);
+    expect(await rssMiB(pid) - before, 'MiB grown during the burst').to.be.below(64);
+
+    // Alive (an orchestrator must not restart it for the store's sake), but not ready for traffic.
+    const health = await fetch(`${server.origin}/healthz`);
+    expect(health.status).to.equal(200);
+    const readiness = await fetch(`${server.origin}/readyz`);
+    expect(readiness.status).to.equal(503);
+    expect(await readiness.json()).to.include({ status: 'not ready', store: 'unavailable', keys: 'loaded', error: 'temporarily_unavailable' });
+
+    await redis.up();
+    const deadline = Date.now() + 15_000;
+    while ((await fetch(`${server.origin}/readyz`)).status !== 200) {
+      if (Date.now() > deadline) throw new Error('the service did not recover after Redis came back');
+      await new Promise((resolve) => setTimeout(resolve, 200));
+    }
+
+    expect(await (await fetch(`${server.origin}/readyz`)).json()).to.include({ status: 'ready', keys: 'loaded' });
+    const redeemed = await exchangeCode(server.issuer, client, code, verifier);
+    expect(redeemed.status, 'the code issued before the outage').to.equal(200);
+    const again = await exchangeCode(server.issuer, client, code, verifier);
+    expect(again.status).to.equal(400);
+    expect(server.pid(), 'the same process served throughout: it never crashed or restarted').to.equal(pid);
+    expect(() => process.kill(pid, 0)).to.not.throw();
+  });
+
+  it('while Redis hangs (connections open, nothing answered), /readyz answers 503 at once rather than hang, and /healthz 200', async () => {
+    redis.pause();
+    try {
+      // A prober gives up after a few seconds; the answer must come before that.
+      const readiness = await fetch(`${server.origin}/readyz`, { signal: AbortSignal.timeout(5000) });
+      expect(readiness.status).to.equal(503);
+      expect(await readiness.json()).to.include({ status: 'not ready', store: 'unavailable' });
+      expect((await fetch(`${server.origin}/healthz`, { signal: AbortSignal.timeout(5000) })).status).to.equal(200);
+    } finally {
+      redis.resume();
+    }
+    const deadline = Date.now() + 15_000;
+    while ((await fetch(`${server.origin}/readyz`)).status !== 200) {
+      if (Date.now() > deadline) throw new Error('not ready again after Redis resumed');
+      await new Promise((resolve) => setTimeout(resolve, 200));
+    }
+  });
+});

@@ -1,0 +1,412 @@
+import { setTimeout as sleep } from 'node:timers/promises';
+
+import { expect } from 'chai';
+import { RateLimiterRes } from 'rate-limiter-flexible';
+
+import { openStore } from '../../adapters/index.ts';
+import { api, createApiKey } from '../support/data_api.ts';
+import { codeRequest, REDIRECT_URI, type RegisteredClient } from '../support/oauth.ts';
+import { startRedis, type RedisServer } from '../support/redis.ts';
+import { initialAccessToken, seedUser, startServer, type SeededUser, type TestServer } from '../support/server.ts';
+
+const KEY_ENCRYPTION_KEY = Buffer.alloc(32, 11).toString('base64url');
+
+/**
+ * Small limits, so each is reached in a few requests, and locks of a second or two. The server
+ * trusts one proxy, so each test speaks from addresses of its own (X-Forwarded-For).
+ */
+const LIMITS = {
+  TRUST_PROXY: 'true',
+  RATE_LIMIT_REGISTRATION: '2/1h',
+  RATE_LIMIT_TOKEN_CLIENT: '3/1h',
+  RATE_LIMIT_TOKEN_ADDRESS: '5/1h',
+  RATE_LIMIT_LOGIN_ADDRESS: '6/1h',
+  RATE_LIMIT_LOGIN_ACCOUNT: '2',
+  RATE_LIMIT_LOGIN_LOCK: '1s',
+  RATE_LIMIT_LOGIN_LOCK_MAX: '2s',
+  RATE_LIMIT_DATA_API: '3/1h',
+};
+
+let lastAddress = 0;
+/** A client address no other request of this run uses (TEST-NET-3). */
+const newAddress = () => `203.0.113.${(lastAddress += 1)}`;
+
+async function register(server: TestServer, address: string, metadata: Record<string, unknown> = {}, iat?: string): Promise<Response> {
+  return fetch(`${server.issuer}/oauth/register`, {
+    method: 'POST',
+    headers: { 'content-type': 'application/json', 'x-forwarded-for': address, origin: 'https://app.example', ...(iat ? { authorization: `Bearer ${iat}` } : {}) },
+    body: JSON.stringify({ client_name: 'Limited App', redirect_uris: [REDIRECT_URI], ...metadata }),
+  });
+}
+
+async function registered(server: TestServer, metadata: Record<string, unknown> = {}, iat?: string): Promise<RegisteredClient> {
+  const response = await register(server, newAddress(), metadata, iat);
+  expect(response.status, await response.clone().text()).to.equal(201);
+  return response.json() as Promise<RegisteredClient>;
+}
+
+function token(server: TestServer, address: string, form: Record<string, string>, headers: Record<string, string> = {}): Promise<Response> {
+  return fetch(`${server.issuer}/oauth/token`, {
+    method: 'POST',
+    headers: { 'content-type': 'application/x-www-form-urlencoded', 'x-forwarded-for': address, ...headers },
+    body: new URLSearchParams(form).toString(),
+  });
+}
+
+/** A 429 in RFC 6749's JSON form, with a Retry-After of whole seconds no longer than `window`. */
+async function expectOAuthTooMany(response: Response, window: number, description: RegExp): Promise<void> {
+  expect(response.status).to.equal(429);
+  expect(response.headers.get('content-type')).to.match(/^application\/json/);
+  expect(response.headers.get('cache-control')).to.equal('no-store');
+  expect(Number(response.headers.get('retry-after'))).to.be.within(1, window);
+  const body = await response.json() as Record<string, unknown>;
+  expect(body.error).to.equal('temporarily_unavailable');
+  expect(body.error_description).to.match(description);
+}
+
+/** A browser at one address: keeps cookies, sends X-Forwarded-For, follows nothing by itself. */
+class Browser {
+  readonly address: string;
+  readonly #cookies = new Map<string, string>();
+
+  constructor(address = newAddress()) {
+    this.address = address;
+  }
+
+  /** `address` sends this one request from another address, with the same cookies. */
+  async request(url: string, form?: Record<string, string>, address = this.address): Promise<Response> {
+    const headers: Record<string, string> = {
+      cookie: [...this.#cookies].map(([name, value]) => `${name}=${value}`).join('; '),
+      'x-forwarded-for': address,
+      ...(form ? { 'content-type': 'application/x-www-form-urlencoded' } : {}),
+    };
+    const response = await fetch(url, { method: form ? 'POST' : 'GET', headers, body: form && new URLSearchParams(form).toString(), redirect: 'manual' });
+    for (const cookie of response.headers.getSetCookie()) {
+      const [pair = ''] = cookie.split(';');
+      const eq = pair.indexOf('=');
+      this.#cookies.set(pair.slice(0, eq), pair.slice(eq + 1));
+    }
+    return response;
+  }
+}
+
+interface LoginForm {
+  action: string;
+  csrf: string;
+}
+
+interface SignInAnswer {
+  status: number;
+  retryAfter: string | null;
+  /** The page's error message, as shown. */
+  error: string | undefined;
+  form: LoginForm | undefined;
+}
+
+const readForm = (html: string, origin: string): LoginForm | undefined => {
+  const action = /<form method="post" action="([^"]+)"/.exec(html)?.[1];
+  const csrf = /name="csrf" value="([^"]*)"/.exec(html)?.[1];
+  return action && csrf ? { action: new URL(action, origin).href, csrf } : undefined;
+};
+
+/** Starts an authorization request in the browser and follows it to the login page. */
+async function openLogin(browser: Browser, server: TestServer, client: RegisteredClient, origin = server.origin): Promise<LoginForm> {
+  let url = codeRequest(server.issuer, client.client_id, { prompt: 'login' }).url.replace(server.origin, origin);
+  for (let hops = 0; hops < 5; hops += 1) {
+    const response = await browser.request(url);
+    const location = response.headers.get('location');
+    if (!location) {
+      const form = readForm(await response.text(), origin);
+      if (!form) throw new Error(`no login form at ${url} (${response.status})`);
+      return form;
+    }
+    url = new URL(location, url).href.replace(server.origin, origin);
+  }
+  throw new Error('the login page was not reached');
+}
+
+async function signIn(browser: Browser, form: LoginForm, email: string, password: string, address?: string): Promise<SignInAnswer> {
+  const response = await browser.request(form.action, { csrf: form.csrf, email, password }, address);
+  const html = response.status === 303 ? '' : await response.text();
+  const error = /<p class="error" role="alert">([^<]*)<\/p>/.exec(html)?.[1];
+  return { status: response.status, retryAfter: response.headers.get('retry-after'), error, form: readForm(html, new URL(form.action).origin) ?? form };
+}
+
+/** Signs in until the lock lifts: each refusal waits the Retry-After it names. */
+async function signInOnceUnlocked(browser: Browser, form: LoginForm, email: string, password: string): Promise<SignInAnswer> {
+  const deadline = Date.now() + 15_000;
+  for (let answer = await signIn(browser, form, email, password); ; answer = await signIn(browser, answer.form!, email, password)) {
+    if (answer.status !== 429 || Date.now() > deadline) return answer;
+    await sleep(Number(answer.retryAfter) * 1000);
+  }
+}
+
+/** Log lines (JSON) matching `message`, waiting a moment for the asynchronously written log. */
+async function logLines(server: TestServer, message: string, where: (line: Record<string, unknown>) => boolean, count = 1): Promise<Array<Record<string, unknown>>> {
+  const deadline = Date.now() + 3000;
+  for (;;) {
+    const lines = server.logs().split('\n').filter((line) => line.startsWith('{'))
+      .map((line) => JSON.parse(line) as Record<string, unknown>)
+      .filter((line) => line.message === message && where(line));
+    if (lines.length >= count || Date.now() > deadline) return lines;
+    await sleep(50);
+  }
+}
+
+describe('rate limits', function () {
+  this.timeout(60_000);
+
+  let server: TestServer;
+  let user: SeededUser;
+  let app: RegisteredClient;
+
+  before(async () => {
+    server = await startServer({ env: LIMITS });
+    user = await seedUser(server);
+    app = await registered(server);
+  });
+
+  after(async () => {
+    await server?.stop();
+  });
+
+  describe('registration, per client address', () => {
+    it('answers 429 in RFC 6749 JSON with Retry-After past the limit, readable by a browser client; another address still registers', async () => {
+      const address = newAddress();
+      for (let i = 0; i < 2; i += 1) expect((await register(server, address)).status, `registration ${i + 1}`).to.equal(201);
+      const refused = await register(server, address);
+      expect(refused.headers.get('access-control-allow-origin')).to.equal('*');
+      expect(refused.headers.get('access-control-expose-headers')).to.match(/\bRetry-After\b/);
+      await expectOAuthTooMany(refused, 3600, /too many client registrations from this address/);
+      expect((await register(server, newAddress())).status).to.equal(201);
+    });
+  });
+
+  describe('token endpoint', () => {
+    let machine: RegisteredClient;
+
+    before(async () => {
+      machine = await registered(server, { grant_types: ['client_credentials'], redirect_uris: [] }, await initialAccessToken(server, user.workspaces[0]!.id));
+    });
+
+    it('per client: past the tokens it may be issued the client gets 429 from any address and by any authentication method, another client does not', async () => {
+      const grant = { grant_type: 'client_credentials', scope: 'api' };
+      for (let i = 0; i < 5; i += 1) {
+        const guess = await token(server, newAddress(), { ...grant, client_id: machine.client_id, client_secret: `guess-${i}` });
+        expect(guess.status, 'without its secret: refused, and none of its allowance used').to.equal(401);
+      }
+      for (let i = 0; i < 3; i += 1) {
+        const issued = await token(server, newAddress(), { ...grant, client_id: machine.client_id, client_secret: machine.client_secret! });
+        expect(issued.status, `request ${i + 1}`).to.equal(200);
+        expect(await issued.json()).to.have.property('access_token');
+      }
+      await expectOAuthTooMany(
+        await token(server, newAddress(), { ...grant, client_id: machine.client_id, client_secret: machine.client_secret! }),
+        3600, /too many tokens issued to this client/,
+      );
+      const basic = `Basic ${Buffer.from(`${encodeURIComponent(machine.client_id)}:${encodeURIComponent(machine.client_secret!)}`).toString('base64')}`;
+      expect((await token(server, newAddress(), grant, { authorization: basic })).status, 'HTTP Basic').to.equal(429);
+
+      const other = await token(server, newAddress(), { grant_type: 'refresh_token', refresh_token: 'not-a-token', client_id: app.client_id, client_secret: app.client_secret! });
+      expect(other.status).to.equal(400);
+      expect(await other.json()).to.include({ error: 'invalid_grant' });
+    });
+
+    it('per address: past the limit the address gets 429 whichever client it names, or none', async () => {
+      const address = newAddress();
+      for (let i = 0; i < 4; i += 1) {
+        const refused = await token(server, address, { grant_type: 'client_credentials', client_id: `unknown-${i}`, client_secret: 'x' });
+        expect(refused.status, `request ${i + 1}`).to.equal(401);
+      }
+      expect((await token(server, address, { grant_type: 'client_credentials' })).status, 'naming no client').to.equal(401);
+      const refused = await token(server, address, { grant_type: 'client_credentials', client_id: 'unknown-5', client_secret: 'x' }, { origin: 'https://spa.example' });
+      expect(refused.headers.get('access-control-allow-origin'), 'a browser client can read it').to.equal('*');
+      expect(refused.headers.get('access-control-expose-headers')).to.equal('Retry-After');
+      await expectOAuthTooMany(refused, 3600, /too many token requests from this address/);
+      expect((await token(server, newAddress(), { grant_type: 'client_credentials', client_id: 'unknown-6', client_secret: 'x' })).status).to.equal(401);
+    });
+  });
+
+  describe('the sign-in form', () => {
+    it('locks an account after consecutive failures, refuses even the right password while locked, and lets it in once the lock has lifted', async () => {
+      const browser = new Browser();
+      const form = await openLogin(browser, server, app);
+      const first = await signIn(browser, form, user.email, 'wrong password 1');
+      expect(first.status).to.equal(401);
+      expect(first.error).to.match(/not right/);
+
+      const locking = await signIn(browser, first.form!, user.email, 'wrong password 2');
+      expect(locking.status).to.equal(429);
+      expect(locking.retryAfter).to.equal('1');
+      expect(locking.error).to.equal('Too many sign-in attempts with this email address have failed, so signing in with it is paused for 1 second. Try again after that.');
+      expect(locking.form, 'the form is shown again').to.not.equal(undefined);
+
+      const right = await signIn(browser, locking.form!, user.email, user.password);
+      expect(right.status, 'the right password during the lock').to.equal(429);
+      expect(right.error).to.match(/^Too many sign-in attempts with this email address have failed, so signing in with it is paused for \d+ seconds?\. Try again after that\.$/);
+
+      const unlocked = await signInOnceUnlocked(browser, right.form!, user.email, user.password);
+      expect(unlocked.status, 'signed in after the lock').to.equal(303);
+
+      // The success cleared the count: one failure now is only a failure.
+      const again = await openLogin(browser, server, app);
+      expect((await signIn(browser, again, user.email, 'wrong again')).status).to.equal(401);
+    });
+
+    it('locks an email no account has exactly as it locks a real one: the same status, wait and words', async () => {
+      const browser = new Browser();
+      const form = await openLogin(browser, server, app);
+      const answers = [];
+      for (const email of [`nobody-${Date.now()}@example.com`, (await seedUser(server)).email]) {
+        await signIn(browser, form, email, 'wrong password 1');
+        answers.push(await signIn(browser, form, email, 'wrong password 2'));
+      }
+      const [unknown, known] = answers;
+      expect(unknown!.status).to.equal(429);
+      expect([unknown!.status, unknown!.retryAfter, unknown!.error]).to.deep.equal([known!.status, known!.retryAfter, known!.error]);
+    });
+
+    it('lets in every one of several sign-ins of one account made at once', async () => {
+      const person = await seedUser(server);
+      const browsers = Array.from({ length: 8 }, () => new Browser());
+      const forms = await Promise.all(browsers.map((browser) => openLogin(browser, server, app)));
+      const answers = await Promise.all(browsers.map((browser, i) => signIn(browser, forms[i]!, person.email, person.password)));
+      expect(answers.map(({ status }) => status)).to.deep.equal(Array(8).fill(303));
+    });
+
+    it('once an account has been locked, lets one attempt at a time check a password, however many are sent at once', async () => {
+      const target = await seedUser(server);
+      const browser = new Browser();
+      const form = await openLogin(browser, server, app);
+      await signIn(browser, form, target.email, 'wrong password 1');
+      const locked = await signIn(browser, form, target.email, 'wrong password 2');
+      expect(locked.status).to.equal(429);
+      await sleep(Number(locked.retryAfter) * 1000 + 100);
+
+      const burst = await Promise.all(Array.from({ length: 8 }, (_, i) => signIn(browser, form, target.email, `wrong password ${i + 3}`, newAddress())));
+      expect(burst.map(({ status }) => status), 'refused, or checked and then locked').to.deep.equal(Array(8).fill(429));
+      const ofTarget = (line: Record<string, unknown>) => line.email === target.email;
+      const logged = await logLines(server, 'sign-in failed', ofTarget, 3);
+      const refused = await logLines(server, 'sign-in refused', ofTarget, 7);
+      expect([logged.length, refused.length], 'failures checked, attempts refused').to.deep.equal([3, 7]);
+    });
+
+    it('logs each failed sign-in with the email and the address, never the password', async () => {
+      const browser = new Browser();
+      const form = await openLogin(browser, server, app);
+      const person = await seedUser(server);
+      const password = `a-secret-typo-${Date.now()}`;
+      await signIn(browser, form, `  ${person.email.toUpperCase()} `, password);
+      const [line] = await logLines(server, 'sign-in failed', (entry) => entry.ip === browser.address);
+      expect(line, server.logs()).to.include({ level: 'warn', email: person.email, ip: browser.address });
+      expect(server.logs()).to.not.include(password);
+    });
+
+    it('per address: past the failed sign-ins of one address, no one signs in from it, whatever the account; another address is unaffected', async () => {
+      const person = await seedUser(server);
+      const browser = new Browser();
+      const form = await openLogin(browser, server, app);
+      for (let i = 0; i < 6; i += 1) {
+        expect((await signIn(browser, form, `guess-${i}-${Date.now()}@example.com`, 'wrong')).status, `failure ${i + 1}`).to.equal(401);
+      }
+      const refused = await signIn(browser, form, person.email, person.password);
+      expect(refused.status).to.equal(429);
+      expect(Number(refused.retryAfter)).to.be.within(1, 3600);
+      expect(refused.error).to.match(/^Too many sign-in attempts from your network have failed, so signing in from it is paused for \d+ (hours?|minutes?|seconds?)\. Try again after that\.$/);
+
+      const elsewhere = new Browser();
+      expect((await signIn(elsewhere, await openLogin(elsewhere, server, app), person.email, person.password)).status).to.equal(303);
+    });
+  });
+
+  describe('data API, per credential', () => {
+    it('answers its own JSON 429 with Retry-After past the limit; another credential of the same workspace is unaffected', async () => {
+      const workspace = user.workspaces[0]!.id;
+      const [limited, other] = [await createApiKey(server, workspace), await createApiKey(server, workspace)];
+      for (let i = 0; i < 3; i += 1) expect((await api(server, '/rest/companies', { credential: limited.key })).status, `request ${i + 1}`).to.equal(200);
+      const refused = await api(server, '/rest/companies', { credential: limited.key, headers: { origin: 'https://app.example' } });
+      expect(refused.status).to.equal(429);
+      expect(Number(refused.headers.get('retry-after'))).to.be.within(1, 3600);
+      expect(refused.headers.get('access-control-expose-headers')).to.match(/\bRetry-After\b/);
+      expect(refused.body.error).to.equal('too_many_requests');
+      expect(refused.body.error_description).to.match(/too many requests with this credential/);
+      expect((await api(server, '/rest/companies', { credential: other.key })).status).to.equal(200);
+    });
+  });
+});
+
+describe('rate limits on Redis', function () {
+  this.timeout(60_000);
+
+  let redis: RedisServer;
+  let first: TestServer;
+  let second: TestServer;
+
+  before(async () => {
+    // Kept on disk, so what the service stored survives the outage below.
+    redis = await startRedis(['--appendonly', 'yes', '--appendfsync', 'always']);
+    first = await startServer({ store: redis.url, env: { ...LIMITS, KEY_ENCRYPTION_KEY } });
+    second = await startServer({ store: redis.url, env: { ...LIMITS, KEY_ENCRYPTION_KEY, BASE_URL: first.issuer } });
+  });
+
+  after(async () => {
+    await second?.stop();
+    await first?.stop();
+    await redis?.stop();
+  });
+
+  it('two instances share the counts: registrations and an account lock', async () => {
+    const address = newAddress();
+    expect((await register(first, address)).status).to.equal(201);
+    expect((await register(second, address)).status).to.equal(201);
+    await expectOAuthTooMany(await register(first, address), 3600, /registrations/);
+    expect((await register(second, address)).status).to.equal(429);
+
+    const user = await seedUser(first);
+    const app = await registered(first);
+    const browser = new Browser();
+    const form = await openLogin(browser, first, app);
+    await signIn(browser, form, user.email, 'wrong password 1');
+    expect((await signIn(browser, form, user.email, 'wrong password 2')).status).to.equal(429);
+    const onSecond = { ...form, action: form.action.replace(first.origin, second.origin) };
+    const right = await signIn(browser, onSecond, user.email, user.password);
+    expect(right.status, 'the right password on the other instance, during the lock').to.equal(429);
+  });
+
+  it('while Redis is down: limiters count in process and never fail, and what needs the store still answers 503', async () => {
+    const store = openStore(redis.url, { keyPrefix: 'test:outage:' });
+    const limiter = store.rateLimiter({ name: 'outage', points: 2, duration: 60 });
+    try {
+      await redis.down();
+      await limiter.consume('k');
+      await limiter.consume('k');
+      const third = await limiter.consume('k').then(() => undefined, (refusal: unknown) => refusal);
+      expect(third, 'a refusal, not an error').to.be.instanceOf(RateLimiterRes);
+
+      const registration = await register(first, newAddress());
+      expect(registration.status).to.equal(503);
+      expect(registration.headers.get('retry-after')).to.match(/^\d+$/);
+      expect(await registration.json()).to.include({ error: 'temporarily_unavailable' });
+    } finally {
+      await redis.up();
+    }
+    // Back on Redis, counts are shared again: what one store counts, another sees.
+    const other = openStore(redis.url, { keyPrefix: 'test:outage:' });
+    try {
+      const deadline = Date.now() + 10_000;
+      while (await store.ping().then(() => false, () => true)) {
+        if (Date.now() > deadline) throw new Error('the store did not reconnect');
+        await sleep(100);
+      }
+      await other.ping();
+      await limiter.consume('after');
+      await limiter.consume('after');
+      const refused = await other.rateLimiter({ name: 'outage', points: 2, duration: 60 }).consume('after').then(() => undefined, (refusal: unknown) => refusal);
+      expect(refused).to.be.instanceOf(RateLimiterRes);
+      expect((await register(first, newAddress())).status, 'the service recovered').to.equal(201);
+    } finally {
+      await other.close();
+      await store.close();
+    }
+  });
+});

@@ -1,0 +1,453 @@
+import { expect } from 'chai';
+import * as oauth from 'oauth4webapi';
+import * as client from 'openid-client';
+
+import { openStore } from '../../adapters/index.ts';
+import { management, REDIRECT_URI, register, registerClient, type RegisteredClient, tokenRequest } from '../support/oauth.ts';
+import { initialAccessToken, seedUser, startServer, type SeededUser, type TestServer } from '../support/server.ts';
+
+/**
+ * Dynamic client registration (RFC 7591) and its management protocol (RFC 7592): what a client
+ * developer sees when registering, reading, updating and deleting a client, and every refusal.
+ */
+
+type Json = Record<string, unknown>;
+
+async function jsonError(response: Response): Promise<{ error: string; error_description: string }> {
+  expect(response.headers.get('content-type')).to.match(/^application\/json/);
+  const body = await response.json() as Json;
+  expect(body.error).to.be.a('string').that.is.not.empty;
+  return body as { error: string; error_description: string };
+}
+
+async function expectRefusal(response: Response, status: number, error: string, description?: RegExp): Promise<void> {
+  expect(response.status, `expected ${status} ${error}`).to.equal(status);
+  const body = await jsonError(response);
+  expect(body.error).to.equal(error);
+  expect(body.error_description).to.be.a('string').that.is.not.empty;
+  if (description) expect(body.error_description).to.match(description);
+}
+
+function rawRegister(issuer: string, body: string, contentType: string): Promise<Response> {
+  return fetch(`${issuer}/oauth/register`, { method: 'POST', headers: { 'content-type': contentType }, body });
+}
+
+/** A token request that authenticates the client and then fails on the grant: tells client auth apart. */
+function bogusRefresh(issuer: string, clientId: string, secret: string): Promise<Response> {
+  return tokenRequest(issuer, { grant_type: 'refresh_token', refresh_token: 'not-a-real-refresh-token', client_id: clientId, client_secret: secret });
+}
+
+describe('client registration', () => {
+  let server: TestServer;
+  let iatServer: TestServer;
+  let admin: SeededUser;
+
+  before(async () => {
+    [server, iatServer] = await Promise.all([
+      startServer(),
+      startServer({ env: { REGISTRATION: 'initial_access_token' } }),
+    ]);
+    admin = await seedUser(server, [{ workspace: 'Acme', role: 'admin' }]);
+  });
+
+  after(async () => {
+    await Promise.all([server?.stop(), iatServer?.stop()]);
+  });
+
+  describe('RFC 7591 registration', () => {
+    it("answers the specification's body with 201 and everything the client needs", async () => {
+      const response = await register(server.issuer);
+      expect(response.status).to.equal(201);
+      expect(response.headers.get('cache-control')).to.equal('no-store');
+      expect(response.headers.get('content-type')).to.match(/^application\/json/);
+      const body = await response.json() as RegisteredClient;
+      expect(body.client_id).to.be.a('string').with.length.greaterThan(15);
+      expect(body.client_secret).to.be.a('string').with.length.greaterThan(31);
+      expect(body.client_name).to.equal('Test App');
+      expect(body.redirect_uris).to.deep.equal([REDIRECT_URI]);
+      expect(body.grant_types).to.include.members(['authorization_code', 'refresh_token']);
+      expect(body.token_endpoint_auth_method).to.equal('client_secret_post');
+      expect(body.registration_client_uri).to.equal(`${server.issuer}/oauth/register/${body.client_id}`);
+      expect(body.registration_access_token).to.be.a('string').that.is.not.empty;
+      expect(body).not.to.have.property('workspace_id');
+    });
+
+    it('lets a page on another origin register (CORS), without allowing credentials', async () => {
+      const preflight = await fetch(`${server.issuer}/oauth/register`, {
+        method: 'OPTIONS',
+        headers: { origin: 'https://mcp-host.example', 'access-control-request-method': 'POST', 'access-control-request-headers': 'content-type, authorization' },
+      });
+      expect(preflight.status).to.equal(204);
+      expect(preflight.headers.get('access-control-allow-origin')).to.equal('*');
+      expect(preflight.headers.get('access-control-allow-methods')).to.include('POST');
+      expect(preflight.headers.get('access-control-allow-headers')!.toLowerCase()).to.include('content-type').and.include('authorization');
+      expect(preflight.headers.get('access-control-allow-credentials')).to.equal(null);
+      const registered = await fetch(`${server.issuer}/oauth/register`, {
+        method: 'POST',
+        headers: { origin: 'https://mcp-host.example', 'content-type': 'application/json' },
+        body: JSON.stringify({ client_name: 'Browser host', redirect_uris: ['https://mcp-host.example/callback'], token_endpoint_auth_method: 'none' }),
+      });
+      expect(registered.status).to.equal(201);
+      expect(registered.headers.get('access-control-allow-origin')).to.equal('*');
+    });
+
+    it('gives every registration its own client_id and client_secret', async () => {
+      const [a, b] = await Promise.all([registerClient(server.issuer), registerClient(server.issuer)]);
+      expect(a.client_id).not.to.equal(b.client_id);
+      expect(a.client_secret).not.to.equal(b.client_secret);
+    });
+
+    it('gives a public client (token_endpoint_auth_method none) no client_secret', async () => {
+      const body = await registerClient(server.issuer, { token_endpoint_auth_method: 'none' });
+      expect(body.token_endpoint_auth_method).to.equal('none');
+      expect(body).not.to.have.property('client_secret');
+      expect(body.client_id).to.be.a('string').that.is.not.empty;
+    });
+
+    it('accepts client_secret_basic, and the secret then works in the Authorization header', async () => {
+      const body = await registerClient(server.issuer, { token_endpoint_auth_method: 'client_secret_basic' });
+      expect(body.token_endpoint_auth_method).to.equal('client_secret_basic');
+      const basic = (id: string, secret: string) => `Basic ${Buffer.from(`${encodeURIComponent(id)}:${encodeURIComponent(secret)}`).toString('base64')}`;
+      const ok = await tokenRequest(server.issuer, { grant_type: 'refresh_token', refresh_token: 'not-a-real-refresh-token' }, { authorization: basic(body.client_id, body.client_secret!) });
+      await expectRefusal(ok, 400, 'invalid_grant');
+      const wrong = await tokenRequest(server.issuer, { grant_type: 'refresh_token', refresh_token: 'not-a-real-refresh-token' }, { authorization: basic(body.client_id, 'wrong-secret') });
+      await expectRefusal(wrong, 401, 'invalid_client');
+    });
+
+    it('stores the client secret only as a hash, and the plaintext still authenticates the client', async () => {
+      const registered = await registerClient(server.issuer);
+      const secret = registered.client_secret!;
+      const store = openStore(server.store);
+      try {
+        const stored = await store.model('Client').find(registered.client_id);
+        expect(stored, 'client record in SQLite').to.be.an('object');
+        expect(stored!.client_id).to.equal(registered.client_id);
+        expect(stored!.client_secret).to.be.a('string').that.is.not.empty;
+        expect(stored!.client_secret).not.to.equal(secret);
+        expect(stored!.client_secret as string).not.to.include(secret);
+        expect(JSON.stringify(stored)).not.to.include(secret);
+      } finally {
+        await store.close();
+      }
+
+      await expectRefusal(await bogusRefresh(server.issuer, registered.client_id, secret), 400, 'invalid_grant');
+      const wrong = await bogusRefresh(server.issuer, registered.client_id, `${secret}x`);
+      await expectRefusal(wrong, 401, 'invalid_client');
+    });
+
+    it('registers a client with a stock library: openid-client dynamicClientRegistration', async () => {
+      const config = await client.dynamicClientRegistration(new URL(server.issuer), {
+        client_name: 'openid-client app',
+        redirect_uris: [REDIRECT_URI],
+        grant_types: ['authorization_code'],
+        token_endpoint_auth_method: 'client_secret_post',
+      }, undefined, { execute: [client.allowInsecureRequests] });
+      const metadata = config.clientMetadata();
+      expect(metadata.client_id).to.be.a('string').that.is.not.empty;
+      expect(metadata.client_secret).to.be.a('string').that.is.not.empty;
+      expect(metadata.redirect_uris).to.deep.equal([REDIRECT_URI]);
+      expect(config.serverMetadata().issuer).to.equal(server.issuer);
+      const check = await bogusRefresh(server.issuer, metadata.client_id, metadata.client_secret as string);
+      await expectRefusal(check, 400, 'invalid_grant');
+    });
+
+    it('registers a public client with a stock library: oauth4webapi dynamicClientRegistrationRequest', async () => {
+      const issuer = new URL(server.issuer);
+      const as = await oauth.processDiscoveryResponse(issuer, await oauth.discoveryRequest(issuer, { algorithm: 'oauth2', [oauth.allowInsecureRequests]: true }));
+      const response = await oauth.dynamicClientRegistrationRequest(as, {
+        client_name: 'oauth4webapi app',
+        redirect_uris: [REDIRECT_URI],
+        grant_types: ['authorization_code'],
+        token_endpoint_auth_method: 'none',
+      }, { [oauth.allowInsecureRequests]: true });
+      const registered = await oauth.processDynamicClientRegistrationResponse(response);
+      expect(registered.client_id).to.be.a('string').that.is.not.empty;
+      expect(registered).not.to.have.property('client_secret');
+      expect(registered.token_endpoint_auth_method).to.equal('none');
+    });
+  });
+
+  describe('RFC 7592 management', () => {
+    let registered: RegisteredClient;
+
+    before(async () => {
+      registered = await registerClient(server.issuer, { client_name: 'Managed App' });
+    });
+
+    it('reads the client metadata back with the registration access token, without the secret', async () => {
+      const response = await management(registered.registration_client_uri, registered.registration_access_token);
+      expect(response.status).to.equal(200);
+      expect(response.headers.get('cache-control')).to.equal('no-store');
+      const body = await response.json() as Json;
+      expect(body.client_id).to.equal(registered.client_id);
+      expect(body.client_name).to.equal('Managed App');
+      expect(body.redirect_uris).to.deep.equal([REDIRECT_URI]);
+      expect(body.grant_types).to.include.members(['authorization_code', 'refresh_token']);
+      expect(body).not.to.have.property('client_secret');
+      expect(JSON.stringify(body)).not.to.include(registered.client_secret!);
+    });
+
+    it('refuses to read without a registration access token (401, WWW-Authenticate: Bearer)', async () => {
+      const response = await management(registered.registration_client_uri, undefined);
+      await expectRefusal(response, 401, 'invalid_token');
+      expect(response.headers.get('www-authenticate')).to.match(/^Bearer\b/);
+    });
+
+    it('refuses to read with a wrong registration access token, or with another client\'s token', async () => {
+      await expectRefusal(await management(registered.registration_client_uri, 'not-a-registration-token'), 401, 'invalid_token');
+      const other = await registerClient(server.issuer);
+      const response = await management(registered.registration_client_uri, other.registration_access_token);
+      expect(response.status).to.be.oneOf([401, 403]);
+      expect((await jsonError(response)).error).to.be.oneOf(['invalid_token', 'invalid_client']);
+    });
+
+    it('updates the client with PUT when the client includes its client_secret, as RFC 7592 allows', async () => {
+      const own = await registerClient(server.issuer, { client_name: 'Before Update' });
+      const response = await management(own.registration_client_uri, own.registration_access_token, 'PUT', {
+        client_id: own.client_id,
+        client_secret: own.client_secret,
+        client_name: 'After Update',
+        redirect_uris: [REDIRECT_URI],
+        grant_types: ['authorization_code'],
+        token_endpoint_auth_method: 'client_secret_post',
+      });
+      expect(response.status, await response.clone().text()).to.equal(200);
+      const body = await response.json() as Json;
+      expect(body.client_name).to.equal('After Update');
+      expect(body).not.to.have.property('client_secret');
+      await expectRefusal(await bogusRefresh(server.issuer, own.client_id, own.client_secret!), 400, 'invalid_grant');
+    });
+
+    it('updates the client with PUT (without client_secret): the secret keeps working and cannot be read back', async () => {
+      const own = await registerClient(server.issuer, { client_name: 'Before Update' });
+      const response = await management(own.registration_client_uri, own.registration_access_token, 'PUT', {
+        client_id: own.client_id,
+        client_name: 'After Update',
+        redirect_uris: [REDIRECT_URI],
+        grant_types: ['authorization_code'],
+        token_endpoint_auth_method: 'client_secret_post',
+      });
+      expect(response.status).to.equal(200);
+      expect(response.headers.get('cache-control')).to.equal('no-store');
+      const body = await response.json() as Json;
+      expect(body.client_name).to.equal('After Update');
+      expect(body).not.to.have.property('client_secret');
+      expect(body.grant_types).to.include.members(['authorization_code', 'refresh_token']);
+      await expectRefusal(await bogusRefresh(server.issuer, own.client_id, own.client_secret!), 400, 'invalid_grant');
+    });
+
+    it('does not let an update bind the client to a workspace or add client_credentials', async () => {
+      const own = await registerClient(server.issuer);
+      const metadata = { client_id: own.client_id, redirect_uris: [REDIRECT_URI], token_endpoint_auth_method: 'client_secret_post' };
+      const withGrant = await management(own.registration_client_uri, own.registration_access_token, 'PUT', {
+        ...metadata, grant_types: ['authorization_code', 'client_credentials'], workspace_id: admin.workspaces[0]!.id,
+      });
+      await expectRefusal(withGrant, 400, 'invalid_client_metadata', /initial access token/i);
+
+      const withWorkspace = await management(own.registration_client_uri, own.registration_access_token, 'PUT', {
+        ...metadata, grant_types: ['authorization_code'], workspace_id: admin.workspaces[0]!.id,
+      });
+      expect(withWorkspace.status).to.equal(200);
+      expect(await withWorkspace.json() as Json).not.to.have.property('workspace_id');
+    });
+
+    it('deletes the client with DELETE; afterwards it can neither be read nor authenticate', async () => {
+      const own = await registerClient(server.issuer);
+      await expectRefusal(await bogusRefresh(server.issuer, own.client_id, own.client_secret!), 400, 'invalid_grant');
+
+      const deleted = await management(own.registration_client_uri, own.registration_access_token, 'DELETE');
+      expect(deleted.status).to.equal(204);
+
+      await expectRefusal(await management(own.registration_client_uri, own.registration_access_token), 401, 'invalid_token');
+      await expectRefusal(await bogusRefresh(server.issuer, own.client_id, own.client_secret!), 401, 'invalid_client');
+    });
+
+    it('refuses DELETE without the registration access token, and the client survives', async () => {
+      const own = await registerClient(server.issuer);
+      await expectRefusal(await management(own.registration_client_uri, undefined, 'DELETE'), 401, 'invalid_token');
+      const read = await management(own.registration_client_uri, own.registration_access_token);
+      expect(read.status).to.equal(200);
+    });
+  });
+
+  describe('redirect URI policy', () => {
+    const refused: Array<[string, string, RegExp | undefined]> = [
+      ['a relative URI', '/callback', /absolute/i],
+      ['a URI with a fragment', 'https://app.example.com/cb#section', /fragment/i],
+      ['a wildcard host', 'https://*.example.com/cb', /wildcard/i],
+      ['a wildcard path', 'https://app.example.com/*', /wildcard/i],
+      ['http on a non-loopback host', 'http://example.com/cb', /https/i],
+      ['a javascript: URI', 'javascript:alert(1)', undefined],
+      ['a data: URI', 'data:text/html,hello', undefined],
+    ];
+    for (const [label, uri, description] of refused) {
+      it(`refuses ${label} (${uri}) with 400 invalid_redirect_uri saying what to fix`, async () => {
+        await expectRefusal(await register(server.issuer, { redirect_uris: [uri] }), 400, 'invalid_redirect_uri', description);
+      });
+    }
+
+    it('refuses a good URI listed next to a bad one', async () => {
+      await expectRefusal(
+        await register(server.issuer, { redirect_uris: ['https://app.example.com/cb', 'http://example.com/cb'] }),
+        400, 'invalid_redirect_uri', /http:\/\/example\.com\/cb/,
+      );
+    });
+
+    // Registered without application_type: loopback http and private-use schemes are native apps' (RFC 8252).
+    const accepted: Array<[string, string, string]> = [
+      ['http on 127.0.0.1 with a port', 'http://127.0.0.1:8080/cb', 'native'],
+      ['http on localhost', 'http://localhost/cb', 'native'],
+      ['https', 'https://app.example.com/cb', 'web'],
+      ['a private-use scheme for a native app (RFC 8252)', 'com.example.app:/callback', 'native'],
+    ];
+    for (const [label, uri, applicationType] of accepted) {
+      it(`accepts ${label} (${uri}) as a ${applicationType} client`, async () => {
+        const response = await register(server.issuer, { redirect_uris: [uri], application_type: undefined });
+        expect(response.status, await response.clone().text()).to.equal(201);
+        const body = await response.json() as Json;
+        expect(body.redirect_uris).to.deep.equal([uri]);
+        expect(body.application_type).to.equal(applicationType);
+      });
+    }
+  });
+
+  describe('client_credentials and workspaces', () => {
+    it('refuses client_credentials on open registration with invalid_client_metadata that points to the initial access token', async () => {
+      const response = await register(server.issuer, { grant_types: ['client_credentials'], redirect_uris: [] });
+      await expectRefusal(response, 400, 'invalid_client_metadata', /initial access token/i);
+    });
+
+    it('binds a client_credentials client to the workspace of its initial access token', async () => {
+      const workspace = admin.workspaces[0]!.id;
+      const iat = await initialAccessToken(server, workspace);
+      const response = await register(server.issuer, { grant_types: ['client_credentials'], redirect_uris: [] }, iat);
+      expect(response.status, await response.clone().text()).to.equal(201);
+      const body = await response.json() as Json;
+      expect(body.workspace_id).to.equal(workspace);
+      expect(body.grant_types).to.deep.equal(['client_credentials']);
+      expect(body.client_secret).to.be.a('string').that.is.not.empty;
+    });
+
+    it('takes the workspace from the initial access token, never from the body', async () => {
+      const other = await seedUser(server, [{ workspace: 'Other Co' }]);
+      const iat = await initialAccessToken(server, admin.workspaces[0]!.id);
+      const response = await register(server.issuer, {
+        grant_types: ['client_credentials'], redirect_uris: [], workspace_id: other.workspaces[0]!.id,
+      }, iat);
+      expect(response.status).to.equal(201);
+      expect((await response.json() as Json).workspace_id).to.equal(admin.workspaces[0]!.id);
+    });
+
+    it('does not let a client bind itself by sending workspace_id in the body', async () => {
+      const workspace = admin.workspaces[0]!.id;
+      const withGrant = await register(server.issuer, { grant_types: ['client_credentials'], redirect_uris: [], workspace_id: workspace });
+      await expectRefusal(withGrant, 400, 'invalid_client_metadata');
+
+      const plain = await register(server.issuer, { workspace_id: workspace });
+      expect(plain.status).to.equal(201);
+      const body = await plain.json() as RegisteredClient;
+      expect(body).not.to.have.property('workspace_id');
+      const read = await management(body.registration_client_uri, body.registration_access_token);
+      expect(await read.json() as Json).not.to.have.property('workspace_id');
+    });
+
+    it('refuses an unknown initial access token with 401 invalid_token', async () => {
+      const response = await register(server.issuer, {}, 'not-a-real-initial-access-token');
+      await expectRefusal(response, 401, 'invalid_token');
+      expect(response.headers.get('www-authenticate')).to.match(/^Bearer\b.*invalid_token/);
+    });
+
+    it('refuses a forged initial access token naming a real workspace with 401 invalid_token', async () => {
+      const forged = `${admin.workspaces[0]!.id}.forged-secret-value`;
+      const response = await register(server.issuer, { grant_types: ['client_credentials'], redirect_uris: [] }, forged);
+      await expectRefusal(response, 401, 'invalid_token');
+    });
+  });
+
+  describe('metadata refusals', () => {
+    for (const grantTypes of [['urn:example:unknown'], ['password'], ['implicit'], ['authorization_code', 'urn:ietf:params:oauth:grant-type:device_code']]) {
+      it(`refuses grant_types ${JSON.stringify(grantTypes)} with 400 invalid_client_metadata`, async () => {
+        await expectRefusal(await register(server.issuer, { grant_types: grantTypes }), 400, 'invalid_client_metadata', /grant_types/);
+      });
+    }
+
+    for (const responseTypes of [['token'], ['id_token'], ['code token'], ['bogus']]) {
+      it(`refuses response_types ${JSON.stringify(responseTypes)} with 400 invalid_client_metadata`, async () => {
+        await expectRefusal(await register(server.issuer, { response_types: responseTypes }), 400, 'invalid_client_metadata', /response_types/);
+      });
+    }
+
+    it('refuses an unknown token_endpoint_auth_method with 400 invalid_client_metadata', async () => {
+      await expectRefusal(await register(server.issuer, { token_endpoint_auth_method: 'magic' }), 400, 'invalid_client_metadata', /token_endpoint_auth_method/);
+    });
+  });
+
+  describe('malformed requests', () => {
+    it('refuses a text/plain body with a 400 JSON error', async () => {
+      const response = await rawRegister(server.issuer, JSON.stringify({ redirect_uris: [REDIRECT_URI] }), 'text/plain');
+      expect(response.status).to.equal(400);
+      await jsonError(response);
+    });
+
+    it('refuses malformed JSON with a 400 JSON error', async () => {
+      const response = await rawRegister(server.issuer, '{"redirect_uris": [', 'application/json');
+      expect(response.status).to.equal(400);
+      await jsonError(response);
+    });
+
+    for (const body of ['[]', '"a string"', 'null', '42']) {
+      it(`refuses the JSON value ${body} (not an object) with a 400 JSON error`, async () => {
+        const response = await rawRegister(server.issuer, body, 'application/json');
+        expect(response.status).to.equal(400);
+        await jsonError(response);
+      });
+    }
+
+    it('refuses an oversized (200 KB) body with 400 or 413 and a JSON error, never a 5xx', async () => {
+      const body = JSON.stringify({ client_name: 'x'.repeat(200_000), redirect_uris: [REDIRECT_URI] });
+      const response = await rawRegister(server.issuer, body, 'application/json');
+      expect(response.status).to.be.oneOf([400, 413]);
+      await jsonError(response);
+    });
+
+    it('still serves registrations after all of the above', async () => {
+      expect((await register(server.issuer)).status).to.equal(201);
+    });
+  });
+
+  describe('REGISTRATION=initial_access_token', () => {
+    let user: SeededUser;
+
+    before(async () => {
+      user = await seedUser(iatServer, [{ workspace: 'Locked Co' }]);
+    });
+
+    it('refuses registration without an initial access token with 401 invalid_token', async () => {
+      const response = await register(iatServer.issuer);
+      await expectRefusal(response, 401, 'invalid_token');
+      expect(response.headers.get('www-authenticate')).to.match(/^Bearer\b/);
+    });
+
+    it('refuses an unknown initial access token with 401 invalid_token', async () => {
+      await expectRefusal(await register(iatServer.issuer, {}, 'not-a-real-initial-access-token'), 401, 'invalid_token');
+    });
+
+    it('accepts a registration with a valid initial access token (raw HTTP and oauth4webapi)', async () => {
+      // One token for both registrations: a token registers one client unless made for more.
+      const iat = await initialAccessToken(iatServer, user.workspaces[0]!.id, { uses: 2 });
+      const response = await register(iatServer.issuer, {}, iat);
+      expect(response.status, await response.clone().text()).to.equal(201);
+      const body = await response.json() as RegisteredClient;
+      expect(body.client_id).to.be.a('string').that.is.not.empty;
+      expect(body.redirect_uris).to.deep.equal([REDIRECT_URI]);
+
+      const issuer = new URL(iatServer.issuer);
+      const as = await oauth.processDiscoveryResponse(issuer, await oauth.discoveryRequest(issuer, { algorithm: 'oauth2', [oauth.allowInsecureRequests]: true }));
+      const viaLibrary = await oauth.processDynamicClientRegistrationResponse(await oauth.dynamicClientRegistrationRequest(as, {
+        redirect_uris: [REDIRECT_URI], grant_types: ['authorization_code'], token_endpoint_auth_method: 'client_secret_post',
+      }, { initialAccessToken: iat, [oauth.allowInsecureRequests]: true }));
+      expect(viaLibrary.client_id).to.be.a('string').that.is.not.empty;
+      expect(viaLibrary.client_secret).to.be.a('string').that.is.not.empty;
+    });
+  });
+});

@@ -1,0 +1,100 @@
+import { setTimeout as sleep } from 'node:timers/promises';
+
+import { expect } from 'chai';
+
+import { openStore } from '../../adapters/index.ts';
+import type { Store } from '../../adapters/store.ts';
+import { codeRequest, exchangeCode, postCredentials, registerClient, tokenRequest, type RegisteredClient } from '../support/oauth.ts';
+import { seedUser, startServer, type SeededUser, type TestServer } from '../support/server.ts';
+import { UserAgent, authorize } from '../support/user_agent.ts';
+
+/**
+ * What the settings area keeps, seen in the store the server writes to (its SQLite file), through
+ * real HTTP: a grant's last use written at most once a minute and removed with the grant, and the
+ * settings area's own sign-in leaving no code behind.
+ */
+describe('settings area: what it stores', function () {
+  this.timeout(30_000);
+
+  let server: TestServer;
+
+  before(async function () {
+    server = await startServer();
+  });
+
+  after(async function () {
+    await server?.stop();
+  });
+
+  /** Reads the server's store with a connection of its own (the file is shared). */
+  async function inStore<T>(read: (store: Store) => Promise<T>): Promise<T> {
+    const store = openStore(server.store);
+    try {
+      return await read(store);
+    } finally {
+      await store.close();
+    }
+  }
+
+  /** A new client the user authorizes (login and consent over HTTP), and the tokens its code buys. */
+  async function authorizedClient(user: SeededUser): Promise<{ client: RegisteredClient; refreshToken: string }> {
+    const client = await registerClient(server.issuer, { client_name: 'Stored App' });
+    const { url, verifier } = codeRequest(server.issuer, client.client_id);
+    const callback = await authorize(new UserAgent(), url, server.origin, { email: user.email, password: user.password });
+    const response = await exchangeCode(server.issuer, client, callback.searchParams.get('code')!, verifier);
+    expect(response.status).to.equal(200);
+    return { client, refreshToken: ((await response.json()) as { refresh_token: string }).refresh_token };
+  }
+
+  it('records a grant\'s last use at most once a minute', async function () {
+    const user = await seedUser(server, [{ workspace: 'Stored Ltd' }]);
+    const { client, refreshToken } = await authorizedClient(user);
+    const grants = await inStore((store) => store.model('Grant').listBy(user.id));
+    expect(grants.map(({ payload }) => payload.clientId)).to.deep.equal([client.client_id]);
+    const grantId = grants[0]!.id;
+    const firstUse = await inStore((store) => store.model('GrantActivity').find(grantId));
+    expect(firstUse?.lastUsedAt, 'the code exchange is a use').to.be.a('number');
+
+    // A refresh a second later, within the minute: nothing written.
+    await sleep(1100);
+    const refreshed = await tokenRequest(server.issuer, { grant_type: 'refresh_token', refresh_token: refreshToken, ...postCredentials(client) });
+    expect(refreshed.status).to.equal(200);
+    expect(await inStore((store) => store.model('GrantActivity').find(grantId))).to.deep.equal(firstUse);
+  });
+
+  it('removes a revoked grant\'s last use, workspace and place in the user\'s list with the grant', async function () {
+    const user = await seedUser(server, [{ workspace: 'Cleaned Ltd' }]);
+    const { client, refreshToken } = await authorizedClient(user);
+    const [grant] = await inStore((store) => store.model('Grant').listBy(user.id));
+    expect(await inStore((store) => store.model('GrantActivity').find(grant!.id))).to.not.equal(undefined);
+
+    // RFC 7009: revoking the refresh token revokes its grant.
+    const revoked = await fetch(`${server.issuer}/oauth/revoke`, {
+      method: 'POST',
+      headers: { 'content-type': 'application/x-www-form-urlencoded' },
+      body: new URLSearchParams({ token: refreshToken, ...postCredentials(client) }).toString(),
+    });
+    expect(revoked.status).to.equal(200);
+    expect(await inStore((store) => store.model('Grant').listBy(user.id))).to.deep.equal([]);
+    expect(await inStore((store) => store.model('GrantActivity').find(grant!.id))).to.equal(undefined);
+    expect(await inStore((store) => store.model('GrantWorkspace').find(grant!.id))).to.equal(undefined);
+  });
+
+  it('signing in to the settings area leaves no authorization code behind', async function () {
+    const user = await seedUser(server, [{ workspace: 'No Code Ltd' }]);
+    const agent = new UserAgent();
+    // The login page, its form posted, then the redirects back to the settings page.
+    const login = await agent.follow(`${server.issuer}/settings`, server.origin);
+    const html = await login.response.text();
+    const action = /<form method="post" action="([^"]+)"/.exec(html)![1]!;
+    const csrf = /name="csrf" value="([^"]*)"/.exec(html)![1]!;
+    const posted = await agent.request(new URL(action, server.origin).href, { form: { csrf, email: user.email, password: user.password } });
+    const landed = await agent.follow(new URL(posted.headers.get('location')!, server.origin).href, server.origin);
+    expect(landed.url).to.equal(`${server.issuer}/settings`);
+    const settings = await agent.request(`${server.issuer}/settings`);
+    expect(settings.status).to.equal(200);
+    expect(await settings.text()).to.include(`Signed in as <strong>${user.email}</strong>`);
+    const codes = await inStore((store) => store.model('AuthorizationCode').list());
+    expect(codes.filter(({ payload }) => payload.clientId === 'settings')).to.deep.equal([]);
+  });
+});

@@ -1,0 +1,50 @@
+import { request } from 'node:http';
+import { setTimeout as sleep } from 'node:timers/promises';
+
+import { expect } from 'chai';
+
+import { postCredentials, registerClient } from '../support/oauth.ts';
+import { initialAccessToken, seedUser, startServer, type TestServer } from '../support/server.ts';
+
+describe('shutdown', function () {
+  this.timeout(30_000);
+
+  let server: TestServer;
+
+  after(async () => {
+    await server?.stop();
+  });
+
+  it('lets a request in flight finish on SIGTERM, then exits', async () => {
+    server = await startServer();
+    const user = await seedUser(server);
+    const client = await registerClient(server.issuer, { grant_types: ['client_credentials'], redirect_uris: [] }, await initialAccessToken(server, user.workspaces[0]!.id));
+    const body = new URLSearchParams({ grant_type: 'client_credentials', ...postCredentials(client) }).toString();
+
+    // Half the body now, the rest after SIGTERM: the request is in flight when the signal comes.
+    const answer = new Promise<{ status: number; text: string }>((resolve, reject) => {
+      const req = request(`${server.origin}/oauth/token`, {
+        method: 'POST',
+        headers: { 'content-type': 'application/x-www-form-urlencoded', 'content-length': Buffer.byteLength(body) },
+      }, (res) => {
+        let text = '';
+        res.on('data', (chunk: Buffer) => { text += chunk.toString(); });
+        res.on('end', () => resolve({ status: res.statusCode ?? 0, text }));
+        res.on('error', reject);
+      });
+      req.on('error', reject);
+      req.write(body.slice(0, 10));
+      void sleep(300).then(() => {
+        process.kill(server.pid()!, 'SIGTERM');
+        return sleep(300);
+      }).then(() => req.end(body.slice(10)));
+    });
+
+    const { status, text } = await answer;
+    expect(status, text).to.equal(200);
+    expect(JSON.parse(text)).to.have.property('access_token');
+    const exited = Date.now() + 5000;
+    while (Date.now() < exited && (await fetch(`${server.origin}/healthz`).then(() => true, () => false))) await sleep(100);
+    expect(await fetch(`${server.origin}/healthz`).then(() => 'answering', () => 'stopped')).to.equal('stopped');
+  });
+});

@@ -1,0 +1,68 @@
+import { expect } from 'chai';
+
+import { codeRequest, exchangeCode, postCredentials, registerClient, tokenRequest, type RegisteredClient } from '../support/oauth.ts';
+import { seedUser, startServer, type SeededUser, type TestServer } from '../support/server.ts';
+import { UserAgent, authorize } from '../support/user_agent.ts';
+
+/**
+ * RFC 8707 `resource` at the token endpoint: a request naming another resource is refused before
+ * anything is used up, so the client's retry with the same code or refresh token still works
+ * (found by the fuzz suite: the engine used to consume first and refuse after).
+ */
+describe('token requests naming a resource', function () {
+  this.timeout(30_000);
+
+  let server: TestServer;
+  let user: SeededUser;
+  let client: RegisteredClient;
+  let audience: string;
+
+  before(async () => {
+    server = await startServer();
+    user = await seedUser(server);
+    client = await registerClient(server.issuer);
+    audience = `${server.issuer}/rest`;
+  });
+
+  after(async () => {
+    await server?.stop();
+  });
+
+  async function code(): Promise<{ code: string; verifier: string }> {
+    const request = codeRequest(server.issuer, client.client_id);
+    const callback = await authorize(new UserAgent(), request.url, server.origin, { email: user.email, password: user.password });
+    return { code: callback.searchParams.get('code')!, verifier: request.verifier };
+  }
+
+  async function expectInvalidTarget(response: Response): Promise<void> {
+    expect(response.status).to.equal(400);
+    const body = await response.json() as { error: string; error_description: string };
+    expect(body.error).to.equal('invalid_target');
+    expect(body.error_description).to.be.a('string').that.is.not.empty;
+  }
+
+  it('refuses an unknown resource at the code exchange without using the code up', async () => {
+    const { code: value, verifier } = await code();
+    await expectInvalidTarget(await exchangeCode(server.issuer, client, value, verifier, { resource: 'https://elsewhere.example/api' }));
+    const retry = await exchangeCode(server.issuer, client, value, verifier);
+    expect(retry.status, await retry.clone().text()).to.equal(200);
+  });
+
+  it('refuses two resources, or an unknown one, at a refresh without rotating the token, and the retry keeps the grant', async () => {
+    const { code: value, verifier } = await code();
+    const tokens = await (await exchangeCode(server.issuer, client, value, verifier, { resource: audience })).json() as { refresh_token: string };
+    const refresh = (extra: Record<string, string> = {}, resources: string[] = []) => {
+      const form = new URLSearchParams({ grant_type: 'refresh_token', refresh_token: tokens.refresh_token, ...postCredentials(client), ...extra });
+      for (const resource of resources) form.append('resource', resource);
+      return fetch(`${server.issuer}/oauth/token`, { method: 'POST', headers: { 'content-type': 'application/x-www-form-urlencoded' }, body: form });
+    };
+    await expectInvalidTarget(await refresh({}, ['https://elsewhere.example/api']));
+    await expectInvalidTarget(await refresh({}, [audience, audience]));
+
+    const retry = await refresh({}, [audience]);
+    expect(retry.status, await retry.clone().text()).to.equal(200);
+    const rotated = await retry.json() as { refresh_token: string };
+    const next = await tokenRequest(server.issuer, { grant_type: 'refresh_token', refresh_token: rotated.refresh_token, ...postCredentials(client) });
+    expect(next.status, 'the grant was not revoked as a replay').to.equal(200);
+  });
+});

@@ -1,0 +1,211 @@
+import { readFile, stat } from 'node:fs/promises';
+
+import { expect } from 'chai';
+
+import { openStore, sqliteFile } from '../../adapters/index.ts';
+import { api, createApiKey } from '../support/data_api.ts';
+import { codeRequest, exchangeCode, postCredentials, registerClient, tokenRequest } from '../support/oauth.ts';
+import { keysUnder, rawRedis, startRedis, type RedisServer } from '../support/redis.ts';
+import { initialAccessToken, seedUser, startServer, type TestServer } from '../support/server.ts';
+import { UserAgent, authorize } from '../support/user_agent.ts';
+
+const KEY_A = Buffer.alloc(32, 1).toString('base64url');
+const KEY_B = Buffer.alloc(32, 2).toString('base64url');
+
+/** Every byte the embedded store has on disk: the database and its write-ahead log. */
+async function storeBytes(server: TestServer): Promise<string> {
+  const file = sqliteFile(server.store)!;
+  const parts = await Promise.all([file, `${file}-wal`].map((path) => readFile(path).catch(() => Buffer.alloc(0))));
+  return Buffer.concat(parts).toString('latin1');
+}
+
+/** Every key Redis holds and every value under it, read by type (a backup holds the same). */
+async function redisContents(url: string): Promise<string> {
+  const keys = [...(await keysUnder(url, '')).keys()];
+  const client = await rawRedis(url);
+  try {
+    const parts: string[] = [];
+    for (const key of keys) {
+      const type = await client.type(key);
+      const value = type === 'string' ? await client.get(key)
+        : type === 'hash' ? await client.hgetall(key)
+          : type === 'zset' ? await client.zrange(key, '0', '-1')
+            : type === 'set' ? await client.smembers(key)
+              : type === 'list' ? await client.lrange(key, '0', '-1') : `(${type})`;
+      parts.push(key, JSON.stringify(value));
+    }
+    return parts.join('\n');
+  } finally {
+    client.disconnect();
+  }
+}
+
+const BACKENDS: Array<{ name: string; start(): Promise<{ server: TestServer; contents(): Promise<string>; stop(): Promise<void> }> }> = [
+  {
+    name: 'the SQLite file',
+    async start() {
+      const server = await startServer();
+      return { server, contents: () => storeBytes(server), stop: () => server.stop() };
+    },
+  },
+  {
+    name: 'Redis',
+    async start() {
+      const redis: RedisServer = await startRedis();
+      const server = await startServer({ store: redis.url, env: { KEY_ENCRYPTION_KEY: KEY_A } });
+      return { server, contents: () => redisContents(redis.url), stop: async () => { await server.stop(); await redis.stop(); } };
+    },
+  },
+];
+
+async function storedSetting(server: TestServer, name: string): Promise<string | undefined> {
+  const store = openStore(server.store);
+  try {
+    return await store.settings.get(name);
+  } finally {
+    await store.close();
+  }
+}
+
+describe('a copy of the store', function () {
+  this.timeout(60_000);
+
+  for (const backend of BACKENDS) {
+    describe(`in ${backend.name}`, () => {
+      let server: TestServer;
+      let contents: () => Promise<string>;
+      let stop: () => Promise<void>;
+
+      before(async () => {
+        ({ server, contents, stop } = await backend.start());
+      });
+
+      after(async () => {
+        await stop?.();
+      });
+
+      it('holds no credential the service handed out: codes, tokens, secrets, session ids, registration and initial access tokens, API keys', async () => {
+        const user = await seedUser(server);
+        const iat = await initialAccessToken(server, user.workspaces[0]!.id);
+        const machine = await registerClient(server.issuer, { grant_types: ['client_credentials'], redirect_uris: [] }, iat);
+        const app = await registerClient(server.issuer, { client_name: 'At Rest App' });
+
+        const agent = new UserAgent();
+        const { url, verifier } = codeRequest(server.issuer, app.client_id, { scope: 'openid api profile' });
+        const callback = await authorize(agent, url, server.origin, { email: user.email, password: user.password });
+        const code = callback.searchParams.get('code')!;
+        const exchanged = await exchangeCode(server.issuer, app, code, verifier);
+        expect(exchanged.status).to.equal(200);
+        const tokens = await exchanged.json() as { access_token: string; refresh_token: string; id_token: string };
+        const refreshed = await tokenRequest(server.issuer, { grant_type: 'refresh_token', refresh_token: tokens.refresh_token, ...postCredentials(app) });
+        expect(refreshed.status).to.equal(200);
+        const rotated = await refreshed.json() as { access_token: string; refresh_token: string };
+        const machineToken = await tokenRequest(server.issuer, { grant_type: 'client_credentials', ...postCredentials(machine) });
+        expect(machineToken.status).to.equal(200);
+        const apiKey = await createApiKey(server, user.workspaces[0]!.id, { name: 'At Rest key' });
+        expect((await api(server, '/rest/companies', { credential: apiKey.key })).status).to.equal(200);
+
+        const credentials: Record<string, string> = {
+          'initial access token': iat,
+          'initial access token secret': iat.split('.').pop()!,
+          'client secret': machine.client_secret!,
+          'other client secret': app.client_secret!,
+          'registration access token': machine.registration_access_token,
+          'other registration access token': app.registration_access_token,
+          'authorization code': code,
+          'refresh token': tokens.refresh_token,
+          'rotated refresh token': rotated.refresh_token,
+          'access token': tokens.access_token,
+          'client credentials access token': ((await machineToken.json()) as { access_token: string }).access_token,
+          'ID token': tokens.id_token,
+          'API key': apiKey.key,
+          'API key secret part': apiKey.key.slice(8),
+          ...Object.fromEntries(agent.cookieValues().filter((value) => value.length >= 16).map((value, i) => [`cookie ${i}`, value])),
+        };
+        expect(Object.keys(credentials).filter((name) => name.startsWith('cookie')), 'the browser session cookies').to.not.be.empty;
+
+        const bytes = await contents();
+        expect(bytes, 'the reader sees the stored records (client ids are public)').to.include(app.client_id);
+        expect(bytes, 'and the API key\'s record').to.include(apiKey.id);
+        for (const [name, value] of Object.entries(credentials)) {
+          expect(bytes.includes(value), `${name} found in the store`).to.equal(false);
+        }
+      });
+
+      it('holds the signing and cookie keys only sealed', async () => {
+        for (const name of ['signing_jwks', 'cookie_keys']) {
+          const value = await storedSetting(server, name);
+          expect(value, name).to.match(/^kek1\./);
+          expect(value).to.not.include('"d"');
+        }
+      });
+    });
+  }
+
+  describe('with the embedded default key-encryption key', () => {
+    let server: TestServer;
+
+    before(async () => {
+      server = await startServer();
+    });
+
+    after(async () => {
+      await server?.stop();
+    });
+
+    it('keeps the key-encryption key in an owner-only file beside the database, never in it', async () => {
+      const keyFile = sqliteFile(server.store)!.replace(/\.sqlite$/, '.kek');
+      expect((await stat(keyFile)).mode & 0o777).to.equal(0o600);
+      const key = (await readFile(keyFile, 'utf8')).trim();
+      expect(key).to.match(/^[A-Za-z0-9_-]{43}$/);
+      expect((await storeBytes(server)).includes(key)).to.equal(false);
+      expect(server.logs()).to.contain('created the key-encryption key');
+    });
+  });
+
+  describe('key-encryption key rotation', () => {
+    let server: TestServer;
+
+    after(async () => {
+      await server?.stop();
+    });
+
+    it('keeps every key and token working when the key is rotated, and re-seals the keys with the new one', async () => {
+      server = await startServer({ env: { KEY_ENCRYPTION_KEY: KEY_A } });
+      const user = await seedUser(server);
+      const machine = await registerClient(server.issuer, { grant_types: ['client_credentials'], redirect_uris: [] }, await initialAccessToken(server, user.workspaces[0]!.id));
+      const issued = await tokenRequest(server.issuer, { grant_type: 'client_credentials', ...postCredentials(machine) });
+      const { access_token: accessToken } = await issued.json() as { access_token: string };
+      const sealedWithA = await storedSetting(server, 'signing_jwks');
+
+      server.env.KEY_ENCRYPTION_KEY = KEY_B;
+      server.env.KEY_ENCRYPTION_KEY_PREVIOUS = KEY_A;
+      await server.restart();
+      const sealedWithB = await storedSetting(server, 'signing_jwks');
+      expect(sealedWithB).to.match(/^kek1\./).and.not.equal(sealedWithA);
+      expect(sealedWithB!.split('.')[1], 'sealed under another key id').to.not.equal(sealedWithA!.split('.')[1]);
+
+      delete server.env.KEY_ENCRYPTION_KEY_PREVIOUS;
+      await server.restart();
+      const introspection = await fetch(`${server.issuer}/oauth/introspect`, {
+        method: 'POST',
+        headers: { 'content-type': 'application/x-www-form-urlencoded' },
+        body: new URLSearchParams({ token: accessToken, ...postCredentials(machine) }).toString(),
+      });
+      expect(await introspection.json(), 'a token signed before the rotation').to.include({ active: true });
+    });
+
+    it('refuses to start without the key the stored keys are sealed with, and says which variable to set', async () => {
+      server.env.KEY_ENCRYPTION_KEY = Buffer.alloc(32, 3).toString('base64url');
+      let error: unknown;
+      try {
+        await server.restart();
+      } catch (caught) {
+        error = caught;
+      }
+      expect(String(error)).to.contain('KEY_ENCRYPTION_KEY_PREVIOUS').and.not.contain('    at ');
+      server.env.KEY_ENCRYPTION_KEY = KEY_B;
+      await server.restart();
+    });
+  });
+});

@@ -1,0 +1,813 @@
+import { spawn } from 'node:child_process';
+import { once } from 'node:events';
+import { mkdtemp, rm } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { basename, join } from 'node:path';
+import { DatabaseSync } from 'node:sqlite';
+import { fileURLToPath } from 'node:url';
+
+import { expect } from 'chai';
+import { RateLimiterRes } from 'rate-limiter-flexible';
+
+import { openStore, type OpenStoreOptions } from '../../adapters/index.ts';
+import { RedisKeys } from '../../adapters/redis/keys.ts';
+import { BackendUnavailableError, DuplicateError, type ApiKeyRecord, type Store } from '../../adapters/store.ts';
+import { keysUnder, rawRedis, startCluster, startRedis, startSentinel, type RedisDeployment } from '../support/redis.ts';
+import { sleep } from '../support/wait.ts';
+
+interface Backend {
+  name: string;
+  /** The storage URL and options of this backend's store for one test, given the test's fresh directory. */
+  target(dir: string): { url: string; options?: OpenStoreOptions };
+  /** Whether stores opened on one directory share their data (`memory:` is private to each store). */
+  shared: boolean;
+  /** Redis: keys can be inspected with keysUnder(url, prefix). */
+  redis?: boolean;
+  start?(): Promise<void>;
+  stop?(): Promise<void>;
+}
+
+/** A Redis deployment started for its describe block; each test writes under a key prefix of its own. */
+function redisBackend(name: string, start: () => Promise<RedisDeployment>): Backend {
+  let deployment: RedisDeployment | undefined;
+  return {
+    name,
+    shared: true,
+    redis: true,
+    target: (dir) => ({ url: deployment!.url, options: { keyPrefix: `test:${basename(dir)}:` } }),
+    start: async () => { deployment = await start(); },
+    stop: async () => { await deployment?.stop(); },
+  };
+}
+
+/**
+ * The contract every storage backend passes.
+ */
+const BACKENDS: Backend[] = [
+  { name: 'sqlite file', target: (dir) => ({ url: `sqlite:${join(dir, 'contract.sqlite')}` }), shared: true },
+  { name: 'memory', target: () => ({ url: 'memory:' }), shared: false },
+  redisBackend('redis', () => startRedis()),
+  redisBackend('redis sentinel', () => startSentinel()),
+  redisBackend('redis cluster', () => startCluster()),
+];
+
+const open = (backend: Backend, dir: string) => {
+  const { url, options } = backend.target(dir);
+  return openStore(url, options);
+};
+
+for (const backend of BACKENDS) {
+  describe(`store contract: ${backend.name}`, () => {
+    let dir: string;
+    let store: Store;
+
+    before(async function () {
+      this.timeout(60_000);
+      await backend.start?.();
+    });
+
+    after(async () => {
+      await backend.stop?.();
+    });
+
+    beforeEach(async () => {
+      dir = await mkdtemp(join(tmpdir(), 'store-'));
+      store = open(backend, dir);
+    });
+
+    afterEach(async () => {
+      await store.close();
+      await rm(dir, { recursive: true, force: true });
+    });
+
+    describe('engine models', () => {
+      it('finds what it stored, and nothing under another model name', async () => {
+        await store.model('AccessToken').upsert('a1', { jti: 'a1', grantId: 'g1' }, 60);
+        expect(await store.model('AccessToken').find('a1')).to.deep.equal({ jti: 'a1', grantId: 'g1' });
+        expect(await store.model('RefreshToken').find('a1')).to.equal(undefined);
+      });
+
+      it('replaces a record on upsert', async () => {
+        const model = store.model('Session');
+        await model.upsert('s1', { uid: 'u1', accountId: 'x' }, 60);
+        await model.upsert('s1', { uid: 'u1', accountId: 'y' }, 60);
+        expect(await model.find('s1')).to.deep.equal({ uid: 'u1', accountId: 'y' });
+      });
+
+      it('finds by uid and by user code', async () => {
+        await store.model('Session').upsert('s1', { uid: 'uid-1' }, 60);
+        await store.model('DeviceCode').upsert('d1', { userCode: 'ABCD-EFGH' }, 60);
+        expect(await store.model('Session').findByUid('uid-1')).to.deep.equal({ uid: 'uid-1' });
+        expect(await store.model('DeviceCode').findByUserCode('ABCD-EFGH')).to.deep.equal({ userCode: 'ABCD-EFGH' });
+        expect(await store.model('Session').findByUid('nope')).to.equal(undefined);
+      });
+
+      it('does not return expired records', async () => {
+        await store.model('AuthorizationCode').upsert('c1', { jti: 'c1' }, 1);
+        expect(await store.model('AuthorizationCode').find('c1')).to.deep.equal({ jti: 'c1' });
+        await new Promise((resolve) => setTimeout(resolve, 2100));
+        expect(await store.model('AuthorizationCode').find('c1')).to.equal(undefined);
+        expect(await store.model('AuthorizationCode').list()).to.deep.equal([]);
+        expect(await store.model('AuthorizationCode').consume('c1')).to.equal(false);
+        expect(await store.model('AuthorizationCode').find('c1')).to.equal(undefined);
+      });
+
+      it('keeps records without a lifetime (clients) until destroyed', async () => {
+        await store.model('Client').upsert('client-1', { client_id: 'client-1' }, undefined);
+        expect(await store.model('Client').list()).to.deep.equal([{ id: 'client-1', payload: { client_id: 'client-1' } }]);
+        await store.model('Client').destroy('client-1');
+        expect(await store.model('Client').find('client-1')).to.equal(undefined);
+      });
+
+      it('consumes once: exactly one of many concurrent consumers wins', async () => {
+        const model = store.model('AuthorizationCode');
+        await model.upsert('c1', { jti: 'c1' }, 60);
+        const results = await Promise.all(Array.from({ length: 10 }, () => model.consume('c1')));
+        expect(results.filter(Boolean)).to.have.length(1);
+        const found = await model.find('c1');
+        expect(found?.consumed).to.be.a('number');
+        expect(await model.consume('missing')).to.equal(false);
+      });
+
+      it('counts uses up to a limit: never more than the limit, however many callers race', async () => {
+        const model = store.model('InitialAccessToken');
+        await model.upsert('t1', { kind: 'InitialAccessToken' }, 60);
+        const results = await Promise.all(Array.from({ length: 10 }, () => model.countUse('t1', 3)));
+        expect(results.filter((uses) => uses > 0).sort()).to.deep.equal([1, 2, 3]);
+        expect(results.filter((uses) => uses === 0)).to.have.length(7);
+        expect(await model.countUse('t1', 3), 'used up').to.equal(0);
+        expect(await model.countUse('t1', 4), 'a higher limit counts on from the uses so far').to.equal(4);
+        expect(await model.find('t1'), 'the record itself is unchanged').to.deep.equal({ kind: 'InitialAccessToken' });
+        expect(await model.countUse('missing', 1)).to.equal(0);
+        expect(await model.find('missing'), 'counting a missing record creates nothing').to.equal(undefined);
+
+        await model.upsert('t1', { kind: 'InitialAccessToken' }, 60);
+        expect(await model.countUse('t1', 1), 'an upsert starts the count again').to.equal(1);
+        expect(await model.countUse('t1', 1)).to.equal(0);
+        await model.destroy('t1');
+        expect(await model.countUse('t1', 5), 'destroyed').to.equal(0);
+      });
+
+      it('counts no use of an expired record', async () => {
+        const model = store.model('InitialAccessToken');
+        await model.upsert('t1', { kind: 'InitialAccessToken' }, 1);
+        expect(await model.countUse('t1', 5)).to.equal(1);
+        await sleep(2100);
+        expect(await model.countUse('t1', 5)).to.equal(0);
+        expect(await model.find('t1')).to.equal(undefined);
+      });
+
+      // A memory store is private to its process: there is no second store to race.
+      if (backend.shared) it('consumes once across separately opened stores: exactly one of several processes wins each record', async function () {
+        this.timeout(60_000);
+        const ids = Array.from({ length: 10 }, (_, i) => `c${i}`);
+        for (const id of ids) await store.model('AuthorizationCode').upsert(id, { jti: id }, 60);
+        await store.committed();
+        const { url, options } = backend.target(dir);
+        const results = await consumeInProcesses(4, url, options?.keyPrefix ?? '', 'AuthorizationCode', ids);
+        for (const [i, id] of ids.entries()) expect(results.filter((result) => result[i]), id).to.have.length(1);
+      });
+
+      if (backend.shared) it('counts uses across separately opened stores: at most the limit over several processes', async function () {
+        this.timeout(60_000);
+        const ids = ['t0', 't1', 't2'];
+        for (const id of ids) await store.model('InitialAccessToken').upsert(id, { kind: 'InitialAccessToken' }, 60);
+        await store.committed();
+        const { url, options } = backend.target(dir);
+        const results = await consumeInProcesses(4, url, options?.keyPrefix ?? '', 'InitialAccessToken', ids, 2);
+        for (const [i, id] of ids.entries()) {
+          expect(results.map((result) => Number(result[i])).filter((uses) => uses > 0).sort(), id).to.deep.equal([1, 2]);
+        }
+      });
+
+      it('forgets a destroyed record\'s uid and user code, and keeps a lookup another record has taken since', async () => {
+        await store.model('Session').upsert('s1', { uid: 'uid-1' }, 60);
+        await store.model('DeviceCode').upsert('d1', { userCode: 'CODE-1' }, 60);
+        await store.model('Session').destroy('s1');
+        await store.model('DeviceCode').destroy('d1');
+        expect(await store.model('Session').findByUid('uid-1')).to.equal(undefined);
+        expect(await store.model('DeviceCode').findByUserCode('CODE-1')).to.equal(undefined);
+
+        await store.model('Session').upsert('s2', { uid: 'uid-2' }, 60);
+        await store.model('Session').upsert('s3', { uid: 'uid-2' }, 60);
+        await store.model('Session').destroy('s2');
+        expect(await store.model('Session').findByUid('uid-2')).to.deep.equal({ uid: 'uid-2' });
+      });
+
+      it('finds by uid only what the record holds now', async () => {
+        const model = store.model('Session');
+        await model.upsert('s1', { uid: 'old' }, 60);
+        await model.upsert('s1', { uid: 'new' }, 60);
+        expect(await model.findByUid('old')).to.equal(undefined);
+        expect(await model.findByUid('new')).to.deep.equal({ uid: 'new' });
+      });
+
+      it('revokes by grant id also what is found by user code, and a record only while it is of that grant', async () => {
+        const model = store.model('DeviceCode');
+        await model.upsert('d1', { grantId: 'g1', userCode: 'CODE-1' }, 60);
+        await model.upsert('d2', { grantId: 'g2', userCode: 'CODE-2' }, 60);
+        await model.upsert('d3', { grantId: 'g1' }, 60);
+        await model.upsert('d3', { grantId: 'g2' }, 60);
+        await model.revokeByGrantId('g1');
+        expect(await model.find('d1')).to.equal(undefined);
+        expect(await model.findByUserCode('CODE-1')).to.equal(undefined);
+        expect(await model.findByUserCode('CODE-2')).to.deep.equal({ grantId: 'g2', userCode: 'CODE-2' });
+        expect(await model.find('d3')).to.deep.equal({ grantId: 'g2' });
+        await model.revokeByGrantId('g2');
+        expect(await model.find('d2')).to.equal(undefined);
+        expect(await model.find('d3')).to.equal(undefined);
+      });
+
+      it('lists grants by their user and clients by their workspace: only live records, each under its own value, none once destroyed', async () => {
+        const grants = store.model('Grant');
+        await grants.upsert('g1', { accountId: 'usr_1', clientId: 'c1' }, 60);
+        await grants.upsert('g2', { accountId: 'usr_1', clientId: 'c2' }, 60);
+        await grants.upsert('g3', { accountId: 'usr_2', clientId: 'c1' }, 60);
+        await grants.upsert('g4', { clientId: 'c3' }, 60);
+        await store.model('Client').upsert('c1', { client_id: 'c1', workspace_id: 'ws_1' }, undefined);
+        await store.model('Client').upsert('c2', { client_id: 'c2' }, undefined);
+        // Another model's records are never listed, whatever fields they have.
+        await store.model('RefreshToken').upsert('r1', { accountId: 'usr_1', grantId: 'g1' }, 60);
+        const ids = async (model: string, value: string) => (await store.model(model).listBy(value)).map(({ id }) => id).sort();
+
+        expect(await ids('Grant', 'usr_1')).to.deep.equal(['g1', 'g2']);
+        expect((await grants.listBy('usr_2'))).to.deep.equal([{ id: 'g3', payload: { accountId: 'usr_2', clientId: 'c1' } }]);
+        expect(await ids('Client', 'ws_1')).to.deep.equal(['c1']);
+        expect(await ids('RefreshToken', 'usr_1')).to.deep.equal([]);
+        expect(await ids('Grant', 'nobody')).to.deep.equal([]);
+
+        await grants.destroy('g1');
+        await store.model('Client').destroy('c1');
+        expect(await ids('Grant', 'usr_1')).to.deep.equal(['g2']);
+        expect(await ids('Client', 'ws_1')).to.deep.equal([]);
+      });
+
+      it('lists no expired record', async () => {
+        await store.model('Grant').upsert('short', { accountId: 'usr_1' }, 1);
+        await store.model('Grant').upsert('long', { accountId: 'usr_1' }, 60);
+        await sleep(2100);
+        expect((await store.model('Grant').listBy('usr_1')).map(({ id }) => id)).to.deep.equal(['long']);
+      });
+
+      it('revokes by grant id within one model only', async () => {
+        await store.model('AccessToken').upsert('a1', { grantId: 'g1' }, 60);
+        await store.model('AccessToken').upsert('a2', { grantId: 'g2' }, 60);
+        await store.model('RefreshToken').upsert('r1', { grantId: 'g1' }, 60);
+        await store.model('AccessToken').revokeByGrantId('g1');
+        expect(await store.model('AccessToken').find('a1')).to.equal(undefined);
+        expect(await store.model('AccessToken').find('a2')).to.not.equal(undefined);
+        expect(await store.model('RefreshToken').find('r1')).to.not.equal(undefined);
+      });
+    });
+
+    describe('accounts', () => {
+      it('stores workspaces, users and memberships', async () => {
+        await store.accounts.createWorkspace({ id: 'ws_1', name: 'Acme', createdAt: 1 });
+        await store.accounts.createWorkspace({ id: 'ws_2', name: 'Beta', createdAt: 2 });
+        await store.accounts.createUser({ id: 'usr_1', email: 'Ann@Example.com', name: 'Ann', passwordHash: 'h', createdAt: 1 });
+        await store.accounts.putMembership({ userId: 'usr_1', workspaceId: 'ws_2', role: 'viewer' });
+        await store.accounts.putMembership({ userId: 'usr_1', workspaceId: 'ws_1', role: 'member' });
+        await store.accounts.putMembership({ userId: 'usr_1', workspaceId: 'ws_1', role: 'admin' });
+
+        expect((await store.accounts.listWorkspaces()).map((w) => w.id)).to.deep.equal(['ws_1', 'ws_2']);
+        expect((await store.accounts.findUserByEmail('ann@example.com'))?.id).to.equal('usr_1');
+        expect(await store.accounts.countUsers()).to.equal(1);
+        expect(await store.accounts.getMembership('usr_1', 'ws_1')).to.deep.equal({ userId: 'usr_1', workspaceId: 'ws_1', role: 'admin' });
+        expect(await store.accounts.getMembership('usr_1', 'ws_3')).to.equal(undefined);
+        expect(await store.accounts.getMembership('usr_2', 'ws_1')).to.equal(undefined);
+        expect(await store.accounts.listMemberships('usr_1')).to.deep.equal([
+          { userId: 'usr_1', workspaceId: 'ws_1', role: 'admin' },
+          { userId: 'usr_1', workspaceId: 'ws_2', role: 'viewer' },
+        ]);
+      });
+
+      it('refuses a second user with the same email in another case', async () => {
+        await store.accounts.createUser({ id: 'usr_1', email: 'ann@example.com', name: 'Ann', passwordHash: 'h', createdAt: 1 });
+        let error: unknown;
+        try {
+          await store.accounts.createUser({ id: 'usr_2', email: 'ANN@example.com', name: 'Other', passwordHash: 'h', createdAt: 1 });
+        } catch (caught) {
+          error = caught;
+        }
+        expect(error).to.be.instanceOf(DuplicateError);
+        expect(await store.accounts.countUsers()).to.equal(1);
+      });
+    });
+
+    describe('settings', () => {
+      it('keeps the first value written', async () => {
+        expect(await store.settings.get('k')).to.equal(undefined);
+        const results = await Promise.all([store.settings.setIfAbsent('k', 'one'), store.settings.setIfAbsent('k', 'two')]);
+        expect(results[0]).to.equal(results[1]);
+        expect(await store.settings.get('k')).to.equal(results[0]);
+      });
+
+      it('replaces a value only if it still holds what the writer read: of two racing writers one wins', async () => {
+        expect(await store.settings.compareAndSet('cas', 'anything', 'x'), 'not set').to.equal(false);
+        expect(await store.settings.get('cas')).to.equal(undefined);
+        await store.settings.setIfAbsent('cas', 'v1');
+        const results = await Promise.all([store.settings.compareAndSet('cas', 'v1', 'two'), store.settings.compareAndSet('cas', 'v1', 'three')]);
+        expect(results.filter(Boolean)).to.have.length(1);
+        expect(await store.settings.get('cas')).to.equal(results[0] ? 'two' : 'three');
+        expect(await store.settings.compareAndSet('cas', 'v1', 'four'), 'from a stale read').to.equal(false);
+      });
+    });
+
+    describe('revocation list', () => {
+      const now = () => Math.floor(Date.now() / 1000);
+
+      it('returns entries in the order written, and from a cursor only what came after it', async () => {
+        const first = { key: 'grant:g1', issuedBefore: now() + 60, expiresAt: now() + 60 };
+        const second = { key: 'token:t1', owner: 'client:c1', issuedBefore: now() + 60, expiresAt: now() + 60 };
+        await store.revocations.add(first);
+        const afterFirst = await store.revocations.changesSince(0);
+        expect(afterFirst.entries).to.deep.equal([first]);
+        await store.revocations.add(second);
+        const all = await store.revocations.changesSince(0);
+        expect(all.entries).to.deep.equal([first, second]);
+        const later = await store.revocations.changesSince(afterFirst.cursor);
+        expect(later.entries).to.deep.equal([second]);
+        expect((await store.revocations.changesSince(all.cursor)).entries).to.deep.equal([]);
+      });
+
+      it('widens an entry written again under the same key, and shows it again to readers past it', async () => {
+        const at = now();
+        await store.revocations.add({ key: 'client:c1', issuedBefore: at + 1, expiresAt: at + 100 });
+        const { cursor } = await store.revocations.changesSince(0);
+        await store.revocations.add({ key: 'client:c1', issuedBefore: at + 200, expiresAt: at + 50 });
+        const { entries } = await store.revocations.changesSince(cursor);
+        expect(entries).to.deep.equal([{ key: 'client:c1', issuedBefore: at + 200, expiresAt: at + 100 }]);
+        expect((await store.revocations.changesSince(0)).entries).to.have.length(1);
+      });
+
+      it('forgets an entry once it has expired', async () => {
+        await store.revocations.add({ key: 'token:short', issuedBefore: now() + 1, expiresAt: now() + 1 });
+        await store.revocations.add({ key: 'token:long', issuedBefore: now() + 60, expiresAt: now() + 60 });
+        expect((await store.revocations.changesSince(0)).entries.map((e) => e.key)).to.deep.equal(['token:short', 'token:long']);
+        await new Promise((resolve) => setTimeout(resolve, 2100));
+        expect((await store.revocations.changesSince(0)).entries.map((e) => e.key)).to.deep.equal(['token:long']);
+      });
+    });
+
+    describe('data records', () => {
+      const at = '2026-11-22T10:00:00.000Z';
+      const later = '2026-11-22T11:00:00.000Z';
+      const create = (workspace: string, object: string, id: string, values: Record<string, unknown> = {}) =>
+        store.records.create(workspace, object, { id, createdAt: at, updatedAt: at, values });
+
+      it('creates, reads, merges updates into and deletes a record', async () => {
+        const created = await create('ws_1', 'companies', 'c1', { name: 'Acme', employees: 12, city: null });
+        expect(created).to.deep.include({ id: 'c1', createdAt: at, updatedAt: at, values: { name: 'Acme', employees: 12 } });
+        expect(created.position).to.be.a('number').greaterThan(0);
+        expect(await store.records.get('ws_1', 'companies', 'c1')).to.deep.equal(created);
+
+        const updated = await store.records.update('ws_1', 'companies', 'c1', { employees: null, city: 'Paris' }, later);
+        expect(updated).to.deep.equal({ ...created, updatedAt: later, values: { name: 'Acme', city: 'Paris' } });
+        expect(await store.records.get('ws_1', 'companies', 'c1')).to.deep.equal(updated);
+
+        expect(await store.records.delete('ws_1', 'companies', 'c1')).to.equal(true);
+        expect(await store.records.delete('ws_1', 'companies', 'c1')).to.equal(false);
+        expect(await store.records.get('ws_1', 'companies', 'c1')).to.equal(undefined);
+        expect(await store.records.update('ws_1', 'companies', 'c1', { name: 'Back' }, later)).to.equal(undefined);
+        expect(await store.records.get('ws_1', 'companies', 'c1')).to.equal(undefined);
+      });
+
+      it('keeps both of two concurrent updates of different fields', async () => {
+        await create('ws_1', 'people', 'p1', { firstName: 'Ann' });
+        await Promise.all([
+          store.records.update('ws_1', 'people', 'p1', { lastName: 'Lee' }, later),
+          store.records.update('ws_1', 'people', 'p1', { jobTitle: 'CTO' }, later),
+        ]);
+        expect((await store.records.get('ws_1', 'people', 'p1'))?.values).to.deep.equal({ firstName: 'Ann', lastName: 'Lee', jobTitle: 'CTO' });
+      });
+
+      it('keeps workspaces and object types apart, even under the same id', async () => {
+        await create('ws_1', 'companies', 'same', { name: 'One' });
+        await create('ws_2', 'companies', 'same', { name: 'Two' });
+        await create('ws_1', 'people', 'same', { firstName: 'Three' });
+        let duplicate: unknown;
+        await create('ws_1', 'companies', 'same', { name: 'Again' }).catch((error: unknown) => { duplicate = error; });
+        expect(duplicate, 'a second record under a taken id').to.be.instanceOf(DuplicateError);
+        expect((await store.records.get('ws_2', 'companies', 'same'))?.values).to.deep.equal({ name: 'Two' });
+        expect(await store.records.get('ws_3', 'companies', 'same')).to.equal(undefined);
+        expect([...await store.records.existing('ws_1', 'companies', ['same', 'other'])]).to.deep.equal(['same']);
+        expect([...await store.records.existing('ws_3', 'companies', ['same'])]).to.deep.equal([]);
+        expect(await store.records.update('ws_3', 'companies', 'same', { name: 'Hijack' }, later)).to.equal(undefined);
+        expect(await store.records.delete('ws_3', 'companies', 'same')).to.equal(false);
+        expect(await store.records.delete('ws_2', 'companies', 'same')).to.equal(true);
+        expect((await store.records.get('ws_1', 'companies', 'same'))?.values).to.deep.equal({ name: 'One' });
+        expect((await store.records.list('ws_2', 'companies', 0, 10)).total).to.equal(0);
+      });
+
+      it('lists in creation order, a page at a time, and a deleted record does not break a cursor', async () => {
+        for (let i = 1; i <= 5; i += 1) await create('ws_1', 'companies', `c${i}`, { name: `Company ${i}` });
+        await create('ws_2', 'companies', 'elsewhere', { name: 'Other workspace' });
+        const first = await store.records.list('ws_1', 'companies', 0, 2);
+        expect(first.records.map((r) => r.id)).to.deep.equal(['c1', 'c2']);
+        expect(first).to.include({ total: 5, hasMore: true });
+        await store.records.delete('ws_1', 'companies', 'c2');
+        const second = await store.records.list('ws_1', 'companies', first.records[1]!.position, 2);
+        expect(second.records.map((r) => r.id)).to.deep.equal(['c3', 'c4']);
+        expect(second).to.include({ total: 4, hasMore: true });
+        const last = await store.records.list('ws_1', 'companies', second.records[1]!.position, 2);
+        expect(last.records.map((r) => r.id)).to.deep.equal(['c5']);
+        expect(last.hasMore).to.equal(false);
+        expect((await store.records.list('ws_1', 'people', 0, 2))).to.deep.equal({ records: [], total: 0, hasMore: false });
+      });
+
+      it('never gives a position twice, also once every record of the object was deleted', async () => {
+        let highest = 0;
+        // Several rounds: on Redis a repeat would need a delete and a create in one millisecond.
+        for (let round = 0; round < 20; round += 1) {
+          const ids = ['c1', 'c2', 'c3'].map((id) => `${id}-${round}`);
+          const created = await Promise.all(ids.map((id) => create('ws_1', 'companies', id)));
+          const positions = created.map((r) => r.position);
+          expect(new Set(positions).size).to.equal(3);
+          expect(Math.min(...positions), `round ${round}`).to.be.greaterThan(highest);
+          highest = Math.max(...positions);
+          for (const id of ids) await store.records.delete('ws_1', 'companies', id);
+        }
+      });
+    });
+
+    describe('API keys', () => {
+      const now = () => Math.floor(Date.now() / 1000);
+      const key = (id: string, overrides: Partial<ApiKeyRecord> = {}): ApiKeyRecord => ({
+        id, workspaceId: 'ws_1', name: `key ${id}`, digest: `digest-${id}`, hint: 'wsk_Ab', createdAt: now(), ...overrides,
+      });
+
+      it('finds a key by its digest and by its id, lists a workspace\'s keys oldest first, and deletes one', async () => {
+        // One instant for the record and what it is compared with (a second may tick between two now()s).
+        const first = key('k1', { createdAt: now() - 10, expiresAt: now() + 3600 });
+        await store.apiKeys.create(first);
+        await store.apiKeys.create(key('k2'));
+        await store.apiKeys.create(key('k3', { workspaceId: 'ws_2' }));
+        expect(await store.apiKeys.findByDigest('digest-k1')).to.deep.equal(first);
+        expect((await store.apiKeys.get('k2'))?.name).to.equal('key k2');
+        expect(await store.apiKeys.findByDigest('digest-unknown')).to.equal(undefined);
+        expect((await store.apiKeys.list('ws_1')).map((k) => k.id)).to.deep.equal(['k1', 'k2']);
+        expect(await store.apiKeys.delete('k1')).to.equal(true);
+        expect(await store.apiKeys.delete('k1')).to.equal(false);
+        expect(await store.apiKeys.findByDigest('digest-k1')).to.equal(undefined);
+        expect((await store.apiKeys.list('ws_1')).map((k) => k.id)).to.deep.equal(['k2']);
+      });
+
+      it('lists keys of the same creation time in the order they were created', async () => {
+        const at = now();
+        await store.apiKeys.create(key('b', { createdAt: at }));
+        await store.apiKeys.create(key('a', { createdAt: at }));
+        await store.apiKeys.create(key('c', { createdAt: at }));
+        await store.apiKeys.create(key('earlier', { createdAt: at - 1 }));
+        expect((await store.apiKeys.list('ws_1')).map((k) => k.id)).to.deep.equal(['earlier', 'b', 'a', 'c']);
+      });
+
+      it('refuses a second key with the same digest', async () => {
+        await store.apiKeys.create(key('k1'));
+        let error: unknown;
+        try {
+          await store.apiKeys.create(key('k2', { digest: 'digest-k1' }));
+        } catch (caught) {
+          error = caught;
+        }
+        expect(error).to.be.instanceOf(DuplicateError);
+        expect((await store.apiKeys.list('ws_1')).map((k) => k.id)).to.deep.equal(['k1']);
+      });
+
+      it('records the last use, never moving it back, and not for a deleted key', async () => {
+        await store.apiKeys.create(key('k1'));
+        await store.apiKeys.touch('k1', 2000);
+        await store.apiKeys.touch('k1', 1000);
+        expect((await store.apiKeys.get('k1'))?.lastUsedAt).to.equal(2000);
+        await store.apiKeys.delete('k1');
+        await store.apiKeys.touch('k1', 3000);
+        expect(await store.apiKeys.get('k1')).to.equal(undefined);
+      });
+
+      it('forgets a key once it has expired', async () => {
+        await store.apiKeys.create(key('short', { expiresAt: now() + 1 }));
+        await store.apiKeys.create(key('long', { expiresAt: now() + 60 }));
+        await sleep(2100);
+        expect(await store.apiKeys.findByDigest('digest-short')).to.equal(undefined);
+        expect(await store.apiKeys.get('short')).to.equal(undefined);
+        expect((await store.apiKeys.list('ws_1')).map((k) => k.id)).to.deep.equal(['long']);
+      });
+    });
+
+    describe('rate limiters', () => {
+      const refusal = (attempt: Promise<RateLimiterRes>) => attempt.then(() => undefined, (refused: unknown) => refused);
+
+      // A Redis limiter counts in process until its store's connection is ready (as during an outage, test/rate_limits.test.ts).
+      beforeEach(() => store.ping());
+
+      it('counts each key on its own, refuses past the points with the time left, and keeps each name apart', async () => {
+        const limiter = store.rateLimiter({ name: 'contract', points: 2, duration: 60 });
+        expect((await limiter.consume('a')).remainingPoints).to.equal(1);
+        await limiter.consume('a');
+        const refused = await refusal(limiter.consume('a'));
+        expect(refused).to.be.instanceOf(RateLimiterRes);
+        expect((refused as RateLimiterRes).msBeforeNext).to.be.within(1, 60_000);
+        expect((await limiter.consume('b')).consumedPoints, 'another key').to.equal(1);
+        expect((await store.rateLimiter({ name: 'other', points: 2, duration: 60 }).consume('a')).consumedPoints, 'another name').to.equal(1);
+        expect(store.rateLimiter({ name: 'contract', points: 2, duration: 60 }), 'the same rule again: the same limiter').to.equal(limiter);
+        expect(() => store.rateLimiter({ name: 'contract', points: 3, duration: 60 }), 'another rule under the name').to.throw(TypeError);
+      });
+
+      it('forgets a key when its window ends, holds a key when blocked, and forgets it when deleted', async () => {
+        const limiter = store.rateLimiter({ name: 'windows', points: 1, duration: 1 });
+        await limiter.consume('a');
+        expect(await refusal(limiter.consume('a'))).to.be.instanceOf(RateLimiterRes);
+        await sleep(1100);
+        expect((await limiter.consume('a')).consumedPoints, 'a new window').to.equal(1);
+
+        await limiter.block('b', 60);
+        expect((await limiter.get('b'))?.msBeforeNext).to.be.within(59_000, 60_000);
+        expect(await refusal(limiter.consume('b'))).to.be.instanceOf(RateLimiterRes);
+        await limiter.delete('b');
+        expect(await limiter.get('b')).to.equal(null);
+        expect((await limiter.consume('b')).consumedPoints).to.equal(1);
+      });
+
+      it('adds and takes back points without refusing, and opens a window of the length a caller asks for', async () => {
+        const limiter = store.rateLimiter({ name: 'points', points: 1, duration: 60 });
+        expect((await limiter.penalty('a')).consumedPoints).to.equal(1);
+        expect((await limiter.penalty('a')).consumedPoints, 'past the points, not refused').to.equal(2);
+        expect((await limiter.reward('a')).consumedPoints).to.equal(1);
+        expect((await limiter.consume('c', 1, { customDuration: 5 })).msBeforeNext).to.be.within(1, 5000);
+      });
+
+      it(backend.redis ? 'shares its counts with another store on the same Redis' : 'counts in this process: another store on the same data counts alone', async () => {
+        const other = open(backend, dir);
+        try {
+          await other.ping();
+          const rule = { name: 'instances', points: 1, duration: 60 };
+          await store.rateLimiter(rule).consume('k');
+          const second = await refusal(other.rateLimiter(rule).consume('k'));
+          if (backend.redis) expect(second).to.be.instanceOf(RateLimiterRes);
+          else expect(second).to.equal(undefined);
+        } finally {
+          await other.close();
+        }
+      });
+
+      if (backend.redis) it('keeps its counts under the store prefix, `rl:<name>:<key>`, each with a TTL no longer than its window or block', async () => {
+        await store.rateLimiter({ name: 'ttl', points: 5, duration: 30 }).consume('some-key');
+        await store.rateLimiter({ name: 'lock', points: 1, duration: 60 }).block('k', 20);
+        const { url, options } = backend.target(dir);
+        const prefix = options!.keyPrefix!;
+        const found = await keysUnder(url, prefix);
+        expect([...found.keys()].sort()).to.deep.equal([`${prefix}rl:lock:k`, `${prefix}rl:ttl:some-key`]);
+        expect(found.get(`${prefix}rl:ttl:some-key`)).to.be.within(1, 30_000);
+        expect(found.get(`${prefix}rl:lock:k`)).to.be.within(1, 20_000);
+      });
+    });
+
+    if (backend.redis) describe('redis keys', () => {
+      const keys = () => {
+        const { url, options } = backend.target(dir);
+        return keysUnder(url, options!.keyPrefix!);
+      };
+
+      it('gives every key a TTL no longer than what it holds, except clients, accounts, settings, data records and API keys that never expire', async () => {
+        const engineModels: Array<[string, Record<string, unknown>]> = [
+          ['AccessToken', { grantId: 'g1' }], ['AuthorizationCode', { grantId: 'g1' }], ['RefreshToken', { grantId: 'g1' }],
+          ['DeviceCode', { grantId: 'g1', userCode: 'CODE-1' }], ['BackchannelAuthenticationRequest', { grantId: 'g1' }],
+          ['ClientCredentials', {}], ['Session', { uid: 'uid-1' }], ['Interaction', { uid: 'uid-2' }], ['Grant', { accountId: 'usr_1' }],
+          ['RegistrationAccessToken', {}], ['InitialAccessToken', {}], ['PushedAuthorizationRequest', {}],
+          ['ReplayDetection', {}], ['GrantWorkspace', { grantId: 'g1' }],
+        ];
+        for (const [name, payload] of engineModels) {
+          const model = store.model(name);
+          await model.upsert('kept', payload, 60);
+          await model.upsert('consumed', { ...payload, uid: undefined, userCode: undefined }, 30);
+          await model.consume('consumed');
+          await model.upsert('destroyed', payload, 60);
+          await model.destroy('destroyed');
+          await model.upsert('kept', payload, 60);
+          await model.countUse('kept', 2);
+        }
+        await store.model('Client').upsert('client-1', { client_id: 'client-1', workspace_id: 'ws_1' }, undefined);
+        await store.accounts.createWorkspace({ id: 'ws_1', name: 'Acme', createdAt: 1 });
+        await store.accounts.createUser({ id: 'usr_1', email: 'ann@example.com', name: 'Ann', passwordHash: 'h', createdAt: 1 });
+        await store.accounts.putMembership({ userId: 'usr_1', workspaceId: 'ws_1', role: 'admin' });
+        await store.settings.setIfAbsent('k', 'v');
+        await store.revocations.add({ key: 'grant:g1', issuedBefore: Math.floor(Date.now() / 1000) + 40, expiresAt: Math.floor(Date.now() / 1000) + 40 });
+        const at = new Date().toISOString();
+        await store.records.create('ws_1', 'companies', { id: 'c1', createdAt: at, updatedAt: at, values: { name: 'Acme' } });
+        await store.records.update('ws_1', 'companies', 'c1', { city: 'Paris' }, at);
+        const now = Math.floor(Date.now() / 1000);
+        const apiKey = (id: string, workspaceId: string, expiresAt?: number): ApiKeyRecord =>
+          ({ id, workspaceId, name: id, digest: `digest-${id}`, hint: 'wsk_Ab', createdAt: now, ...(expiresAt ? { expiresAt } : {}) });
+        // ws_1's list is kept for the key that never expires, also when created after one that does.
+        await store.apiKeys.create(apiKey('soon', 'ws_1', now + 50));
+        await store.apiKeys.create(apiKey('forever', 'ws_1'));
+        await store.apiKeys.create(apiKey('sooner', 'ws_2', now + 30));
+        await store.apiKeys.create(apiKey('later', 'ws_2', now + 50));
+        await store.apiKeys.touch('later', now);
+
+        const { options } = backend.target(dir);
+        const prefix = options!.keyPrefix!;
+        const kept = [/^m:Client:/, /^list:Client$/, /^by:Client:ws_1$/, /^\{accounts\}:/, /^settings$/, /^\{data:ws_1\}:/,
+          /^\{apikeys\}:(key:forever|digest:digest-forever|workspace:ws_1)$/];
+        const longest = (name: string) => name.startsWith('{revocations}') ? 40_000 : name.startsWith('{apikeys}') ? 50_000 : 60_000;
+        const found = await keys();
+        expect(found.size).to.be.greaterThan(engineModels.length * 2);
+        for (const name of ['{data:ws_1}:r:companies:c1', '{apikeys}:key:soon', '{apikeys}:digest:digest-later', '{apikeys}:workspace:ws_2', 'by:Grant:usr_1', 'by:Client:ws_1']) {
+          expect(found.has(prefix + name), name).to.equal(true);
+        }
+        for (const [key, ttl] of found) {
+          const name = key.slice(prefix.length);
+          if (kept.some((pattern) => pattern.test(name))) expect(ttl, key).to.equal(-1);
+          else expect(ttl, key).to.be.within(1, longest(name));
+        }
+        // A workspace's key list lives as long as its longest-lived key.
+        expect(found.get(`${prefix}{apikeys}:workspace:ws_2`)).to.be.greaterThan(40_000);
+      });
+
+      it('leaves no key behind once every data record and API key is deleted', async () => {
+        const at = new Date().toISOString();
+        const records: Array<[string, string, string]> = [['ws_1', 'companies', 'c1'], ['ws_1', 'companies', 'c2'], ['ws_1', 'people', 'p1'], ['ws_2', 'companies', 'c1']];
+        for (const [workspaceId, object, id] of records) {
+          await store.records.create(workspaceId, object, { id, createdAt: at, updatedAt: at, values: { name: id, employees: 3 } });
+        }
+        await store.records.update('ws_1', 'companies', 'c1', { employees: null, city: 'Paris' }, at);
+        const now = Math.floor(Date.now() / 1000);
+        await store.apiKeys.create({ id: 'k1', workspaceId: 'ws_1', name: 'one', digest: 'd1', hint: 'wsk_Ab', createdAt: now });
+        await store.apiKeys.create({ id: 'k2', workspaceId: 'ws_1', name: 'two', digest: 'd2', hint: 'wsk_Cd', createdAt: now, expiresAt: now + 60 });
+        await store.apiKeys.touch('k1', now);
+
+        for (const [workspaceId, object, id] of records) expect(await store.records.delete(workspaceId, object, id)).to.equal(true);
+        for (const id of ['k1', 'k2']) expect(await store.apiKeys.delete(id)).to.equal(true);
+        // A position key outlives its object's last record while positions are ahead of the clock
+        // (records created within one millisecond): a few milliseconds at most here.
+        await sleep(20);
+        expect([...(await keys()).keys()]).to.deep.equal([]);
+      });
+
+      it('leaves no key behind once a grant is revoked and its other records destroyed', async () => {
+        for (const name of ['AccessToken', 'RefreshToken', 'AuthorizationCode']) {
+          await store.model(name).upsert('one', { grantId: 'g1' }, 60);
+          await store.model(name).upsert('two', { grantId: 'g1' }, 30);
+        }
+        await store.model('DeviceCode').upsert('d1', { grantId: 'g1', userCode: 'CODE-1' }, 60);
+        await store.model('Session').upsert('s1', { uid: 'uid-1' }, 60);
+        await store.model('Client').upsert('c1', { client_id: 'c1', workspace_id: 'ws_1' }, undefined);
+        await store.model('Grant').upsert('g1', { accountId: 'usr_1', clientId: 'c1' }, 60);
+        for (const name of ['AccessToken', 'RefreshToken', 'AuthorizationCode', 'DeviceCode']) await store.model(name).revokeByGrantId('g1');
+        await store.model('Session').destroy('s1');
+        await store.model('Client').destroy('c1');
+        await store.model('Grant').destroy('g1');
+        expect([...(await keys()).keys()]).to.deep.equal([]);
+      });
+
+      it('drops an expired member from a grant index when the index is next touched, and expires the index with its last member', async () => {
+        const model = store.model('AccessToken');
+        await model.upsert('short', { grantId: 'g1' }, 1);
+        await model.upsert('long', { grantId: 'g1' }, 3);
+        await sleep(1200);
+        await model.upsert('later', { grantId: 'g1' }, 2);
+        const { url, options } = backend.target(dir);
+        const index = new RedisKeys(options!.keyPrefix!).grant('AccessToken', 'g1');
+        const client = await rawRedis(url);
+        try {
+          // By expiry: 'long' ends about 1.8 s from now, 'later' 2 s from now, and the index with it.
+          expect(await client.zrange(index, 0, '-1')).to.deep.equal(['long', 'later']);
+          expect(await client.pttl(index)).to.be.within(1500, 2000);
+          await sleep(2100);
+          expect(await client.exists(index)).to.equal(0);
+        } finally {
+          client.disconnect();
+        }
+      });
+    });
+
+    it('answers ping while open and reports unavailability once closed', async () => {
+      await store.ping();
+      await store.close();
+      let error: unknown;
+      try {
+        await store.ping();
+      } catch (caught) {
+        error = caught;
+      }
+      expect(error).to.be.instanceOf(BackendUnavailableError);
+    });
+  });
+}
+
+describe('sqlite store file', () => {
+  it('keeps data across reopening the same file', async () => {
+    const dir = await mkdtemp(join(tmpdir(), 'store-'));
+    try {
+      const url = `sqlite:${join(dir, 'nested', 'db.sqlite')}`;
+      const first = openStore(url);
+      await first.model('Client').upsert('c', { client_id: 'c' }, undefined);
+      await first.close();
+      const second = openStore(url);
+      expect(await second.model('Client').find('c')).to.deep.equal({ client_id: 'c' });
+      await second.close();
+    } finally {
+      await rm(dir, { recursive: true, force: true });
+    }
+  });
+
+  it('opens a database made before uses were counted, keeps its records and counts their uses', async () => {
+    const dir = await mkdtemp(join(tmpdir(), 'store-'));
+    try {
+      const path = join(dir, 'old.sqlite');
+      const old = new DatabaseSync(path);
+      old.exec(`CREATE TABLE oidc_models (model TEXT NOT NULL, id TEXT NOT NULL, payload TEXT NOT NULL, grant_id TEXT, uid TEXT,
+        user_code TEXT, consumed_at INTEGER, expires_at INTEGER, PRIMARY KEY (model, id))`);
+      old.prepare('INSERT INTO oidc_models (model, id, payload, expires_at) VALUES (?, ?, ?, ?)')
+        .run('InitialAccessToken', 't1', '{"kind":"InitialAccessToken"}', Math.floor(Date.now() / 1000) + 60);
+      old.close();
+      // The first store to open it adds the column; the second finds it there.
+      const [first, second] = [openStore(`sqlite:${path}`), openStore(`sqlite:${path}`)];
+      try {
+        expect(await first.model('InitialAccessToken').find('t1')).to.deep.equal({ kind: 'InitialAccessToken' });
+        expect(await first.model('InitialAccessToken').countUse('t1', 1)).to.equal(1);
+        await first.committed();
+        expect(await second.model('InitialAccessToken').countUse('t1', 1)).to.equal(0);
+      } finally {
+        await first.close();
+        await second.close();
+      }
+    } finally {
+      await rm(dir, { recursive: true, force: true });
+    }
+  });
+
+  it('opens a database made before records were listed, and lists the grants and clients it already held', async () => {
+    const dir = await mkdtemp(join(tmpdir(), 'store-'));
+    try {
+      const path = join(dir, 'old.sqlite');
+      const old = new DatabaseSync(path);
+      old.exec(`CREATE TABLE oidc_models (model TEXT NOT NULL, id TEXT NOT NULL, payload TEXT NOT NULL, grant_id TEXT, uid TEXT,
+        user_code TEXT, consumed_at INTEGER, expires_at INTEGER, uses INTEGER NOT NULL DEFAULT 0, PRIMARY KEY (model, id))`);
+      const insert = old.prepare('INSERT INTO oidc_models (model, id, payload, expires_at) VALUES (?, ?, ?, ?)');
+      insert.run('Grant', 'g1', '{"accountId":"usr_1"}', Math.floor(Date.now() / 1000) + 60);
+      insert.run('Client', 'c1', '{"client_id":"c1","workspace_id":"ws_1"}', null);
+      insert.run('Session', 's1', '{"accountId":"usr_1"}', Math.floor(Date.now() / 1000) + 60);
+      old.close();
+      const store = openStore(`sqlite:${path}`);
+      try {
+        expect(await store.model('Grant').listBy('usr_1')).to.deep.equal([{ id: 'g1', payload: { accountId: 'usr_1' } }]);
+        expect((await store.model('Client').listBy('ws_1')).map(({ id }) => id)).to.deep.equal(['c1']);
+        expect(await store.model('Session').listBy('usr_1')).to.deep.equal([]);
+      } finally {
+        await store.close();
+      }
+    } finally {
+      await rm(dir, { recursive: true, force: true });
+    }
+  });
+
+  it('has every write on disk for every other connection once committed() resolves (group commit)', async () => {
+    const dir = await mkdtemp(join(tmpdir(), 'store-'));
+    const url = `sqlite:${join(dir, 'db.sqlite')}`;
+    const [writer, reader] = [openStore(url), openStore(url)];
+    try {
+      // Both connections are in this process: the reader only reads, so it never waits for the writer's lock.
+      await Promise.all(Array.from({ length: 20 }, (_, i) => writer.model('RefreshToken').upsert(`r${i}`, { jti: `r${i}` }, 60)));
+      await writer.committed();
+      for (let i = 0; i < 20; i += 1) expect(await reader.model('RefreshToken').find(`r${i}`), `r${i}`).to.deep.equal({ jti: `r${i}` });
+    } finally {
+      await writer.close();
+      await reader.close();
+      await rm(dir, { recursive: true, force: true });
+    }
+  });
+
+  it('rejects an unknown storage URL with a clear message', () => {
+    expect(() => openStore('postgres://x')).to.throw(/unsupported storage URL/);
+  });
+});
+
+/**
+ * Runs `count` processes that each open the store and consume every id at the same moment (or,
+ * given `useLimit`, count a use of each); their results, per process.
+ */
+async function consumeInProcesses(count: number, url: string, keyPrefix: string, model: string, ids: string[], useLimit?: number): Promise<Array<Array<boolean | number>>> {
+  const script = fileURLToPath(new URL('./consume_child.ts', import.meta.url));
+  const consumers = Array.from({ length: count }, (_, i) => {
+    const args = [script, url, keyPrefix, model, ids.join(','), ...(useLimit === undefined ? [] : [String(useLimit)])];
+    const child = spawn(process.execPath, args, { stdio: ['pipe', 'pipe', 'inherit'] });
+    let output = '';
+    const closed = once(child, 'close');
+    const ready = new Promise<void>((resolve, reject) => {
+      child.stdout.on('data', (chunk: Buffer) => {
+        output += chunk.toString();
+        if (output.startsWith('ready\n')) resolve();
+      });
+      closed.then(() => reject(new Error(`consumer ${i} exited before it was ready: ${output}`)), reject);
+    });
+    return { child, ready, closed, output: () => output };
+  });
+  try {
+    await Promise.all(consumers.map(({ ready }) => ready));
+    for (const { child } of consumers) child.stdin.end('go\n');
+    await Promise.all(consumers.map(({ closed }) => closed));
+    return consumers.map(({ output }) => JSON.parse(output().split('\n')[1]!) as Array<boolean | number>);
+  } finally {
+    for (const { child } of consumers) if (child.exitCode === null) child.kill();
+  }
+}

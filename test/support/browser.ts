@@ -1,0 +1,119 @@
+import { chromium, type Browser, type BrowserContext, type BrowserContextOptions, type Page, type Request } from 'playwright-core';
+
+/**
+ * The system's Debian Chromium driven by playwright-core (no browser downloads). Background
+ * networking, updates and sync are off, so the only traffic is what the pages themselves make.
+ */
+export async function launchBrowser(): Promise<Browser> {
+  return chromium.launch({
+    executablePath: '/usr/bin/chromium',
+    args: [
+      '--headless=new',
+      '--no-sandbox',
+      '--disable-gpu',
+      '--disable-quic',
+      '--no-first-run',
+      '--disable-background-networking',
+      '--disable-component-update',
+      '--disable-sync',
+    ],
+  });
+}
+
+/** A fresh context (no cookies, no storage) and a page in it: one per test. */
+export async function newPage(browser: Browser, options: BrowserContextOptions = {}): Promise<{ context: BrowserContext; page: Page }> {
+  const context = await browser.newContext(options);
+  const page = await context.newPage();
+  return { context, page };
+}
+
+export interface CapturedRequest {
+  url: URL;
+  method: string;
+  /** The request body (form_post), or null. */
+  body: string | null;
+  contentType: string | undefined;
+}
+
+export interface RedirectCapture {
+  /** Every request the browser made to the redirect URI, in order. */
+  readonly hits: CapturedRequest[];
+  /** The first (or next not yet taken) request to the redirect URI; rejects after `timeoutMs`. */
+  next(timeoutMs?: number): Promise<CapturedRequest>;
+}
+
+/**
+ * Answers every request to URLs starting with `redirectUriPrefix` inside the browser (200 "ok"),
+ * so the redirect to the client is captured without any network traffic.
+ *
+ * This intercepts at the DevTools protocol's Fetch layer rather than with `page.route`:
+ * Playwright never routes the follow-up request of an HTTP redirect (it continues it
+ * unrouted), and the server reaches the client by redirecting (e.g. `GET /oauth/authorize`
+ * -> 303 -> redirect_uri), so `page.route` would miss it. Fetch pauses every redirect hop.
+ */
+export async function captureRedirect(page: Page, redirectUriPrefix: string): Promise<RedirectCapture> {
+  const hits: CapturedRequest[] = [];
+  const waiters: Array<(hit: CapturedRequest) => void> = [];
+  let taken = 0;
+
+  const session = await page.context().newCDPSession(page);
+  session.on('Fetch.requestPaused', (event) => {
+    const { request } = event;
+    const body = request.postDataEntries
+      ? Buffer.concat(request.postDataEntries.map((entry) => Buffer.from(entry.bytes ?? '', 'base64'))).toString()
+      : (request.postData ?? null);
+    const contentType = Object.entries(request.headers).find(([name]) => name.toLowerCase() === 'content-type')?.[1];
+    const hit: CapturedRequest = { url: new URL(request.url), method: request.method, body, contentType };
+    hits.push(hit);
+    void session.send('Fetch.fulfillRequest', {
+      requestId: event.requestId,
+      responseCode: 200,
+      responseHeaders: [{ name: 'Content-Type', value: 'text/plain' }],
+      body: Buffer.from('ok').toString('base64'),
+    }).catch(() => { /* the page or context went away */ });
+    const waiter = waiters.shift();
+    if (waiter) {
+      taken += 1;
+      waiter(hit);
+    }
+  });
+  const pattern = redirectUriPrefix.replace(/[\\*?]/g, (char) => `\\${char}`);
+  await session.send('Fetch.enable', { patterns: [{ urlPattern: `${pattern}*`, requestStage: 'Request' }] });
+
+  return {
+    hits,
+    next(timeoutMs = 10_000) {
+      if (taken < hits.length) {
+        const hit = hits[taken]!;
+        taken += 1;
+        return Promise.resolve(hit);
+      }
+      return new Promise<CapturedRequest>((resolve, reject) => {
+        const done = (hit: CapturedRequest) => {
+          clearTimeout(timer);
+          resolve(hit);
+        };
+        const timer = setTimeout(() => {
+          const index = waiters.indexOf(done);
+          if (index >= 0) waiters.splice(index, 1);
+          reject(new Error(`no request to ${redirectUriPrefix} within ${timeoutMs} ms (page at ${page.url()})`));
+        }, timeoutMs);
+        waiters.push(done);
+      });
+    },
+  };
+}
+
+/** Records every request the page makes (documents, subresources, favicons, form posts). */
+export function recordRequests(page: Page): Request[] {
+  const requests: Request[] = [];
+  page.on('request', (request) => requests.push(request));
+  return requests;
+}
+
+/** Fills in the sign-in page the browser shows and submits it (the user's own password unless another is given). */
+export async function signIn(page: Page, user: { email: string; password: string }, password = user.password): Promise<void> {
+  await page.getByLabel('Email').fill(user.email);
+  await page.getByLabel('Password').fill(password);
+  await page.getByRole('button', { name: 'Sign in' }).click();
+}

@@ -1,0 +1,202 @@
+import { spawnSync } from 'node:child_process';
+import { readFileSync } from 'node:fs';
+import { fileURLToPath } from 'node:url';
+import { parseEnv } from 'node:util';
+
+import { expect } from 'chai';
+
+import { SCHEMA } from '../../config/schema.ts';
+import { configurationTable, withTable } from '../../config/table.ts';
+import { ConfigError, loadConfig } from '../../config/index.ts';
+
+const ROOT = fileURLToPath(new URL('../..', import.meta.url));
+
+function configError(env: Record<string, string>): string {
+  try {
+    loadConfig(env);
+  } catch (error) {
+    expect(error).to.be.instanceOf(ConfigError);
+    return (error as Error).message;
+  }
+  throw new Error('expected a configuration error');
+}
+
+describe('configuration', () => {
+  it('defaults to http://localhost:3000 with the SQLite file under ./data/', () => {
+    const config = loadConfig({});
+    expect(config.issuer).to.equal('http://localhost:3000');
+    expect(config.port).to.equal(3000);
+    expect(config.store).to.equal('sqlite:./data/oauth.sqlite');
+    expect(config.registration).to.equal('open');
+    expect(config.proxyHops).to.equal(0);
+    expect(config.pkceRequired).to.equal('all');
+  });
+
+  it('takes an issuer with a path and strips a trailing slash', () => {
+    const config = loadConfig({ BASE_URL: 'https://id.example.com/auth/' });
+    expect(config.issuer).to.equal('https://id.example.com/auth');
+    expect(config.basePath).to.equal('/auth');
+  });
+
+  it('reads TRUST_PROXY as the number of proxies in front: false is none, true is one', () => {
+    expect(loadConfig({ TRUST_PROXY: 'false' }).proxyHops).to.equal(0);
+    expect(loadConfig({ TRUST_PROXY: 'true' }).proxyHops).to.equal(1);
+    expect(loadConfig({ TRUST_PROXY: '2' }).proxyHops).to.equal(2);
+    expect(configError({ TRUST_PROXY: '0x1' })).to.match(/^TRUST_PROXY must be true, false or the number of proxies/);
+  });
+
+  it('names the variable in every refusal', () => {
+    expect(configError({ PORT: 'eighty' })).to.match(/^PORT/);
+    expect(configError({ BASE_URL: 'not a url' })).to.match(/^BASE_URL/);
+    expect(configError({ BASE_URL: 'https://id.example.com/?x=1' })).to.match(/^BASE_URL/);
+    expect(configError({ BASE_URL: 'http://id.example.com' })).to.match(/^BASE_URL must use https/);
+    expect(configError({ STORE: 'postgres://db' })).to.match(/^STORE/);
+    expect(configError({ TRUST_PROXY: 'maybe' })).to.match(/^TRUST_PROXY/);
+    expect(configError({ LOG_LEVEL: 'loud' })).to.match(/^LOG_LEVEL/);
+    expect(configError({ REGISTRATION: 'closed' })).to.match(/^REGISTRATION/);
+    expect(configError({ PKCE_REQUIRED: 'none' })).to.match(/^PKCE_REQUIRED must be one of all, public/);
+  });
+
+  it('turns metrics on by default, off with METRICS=off, and takes a METRICS_TOKEN without ever repeating it', () => {
+    expect(loadConfig({}).metrics).to.deep.equal({ token: undefined });
+    expect(loadConfig({ METRICS: 'off' }).metrics).to.equal(undefined);
+    expect(loadConfig({ METRICS_TOKEN: 'Zm9vYmFyYmF6cXV4MTIzNDU2Nzg=' }).metrics).to.deep.equal({ token: 'Zm9vYmFyYmF6cXV4MTIzNDU2Nzg=' });
+    expect(configError({ METRICS: 'sometimes' })).to.match(/^METRICS must be on or off/);
+    expect(configError({ METRICS_TOKEN: 'short' })).to.match(/^METRICS_TOKEN must be 16 to 256 characters/);
+    expect(configError({ METRICS_TOKEN: 'a long token with spaces in it' })).to.match(/^METRICS_TOKEN/).and.not.contain('spaces in it');
+  });
+
+  it('accepts Redis storage URLs, and refuses a malformed one saying what is wrong without repeating its password', () => {
+    for (const store of [
+      'redis://127.0.0.1:6379', 'redis://:secret@cache:6380/2', 'rediss://user:pw@redis.example.com',
+      'redis+sentinel://10.0.0.1:26379,10.0.0.2/mymaster', 'redis+sentinel://u:p@[::1]:26379/mymaster/1',
+      'redis+cluster://10.0.0.1:7000,10.0.0.2:7001',
+    ]) expect(loadConfig({ STORE: store }).store).to.equal(store);
+    expect(configError({ STORE: 'redis://' })).to.match(/^STORE is not a usable Redis URL: .*needs a host/);
+    expect(configError({ STORE: 'redis://h:99999' })).to.match(/port out of range/);
+    expect(configError({ STORE: 'redis://h/x' })).to.match(/database number/);
+    expect(configError({ STORE: 'redis://a:1,b:2' })).to.match(/names one host/);
+    expect(configError({ STORE: 'redis+sentinel://h:26379' })).to.match(/master name/);
+    expect(configError({ STORE: 'redis+cluster://h:1/0' })).to.match(/takes no path/);
+    expect(configError({ STORE: 'redis://h?tls=1' })).to.match(/no query/);
+    expect(configError({ STORE: 'redis://user:s3cret@h:1/x' })).to.not.match(/s3cret/);
+    expect(configError({ STORE: 'redis://user:s3/cret@h' })).to.not.match(/s3|cret/);
+    expect(configError({ STORE: 'postgres://user:s3cret@db' })).to.match(/^STORE/).and.not.match(/s3cret/);
+  });
+
+  it('reads rate limits as requests per duration, on by default, and turns them all off with RATE_LIMITS=off', () => {
+    expect(loadConfig({}).rateLimits).to.deep.equal({
+      registration: { points: 100, duration: 3600 },
+      tokenPerClient: { points: 1200, duration: 60 },
+      tokenPerAddress: { points: 1200, duration: 60 },
+      loginPerAddress: { points: 50, duration: 900 },
+      loginFailuresBeforeLock: 5,
+      loginLock: 60,
+      loginLockMax: 3600,
+      dataApi: { points: 600, duration: 60 },
+    });
+    const custom = loadConfig({ RATE_LIMIT_REGISTRATION: '10/1d', RATE_LIMIT_DATA_API: ' 50 / 30 ', RATE_LIMIT_LOGIN_ACCOUNT: '3', RATE_LIMIT_LOGIN_LOCK: '2s', RATE_LIMIT_LOGIN_LOCK_MAX: '2s' }).rateLimits;
+    expect(custom).to.deep.include({ registration: { points: 10, duration: 86_400 }, dataApi: { points: 50, duration: 30 }, loginFailuresBeforeLock: 3, loginLock: 2, loginLockMax: 2 });
+    expect(loadConfig({ RATE_LIMITS: 'off' }).rateLimits).to.equal(undefined);
+    expect(loadConfig({ RATE_LIMITS: 'on' }).rateLimits).to.not.equal(undefined);
+  });
+
+  it('refuses a rate limit it cannot read, naming the variable, also while limits are off', () => {
+    expect(configError({ RATE_LIMIT_TOKEN_CLIENT: '1200' })).to.match(/^RATE_LIMIT_TOKEN_CLIENT must be a number of requests per duration, such as 100\/1h/);
+    expect(configError({ RATE_LIMIT_TOKEN_ADDRESS: '0/1m' })).to.match(/^RATE_LIMIT_TOKEN_ADDRESS/);
+    expect(configError({ RATE_LIMIT_REGISTRATION: '10/1w' })).to.match(/^RATE_LIMIT_REGISTRATION/);
+    expect(configError({ RATE_LIMIT_LOGIN_ADDRESS: 'many/1h', RATE_LIMITS: 'off' })).to.match(/^RATE_LIMIT_LOGIN_ADDRESS/);
+    expect(configError({ RATE_LIMIT_LOGIN_ACCOUNT: '0' })).to.match(/^RATE_LIMIT_LOGIN_ACCOUNT must be a whole number above 0/);
+    expect(configError({ RATE_LIMIT_LOGIN_LOCK: 'soon' })).to.match(/^RATE_LIMIT_LOGIN_LOCK must be a duration/);
+    expect(configError({ RATE_LIMIT_LOGIN_LOCK: '1h', RATE_LIMIT_LOGIN_LOCK_MAX: '1m' })).to.match(/^RATE_LIMIT_LOGIN_LOCK_MAX \(60s\) must not be shorter than RATE_LIMIT_LOGIN_LOCK \(3600s\)/);
+    expect(configError({ RATE_LIMITS: 'sometimes' })).to.match(/^RATE_LIMITS must be on or off/);
+  });
+
+  it('stops the service at start with a message naming the bad variable', () => {
+    const result = spawnSync(process.execPath, ['src/main.ts'], {
+      cwd: ROOT,
+      env: { PATH: process.env.PATH ?? '', STORE: 'memory:', PORT: '70000' },
+      encoding: 'utf8',
+      timeout: 20_000,
+    });
+    expect(result.status).to.equal(1);
+    expect(result.stderr).to.match(/configuration error: PORT must be/);
+    expect(result.stderr).to.not.match(/\n\s+at /);
+  });
+});
+
+describe('configuration schema (config/)', () => {
+  const names = Object.keys(SCHEMA);
+  const readme = () => readFileSync(`${ROOT}/README.md`, 'utf8');
+
+  it("the README's Configuration table is the one generated from config/schema.ts, one row per variable", () => {
+    expect(withTable(readme()), 'README.md is out of date: npm run config:table -- --write').to.equal(readme());
+    const rows = [...readme().matchAll(/^\| `([A-Z][A-Z0-9_]*)` \|/gm)].map((match) => match[1]);
+    expect(rows.filter((name) => names.includes(name!))).to.deep.equal(names);
+    const printed = spawnSync(process.execPath, ['config/table.ts'], { cwd: ROOT, encoding: 'utf8' });
+    expect(printed.stdout).to.equal(`${configurationTable()}\n`);
+  });
+
+  it('loadConfig reads every variable of the schema and no other', () => {
+    const read = new Set<string>();
+    loadConfig(new Proxy({}, { get: (_target, name) => { read.add(String(name)); return undefined; } }));
+    expect([...read].sort()).to.deep.equal([...names].sort());
+  });
+
+  it("each default the README's Configuration table shows is the one the service uses, and an empty variable counts as unset", () => {
+    // The Default cell of each row of the README's table, as written there.
+    const start = readme().indexOf('| Variable | Default | Meaning |');
+    expect(start, 'the Configuration table in README.md').to.be.greaterThan(-1);
+    const cells = new Map<string, string>();
+    for (const line of readme().slice(start).split('\n').slice(2)) {
+      if (!line.startsWith('|')) break;
+      const row = /^\| `([A-Z][A-Z0-9_]*)` \| (.*?) \| /.exec(line);
+      expect(row, `a row of the Configuration table: ${line}`).to.not.equal(null);
+      cells.set(row![1]!, row![2]!);
+    }
+    expect([...cells.keys()].sort()).to.deep.equal([...names].sort());
+
+    // A value in backticks is a default the service must use; `—` (unset) or words ("all interfaces") name none to try.
+    const shown = new Map<string, string>();
+    for (const [name, cell] of cells) {
+      const value = /^`([^`]+)`$/.exec(cell);
+      if (value) shown.set(name, value[1]!);
+      else expect(cell, `${name}: a Default cell that is neither one value in backticks nor a description`).to.not.match(/^`/);
+    }
+    expect(shown.size, 'defaults shown in backticks').to.be.greaterThan(10);
+
+    const defaults = loadConfig({});
+    for (const [name, value] of shown) {
+      // `http://localhost:$PORT`: another variable's default, as the table shows it.
+      const written = value.replace(/\$([A-Z][A-Z0-9_]*)/g, (_, other: string) => {
+        expect(shown.has(other), `${name} refers to ${other}, which shows no default`).to.equal(true);
+        return shown.get(other)!;
+      });
+      expect(loadConfig({ [name]: written }), `${name}=${written} (the README's default)`).to.deep.equal(defaults);
+    }
+    for (const name of names) expect(loadConfig({ [name]: '' }), `${name}=''`).to.deep.equal(defaults);
+    expect(loadConfig({ PORT: '8080' }).issuer).to.equal('http://localhost:8080');
+  });
+
+  it('the example environment files name only variables of the schema, load as they say, and hold no secret', () => {
+    const example = (file: string) => {
+      const content = readFileSync(`${ROOT}/config/${file}`, 'utf8');
+      // Commented-out settings too: they must name real variables.
+      const named = [...content.matchAll(/^#?\s*([A-Z][A-Z0-9_]*)=/gm)].map((match) => match[1]!);
+      for (const name of named) expect(names, `${file}: ${name}`).to.include(name);
+      return parseEnv(content) as Record<string, string>;
+    };
+
+    const development = loadConfig(example('development.env'));
+    expect(development).to.deep.include({ issuer: 'http://localhost:3000', store: 'sqlite:./data/oauth.sqlite', registration: 'open' });
+
+    const env = example('production-redis.env');
+    const production = loadConfig(env);
+    expect(production.issuer).to.match(/^https:/);
+    expect(production.store).to.match(/^rediss:/);
+    expect(production).to.deep.include({ keyEncryptionKey: { file: '/run/secrets/oauth-key-encryption-key' }, registration: 'initial_access_token', proxyHops: 1 });
+    expect(production.keyRotation.everySeconds).to.equal(90 * 86_400);
+    for (const secret of ['KEY_ENCRYPTION_KEY', 'KEY_ENCRYPTION_KEY_PREVIOUS', 'METRICS_TOKEN']) expect(env, secret).to.not.have.property(secret);
+    expect(new URL(env.STORE!).password).to.equal('REPLACE_ME');
+  });
+});
