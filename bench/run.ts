@@ -8,16 +8,16 @@
 import { resolve } from 'node:path';
 import { parseArgs } from 'node:util';
 
-import { startBaseline } from './baseline_target.ts';
-import { measureCryptoLimits } from './crypto_limits.ts';
-import { machineInfo } from './machine.ts';
+import { startBaseline } from './baseline/start.ts';
+import { measureCryptoLimits } from './report/crypto_limits.ts';
+import { machineInfo } from './report/machine.ts';
 import { cleanUp, cleanUpNow, profileServersInto } from './processes.ts';
-import { formatReport, jsonReport, summarize, type RunSettings } from './report.ts';
-import { runScenario, worstCaseSeconds, type ScenarioRun } from './rounds.ts';
-import { SCENARIO_NAMES, SCENARIOS, type Scenario, type ScenarioName } from './scenarios.ts';
-import { startService } from './service.ts';
-import { STORE_KINDS, isStoreKind, type StoreKind } from './stores.ts';
-import type { Target } from './target.ts';
+import { formatReport, jsonReport, summarize, type RunSettings } from './report/report.ts';
+import { runScenario, worstCaseSeconds, type ScenarioRun } from './load/rounds.ts';
+import { SCENARIO_NAMES, SCENARIOS, type Scenario, type ScenarioName } from './load/scenarios.ts';
+import { startService } from './service/start.ts';
+import { STORE_KINDS, isStoreKind, type StoreKind } from './service/stores.ts';
+import type { Target } from './load/target.ts';
 
 const USAGE = `Usage: npm run bench -- [options]
 
@@ -34,7 +34,7 @@ const USAGE = `Usage: npm run bench -- [options]
   --json                also print the results as JSON: JSON on stdout, the table on stderr
   --workers N           run the service with WORKERS=N (default 1; the baseline stays one process)
   --profile DIR         write each server's CPU profile (node --cpu-prof) under DIR/<server>/;
-                        summarise one with: node bench/profile_summary.ts FILE.cpuprofile
+                        summarise one with: node bench/report/profile_summary.ts FILE.cpuprofile
   -h, --help`;
 
 interface BenchOptions extends RunSettings {

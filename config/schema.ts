@@ -6,7 +6,7 @@ import {
 import type { LogLevel, PkcePolicy } from './types.ts';
 
 /**
- * Every environment variable the service reads: its default, what it means (the README's
+ * Every environment variable the service reads: its default, what it means (the operator guide's
  * Configuration table is generated from this: `npm run config:table -- --write`) and how its
  * value is read and checked. Rules between variables are in config/index.ts. An empty variable is
  * an unset one.
@@ -15,9 +15,9 @@ import type { LogLevel, PkcePolicy } from './types.ts';
 export interface Variable<T> {
   /** The value used when the variable is unset; undefined: none. */
   readonly default: string | undefined;
-  /** The README's Default column (Markdown); the default itself when not given. */
+  /** The operator guide's Default column (Markdown); the default itself when not given. */
   readonly shownDefault: string | undefined;
-  /** The README's Meaning column (Markdown). */
+  /** The operator guide's Meaning column (Markdown). */
   readonly meaning: string;
   /** The variable's value from `env`, parsed and checked (the default when unset). */
   read(env: Env, name: string): T;
@@ -48,7 +48,7 @@ function optional<T>(meaning: string, parse: Parser<T>, shownDefault = '—'): V
   };
 }
 
-/** `61m` for 3660 seconds: the unit the README uses. */
+/** `61m` for 3660 seconds: the unit the operator guide uses. */
 function durationText(seconds: number): string {
   if (seconds % 3600 === 0) return `${seconds / 3600}h`;
   return seconds % 60 === 0 ? `${seconds / 60}m` : `${seconds}s`;
@@ -65,7 +65,7 @@ const PKCE_POLICIES: readonly PkcePolicy[] = ['all', 'public'];
  * address, an application's users refreshing through one client, a person mistyping a password.
  */
 
-/** In the order of the README's table. */
+/** In the order of the operator guide's table. */
 export const SCHEMA = {
   BASE_URL: optional(
     'The issuer. `https` unless on loopback; may have a path (`https://example.com/auth`), in which case the service serves that path',

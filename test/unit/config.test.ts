@@ -6,7 +6,7 @@ import { parseEnv } from 'node:util';
 import { expect } from 'chai';
 
 import { SCHEMA } from '../../config/schema.ts';
-import { configurationTable, withTable } from '../../config/table.ts';
+import { CONFIGURATION_DOCUMENT, configurationTable, withTable } from '../../config/table.ts';
 import { ConfigError, loadConfig } from '../../config/index.ts';
 
 const ROOT = fileURLToPath(new URL('../..', import.meta.url));
@@ -127,11 +127,11 @@ describe('configuration', () => {
 
 describe('configuration schema (config/)', () => {
   const names = Object.keys(SCHEMA);
-  const readme = () => readFileSync(`${ROOT}/README.md`, 'utf8');
+  const guide = () => readFileSync(CONFIGURATION_DOCUMENT, 'utf8');
 
-  it("the README's Configuration table is the one generated from config/schema.ts, one row per variable", () => {
-    expect(withTable(readme()), 'README.md is out of date: npm run config:table -- --write').to.equal(readme());
-    const rows = [...readme().matchAll(/^\| `([A-Z][A-Z0-9_]*)` \|/gm)].map((match) => match[1]);
+  it("the operator guide's Configuration table is the one generated from config/schema.ts, one row per variable", () => {
+    expect(withTable(guide()), 'docs/operator-guide.md is out of date: npm run config:table -- --write').to.equal(guide());
+    const rows = [...guide().matchAll(/^\| `([A-Z][A-Z0-9_]*)` \|/gm)].map((match) => match[1]);
     expect(rows.filter((name) => names.includes(name!))).to.deep.equal(names);
     const printed = spawnSync(process.execPath, ['config/table.ts'], { cwd: ROOT, encoding: 'utf8' });
     expect(printed.stdout).to.equal(`${configurationTable()}\n`);
@@ -143,12 +143,12 @@ describe('configuration schema (config/)', () => {
     expect([...read].sort()).to.deep.equal([...names].sort());
   });
 
-  it("each default the README's Configuration table shows is the one the service uses, and an empty variable counts as unset", () => {
-    // The Default cell of each row of the README's table, as written there.
-    const start = readme().indexOf('| Variable | Default | Meaning |');
-    expect(start, 'the Configuration table in README.md').to.be.greaterThan(-1);
+  it("each default the operator guide's Configuration table shows is the one the service uses, and an empty variable counts as unset", () => {
+    // The Default cell of each row of the guide's table, as written there.
+    const start = guide().indexOf('| Variable | Default | Meaning |');
+    expect(start, 'the Configuration table in docs/operator-guide.md').to.be.greaterThan(-1);
     const cells = new Map<string, string>();
-    for (const line of readme().slice(start).split('\n').slice(2)) {
+    for (const line of guide().slice(start).split('\n').slice(2)) {
       if (!line.startsWith('|')) break;
       const row = /^\| `([A-Z][A-Z0-9_]*)` \| (.*?) \| /.exec(line);
       expect(row, `a row of the Configuration table: ${line}`).to.not.equal(null);
@@ -172,7 +172,7 @@ describe('configuration schema (config/)', () => {
         expect(shown.has(other), `${name} refers to ${other}, which shows no default`).to.equal(true);
         return shown.get(other)!;
       });
-      expect(loadConfig({ [name]: written }), `${name}=${written} (the README's default)`).to.deep.equal(defaults);
+      expect(loadConfig({ [name]: written }), `${name}=${written} (the guide's default)`).to.deep.equal(defaults);
     }
     for (const name of names) expect(loadConfig({ [name]: '' }), `${name}=''`).to.deep.equal(defaults);
     expect(loadConfig({ PORT: '8080' }).issuer).to.equal('http://localhost:8080');

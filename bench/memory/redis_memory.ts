@@ -1,12 +1,12 @@
 /**
  * What the service keeps in Redis, per thing a user or client creates: runs real flows against the
  * service on a fresh redis-server, then sums MEMORY USAGE of every key by the kind of record it
- * holds. Usage: node bench/redis_memory.ts [flows]   (default 50)
+ * holds. Usage: node bench/memory/redis_memory.ts [flows]   (default 50)
  */
-import { codeRequest, exchangeCode, registerClient, tokenRequest, postCredentials } from '../test/support/oauth.ts';
-import { keysUnder, rawRedis, startRedis } from '../test/support/redis.ts';
-import { seedUser, startServer } from '../test/support/server.ts';
-import { UserAgent, authorize } from '../test/support/user_agent.ts';
+import { codeRequest, exchangeCode, registerClient, tokenRequest, postCredentials } from '../../test/support/oauth.ts';
+import { keysUnder, rawRedis, startRedis } from '../../test/support/redis.ts';
+import { seedUser, startServer } from '../../test/support/server.ts';
+import { UserAgent, authorize } from '../../test/support/user_agent.ts';
 
 const flows = Number(process.argv[2] ?? 50);
 const redis = await startRedis();

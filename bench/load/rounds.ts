@@ -1,5 +1,5 @@
 import { runLoad, type LoadResult } from './load.ts';
-import { residentBytes } from './proc.ts';
+import { residentBytes } from '../report/proc.ts';
 import type { RoundContext, Scenario, ScenarioName } from './scenarios.ts';
 import type { Side, Target } from './target.ts';
 

@@ -1,16 +1,11 @@
 import type { CodeMinter } from './codes.ts';
-import type { ServerProcess } from './processes.ts';
+import type { ServerProcess } from '../processes.ts';
+import type { Credentials } from './credentials.ts';
 
 /** What the scenarios need from a server under test, the same shape for the service and the baseline. */
 
 export type Side = 'service' | 'baseline';
 export const SIDES: readonly Side[] = ['service', 'baseline'];
-
-/** A registered client's id and secret (client_secret_post). */
-export interface Credentials {
-  client_id: string;
-  client_secret: string;
-}
 
 export interface Target {
   readonly side: Side;
@@ -34,10 +29,4 @@ export interface Target {
    * undefined for the bare engine, which has no data API.
    */
   readonly dataApiKey: (() => Promise<string>) | undefined;
-}
-
-/** The credentials of a client just registered (a confidential client always gets a secret). */
-export function credentials(client: { client_id: string; client_secret?: string }): Credentials {
-  if (!client.client_secret) throw new Error(`client ${client.client_id} was registered without a secret`);
-  return { client_id: client.client_id, client_secret: client.client_secret };
 }

@@ -1,4 +1,4 @@
-import type { UserAgent } from '../test/support/user_agent.ts';
+import type { UserAgent } from '../../test/support/user_agent.ts';
 
 /**
  * Drives the engine's built-in development login and consent pages (`devInteractions`, the

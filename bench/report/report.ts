@@ -1,8 +1,8 @@
 import type { CryptoLimits } from './crypto_limits.ts';
-import type { LoadResult } from './load.ts';
+import type { LoadResult } from '../load/load.ts';
 import type { MachineInfo } from './machine.ts';
-import type { ScenarioRun } from './rounds.ts';
-import { SIDES, type Side } from './target.ts';
+import type { ScenarioRun } from '../load/rounds.ts';
+import { SIDES, type Side } from '../load/target.ts';
 
 /** Turns rounds into medians and prints them side by side, for people (a table) and programs (JSON). */
 
@@ -48,7 +48,7 @@ export interface ScenarioSummary {
   ratio?: number;
   /** The baseline is absent for a service-only scenario (the data API: the bare engine has none). */
   sides: { service: SideSummary; baseline?: SideSummary };
-  /** Service-only: the service's req/s over the machine's single-core ES256 verifications/s (from bench/crypto_limits.ts). */
+  /** Service-only: the service's req/s over the machine's single-core ES256 verifications/s (from crypto_limits.ts). */
   perEs256Verification?: number;
   /** Whether the credential's check is cached in the measured case. */
   caching?: string;

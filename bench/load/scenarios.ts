@@ -1,6 +1,7 @@
-import { REDIRECT_URI } from '../test/support/oauth.ts';
+import { REDIRECT_URI } from '../../test/support/oauth.ts';
 import type { ConnectionScript, LoadPlan } from './load.ts';
-import type { Credentials, Target } from './target.ts';
+import type { Target } from './target.ts';
+import type { Credentials } from './credentials.ts';
 
 /**
  * What each scenario sends, against either server. `plan` runs right before its round, so what it

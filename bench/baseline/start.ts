@@ -1,13 +1,14 @@
-import { registerClient } from '../test/support/oauth.ts';
-import { freePort } from '../test/support/server.ts';
-import { CodeMinter } from './codes.ts';
+import { registerClient } from '../../test/support/oauth.ts';
+import { freePort } from '../../test/support/server.ts';
+import { CodeMinter } from '../load/codes.ts';
 import { authorizeWithDevInteractions } from './dev_interactions.ts';
-import { startNode } from './processes.ts';
-import { BASELINE_OPAQUE_RESOURCE } from './resources.ts';
-import { credentials, type Target } from './target.ts';
+import { startNode } from '../processes.ts';
+import { BASELINE_OPAQUE_RESOURCE } from '../load/resources.ts';
+import { type Target } from '../load/target.ts';
+import { credentials } from '../load/credentials.ts';
 
 /**
- * Starts the bare engine (bench/baseline.ts) on a free loopback port and registers the same two
+ * Starts the bare engine (server.ts) on a free loopback port and registers the same two
  * clients as on the service. Registration is open there, so no initial access token is needed.
  */
 export async function startBaseline(): Promise<Target> {
@@ -20,7 +21,7 @@ export async function startBaseline(): Promise<Target> {
     HOST: '127.0.0.1',
     BASE_URL: issuer,
   };
-  const server = await startNode('baseline', ['bench/baseline.ts'], env, `${issuer}/.well-known/openid-configuration`);
+  const server = await startNode('baseline', ['bench/baseline/server.ts'], env, `${issuer}/.well-known/openid-configuration`);
 
   // The engine's default response_types is ['code'], which needs redirect URIs; a client without
   // authorization_code says it has none (the service's registration policy does this itself).

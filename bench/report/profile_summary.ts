@@ -1,7 +1,7 @@
 /**
  * Summarises a V8 CPU profile (`npm run bench -- --profile DIR` writes one per server): self time
  * grouped by package or project file, then the busiest functions. Usage:
- *   node bench/profile_summary.ts FILE.cpuprofile [rows]
+ *   node bench/report/profile_summary.ts FILE.cpuprofile [rows]
  */
 import { readFileSync } from 'node:fs';
 
@@ -16,7 +16,7 @@ interface CpuProfile {
   timeDeltas: number[];
 }
 
-const ROOT = new URL('..', import.meta.url).href;
+const ROOT = new URL('../..', import.meta.url).href;
 
 /** `koa`, `oidc-provider`, `src/clients/client_cache.ts`, `node:internal/crypto/util`, or V8's own `(garbage collector)`. */
 function groupOf({ url, functionName }: ProfileNode['callFrame']): string {
@@ -51,7 +51,7 @@ function summarise(profile: CpuProfile, rows: number): string {
 
 const [file, rows = '25'] = process.argv.slice(2);
 if (!file) {
-  process.stderr.write('usage: node bench/profile_summary.ts FILE.cpuprofile [rows]\n');
+  process.stderr.write('usage: node bench/report/profile_summary.ts FILE.cpuprofile [rows]\n');
   process.exitCode = 2;
 } else {
   process.stdout.write(summarise(JSON.parse(readFileSync(file, 'utf8')) as CpuProfile, Number(rows)));

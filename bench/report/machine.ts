@@ -2,7 +2,7 @@ import { execFileSync } from 'node:child_process';
 import { readFileSync } from 'node:fs';
 import { availableParallelism, loadavg } from 'node:os';
 
-import { ROOT } from './processes.ts';
+import { ROOT } from '../processes.ts';
 
 /** The context a number needs to mean anything: which machine, which Node, which code, when. */
 export interface MachineInfo {

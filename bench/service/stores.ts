@@ -1,12 +1,12 @@
 import { join } from 'node:path';
 
-import { startRedis } from '../test/support/redis.ts';
+import { startRedis } from '../../test/support/redis.ts';
 
 /**
  * Which storage the service runs on during a bench, and what that means for starting and seeding it.
  * A store the harness can open from outside (a file, a Redis) is seeded the way the tests do it,
  * while the service runs; a memory store exists only inside the service's process, so a preload
- * seeds it in there (bench/memory_preload.ts). `redis` starts a redis-server of the bench's own
+ * seeds it in there (bench/service/memory_preload.ts). `redis` starts a redis-server of the bench's own
  * with the persistence a production deployment would use (AOF, fsync every second).
  */
 
@@ -38,7 +38,7 @@ export async function storePlan(kind: StoreKind, tempDir: string): Promise<Store
     case 'memory':
       // One key for the service and the admin CLI the preload runs in its process: left unset, each
       // would make its own for `memory:`, and the CLI could not open the keys the service sealed.
-      return { kind, url: 'memory:', nodeArgs: ['--import', './bench/memory_preload.ts', 'src/main.ts'], seededFromOutside: false, env: { KEY_ENCRYPTION_KEY: BENCH_KEY_ENCRYPTION_KEY }, stop: nothingToStop };
+      return { kind, url: 'memory:', nodeArgs: ['--import', './bench/service/memory_preload.ts', 'src/main.ts'], seededFromOutside: false, env: { KEY_ENCRYPTION_KEY: BENCH_KEY_ENCRYPTION_KEY }, stop: nothingToStop };
     case 'redis': {
       const redis = await startRedis(['--appendonly', 'yes', '--appendfsync', 'everysec']);
       const env = { KEY_ENCRYPTION_KEY: BENCH_KEY_ENCRYPTION_KEY };

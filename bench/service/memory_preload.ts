@@ -1,5 +1,5 @@
 /**
- * Preloaded into the service for `--store memory` (`node --import ./bench/memory_preload.ts src/main.ts`).
+ * Preloaded into the service for `--store memory` (`node --import ./bench/service/memory_preload.ts src/main.ts`).
  * A memory store exists only inside the service's process, so the seeding the harness does from
  * outside for a file store happens in here instead, through the same public pieces: the user and
  * workspace with Accounts, the initial access token with the admin CLI (`iat create --json`), run
@@ -9,13 +9,13 @@
  */
 import { registerHooks } from 'node:module';
 
-import { Accounts } from '../src/accounts/accounts.ts';
-import { ApiKeys } from '../src/api_keys/api_keys.ts';
+import { Accounts } from '../../src/accounts/accounts.ts';
+import { ApiKeys } from '../../src/api_keys/api_keys.ts';
 import { SEED_LINE_PREFIX, seedUser, type MemorySeedExtras } from './seed.ts';
 
-const ADAPTERS = new URL('../adapters/index.ts', import.meta.url).href;
+const ADAPTERS = new URL('../../adapters/index.ts', import.meta.url).href;
 const SHIM = new URL('./shared_memory_store.ts', import.meta.url).href;
-const ADMIN_CLI = new URL('../src/cli/admin.ts', import.meta.url);
+const ADMIN_CLI = new URL('../../src/cli/admin.ts', import.meta.url);
 
 // Every importer of adapters/index.ts (the service, the admin CLI) gets the shim; the shim gets the real one.
 registerHooks({

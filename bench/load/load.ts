@@ -3,7 +3,7 @@ import { performance } from 'node:perf_hooks';
 import autocannon from 'autocannon';
 import type { Client, Options, Request, Result } from 'autocannon';
 
-import { cpuSeconds, mainThreadCpuSeconds, ownCpuSeconds, residentBytes } from './proc.ts';
+import { cpuSeconds, mainThreadCpuSeconds, ownCpuSeconds, residentBytes } from '../report/proc.ts';
 
 /** One round of load against one server: what to send, and for how long or how many times. */
 export interface LoadPlan {

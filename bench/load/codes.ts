@@ -1,6 +1,6 @@
-import { codeRequest, exchangeCode } from '../test/support/oauth.ts';
-import { UserAgent } from '../test/support/user_agent.ts';
-import type { Credentials } from './target.ts';
+import { codeRequest, exchangeCode } from '../../test/support/oauth.ts';
+import { UserAgent } from '../../test/support/user_agent.ts';
+import type { Credentials } from './credentials.ts';
 
 /** A fresh authorization code and the PKCE verifier it was requested with. */
 export interface MintedCode {

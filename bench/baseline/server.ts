@@ -1,6 +1,6 @@
 /**
  * The baseline: the bare engine (the installed oidc-provider) configured like the service, with
- * none of the service's own code. Run as its own process (`node bench/baseline.ts`, env PORT and
+ * none of the service's own code. Run as its own process (`node bench/baseline/server.ts`, env PORT and
  * HOST) so the bench measures both servers the same way, over loopback, one process each.
  *
  * Storage is plain Maps in process (memory_adapter.ts says why not the engine's own dev adapter).
@@ -15,10 +15,10 @@ import { createServer } from 'node:http';
 import { calculateJwkThumbprint, exportJWK, generateKeyPair, type JWK } from 'jose';
 import Provider, { errors, type Configuration, type KoaContextWithOIDC, type ResourceServer } from 'oidc-provider';
 
-import { LIFETIMES } from '../config/lifetimes.ts';
-import { ENGINE_ROUTES, USERINFO_PATH } from '../src/engine/routes.ts';
+import { LIFETIMES } from '../../config/lifetimes.ts';
+import { ENGINE_ROUTES, USERINFO_PATH } from '../../src/engine/routes.ts';
 import { MemoryAdapter } from './memory_adapter.ts';
-import { BASELINE_OPAQUE_RESOURCE, apiResource } from './resources.ts';
+import { BASELINE_OPAQUE_RESOURCE, apiResource } from '../load/resources.ts';
 
 const port = Number(process.env.PORT ?? 0);
 const host = process.env.HOST ?? '127.0.0.1';

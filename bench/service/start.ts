@@ -1,13 +1,14 @@
-import { openStore } from '../adapters/index.ts';
-import { Accounts } from '../src/accounts/accounts.ts';
-import { registerClient } from '../test/support/oauth.ts';
-import { freePort, runAdmin } from '../test/support/server.ts';
-import { authorize } from '../test/support/user_agent.ts';
-import { CodeMinter } from './codes.ts';
-import { onCleanUp, startNode, tempDir } from './processes.ts';
+import { openStore } from '../../adapters/index.ts';
+import { Accounts } from '../../src/accounts/accounts.ts';
+import { registerClient } from '../../test/support/oauth.ts';
+import { freePort, runAdmin } from '../../test/support/server.ts';
+import { authorize } from '../../test/support/user_agent.ts';
+import { CodeMinter } from '../load/codes.ts';
+import { onCleanUp, startNode, tempDir } from '../processes.ts';
 import { SEED_LINE_PREFIX, seedUser, type BenchUser, type MemorySeedExtras } from './seed.ts';
 import { storePlan, type StoreKind, type StorePlan } from './stores.ts';
-import { credentials, type Target } from './target.ts';
+import { type Target } from '../load/target.ts';
+import { credentials } from '../load/credentials.ts';
 
 export interface ServiceOptions {
   store: StoreKind;
@@ -104,7 +105,7 @@ async function createApiKey(env: Record<string, string>, workspaceId: string): P
   return key;
 }
 
-/** bench/memory_preload.ts seeds the service's memory store from inside and prints what it made. */
+/** bench/service/memory_preload.ts seeds the service's memory store from inside and prints what it made. */
 async function seedReportedBy(output: () => string): Promise<Seed> {
   const deadline = Date.now() + 20_000;
   while (Date.now() < deadline) {

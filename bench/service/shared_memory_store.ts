@@ -3,10 +3,10 @@
  * every `openStore('memory:')` in the process gets the one same store, so what the bench seeds is
  * what the service reads. Everything else is adapters/index.ts unchanged.
  */
-import { openStore as openOwnStore } from '../adapters/index.ts';
-import type { Store } from '../adapters/store.ts';
+import { openStore as openOwnStore } from '../../adapters/index.ts';
+import type { Store } from '../../adapters/store.ts';
 
-export * from '../adapters/index.ts';
+export * from '../../adapters/index.ts';
 
 let shared: Store | undefined;
 let announce: (store: Store) => void = () => {};

@@ -1,8 +1,8 @@
 import { randomBytes } from 'node:crypto';
 
-import type { Accounts } from '../src/accounts/accounts.ts';
+import type { Accounts } from '../../src/accounts/accounts.ts';
 
-/** How bench/memory_preload.ts reports what it seeded, on one stdout line. */
+/** How bench/service/memory_preload.ts reports what it seeded, on one stdout line. */
 export const SEED_LINE_PREFIX = 'bench-seed ';
 
 /** The user the bench signs in as, admin of its own workspace. */
@@ -12,7 +12,7 @@ export interface BenchUser {
   workspaceId: string;
 }
 
-/** What bench/memory_preload.ts reports besides the user: the initial access token and the workspace's API key (or why there is none). */
+/** What bench/service/memory_preload.ts reports besides the user: the initial access token and the workspace's API key (or why there is none). */
 export interface MemorySeedExtras {
   initialAccessToken: string;
   apiKey?: string;
