@@ -33,6 +33,8 @@ const USAGE = `Usage: npm run bench -- [options]
   --log-level LEVEL     the service's LOG_LEVEL (default warn: request logging is not measured)
   --json                also print the results as JSON: JSON on stdout, the table on stderr
   --workers N           run the service with WORKERS=N (default 1; the baseline stays one process)
+  --without-off         leave out service_off, the service with RATE_LIMITS=off METRICS=off that
+                        shows what counting costs (on by default)
   --profile DIR         write each server's CPU profile (node --cpu-prof) under DIR/<server>/;
                         summarise one with: node bench/report/profile_summary.ts FILE.cpuprofile
   -h, --help`;
@@ -43,6 +45,8 @@ interface BenchOptions extends RunSettings {
   json: boolean;
   /** Folder for the servers' V8 CPU profiles (`node --cpu-prof`), one subfolder a server. */
   profile: string | undefined;
+  /** Also measure the service with RATE_LIMITS=off METRICS=off (service_off). */
+  withOff: boolean;
 }
 
 class UsageError extends Error {
@@ -65,6 +69,7 @@ function parseOptions(argv: string[]): BenchOptions | undefined {
       json: { type: 'boolean', default: false },
       profile: { type: 'string' },
       workers: { type: 'string', default: '1' },
+      'without-off': { type: 'boolean', default: false },
       help: { type: 'boolean', short: 'h', default: false },
     },
   });
@@ -87,6 +92,7 @@ function parseOptions(argv: string[]): BenchOptions | undefined {
     json: values.json,
     profile: values.profile,
     workers: number('--workers', values.workers, { min: 1, integer: true }),
+    withOff: !values['without-off'],
   };
 }
 
@@ -115,7 +121,8 @@ async function main(): Promise<number> {
 
   // The whole run is bounded: every phase has a limit, and this catches anything that hangs anyway.
   const scenarios = options.scenarios.map((name) => SCENARIOS[name]);
-  const bound = 120 + scenarios.reduce((sum, scenario) => sum + worstCaseSeconds(scenario, options, scenario.serviceOnly ? 1 : 2), 0);
+  const services = options.withOff ? 2 : 1;
+  const bound = 120 + scenarios.reduce((sum, scenario) => sum + worstCaseSeconds(scenario, options, services + (scenario.serviceOnly ? 0 : 1)), 0);
   const watchdog = setTimeout(() => void abort(`the run exceeded its time bound of ${bound} s`, 3), bound * 1000);
   progress(`${scenarios.map((s) => s.name).join(', ')}; at most ${Math.ceil(bound / 60)} min`);
   try {
@@ -135,8 +142,10 @@ async function measure(options: BenchOptions, scenarios: readonly Scenario[], pr
 
   // The data API scenarios measure the service alone: without others, the baseline is not started.
   const needsBaseline = scenarios.some((scenario) => !scenario.serviceOnly);
-  progress(`starting the service (STORE ${options.store})${needsBaseline ? ' and the baseline' : ''}`);
-  const targets: Target[] = [await startService({ store: options.store, logLevel: options.logLevel, workers: options.workers })];
+  progress(`starting the service (STORE ${options.store})${options.withOff ? ', the service with RATE_LIMITS=off METRICS=off' : ''}${needsBaseline ? ' and the baseline' : ''}`);
+  const service = { store: options.store, logLevel: options.logLevel, workers: options.workers };
+  const targets: Target[] = [await startService({ ...service, side: 'service' })];
+  if (options.withOff) targets.push(await startService({ ...service, side: 'service_off' }));
   if (needsBaseline) targets.push(await startBaseline());
 
   const runs: ScenarioRun[] = [];

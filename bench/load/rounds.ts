@@ -1,11 +1,11 @@
 import { runLoad, type LoadResult } from './load.ts';
 import { residentBytes } from '../report/proc.ts';
 import type { RoundContext, Scenario, ScenarioName } from './scenarios.ts';
-import type { Side, Target } from './target.ts';
+import { isService, SIDES, type Side, type Target } from './target.ts';
 
 /**
- * One scenario, measured in alternating rounds (service, baseline, service, baseline, ...) so that
- * the machine's noise falls on both servers alike, after an unrecorded warm-up of each.
+ * One scenario, measured in alternating rounds (service, service_off, baseline, service, ...) so
+ * that the machine's noise falls on every server alike, after an unrecorded warm-up of each.
  */
 
 export interface RoundOptions {
@@ -19,7 +19,7 @@ export interface RoundOptions {
 export interface ScenarioRun {
   scenario: ScenarioName;
   summary: string;
-  /** Measured on the service alone: the baseline's rounds are empty. */
+  /** Measured on the service alone (with and without rate limits and metrics): the baseline's rounds are empty. */
   serviceOnly?: true;
   /** Whether the credential's check is cached in the measured case (the data API scenarios). */
   caching?: string;
@@ -36,9 +36,9 @@ function limitSeconds(scenario: Scenario, duration: number): number {
   return scenario.countLimitSeconds ?? duration + ROUND_OVERHEAD_SECONDS;
 }
 
-/** The servers a scenario measures: all of them, or the service alone for a service-only scenario. */
+/** The servers a scenario measures: all of them, or the service's for a service-only scenario. */
 export function measuredTargets<T extends { side: Side }>(scenario: Scenario, targets: readonly T[]): T[] {
-  return scenario.serviceOnly ? targets.filter((target) => target.side === 'service') : [...targets];
+  return scenario.serviceOnly ? targets.filter((target) => isService(target.side)) : [...targets];
 }
 
 /** The longest a scenario can take against `servers` servers, for the bench's overall time bound. */
@@ -51,8 +51,8 @@ export function worstCaseSeconds(scenario: Scenario, options: RoundOptions, serv
 
 export async function runScenario(scenario: Scenario, allTargets: readonly Target[], options: RoundOptions, progress: (line: string) => void): Promise<ScenarioRun> {
   const targets = measuredTargets(scenario, allTargets);
-  const rounds = { service: [], baseline: [] } as Record<Side, LoadResult[]>;
-  const rssBefore = { service: undefined, baseline: undefined } as Record<Side, number | undefined>;
+  const rounds = Object.fromEntries(SIDES.map((side) => [side, []])) as unknown as Record<Side, LoadResult[]>;
+  const rssBefore = Object.fromEntries(SIDES.map((side) => [side, undefined])) as Record<Side, number | undefined>;
   const context = (duration: number): RoundContext => ({ connections: options.connections, duration, rssTokens: options.rssTokens });
   const run = async (target: Target, duration: number) => {
     const plan = await scenario.plan(target, context(duration));

@@ -248,7 +248,7 @@ export const SCENARIOS: Record<ScenarioName, Scenario> = {
     name: 'data_api_key',
     summary: `GET ${DATA_API_PATH} with an API key of the workspace (admin api-key create); ${SEEDED_COMPANIES} companies seeded`,
     serviceOnly: true,
-    caching: 'one API key: the service keeps a verified key in process (src/resource/api_keys.ts) and re-reads it from the store '
+    caching: 'one API key: the service keeps a verified key in process (src/api_keys/api_keys.ts) and re-reads it from the store '
       + 'every 2 s; no signature, a SHA-256 digest of the key per request',
     plan: async (target) => {
       const apiKey = await requireDataApi(target)();

@@ -4,8 +4,17 @@ import type { Credentials } from './credentials.ts';
 
 /** What the scenarios need from a server under test, the same shape for the service and the baseline. */
 
-export type Side = 'service' | 'baseline';
-export const SIDES: readonly Side[] = ['service', 'baseline'];
+/**
+ * `service`: the service with its defaults; `service_off`: the same with RATE_LIMITS=off and
+ * METRICS=off, to show what counting costs; `baseline`: the bare engine.
+ */
+export type Side = 'service' | 'service_off' | 'baseline';
+export const SIDES: readonly Side[] = ['service', 'service_off', 'baseline'];
+
+/** The sides that run the service's own code (the data API scenarios measure only these). */
+export function isService(side: Side): boolean {
+  return side !== 'baseline';
+}
 
 export interface Target {
   readonly side: Side;

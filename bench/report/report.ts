@@ -46,8 +46,12 @@ export interface ScenarioSummary {
   summary: string;
   /** Service req/s over baseline req/s (medians); absent for a service-only scenario. */
   ratio?: number;
-  /** The baseline is absent for a service-only scenario (the data API: the bare engine has none). */
-  sides: { service: SideSummary; baseline?: SideSummary };
+  /** The same for the service with RATE_LIMITS=off METRICS=off. */
+  offRatio?: number;
+  /** The service's req/s over its own with RATE_LIMITS=off METRICS=off: 1 minus what counting costs. */
+  againstOff?: number;
+  /** The baseline is absent for a service-only scenario (the data API: the bare engine has none); service_off without --without-off. */
+  sides: { service: SideSummary; service_off?: SideSummary; baseline?: SideSummary };
   /** Service-only: the service's req/s over the machine's single-core ES256 verifications/s (from crypto_limits.ts). */
   perEs256Verification?: number;
   /** Whether the credential's check is cached in the measured case. */
@@ -90,17 +94,27 @@ function summarizeSide(results: readonly LoadResult[], rssBefore: number | undef
 
 export function summarize(run: ScenarioRun, crypto: CryptoLimits | undefined): ScenarioSummary {
   const service = summarizeSide(run.rounds.service, run.rssBefore.service);
+  const off = run.rounds.service_off.length ? summarizeSide(run.rounds.service_off, run.rssBefore.service_off) : undefined;
+  const common = {
+    scenario: run.scenario,
+    summary: run.summary,
+    ...(off ? { againstOff: service.requestsPerSecond / off.requestsPerSecond } : {}),
+  };
   if (run.serviceOnly) {
     return {
-      scenario: run.scenario,
-      summary: run.summary,
-      sides: { service },
+      ...common,
+      sides: { service, ...(off ? { service_off: off } : {}) },
       ...(crypto ? { perEs256Verification: service.requestsPerSecond / crypto.es256VerifyPerSecond } : {}),
       ...(run.caching ? { caching: run.caching } : {}),
     };
   }
-  const sides = { service, baseline: summarizeSide(run.rounds.baseline, run.rssBefore.baseline) };
-  return { scenario: run.scenario, summary: run.summary, ratio: sides.service.requestsPerSecond / sides.baseline.requestsPerSecond, sides };
+  const baseline = summarizeSide(run.rounds.baseline, run.rssBefore.baseline);
+  return {
+    ...common,
+    ratio: service.requestsPerSecond / baseline.requestsPerSecond,
+    ...(off ? { offRatio: off.requestsPerSecond / baseline.requestsPerSecond } : {}),
+    sides: { service, ...(off ? { service_off: off } : {}), baseline },
+  };
 }
 
 /** The sides a summary measured, in report order. */
@@ -119,15 +133,18 @@ const thousands = (value: number) => Math.round(value).toLocaleString('en-US');
 type Columns = Array<[header: string, width: number]>;
 
 const COLUMNS: Columns = [
-  ['scenario', 19], ['server', 9], ['req/s', 8], ['svc/base', 9], ['p50 ms', 8], ['p99 ms', 8], ['errors', 7],
+  ['scenario', 19], ['server', 12], ['req/s', 8], ['/base', 7], ['/off', 6], ['p50 ms', 8], ['p99 ms', 8], ['errors', 7],
   ['RSS MB', 8], ['srv cores', 10], ['srv main', 9], ['bench cores', 12], ['req/s by round', 0],
 ];
 
 /** Service-only scenarios: no baseline, so req/s against one core's ES256 verifications/s instead. */
 const SERVICE_ONLY_COLUMNS: Columns = [
-  ['scenario', 23], ['server', 9], ['req/s', 8], ['/ES256 verify', 14], ['p50 ms', 8], ['p99 ms', 8], ['errors', 7],
+  ['scenario', 23], ['server', 12], ['req/s', 8], ['/ES256 verify', 14], ['/off', 6], ['p50 ms', 8], ['p99 ms', 8], ['errors', 7],
   ['RSS MB', 8], ['srv cores', 10], ['srv main', 9], ['bench cores', 12], ['req/s by round', 0],
 ];
+
+/** The service's req/s over its own without rate limits and metrics, on the service's row. */
+const againstOff = (summary: ScenarioSummary, side: Side) => (side === 'service' && summary.againstOff !== undefined ? `${fixed(summary.againstOff, 2)}x` : '');
 
 function row(cells: string[], columns: Columns = COLUMNS): string {
   return cells.map((cell, i) => {
@@ -155,8 +172,11 @@ export function formatReport(machine: MachineInfo, crypto: CryptoLimits | undefi
   lines.push(`Benchmark: this service vs bare oidc-provider ${machine.engineVersion}   ${machine.date}`);
   lines.push(`machine:   ${machine.cpuModel}, ${machine.cores} cores, Node ${machine.node}, load average ${machine.loadAverage.join(' ')} at start`);
   lines.push(`service:   ${machine.revision}, STORE=${settings.store}, LOG_LEVEL=${settings.logLevel}, WORKERS=${settings.workers}; baseline: bare engine, Map storage`);
-  lines.push(`load:      autocannon, ${settings.connections} connections, ${settings.duration} s rounds, ${settings.rounds} per server alternating service/baseline `
+  lines.push(`load:      autocannon, ${settings.connections} connections, ${settings.duration} s rounds, ${settings.rounds} per server alternating `
     + `after a ${settings.warmup} s warm-up each; medians of rounds (errors: totals)`);
+  if (summaries.some((summary) => summary.sides.service_off)) {
+    lines.push('           service_off: the service with RATE_LIMITS=off METRICS=off; /base: req/s over the baseline\'s; /off: the service\'s over service_off\'s');
+  }
   if (summaries.some((summary) => !summary.sides.baseline)) {
     lines.push('           (data API scenarios: the service alone; errors: non-2xx, socket errors, timeouts, and 2xx without records)');
   }
@@ -170,11 +190,13 @@ export function formatReport(machine: MachineInfo, crypto: CryptoLimits | undefi
     lines.push(row(COLUMNS.map(([header]) => header)));
     for (const summary of compared) {
       for (const [side, s] of measuredSides(summary)) {
+        const ratio = side === 'service' ? summary.ratio : side === 'service_off' ? summary.offRatio : undefined;
         lines.push(row([
           side === 'service' ? summary.scenario : '',
           side,
           thousands(s.requestsPerSecond),
-          side === 'service' ? `${fixed(summary.ratio, 2)}x` : '',
+          ratio === undefined ? '' : `${fixed(ratio, 2)}x`,
+          againstOff(summary, side),
           ...measures(s),
         ]));
       }
@@ -189,8 +211,10 @@ export function formatReport(machine: MachineInfo, crypto: CryptoLimits | undefi
     lines.push('');
     lines.push(row(SERVICE_ONLY_COLUMNS.map(([header]) => header), SERVICE_ONLY_COLUMNS));
     for (const summary of serviceOnly) {
-      const s = summary.sides.service;
-      lines.push(row([summary.scenario, 'service', thousands(s.requestsPerSecond), `${fixed(summary.perEs256Verification, 2)}x`, ...measures(s)], SERVICE_ONLY_COLUMNS));
+      for (const [side, s] of measuredSides(summary)) {
+        const perVerification = crypto ? `${fixed(s.requestsPerSecond / crypto.es256VerifyPerSecond, 2)}x` : '?';
+        lines.push(row([side === 'service' ? summary.scenario : '', side, thousands(s.requestsPerSecond), perVerification, againstOff(summary, side), ...measures(s)], SERVICE_ONLY_COLUMNS));
+      }
     }
   }
 

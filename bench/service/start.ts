@@ -16,6 +16,8 @@ export interface ServiceOptions {
   logLevel: string;
   /** The service's WORKERS: processes serving the port. */
   workers: number;
+  /** `service_off`: with RATE_LIMITS=off and METRICS=off. */
+  side: 'service' | 'service_off';
 }
 
 /**
@@ -42,9 +44,10 @@ export async function startService(options: ServiceOptions): Promise<Target> {
     RATE_LIMIT_TOKEN_CLIENT: '1000000000/1m',
     RATE_LIMIT_TOKEN_ADDRESS: '1000000000/1m',
     RATE_LIMIT_DATA_API: '1000000000/1m',
+    ...(options.side === 'service_off' ? { RATE_LIMITS: 'off', METRICS: 'off' } : {}),
     ...plan.env,
   };
-  const server = await startNode('service', plan.nodeArgs, env, `${issuer}/healthz`);
+  const server = await startNode(options.side, plan.nodeArgs, env, `${issuer}/healthz`);
   const { user, initialAccessToken, dataApiKey } = plan.seededFromOutside
     ? await seedFromOutside(plan, env)
     : await seedReportedBy(server.output);
@@ -56,7 +59,7 @@ export async function startService(options: ServiceOptions): Promise<Target> {
   const codes = new CodeMinter(issuer, codeClient, (agent, url, origin) => authorize(agent, url, origin, user));
 
   return {
-    side: 'service',
+    side: options.side,
     issuer,
     process: server,
     workspaceClient,

@@ -2,13 +2,14 @@ import { randomBytes } from 'node:crypto';
 
 import type { Context } from 'koa';
 
+import { noStore } from '../shared/no_store.ts';
 import { htmlContentSecurityPolicy, type HtmlPolicy } from './csp.ts';
 
 /** Renders a view inside the layout, with the page's Content-Security-Policy and no caching. */
 export async function renderPage(ctx: Context, view: string, title: string, data: Record<string, unknown>, policy?: HtmlPolicy): Promise<void> {
   const nonce = randomBytes(16).toString('base64');
   ctx.set('Content-Security-Policy', htmlContentSecurityPolicy(nonce, policy));
-  ctx.set('Cache-Control', 'no-store');
+  noStore(ctx);
   ctx.type = 'html';
   await ctx.render(view, { ...data, title, cspNonce: nonce });
 }

@@ -1,8 +1,9 @@
-import { createHash } from 'node:crypto';
+import { hash } from 'node:crypto';
 
 import { RateLimiterRes, type RateLimiterAbstract } from 'rate-limiter-flexible';
 
 import type { RateLimitRule, Store } from '../../adapters/store.ts';
+import { boundedCache } from '../shared/bounded_cache.ts';
 
 /**
  * A store's rate limiter, counted by a digest of each key: an email or a client_id someone typed
@@ -86,6 +87,14 @@ function seconds(ms: number): number {
   return Math.max(1, Math.ceil(ms / 1000));
 }
 
+/** Keys seen lately (an address, a client_id) and their digests: a key is hashed once, not at every count. */
+const digests = boundedCache<string, string>({ max: 10_000 });
+
 function digest(key: string): string {
-  return createHash('sha256').update(key).digest('base64url').slice(0, 22);
+  let known = digests.get(key);
+  if (known === undefined) {
+    known = hash('sha256', key, 'base64url').slice(0, 22);
+    digests.set(key, known);
+  }
+  return known;
 }

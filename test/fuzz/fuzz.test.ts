@@ -10,7 +10,7 @@ import { fuzzSuite } from './suite.ts';
 import { tokenEndpoints } from './token.ts';
 
 /**
- * Issue 9 finding 11: every endpoint fuzzed (fast-check) with malformed, oversized, duplicated,
+ * Every endpoint fuzzed (fast-check) with malformed, oversized, duplicated,
  * wrongly typed and wrongly encoded parameters, bodies and credentials, mostly around requests that
  * are valid but for what was changed, against one real server on a real SQLite file. Every
  * answer: no 5xx, no stack trace or internal name, the documented error shape (RFC 6749 5.2,

@@ -13,7 +13,7 @@ import { UserAgent, authorize } from '../support/user_agent.ts';
 import { sleep } from '../support/wait.ts';
 
 /**
- * Registration hardening (issue 9, findings 3, 6 and 7): no registration field makes the server
+ * Registration hardening: no registration field makes the server
  * connect anywhere; an RFC 7592 update cannot weaken a client (a confidential client stays
  * confidential, a redirect URI added later needs the user's consent, the registration access token
  * is stored hashed and can expire); initial access tokens are single-use by default and expire.

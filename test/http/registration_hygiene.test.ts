@@ -6,7 +6,7 @@ import { UserAgent } from '../support/user_agent.ts';
 
 interface Json { [key: string]: unknown }
 
-/** Registration hygiene (issue 9 finding 9): what anyone may register is bounded, clean, and labelled for what it is. */
+/** Registration hygiene: what anyone may register is bounded, clean, and labelled for what it is. */
 describe('registration hygiene', function () {
   this.timeout(30_000);
 

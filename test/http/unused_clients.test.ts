@@ -9,7 +9,7 @@ import { eventually } from '../support/wait.ts';
 
 const UNUSED_CLIENT_TTL = 4;
 
-/** Issue 9 finding 9: a self-registered client that never obtains a token is removed, so a registration flood cannot fill the store. */
+/** A self-registered client that never obtains a token is removed, so a registration flood cannot fill the store. */
 describe('unused self-registered clients', function () {
   this.timeout(30_000);
 

@@ -1,5 +1,6 @@
 import type { Context } from 'koa';
-import type { KoaContextWithOIDC } from 'oidc-provider';
+
+import { oidcOf } from '../../engine/context.ts';
 
 /**
  * The engine answers `unsupported_token_type` when asked to introspect or revoke a JWT access
@@ -9,7 +10,7 @@ import type { KoaContextWithOIDC } from 'oidc-provider';
 export function engineRefusedJwt(ctx: Context) {
   const body = ctx.body as { error?: string } | undefined;
   if (ctx.status !== 400 || body?.error !== 'unsupported_token_type') return undefined;
-  const { oidc } = ctx as unknown as Partial<KoaContextWithOIDC>;
+  const oidc = oidcOf(ctx);
   const token = oidc?.params?.token;
   const client = oidc?.client;
   if (typeof token !== 'string' || !client) return undefined;
