@@ -12,7 +12,7 @@ import { ConfigError, loadConfig } from '../../config/index.ts';
 import { KeyRing } from '../../src/keys/key_encryption.ts';
 import { api, clientCredentialsToken } from '../support/data_api.ts';
 import { codeRequest, exchangeCode, introspect, postCredentials, registerClient, tokenRequest, type RegisteredClient } from '../support/oauth.ts';
-import { runAdmin, seedUser, startServer, type SeededUser, type TestServer } from '../support/server.ts';
+import { runAdmin, type SeededUser, seedUser, startServer, storedSetting, type TestServer } from '../support/server.ts';
 import { UserAgent, authorize } from '../support/user_agent.ts';
 import { privateJwk } from '../support/keys.ts';
 import { eventually } from '../support/wait.ts';
@@ -79,15 +79,6 @@ async function userTokens(server: TestServer, client: RegisteredClient, user: Se
   const response = await exchangeCode(tokenServer.issuer, client, callback.searchParams.get('code')!, verifier);
   expect(response.status, `${callback.href} ${await response.clone().text()}`).to.equal(200);
   return response.json() as Promise<UserTokens>;
-}
-
-async function storedSetting(server: TestServer, name: string): Promise<string | undefined> {
-  const store = openStore(server.store);
-  try {
-    return await store.settings.get(name);
-  } finally {
-    await store.close();
-  }
 }
 
 describe('signing-key rotation', () => {

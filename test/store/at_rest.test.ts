@@ -2,11 +2,11 @@ import { readFile, stat } from 'node:fs/promises';
 
 import { expect } from 'chai';
 
-import { openStore, sqliteFile } from '../../adapters/index.ts';
+import { sqliteFile } from '../../adapters/index.ts';
 import { api, createApiKey } from '../support/data_api.ts';
 import { codeRequest, exchangeCode, postCredentials, registerClient, tokenRequest } from '../support/oauth.ts';
 import { keysUnder, rawRedis, startRedis, type RedisServer } from '../support/redis.ts';
-import { initialAccessToken, seedUser, startServer, type TestServer } from '../support/server.ts';
+import { initialAccessToken, seedUser, startServer, storedSetting, type TestServer } from '../support/server.ts';
 import { UserAgent, authorize } from '../support/user_agent.ts';
 
 const KEY_A = Buffer.alloc(32, 1).toString('base64url');
@@ -57,15 +57,6 @@ const BACKENDS: Array<{ name: string; start(): Promise<{ server: TestServer; con
     },
   },
 ];
-
-async function storedSetting(server: TestServer, name: string): Promise<string | undefined> {
-  const store = openStore(server.store);
-  try {
-    return await store.settings.get(name);
-  } finally {
-    await store.close();
-  }
-}
 
 describe('a copy of the store', function () {
   this.timeout(60_000);

@@ -195,3 +195,13 @@ export async function registerVettedClient(server: TestServer, metadata: Record<
   }
   return registerClient(server.issuer, metadata, await initialAccessToken(server, workspaceId));
 }
+
+/** A setting as the server's store holds it (sealed keys, for instance), read from outside the server. */
+export async function storedSetting(server: TestServer, name: string): Promise<string | undefined> {
+  const store = openStore(server.store);
+  try {
+    return await store.settings.get(name);
+  } finally {
+    await store.close();
+  }
+}
