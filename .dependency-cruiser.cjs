@@ -43,6 +43,13 @@ module.exports = {
       to: { circular: true },
     },
     {
+      name: 'config-imports-nothing-from-src',
+      comment: 'configuration is read before anything of the service exists: it stands on its own (and on the adapters, for storage URLs)',
+      severity: 'error',
+      from: { path: '^config/' },
+      to: { path: '^src/' },
+    },
+    {
       name: 'bench-uses-test-support-only',
       comment: 'the benchmark may share the tests\' support code, nothing else of test/',
       severity: 'error',
