@@ -120,7 +120,7 @@ export interface SettingStore {
  * token it could match is still alive. Times are in seconds since the epoch.
  */
 export interface RevocationEntry {
-  /** `token:<jti>`, `grant:<grant ref>` or `client:<client id>`. */
+  /** `token:<jti>`, `grant:<grant ref>`, `client:<client id>` or `resource:<resource URI>`. */
   key: string;
   /** For `token:` entries, the grant or client the token belongs to (`grant:<ref>` or `client:<id>`), so floods can be counted. */
   owner?: string;

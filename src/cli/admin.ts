@@ -17,10 +17,13 @@ import { LIFETIMES } from '../../config/lifetimes.ts';
 import { buildProvider } from '../engine/provider.ts';
 import { MAX_INITIAL_ACCESS_TOKEN_USES, createInitialAccessToken } from '../clients/initial_access_tokens.ts';
 import { WORKSPACE_METADATA } from '../clients/registration.ts';
-import { INTROSPECTION_AUDIENCE, RESOURCE_SERVER_AUTH_METHODS, createResourceServer, isResourceServerAuthMethod } from '../clients/resource_servers.ts';
+import { ResourceError } from '../clients/protected_resources.ts';
+import { INTROSPECTION_AUDIENCE, RESOURCE_SERVER_AUTH_METHODS, isResourceServerAuthMethod } from '../clients/resource_servers.ts';
+import { builtInResources } from '../engine/resource_indicators.ts';
 import { ApiKeyError, ApiKeys } from '../api_keys/api_keys.ts';
 import { parseDuration } from '../../config/duration.ts';
 import { quickstart } from './quickstart.ts';
+import { createResourceServerCommand, deleteResourceServer, listResourceServers } from './resource_server_commands.ts';
 
 const USAGE = `Usage: npm run admin -- <command> [options] [--json]
 
@@ -35,7 +38,10 @@ const USAGE = `Usage: npm run admin -- <command> [options] [--json]
   iat create --workspace WORKSPACE_ID [--uses N] [--expires-in 24h|30m|7d|SECONDS]
   client list
   client delete CLIENT_ID
-  resource-server create --name NAME [--auth-method client_secret_basic|client_secret_post]
+  resource-server create --name NAME [--resource URI] [--scope api|profile ...]
+              [--auth-method client_secret_basic|client_secret_post]
+  resource-server list
+  resource-server delete RESOURCE_URI
   api-key create --workspace WORKSPACE_ID --name NAME [--expires-in 90d|12h|SECONDS]
   api-key list --workspace WORKSPACE_ID
   api-key revoke KEY_ID
@@ -61,6 +67,8 @@ const OPTIONS = {
   'expires-in': { type: 'string' },
   uses: { type: 'string' },
   'auth-method': { type: 'string' },
+  resource: { type: 'string' },
+  scope: { type: 'string', multiple: true },
   now: { type: 'boolean' },
   'workspace-name': { type: 'string' },
   'base-url': { type: 'string' },
@@ -156,13 +164,19 @@ const COMMANDS: Record<string, Command> = {
     const name = required(options, 'name');
     const authMethod = options['auth-method'] ?? 'client_secret_basic';
     if (!isResourceServerAuthMethod(authMethod)) throw new UsageError(`--auth-method must be one of ${RESOURCE_SERVER_AUTH_METHODS.join(', ')}`);
-    const { provider, audience } = await engine(store, accounts);
-    const created = await createResourceServer(provider, name, audience, authMethod);
-    return {
-      text: `created resource server ${created.client_id} (${name}): may introspect the access tokens for ${audience}, `
-        + `authenticating with ${authMethod}; client secret shown once, store it now:\n${created.client_secret}`,
-      json: created,
-    };
+    const scopes = (options.scope ?? []).flatMap((value) => value.split(/[\s,]+/)).filter(Boolean);
+    return createResourceServerCommand(await engine(store, accounts), { name, resource: options.resource, scopes, authMethod });
+  },
+  'resource-server list': async ({ store, accounts }) => {
+    const { resources } = await engine(store, accounts);
+    return listResourceServers(store, resources, builtInResources(loadConfig().issuer));
+  },
+  'resource-server delete': async ({ store, accounts }, [resource]) => {
+    if (!resource) throw new UsageError('name the API: resource-server delete RESOURCE_URI');
+    const { resources } = await engine(store, accounts);
+    const deleted = await deleteResourceServer(store, resources, resource);
+    if (!deleted) throw new AccountError(`no API registered as ${resource} (the data API and /mcp are served here and cannot be deleted)`);
+    return deleted;
   },
   'api-key create': async ({ store, accounts, options }) => {
     const name = required(options, 'name');
@@ -265,7 +279,7 @@ async function run(argv: string[]): Promise<number> {
       process.stderr.write(`error: ${error.message}\n\n${USAGE}\n`);
       return 2;
     }
-    if (error instanceof AccountError || error instanceof ApiKeyError || error instanceof KeyAdminError) {
+    if (error instanceof AccountError || error instanceof ApiKeyError || error instanceof KeyAdminError || error instanceof ResourceError) {
       process.stderr.write(`error: ${error.message}\n`);
       return 1;
     }

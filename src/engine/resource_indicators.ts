@@ -1,34 +1,62 @@
-import { errors, type KoaContextWithOIDC, type ResourceServer } from 'oidc-provider';
+import { errors, type Client, type KoaContextWithOIDC, type ResourceServer } from 'oidc-provider';
 
 import { LIFETIMES } from '../../config/lifetimes.ts';
+import type { ProtectedResource, ProtectedResources } from '../clients/protected_resources.ts';
 import { SUPPORTED_SCOPES } from './scopes.ts';
 
-/** The data APIs (Core under /rest/, Metadata under /rest/metadata/) are one protected resource. */
+/** The data APIs (Core under /rest/, Metadata under /rest/metadata/) are one protected resource: the default one. */
 export function apiAudience(issuer: string): string {
   return `${issuer}/rest`;
 }
 
-/** Access tokens for the data APIs: RFC 9068 JWTs signed with ES256, one hour. */
-export function dataApiResourceServer(audience: string): ResourceServer {
+/** The MCP endpoint serving the workspace data: a protected resource of its own. */
+export function mcpAudience(issuer: string): string {
+  return `${issuer}/mcp`;
+}
+
+/** The APIs this service serves itself; operators register others (src/clients/protected_resources.ts). */
+export function builtInResources(issuer: string): ProtectedResource[] {
+  return [
+    { resource: apiAudience(issuer), name: 'the workspace data API (Core and Metadata)', scopes: SUPPORTED_SCOPES, builtIn: true },
+    { resource: mcpAudience(issuer), name: 'the workspace data over MCP', scopes: ['api'], builtIn: true },
+  ];
+}
+
+/** Access tokens for an API: RFC 9068 JWTs signed with ES256, one hour, with the scopes it accepts. */
+export function resourceServerInfo({ resource, scopes }: ProtectedResource): ResourceServer {
   return {
-    scope: SUPPORTED_SCOPES.join(' '),
-    audience,
+    scope: scopes.join(' '),
+    audience: resource,
     accessTokenTTL: LIFETIMES.AccessToken,
     accessTokenFormat: 'jwt',
     jwt: { sign: { alg: 'ES256' } },
   };
 }
 
-/** `features.resourceIndicators`: every access token is for the data APIs, whether or not the client names them. */
-export function resourceIndicators(audience: string) {
-  const info = dataApiResourceServer(audience);
+/**
+ * `features.resourceIndicators` (RFC 8707): a request that names no resource gets a token for the
+ * data API; one that names an API this server issues tokens for gets a token for that API, with
+ * only the scopes it accepts; any other is refused with `invalid_target`. A refresh token or code
+ * gets tokens for the APIs of its grant only (the engine checks it, RFC 8707 section 2.2), and for
+ * the one it was issued for when the request names none.
+ */
+export function resourceIndicators(resources: ProtectedResources, defaultResource: string) {
   return {
     enabled: true,
-    defaultResource: () => audience,
+    defaultResource: (_ctx: KoaContextWithOIDC, _client: Client, oneOf?: readonly string[]) => {
+      if (!oneOf) return defaultResource;
+      return oneOf.includes(defaultResource) ? defaultResource : oneOf[0] ?? defaultResource;
+    },
     useGrantedResource: () => true,
-    getResourceServerInfo: (_ctx: KoaContextWithOIDC, resource: string) => {
-      if (resource !== audience) throw new errors.InvalidTarget(`unknown resource; this server issues tokens for ${audience} only`);
-      return info;
+    getResourceServerInfo: async (_ctx: KoaContextWithOIDC, resource: string) => {
+      const found = await resources.find(resource);
+      if (!found) throw new errors.InvalidTarget(unknownResource(resource));
+      return resourceServerInfo(found);
     },
   };
+}
+
+/** The words every refusal of an unknown resource uses. */
+export function unknownResource(resource: string): string {
+  return `unknown resource ${resource.slice(0, 200)}; this server issues tokens for the APIs its operator registered`;
 }

@@ -12,6 +12,8 @@ import { lowerRole, type Principal } from './principal.ts';
 export const DATA_API_SCOPE = 'api';
 
 export interface Authenticators {
+  /** The API's resource identifier: a token for another API is refused. */
+  audience: string;
   verifier: AccessTokenVerifier;
   apiKeys: ApiKeys;
   liveRoles: LiveRoles;
@@ -24,7 +26,7 @@ export interface Authenticators {
  * key; the prefix says which, and a credential is checked only as what it claims to be. Sets
  * `ctx.state.principal`, or refuses as RFC 6750 says.
  */
-export function authenticate({ verifier, apiKeys, liveRoles, resourceMetadata }: Authenticators): Middleware {
+export function authenticate({ audience, verifier, apiKeys, liveRoles, resourceMetadata }: Authenticators): Middleware {
   const refusal = (status: 401 | 403, error?: 'invalid_token' | 'insufficient_scope', description?: string, scope?: string) =>
     bearerRefusal({ status, resourceMetadata, ...(error ? { error } : {}), ...(description ? { description } : {}), ...(scope ? { scope } : {}) });
 
@@ -39,7 +41,7 @@ export function authenticate({ verifier, apiKeys, liveRoles, resourceMetadata }:
       return next();
     }
 
-    const claims = await verifier.verify(credential);
+    const claims = await verifier.verify(credential, audience);
     if (!claims) throw refusal(401, 'invalid_token', 'the access token is invalid, expired or revoked');
     if (!(claims.scope ?? '').split(' ').includes(DATA_API_SCOPE)) {
       throw refusal(403, 'insufficient_scope', `the access token needs the ${DATA_API_SCOPE} scope`, DATA_API_SCOPE);

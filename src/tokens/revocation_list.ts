@@ -9,9 +9,10 @@ import { PROPAGATION_BOUND_MS } from '../shared/propagation.ts';
  *
  * Access tokens are never stored. A revocation writes one entry to the store's revocation list,
  * every instance mirrors the live entries in process, and verification consults that mirror:
- * three map lookups after the signature check, no store read. An entry names a grant (every
- * token of a revoked grant), a client (every token of a deleted client) or one token (RFC 7009),
- * and lives only as long as a token it can match may still be alive.
+ * a few map lookups after the signature check, no store read. An entry names a grant (every
+ * token of a revoked grant), a client (every token of a deleted client), an API (every token for
+ * an API its operator removed) or one token (RFC 7009), and lives only as long as a token it can
+ * match may still be alive.
  */
 
 /** The longest an access token lives: a grant or client entry must outlast every token it can match. */
@@ -42,6 +43,8 @@ export interface RevocableToken {
   client_id: string;
   /** The grant reference of a user's token; client-credentials tokens have no grant. */
   gid?: string;
+  /** The API (or APIs) the token is for. */
+  aud?: string | string[];
 }
 
 /**
@@ -53,6 +56,7 @@ export function grantReference(grantId: string): string {
 }
 
 const seconds = (ms: number) => Math.floor(ms / 1000);
+const audiences = ({ aud }: RevocableToken): string[] => (aud === undefined ? [] : Array.isArray(aud) ? aud : [aud]);
 const ownerOf = (token: RevocableToken) => (token.gid ? `grant:${token.gid}` : `client:${token.client_id}`);
 
 /** What each kind of revocation writes, at time `now` (seconds); shared by the service and the admin CLI. */
@@ -64,6 +68,10 @@ export const revocationEntries = {
   /** Every token of a deleted client, including any an instance with a stale copy of the client issues. */
   deletedClient(clientId: string, now: number): RevocationEntry {
     return everything(`client:${clientId}`, now);
+  },
+  /** Every token for an API its operator removed (src/clients/protected_resources.ts). */
+  removedResource(resource: string, now: number): RevocationEntry {
+    return everything(`resource:${resource}`, now);
   },
   /** One token (RFC 7009), until it expires. */
   token(token: RevocableToken): RevocationEntry {
@@ -122,7 +130,8 @@ export class RevocationList {
     const now = seconds(this.#clock());
     return this.#matches(`token:${token.jti}`, token.iat, now)
       || (token.gid !== undefined && this.#matches(`grant:${token.gid}`, token.iat, now))
-      || this.#matches(`client:${token.client_id}`, token.iat, now);
+      || this.#matches(`client:${token.client_id}`, token.iat, now)
+      || audiences(token).some((resource) => this.#matches(`resource:${resource}`, token.iat, now));
   }
 
   async revokeGrant(grantId: string): Promise<void> {

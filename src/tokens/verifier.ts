@@ -31,31 +31,33 @@ const VERIFIED_TOKENS_KEPT = 10_000;
 
 /**
  * Checks access tokens this server issued: signature (ES256, our keys), `typ` at+jwt, issuer,
- * audience, expiry, and that no revocation matches it (its grant revoked, its client deleted, the
- * token itself revoked). No store read: the revocation list is mirrored in process.
+ * expiry, the audience the caller serves, and that no revocation matches it (its grant revoked,
+ * its client deleted, its API removed, the token itself revoked). No store read: the revocation
+ * list is mirrored in process.
  */
 export class AccessTokenVerifier {
   readonly #keys: ReturnType<typeof createLocalJWKSet>;
   readonly #issuer: string;
-  readonly #audience: string;
   readonly #revocations: RevocationList;
   readonly #clock: Clock;
   /** Token -> its claims, for tokens whose signature and claims checked out, each kept until it expires. */
   readonly #verified: BoundedCache<string, AccessTokenClaims>;
 
-  constructor(privateJwks: { keys: JWK[] }, issuer: string, audience: string, revocations: RevocationList, clock: Clock = systemClock) {
+  constructor(privateJwks: { keys: JWK[] }, issuer: string, revocations: RevocationList, clock: Clock = systemClock) {
     this.#keys = createLocalJWKSet({ keys: privateJwks.keys.map(publicPart) });
     this.#issuer = issuer;
-    this.#audience = audience;
     this.#revocations = revocations;
     this.#clock = clock;
     this.#verified = boundedCache({ max: VERIFIED_TOKENS_KEPT, clock });
   }
 
-  /** The token's claims, or undefined for anything not valid right now. */
-  async verify(token: string): Promise<AccessTokenClaims | undefined> {
+  /**
+   * The token's claims, or undefined for anything not valid right now, or not for `audience` (the
+   * API asking; without it, any this server issues tokens for: introspection).
+   */
+  async verify(token: string, audience?: string): Promise<AccessTokenClaims | undefined> {
     const claims = await this.decode(token);
-    if (!claims || await this.#revocations.isRevoked(claims)) return undefined;
+    if (!claims || (audience !== undefined && !isFor(claims, audience)) || await this.#revocations.isRevoked(claims)) return undefined;
     return claims;
   }
 
@@ -75,10 +77,9 @@ export class AccessTokenVerifier {
       const { payload } = await jwtVerify(token, this.#keys, {
         currentDate: new Date(this.#clock()),
         issuer: this.#issuer,
-        audience: this.#audience,
         typ: 'at+jwt',
         algorithms: ['ES256'],
-        requiredClaims: ['jti', 'sub', 'client_id', 'exp', 'iat'],
+        requiredClaims: ['jti', 'sub', 'client_id', 'exp', 'iat', 'aud'],
       });
       // Shared by every later use of the same token.
       return Object.freeze(payload) as AccessTokenClaims;
@@ -91,6 +92,11 @@ export class AccessTokenVerifier {
   async revoke(claims: AccessTokenClaims): Promise<void> {
     await this.#revocations.revokeToken(claims);
   }
+}
+
+/** Whether the token's `aud` names `audience`. */
+export function isFor(claims: AccessTokenClaims, audience: string): boolean {
+  return Array.isArray(claims.aud) ? claims.aud.includes(audience) : claims.aud === audience;
 }
 
 function publicPart(jwk: JWK): JWK {

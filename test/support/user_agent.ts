@@ -50,6 +50,8 @@ export interface Decision {
   /** The workspace to pick on the consent page (defaults to the first offered). */
   workspace?: string;
   decision?: 'allow' | 'deny';
+  /** Sees each consent page's HTML before it is answered. */
+  onConsent?: (html: string) => void;
 }
 
 const field = (html: string, name: string) => new RegExp(`name="${name}" value="([^"]*)"`).exec(html)?.[1];
@@ -67,6 +69,7 @@ export async function authorize(agent: UserAgent, authorizationUrl: string, orig
     const action = formAction(html);
     if (!action) throw new Error(`expected a login or consent page at ${url}, got ${response.status}:\n${html.slice(0, 500)}`);
     const csrf = field(html, 'csrf')!;
+    if (!action.endsWith('/login')) decision.onConsent?.(html);
     const form: Record<string, string> = action.endsWith('/login')
       ? { csrf, email: decision.email, password: decision.password }
       : { csrf, decision: decision.decision ?? 'allow', workspace: decision.workspace ?? field(html, 'workspace') ?? /name="workspace" value="([^"]*)"/.exec(html)![1]! };

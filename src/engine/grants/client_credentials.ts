@@ -1,30 +1,35 @@
-import { errors, type Provider, type ResourceServer, type TokenEndpointGrantContext } from 'oidc-provider';
+import { errors, type Provider, type TokenEndpointGrantContext } from 'oidc-provider';
 
+import type { ProtectedResources } from '../../clients/protected_resources.ts';
 import { clientWorkspace } from '../../clients/registration.ts';
+import { resourceServerInfo, unknownResource } from '../resource_indicators.ts';
 import { effectiveScope } from '../scopes.ts';
 
 /**
  * The client_credentials grant, registered in place of the engine's own so the product's rules
  * apply: the token is workspace-level (the client must be bound to a workspace), the scope
- * defaults to `api`, and `api` is the only scope that means anything without a user.
+ * defaults to `api`, and `api` is the only scope that means anything without a user. The token is
+ * for the data API unless the request names (RFC 8707) another API this server issues tokens for.
  */
-export function registerClientCredentialsGrant(provider: Provider, audience: string, resourceServer: ResourceServer): void {
+export function registerClientCredentialsGrant(provider: Provider, resources: ProtectedResources, defaultResource: string): void {
   const handler = async (ctx: TokenEndpointGrantContext<{ scope?: string; resource?: string | string[] }>) => {
     const { client, params } = ctx.oidc;
     if (!clientWorkspace(client)) {
       throw new errors.UnauthorizedClient('client_credentials is only for clients bound to a workspace');
     }
-    if (params.resource !== undefined && params.resource !== audience) {
-      throw new errors.InvalidTarget(`unknown resource; this server issues tokens for ${audience} only`);
-    }
+    if (Array.isArray(params.resource)) throw new errors.InvalidTarget('one resource at most in a token request (RFC 8707 section 2)');
+    const resource = params.resource ?? defaultResource;
+    const api = await resources.find(resource);
+    if (!api) throw new errors.InvalidTarget(unknownResource(resource));
     const scope = effectiveScope(params.scope);
     const userScopes = scope.split(' ').filter((value) => value !== 'api');
     if (userScopes.length) {
       throw new errors.InvalidScope(`client_credentials tokens are tied to no user, so only the api scope applies; remove ${userScopes.join(' ')}`, userScopes.join(' '));
     }
+    if (!api.scopes.includes('api')) throw new errors.InvalidScope(`${api.name} does not accept the api scope`, 'api');
 
     const token = new provider.ClientCredentials({ client, scope });
-    token.resourceServer = new provider.ResourceServer(audience, resourceServer);
+    token.resourceServer = new provider.ResourceServer(resource, resourceServerInfo(api));
     ctx.oidc.entity('ClientCredentials', token);
     const accessToken = await token.save();
 

@@ -4,11 +4,12 @@ import type { Provider } from 'oidc-provider';
 
 import type { ModelStore } from '../../../adapters/store.ts';
 import type { Accounts } from '../../accounts/accounts.ts';
+import type { ProtectedResources } from '../../clients/protected_resources.ts';
 import { ENGINE_ROUTES, USERINFO_PATH } from '../../engine/routes.ts';
 import type { RateLimiting } from '../../rate_limits/limits.ts';
 import type { UserinfoSigner } from '../../tokens/signed_userinfo.ts';
 import type { AccessTokenVerifier } from '../../tokens/verifier.ts';
-import { authorizationByPost } from './authorization.ts';
+import { authorizationByPost, authorizationEndpoint } from './authorization.ts';
 import { clientManagementEndpoint } from './client_management.ts';
 import { introspectionEndpoint } from './introspection.ts';
 import { logoutByPost } from './logout.ts';
@@ -21,7 +22,9 @@ export interface EndpointDependencies {
   issuer: string;
   basePath: string;
   provider: Provider;
-  /** The data API's resource identifier: the audience of every access token. */
+  /** The APIs tokens are issued for. */
+  resources: ProtectedResources;
+  /** The data API's resource identifier: userinfo takes the data API's tokens. */
   audience: string;
   accounts: Accounts;
   clients: ModelStore;
@@ -40,6 +43,7 @@ export interface EndpointDependencies {
 export function engineEndpoints(deps: EndpointDependencies): { routes: Middleware; handles: (path: string) => boolean } {
   const { issuer, basePath } = deps;
   const router = new Router({ prefix: basePath || undefined });
+  router.get(ENGINE_ROUTES.authorization, ...authorizationEndpoint(deps.rateLimits));
   router.post(ENGINE_ROUTES.authorization, authorizationByPost(issuer, ENGINE_ROUTES.authorization));
   router.post(ENGINE_ROUTES.end_session, logoutByPost(issuer, ENGINE_ROUTES.end_session));
   const registration = registrationEndpoint(deps);
@@ -49,7 +53,7 @@ export function engineEndpoints(deps: EndpointDependencies): { routes: Middlewar
   router.post(ENGINE_ROUTES.token, ...tokenEndpoint(deps));
   router.post(ENGINE_ROUTES.introspection, ...introspectionEndpoint(deps.verifier));
   router.post(ENGINE_ROUTES.revocation, ...revocationEndpoint(deps.verifier));
-  const userinfoEndpoint = userinfo(deps.verifier, deps.accounts, { algorithmFor: userinfoSigningAlg(deps.provider), sign: deps.signUserinfo });
+  const userinfoEndpoint = userinfo(deps.verifier, deps.audience, deps.accounts, { algorithmFor: userinfoSigningAlg(deps.provider), sign: deps.signUserinfo });
   router.get(USERINFO_PATH, userinfoEndpoint);
   router.post(USERINFO_PATH, userinfoEndpoint);
   router.options(USERINFO_PATH, userinfoEndpoint);

@@ -1,14 +1,18 @@
 import type { Middleware } from 'koa';
+import type { Provider } from 'oidc-provider';
 
+import type { ProtectedResources } from '../../clients/protected_resources.ts';
+import { unknownResource } from '../../engine/resource_indicators.ts';
 import type { RateLimiting } from '../../rate_limits/limits.ts';
 import { HttpError } from '../../shared/http_error.ts';
 import { tokenRequestForm } from '../token_request_form.ts';
 import { rfc6749ErrorCodes } from './rfc6749_errors.ts';
 
 export interface TokenEndpointDependencies {
+  provider: Provider;
   rateLimits: RateLimiting;
-  /** The one resource tokens are issued for: the data API. */
-  audience: string;
+  /** The APIs tokens are issued for. */
+  resources: ProtectedResources;
 }
 
 /**
@@ -16,29 +20,51 @@ export interface TokenEndpointDependencies {
  *
  * Before the engine:
  * 1. the rate limits: requests per client address, tokens issued per client (src/rate_limits/);
- * 2. a `resource` the server issues no tokens for is refused before a code or refresh token is used up.
+ * 2. a `resource` the server issues no tokens for, or one the code's or refresh token's grant does
+ *    not include, is refused before the code or refresh token is used up.
  * After the engine:
  * 3. RFC 6749 error codes where the engine's differ (rfc6749_errors.ts).
  */
-export function tokenEndpoint({ rateLimits, audience }: TokenEndpointDependencies): Middleware[] {
-  return [rateLimits.token, refuseUnknownResource(audience), rfc6749ErrorCodes];
+export function tokenEndpoint({ provider, rateLimits, resources }: TokenEndpointDependencies): Middleware[] {
+  return [rateLimits.token, refuseResourceBeforeRedemption(provider, resources), rfc6749ErrorCodes];
 }
 
 /**
  * A token request's `resource` (RFC 8707) is checked before the engine runs. The engine checks it
  * only after it has consumed the authorization code or rotated the refresh token, so a request it
  * then refused with invalid_target had used them up, and the client's retry with what it still
- * holds was taken for a replay, which revokes the whole grant. Every token is for the data API
- * (src/engine/resource_indicators.ts), so anything else, or more than one value, is refused here, untouched.
+ * holds was taken for a replay, which revokes the whole grant. So a resource that is no API of this
+ * server, more than one, or (RFC 8707 section 2.2) one that the code's or refresh token's grant was
+ * not given for is refused here, untouched.
  */
-function refuseUnknownResource(audience: string): Middleware {
+function refuseResourceBeforeRedemption(provider: Provider, resources: ProtectedResources): Middleware {
   return async (ctx, next) => {
-    const resources = (await tokenRequestForm(ctx))?.getAll('resource') ?? [];
-    if (resources.length === 0 || (resources.length === 1 && resources[0] === audience)) return next();
-    const description = resources.length > 1
-      ? 'one resource at most: every token of this server is for the data API'
-      : `unknown resource; this server issues tokens for ${audience} only`;
-    // Browser clients read the token endpoint's answers; the engine's own CORS never runs for this one.
-    throw new HttpError(400, 'invalid_target', description, { 'Access-Control-Allow-Origin': '*' });
+    const form = await tokenRequestForm(ctx);
+    const requested = form?.getAll('resource') ?? [];
+    if (requested.length === 0) return next();
+    if (requested.length > 1) throw invalidTarget('one resource at most in a token request (RFC 8707 section 2)');
+    const [resource] = requested as [string];
+    if (!await resources.find(resource)) throw invalidTarget(unknownResource(resource));
+    const granted = await grantedResources(provider, form!);
+    if (granted && !granted.has(resource)) {
+      throw invalidTarget(`the grant does not include ${resource.slice(0, 200)}; a token is issued only for the APIs the user allowed (RFC 8707 section 2.2)`);
+    }
+    await next();
   };
+}
+
+/** The resources of the code or refresh token the request redeems, as stored; undefined when it names none the store knows (the engine answers that). */
+async function grantedResources(provider: Provider, form: URLSearchParams): Promise<ReadonlySet<string | undefined> | undefined> {
+  const grantType = form.get('grant_type');
+  const value = grantType === 'refresh_token' ? form.get('refresh_token') : grantType === 'authorization_code' ? form.get('code') : null;
+  if (!value) return undefined;
+  const model = grantType === 'refresh_token'
+    ? await provider.RefreshToken.find(value, { ignoreExpiration: true })
+    : await provider.AuthorizationCode.find(value, { ignoreExpiration: true });
+  return model?.resourceIndicators;
+}
+
+function invalidTarget(description: string): HttpError {
+  // Browser clients read the token endpoint's answers; the engine's own CORS never runs for this one.
+  return new HttpError(400, 'invalid_target', description, { 'Access-Control-Allow-Origin': '*' });
 }

@@ -20,8 +20,8 @@ import type { UserinfoSigner } from '../../tokens/signed_userinfo.ts';
  * A client that registered `userinfo_signed_response_alg` gets the same claims as a signed JWT
  * (`application/jwt`, OpenID Connect Core 5.3.2); the others get JSON.
  */
-export function userinfo(verifier: AccessTokenVerifier, accounts: Accounts, signed: SignedResponses): Middleware {
-  return compose([bearerCors('GET, POST'), bodyParser({ enableTypes: ['form'], formLimit: '16kb' }) as Middleware, answer(verifier, accounts, signed)]);
+export function userinfo(verifier: AccessTokenVerifier, audience: string, accounts: Accounts, signed: SignedResponses): Middleware {
+  return compose([bearerCors('GET, POST'), bodyParser({ enableTypes: ['form'], formLimit: '16kb' }) as Middleware, answer(verifier, audience, accounts, signed)]);
 }
 
 /** What the endpoint needs for signed responses. */
@@ -49,12 +49,12 @@ function pick(claims: ProfileClaims, names: Set<string>): Partial<ProfileClaims>
   return Object.fromEntries(Object.entries(claims).filter(([name]) => names.has(name)));
 }
 
-function answer(verifier: AccessTokenVerifier, accounts: Accounts, signed: SignedResponses): Middleware {
+function answer(verifier: AccessTokenVerifier, audience: string, accounts: Accounts, signed: SignedResponses): Middleware {
   return async (ctx) => {
     noStore(ctx);
     const token = headerOrFormToken(ctx);
     if (!token) throw bearerRefusal({ status: 401, realm: 'oauth' });
-    const claims = await verifier.verify(token);
+    const claims = await verifier.verify(token, audience);
     if (!claims) throw bearerRefusal({ status: 401, realm: 'oauth', error: 'invalid_token', description: 'the access token is invalid, expired or revoked' });
 
     const scopes = new Set((claims.scope ?? '').split(' '));

@@ -1,0 +1,88 @@
+import { setTimeout as sleep } from 'node:timers/promises';
+
+import type { Store } from '../../adapters/store.ts';
+import type { ProtectedResource, ProtectedResources } from '../clients/protected_resources.ts';
+import { createResourceServer, INTROSPECTION_AUDIENCE, type ResourceServerAuthMethod } from '../clients/resource_servers.ts';
+import type { OAuthServer } from '../engine/provider.ts';
+import { isoTime, nowSeconds } from '../shared/clock.ts';
+import { PROPAGATION_BOUND_MS } from '../shared/propagation.ts';
+import { revocationEntries } from '../tokens/revocation_list.ts';
+import type { Output } from './key_commands.ts';
+
+/**
+ * The admin CLI's `resource-server` commands: the APIs this server issues tokens for (RFC 8707),
+ * each with the credentials of a client that may introspect the tokens meant for it.
+ */
+
+export interface CreateRequest {
+  name: string;
+  /** The API's canonical URI; the data API when absent (credentials to introspect its tokens). */
+  resource: string | undefined;
+  scopes: string[];
+  authMethod: ResourceServerAuthMethod;
+}
+
+/**
+ * `resource-server create`: registers the API (unless it is the data API, served here), then a
+ * confidential client that may introspect its tokens, whose secret is shown this once.
+ */
+export async function createResourceServerCommand(engine: OAuthServer, request: CreateRequest): Promise<Output> {
+  const registered = request.resource === undefined || request.resource === engine.audience
+    ? undefined
+    : await engine.resources.register({ resource: request.resource, name: request.name, scopes: request.scopes });
+  const resource = registered?.resource ?? engine.audience;
+  const scopes = registered?.scopes ?? (await engine.resources.find(resource))!.scopes;
+  let created;
+  try {
+    created = await createResourceServer(engine.provider, request.name, resource, request.authMethod);
+  } catch (error) {
+    // Nothing half-made: an API is registered with its credentials, or not at all.
+    if (registered) await engine.resources.remove(registered.resource);
+    throw error;
+  }
+  const registeredApi = registered ? `registered ${resource} (${request.name}), which accepts ${scopes.join(' ')}; ` : '';
+  return {
+    text: `${registeredApi}created resource server ${created.client_id} for ${resource}: it may introspect the access tokens for it, authenticating with ${request.authMethod}; `
+      + `client secret shown once, store it now:\n${created.client_secret}`,
+    json: { ...created, resource, scopes },
+  };
+}
+
+/** `resource-server list`: every API tokens are issued for, and the clients that may introspect its tokens. */
+export async function listResourceServers(store: Store, resources: ProtectedResources, builtIn: readonly ProtectedResource[]): Promise<Output> {
+  const clients = (await store.model('Client').list()).map(({ payload }) => payload).filter((payload) => typeof payload[INTROSPECTION_AUDIENCE] === 'string');
+  const listed = [...builtIn, ...await resources.registered()].map((api) => ({
+    resource: api.resource,
+    name: api.name,
+    scopes: api.scopes,
+    built_in: api.builtIn,
+    created_at: api.createdAt === undefined ? null : isoTime(api.createdAt),
+    introspection_clients: clients.filter((client) => client[INTROSPECTION_AUDIENCE] === api.resource).map((client) => String(client.client_id)),
+  }));
+  const lines = listed.map((api) => `${api.resource}\t${api.name}\t${api.scopes.join(' ')}\t${api.built_in ? 'served here' : `registered ${api.created_at}`}\t${api.introspection_clients.join(',') || '-'}`);
+  return { text: lines.join('\n'), json: listed };
+}
+
+/**
+ * `resource-server delete URI`: the API is no longer one this server issues tokens for, its
+ * introspection clients go, and every token already issued for it is refused (by introspection
+ * and this server's checks) on every instance by the time the command returns.
+ */
+export async function deleteResourceServer(store: Store, resources: ProtectedResources, resource: string): Promise<Output | undefined> {
+  const removed = await resources.remove(resource);
+  if (!removed) return undefined;
+  const now = nowSeconds();
+  await store.revocations.add(revocationEntries.removedResource(resource, now));
+  const clients = store.model('Client');
+  const introspecting = (await clients.list()).filter(({ payload }) => payload[INTROSPECTION_AUDIENCE] === resource);
+  for (const { id } of introspecting) {
+    await clients.destroy(id);
+    await store.revocations.add(revocationEntries.deletedClient(id, now));
+  }
+  // "Deleted" means every running instance refuses it (a little over the bound: timers may fire early).
+  await sleep(PROPAGATION_BOUND_MS + 50);
+  return {
+    text: `deleted ${resource} (${removed.name})${introspecting.length ? ` and its resource server ${introspecting.map(({ id }) => id).join(', ')}` : ''}; its tokens are refused from now`,
+    json: { deleted: resource, introspection_clients: introspecting.map(({ id }) => id) },
+  };
+}
