@@ -8,6 +8,9 @@ export class AccountError extends Error {
   override name = 'AccountError';
 }
 
+/** A workspace as one of its members sees it: with the member's role there. */
+export type WorkspaceMembership = Workspace & { role: Role };
+
 export interface NewUser {
   email: string;
   name: string;
@@ -94,7 +97,7 @@ export class Accounts {
   }
 
   /** The workspaces a user belongs to, with their role in each. */
-  async workspacesOf(userId: string): Promise<Array<Workspace & { role: Role }>> {
+  async workspacesOf(userId: string): Promise<WorkspaceMembership[]> {
     const memberships = await this.#store.listMemberships(userId);
     const workspaces = await Promise.all(memberships.map(async ({ workspaceId, role }) => {
       const workspace = await this.#store.getWorkspace(workspaceId);
