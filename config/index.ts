@@ -9,7 +9,7 @@ import type { Config, KeyRotationPolicy, RateLimits } from './types.ts';
  */
 
 export { ConfigError } from './parsers.ts';
-export type { Config, KeyRotationPolicy, LogLevel, MetricsSettings, PkcePolicy, Rate, RateLimits, RegistrationMode } from './types.ts';
+export type { Config, KeyRotationPolicy, LogLevel, MetadataDocumentSettings, MetricsSettings, PkcePolicy, Rate, RateLimits, RegistrationMode } from './types.ts';
 
 export function loadConfig(env: Env = process.env): Config {
   const port = read(env, 'PORT');
@@ -29,6 +29,8 @@ export function loadConfig(env: Env = process.env): Config {
     registrationAccessTokenTtl: read(env, 'REGISTRATION_ACCESS_TOKEN_TTL'),
     unusedClientTtl: read(env, 'UNUSED_CLIENT_TTL'),
     pkceRequired: read(env, 'PKCE_REQUIRED'),
+    cimd: read(env, 'CIMD') ? { trustedHosts: read(env, 'CIMD_TRUSTED_HOSTS') ?? [], allowedDomains: read(env, 'CIMD_ALLOWED_DOMAINS') } : undefined,
+    mcpAllowedOrigins: read(env, 'MCP_ALLOWED_ORIGINS') ?? [],
     rateLimits: rateLimits(env),
     jwksFile: read(env, 'JWKS_FILE'),
     keyEncryptionKey: keyEncryptionKey(env),

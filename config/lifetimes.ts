@@ -16,6 +16,12 @@ export const LIFETIMES = {
   Grant: 365 * 24 * 3600,
   /** Initial access tokens made by the admin CLI, unless it is told otherwise: a day, enough to hand one over and use it. */
   InitialAccessToken: 24 * 3600,
+  /**
+   * A client's metadata document (CIMD): kept for its `Cache-Control: max-age` within
+   * [minSeconds, maxSeconds], and served up to maxSeconds while a fetch to renew it fails; a fetch
+   * that failed is not tried again for failureSeconds.
+   */
+  MetadataDocument: { minSeconds: 60, maxSeconds: 24 * 3600, failureSeconds: 30 },
 } as const;
 
 /**

@@ -158,6 +158,38 @@ export const count: Parser<number> = (value, name) => {
   return number;
 };
 
+/** Comma-separated values, each read by `parse` (an empty list is no list). */
+export function list<T>(parse: Parser<T>): Parser<T[]> {
+  return (value, name) => value.split(',').map((item) => item.trim()).filter(Boolean).map((item) => parse(item, name));
+}
+
+/** An http(s) origin: scheme, host and port, nothing else (`https://app.example.com`). */
+export const origin: Parser<string> = (value, name) => {
+  const url = URL.parse(value);
+  if (!url || (url.protocol !== 'https:' && url.protocol !== 'http:') || url.origin !== value.replace(/\/$/, '')) {
+    throw new ConfigError(`${name} must be origins such as https://app.example.com (scheme, host and port only), got "${value}"`);
+  }
+  return url.origin;
+};
+
+/** `host:port`, the host a name or an address (IPv6 in brackets). */
+export const hostPort: Parser<string> = (value, name) => {
+  const url = URL.parse(`https://${value}`);
+  if (!url || !/:\d+$/.test(value) || url.host !== value.toLowerCase() || url.pathname !== '/') {
+    throw new ConfigError(`${name} must be host:port pairs such as cimd.internal:8443 or [::1]:8443, got "${value}"`);
+  }
+  return url.host;
+};
+
+/** A domain name (`example.com`): itself and its subdomains. */
+export const domain: Parser<string> = (value, name) => {
+  const lower = value.toLowerCase().replace(/\.$/, '');
+  if (!/^(?=.{1,253}$)([a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?)(\.[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?)*$/.test(lower)) {
+    throw new ConfigError(`${name} must be domain names such as example.com, got "${value}"`);
+  }
+  return lower;
+};
+
 /** `off`, or what `parse` reads. */
 export function orOff<T>(parse: Parser<T>): Parser<T | undefined> {
   return (value, name) => (value === 'off' ? undefined : parse(value, name));

@@ -1,7 +1,6 @@
 import { LIFETIMES, MIN_PREPUBLISH_SECONDS } from './lifetimes.ts';
 import {
-  atLeast, baseUrl, bearerToken, choice, count, days, duration, encryptionKey, encryptionKeys, onOff, orOff, port,
-  proxyHops, rate, registrationMode, storeUrl, text, workers, type Parser,
+  atLeast, baseUrl, bearerToken, choice, count, days, domain, duration, encryptionKey, encryptionKeys, hostPort, list, onOff, origin, orOff, type Parser, port, proxyHops, rate, registrationMode, storeUrl, text, workers,
 } from './parsers.ts';
 import type { LogLevel, PkcePolicy } from './types.ts';
 
@@ -101,6 +100,23 @@ export const SCHEMA = {
     'all',
     '`all`: every authorization request needs PKCE (S256). `public`: public clients and plain OAuth requests still do; a confidential client\'s OpenID Connect request (scope `openid`) may omit it (RFC 9700 2.1.1). Set `public` for an OpenID Foundation conformance run: its plans send no PKCE. `plain` is refused and a challenge must be redeemed with its verifier under either',
     choice(PKCE_POLICIES),
+  ),
+  CIMD: withDefault(
+    'on',
+    '`off` turns Client ID Metadata Documents off: a `client_id` that is an https URL is then unknown. See [Client ID Metadata Documents](#client-id-metadata-documents)',
+    onOff,
+  ),
+  CIMD_TRUSTED_HOSTS: optional(
+    'Comma-separated `host:port` of metadata documents that may be fetched on a private or loopback address (development, tests, an internal deployment); every other `client_id` URL must resolve to public addresses only. Logged at start',
+    list(hostPort), '— (public addresses only)',
+  ),
+  CIMD_ALLOWED_DOMAINS: optional(
+    'Comma-separated domains whose URLs (the domain and its subdomains) may act as clients with a metadata document; others are refused',
+    list(domain), '— (any)',
+  ),
+  MCP_ALLOWED_ORIGINS: optional(
+    'Comma-separated origins (`https://app.example.com`) of browser pages that may call `/mcp`, besides `BASE_URL`\'s own; a request from any other page is refused (DNS rebinding protection)',
+    list(origin), '— (`BASE_URL`\'s only)',
   ),
   RATE_LIMITS: withDefault('on', '`off` turns every limit below off (load tests); see [Rate limits](#rate-limits)', onOff),
   RATE_LIMIT_REGISTRATION: withDefault('100/1h', 'Client registrations per client address, as `N/duration` (`30s`, `15m`, `1h`, `1d` or seconds)', rate),

@@ -38,6 +38,10 @@ export interface Config {
   readonly unusedClientTtl: number | undefined;
   /** Which authorization requests must use PKCE (src/engine/pkce.ts). */
   readonly pkceRequired: PkcePolicy;
+  /** Client ID Metadata Documents (src/clients/metadata_documents.ts); undefined with CIMD=off. */
+  readonly cimd: MetadataDocumentSettings | undefined;
+  /** Origins of pages that may call `/mcp` besides the issuer's own (MCP_ALLOWED_ORIGINS). */
+  readonly mcpAllowedOrigins: readonly string[];
   /** Rate limits (src/rate_limits/); undefined with RATE_LIMITS=off. */
   readonly rateLimits: RateLimits | undefined;
   /** Private JWKS file supplied by the operator instead of generated keys. */
@@ -52,6 +56,13 @@ export interface Config {
   readonly previousKeyEncryptionKeys: readonly string[];
   /** Signing-key rotation (src/keys/rotation.ts). */
   readonly keyRotation: KeyRotationPolicy;
+}
+
+export interface MetadataDocumentSettings {
+  /** CIMD_TRUSTED_HOSTS: `host:port` that may be fetched on private or loopback addresses. */
+  readonly trustedHosts: readonly string[];
+  /** CIMD_ALLOWED_DOMAINS: the domains whose URLs may act as clients; undefined: any. */
+  readonly allowedDomains: readonly string[] | undefined;
 }
 
 export interface MetricsSettings {

@@ -25,6 +25,9 @@ const SHUTDOWN_GRACE_MS = 10_000;
 async function main(): Promise<void> {
   const config = loadConfig();
   const logger = createLogger(config.logLevel);
+  if (config.cimd?.trustedHosts.length) {
+    logger.warn('client metadata documents may be fetched from these hosts on private or loopback addresses (CIMD_TRUSTED_HOSTS)', { hosts: config.cimd.trustedHosts.join(' ') });
+  }
   if (config.workers > 1 && cluster.isPrimary) {
     await prepare(config, logger);
     superviseWorkers(config.workers, logger);

@@ -1,6 +1,7 @@
 import { errors, type Client, type KoaContextWithOIDC } from 'oidc-provider';
 
 import { LOOPBACK_HOSTS } from '../../config/parsers.ts';
+import { isMetadataDocumentUrl } from './metadata_documents.ts';
 import { checkRegistrationHygiene } from './registration_hygiene.ts';
 import { nowSeconds } from '../shared/clock.ts';
 
@@ -56,6 +57,9 @@ export function redirectUrisAddedAt(client: Client): Readonly<Record<string, num
 
 const WEB_SCHEMES = new Set(['http:', 'https:']);
 
+/** Metadata the server keeps about a client, never taken from a document. */
+const SERVER_KEPT = new Set([REDIRECT_URIS_ADDED_METADATA, UNUSED_UNTIL_METADATA, 'introspection_audience']);
+
 type Metadata = Record<string, unknown>;
 
 /**
@@ -72,6 +76,7 @@ const FETCHED_METADATA: ReadonlyArray<[string, string]> = [
 
 export function validateClientMetadata(ctx: KoaContextWithOIDC | undefined, key: string, _value: unknown, metadata: Metadata): void {
   const route = ctx?.oidc?.route;
+  if (isMetadataDocumentUrl(metadata.client_id)) return checkMetadataDocument(key, metadata);
   // Clients loaded from storage were checked when they were registered or updated.
   if (!ctx || (route !== 'registration' && route !== 'client_update')) return;
   if (key === REDIRECT_URIS_ADDED_METADATA) {
@@ -115,6 +120,32 @@ export function validateClientMetadata(ctx: KoaContextWithOIDC | undefined, key:
 }
 
 /**
+ * A client that describes itself in a metadata document (src/clients/metadata_documents.ts) is
+ * checked as strictly as a registration, each time the engine builds it from the document: the
+ * same size and field hygiene, the same redirect URI rules, nothing the server keeps (a workspace,
+ * rights an operator gives) taken from it. It is a public client (the engine refuses secret-based
+ * methods in a document; one that names none uses `none`), and native, any loopback port matching,
+ * when every redirect URI is loopback http or a private-use scheme, as real clients send no
+ * `application_type` (RFC 8252 section 7.3).
+ */
+function checkMetadataDocument(key: string, metadata: Metadata): void {
+  if (key !== WORKSPACE_METADATA) {
+    if (SERVER_KEPT.has(key)) delete metadata[key];
+    return;
+  }
+  delete metadata[WORKSPACE_METADATA];
+  checkRegistrationHygiene(metadata);
+  for (const [field, description] of FETCHED_METADATA) {
+    if (metadata[field] !== undefined && metadata[field] !== null) throw new errors.InvalidClientMetadata(description);
+  }
+  metadata.token_endpoint_auth_method ??= 'none';
+  const grantTypes = Array.isArray(metadata.grant_types) ? metadata.grant_types as unknown[] : ['authorization_code'];
+  if (grantTypes.includes('client_credentials')) throw new errors.InvalidClientMetadata('a client described by a metadata document cannot use client_credentials: it is bound to no workspace');
+  if (grantTypes.includes('authorization_code') && !grantTypes.includes('refresh_token')) metadata.grant_types = [...grantTypes, 'refresh_token'];
+  checkRedirectUris(metadata, metadata.application_type);
+}
+
+/**
  * A confidential client stays confidential: an update to `none` would let anyone who holds its
  * client_id use its refresh tokens (RFC 9700 2.2.2 binds them to the client's authentication).
  */
@@ -154,32 +185,35 @@ function recordRedirectUriAdditions(client: Client | undefined, metadata: Metada
 const REDIRECT_URI_FIELDS = ['redirect_uris', 'post_logout_redirect_uris'] as const;
 
 function checkRedirectUris(metadata: Metadata, requestedApplicationType: unknown): void {
-  let privateUse = false;
-  for (const field of REDIRECT_URI_FIELDS) {
-    if (checkRedirectUriList(field, metadata[field])) privateUse = true;
-  }
-  // RFC 8252 private-use schemes are for native apps; say so on the client's behalf when it did not
-  // (the engine has already filled in its default, `web`, so the request body tells).
-  if ((privateUse || hasLoopbackHttp(metadata.redirect_uris)) && requestedApplicationType === undefined) metadata.application_type = 'native';
+  for (const field of REDIRECT_URI_FIELDS) checkRedirectUriList(field, metadata[field]);
+  // Said on the client's behalf when it did not (the engine has already filled in its default,
+  // `web`, so the request body tells).
+  if (requestedApplicationType === undefined && isNativeRedirectSet(metadata.redirect_uris)) metadata.application_type = 'native';
 }
 
 /**
- * RFC 8252 section 7.3: an http redirect URI on loopback is a native app's, whose port changes
- * from run to run. As a native client any port matches, and the engine asks the user every time
- * (RFC 8252 section 8.6: another app on the device could use the same client_id). A web app in
- * development on loopback keeps exact matching and silent sign-in by registering application_type web.
+ * RFC 8252: a client is native only when every redirect URI it has is loopback http (section 7.3:
+ * its port changes from run to run) or a private-use scheme (7.1). As a native client any
+ * loopback port matches, and the engine asks the user every time (8.6: another app on the device
+ * could use the same client_id). A client that also has an https redirect URI is a web client (the
+ * RFC 7591 default): every URI matches exactly, port included. A web app in development on
+ * loopback keeps exact matching and silent sign-in by registering application_type web.
  */
-function hasLoopbackHttp(uris: unknown): boolean {
-  return Array.isArray(uris) && uris.some((uri) => typeof uri === 'string' && URL.parse(uri)?.protocol === 'http:');
+export function isNativeRedirectSet(uris: unknown): boolean {
+  if (!Array.isArray(uris) || uris.length === 0) return false;
+  return uris.every((uri) => {
+    const url = typeof uri === 'string' ? URL.parse(uri) : null;
+    if (!url) return false;
+    return url.protocol === 'http:' ? LOOPBACK_HOSTS.has(url.hostname) : !WEB_SCHEMES.has(url.protocol);
+  });
 }
 
-/** Checks one list of redirect URIs; true when it has a private-use scheme. */
-function checkRedirectUriList(field: string, uris: unknown): boolean {
-  if (uris === undefined) return false;
+/** Checks one list of redirect URIs. */
+function checkRedirectUriList(field: string, uris: unknown): void {
+  if (uris === undefined) return;
   if (!Array.isArray(uris) || uris.some((uri) => typeof uri !== 'string')) {
     throw new errors.InvalidClientMetadata(`${field} must be an array of strings`);
   }
-  let privateUse = false;
   for (const uri of uris as string[]) {
     const url = URL.parse(uri);
     if (!url || !/^[a-z][a-z0-9+.-]*:/i.test(uri)) {
@@ -190,7 +224,5 @@ function checkRedirectUriList(field: string, uris: unknown): boolean {
     if (url.protocol === 'http:' && !LOOPBACK_HOSTS.has(url.hostname)) {
       throw new errors.InvalidClientMetadata(`${field} must use https; http is only allowed on loopback (127.0.0.1, [::1], localhost), got "${uri}"`);
     }
-    if (!WEB_SCHEMES.has(url.protocol)) privateUse = true;
   }
-  return privateUse;
 }

@@ -11,6 +11,9 @@ import { errors } from 'oidc-provider';
  *   be made to read backwards on the consent page ("moc.elgoog" shown as "google.com").
  */
 
+/** Bytes at most in a registration or update request, or a metadata document: far above any honest client's metadata. */
+export const REGISTRATION_BODY_MAX = 16 * 1024;
+
 /** Characters at most in `client_name`: it is shown as a heading on the login and consent pages. */
 export const CLIENT_NAME_MAX = 100;
 /** Characters at most in any URI or other string value. */

@@ -4,7 +4,11 @@ import type { Store } from '../../adapters/store.ts';
 import type { Accounts } from '../accounts/accounts.ts';
 import { PROFILE_CLAIM_NAMES } from '../accounts/profile.ts';
 import type { Config } from '../../config/index.ts';
-import { apiAudience, dataApiResourceServer, resourceIndicators } from './resource_indicators.ts';
+import { MetadataDocuments, mayActAsClient } from '../clients/metadata_documents.ts';
+import { ProtectedResources } from '../clients/protected_resources.ts';
+import { REGISTRATION_BODY_MAX } from '../clients/registration_hygiene.ts';
+import { safeFetch } from '../shared/safe_fetch.ts';
+import { apiAudience, builtInResources, resourceIndicators } from './resource_indicators.ts';
 import { workspaceClaims } from './token_claims.ts';
 import { ACR_VALUES } from './authentication_context.ts';
 import { registerClientCredentialsGrant } from './grants/client_credentials.ts';
@@ -46,8 +50,12 @@ export interface EnginePages {
 
 export interface OAuthServer {
   provider: Provider;
-  /** The audience of every access token: the data APIs. */
+  /** The data API's resource identifier: the audience of a token whose request names no resource. */
   audience: string;
+  /** The APIs tokens are issued for: the data API, /mcp, and those an operator registered. */
+  resources: ProtectedResources;
+  /** Clients' metadata documents; undefined with CIMD=off. */
+  documents: MetadataDocuments | undefined;
   grantWorkspaces: GrantWorkspaces;
   /** When each grant last got tokens (the settings area's "last used"). */
   grantActivity: GrantActivity;
@@ -63,9 +71,20 @@ export interface ProviderDependencies {
   pages?: EnginePages | undefined;
 }
 
+/** How long fetching a client's metadata document may take: the authorization request waits for it. */
+const METADATA_DOCUMENT_TIMEOUT_MS = 2500;
+
+/** With metadata documents off, the engine has nothing to fetch. */
+const refuseFetching = () => Promise.reject(new Error('this server fetches nothing'));
+
 /** Configures oidc-provider, the certified engine, for this product. Everything it can do itself, it does. */
 export function buildProvider({ config, store, accounts, keys, revocations, pages }: ProviderDependencies): OAuthServer {
   const audience = apiAudience(config.issuer);
+  const documents = config.cimd && new MetadataDocuments(
+    store.model(MetadataDocuments.MODEL),
+    safeFetch({ trustedHosts: config.cimd.trustedHosts, timeoutMs: METADATA_DOCUMENT_TIMEOUT_MS, maxBytes: REGISTRATION_BODY_MAX }),
+  );
+  const resources = new ProtectedResources(store.model(ProtectedResources.MODEL), builtInResources(config.issuer));
   const grantWorkspaces = new GrantWorkspaces(store.model(GrantWorkspaces.MODEL));
   const grantActivity = new GrantActivity(store.model(GrantActivity.MODEL));
 
@@ -132,6 +151,11 @@ export function buildProvider({ config, store, accounts, keys, revocations, page
     rotateRefreshToken: true,
     extraTokenClaims: workspaceClaims(accounts, grantWorkspaces),
 
+    // Every fetch the engine makes goes through the one SSRF-safe fetcher, and is a client's
+    // metadata document (registration refuses the metadata that would make it fetch anything else).
+    fetch: documents ? documents.fetch : refuseFetching,
+    fetchResponseBodyLimits: { 'client_id metadata document': REGISTRATION_BODY_MAX, jwks_uri: 0, sector_identifier_uri: 0 },
+
     discovery: {
       // RFC 8414 defaults these to client_secret_basic alone; say what really works.
       revocation_endpoint_auth_methods_supported: ['client_secret_post', 'client_secret_basic', 'none'],
@@ -152,7 +176,7 @@ export function buildProvider({ config, store, accounts, keys, revocations, page
       // Least privilege (RFC 7662 section 4): a client sees its own tokens, an operator's resource server those meant for it.
       introspection: { enabled: true, allowedPolicy: introspectionAllowedPolicy },
       revocation: { enabled: true },
-      resourceIndicators: resourceIndicators(audience),
+      resourceIndicators: resourceIndicators(resources, audience),
       // Enabled so the engine accepts `claims.userinfo` requests; the endpoint itself is served by
       // the host, in front of the engine's (src/http/endpoints/userinfo.ts): the engine's accepts only audience-less tokens.
       userinfo: { enabled: true },
@@ -170,6 +194,14 @@ export function buildProvider({ config, store, accounts, keys, revocations, page
       claimsParameter: { enabled: true },
       requestObjects: { enabled: false },
       deviceFlow: { enabled: false },
+      // A client_id that is an https URL names its metadata document (src/clients/metadata_documents.ts).
+      // Experimental in the engine: acknowledged at the draft it implements, checked again at every upgrade.
+      clientIdMetadataDocument: {
+        enabled: documents !== undefined,
+        ack: 'draft-02',
+        cacheDuration: { min: LIFETIMES.MetadataDocument.minSeconds, max: LIFETIMES.MetadataDocument.maxSeconds },
+        allowFetch: (_ctx: KoaContextWithOIDC, clientId: string) => mayActAsClient(clientId, config.cimd?.allowedDomains),
+      },
       backchannelLogout: { enabled: false },
       jwtIntrospection: { enabled: false },
       jwtResponseModes: { enabled: false },
@@ -180,6 +212,6 @@ export function buildProvider({ config, store, accounts, keys, revocations, page
   provider.proxy = config.proxyHops > 0;
   countedInitialAccessTokens(provider);
   useHashedClientSecrets(provider);
-  registerClientCredentialsGrant(provider, audience, dataApiResourceServer(audience));
-  return { provider, audience, grantWorkspaces, grantActivity };
+  registerClientCredentialsGrant(provider, resources, audience);
+  return { provider, audience, resources, documents: documents || undefined, grantWorkspaces, grantActivity };
 }

@@ -19,8 +19,15 @@ const CLIENT_ERROR_EVENTS = [
 
 interface EngineError {
   error?: string;
+  error_description?: string;
   error_detail?: string;
   message?: string;
+}
+
+/** The client a refused request named: the engine's client, or the client_id asked for (a metadata document URL that was refused). */
+function clientIdOf(ctx: KoaContextWithOIDC): string | undefined {
+  const named = ctx.oidc?.params?.client_id;
+  return ctx.oidc?.client?.clientId ?? (typeof named === 'string' ? named.slice(0, 300) : undefined);
 }
 
 /**
@@ -37,8 +44,9 @@ export function logEngineEvents(provider: Provider, logger: Logger): void {
       logger.info('request refused', {
         event,
         error: error.error ?? error.message,
-        detail: error.error_detail,
-        client_id: ctx.oidc?.client?.clientId,
+        // The engine's detail when it gives one, else its description (a metadata document's refusal says why there).
+        detail: error.error_detail ?? error.error_description,
+        client_id: clientIdOf(ctx),
       });
     });
   }

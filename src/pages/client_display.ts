@@ -28,6 +28,12 @@ export interface ClientDisplay {
   tosUri?: string;
   /** Set when an operator let the application in; one that registered itself is labelled so on the consent page. */
   vetted?: true;
+  /**
+   * For an application that describes itself in a metadata document (its client_id is the
+   * document's https URL): the host it lives at, which is who the application is (its name is
+   * only what it calls itself).
+   */
+  documentHost?: string;
 }
 
 /**
@@ -37,8 +43,10 @@ export interface ClientDisplay {
  * nor one with credentials in it, and shows a logo only if its origin can be named in the policy.
  */
 export function clientDisplay(clientId: string, client: ClientMetadata | undefined, vetted = false): ClientDisplay {
-  const display: ClientDisplay = { name: client?.clientName || clientId };
+  const documentHost = clientId.startsWith('https://') ? URL.parse(clientId)?.host : undefined;
+  const display: ClientDisplay = { name: client?.clientName || documentHost || clientId };
   if (vetted) display.vetted = true;
+  if (documentHost) display.documentHost = documentHost;
   const logo = webUrl(client?.logoUri);
   const logoOrigin = logo && cspOrigin(logo);
   if (logo && logoOrigin) display.logo = { src: logo.href, origin: logoOrigin };

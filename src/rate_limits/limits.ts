@@ -21,8 +21,10 @@ export interface RateLimiting {
   registration: Middleware;
   /** POST /oauth/token: tokens issued per client_id, and requests per client address. */
   token: Middleware;
-  /** The data API, after authentication: per credential. */
+  /** The data API and /mcp, after authentication: per credential. */
   dataApi: Middleware;
+  /** An authorization request by a client whose metadata document is not known yet: per client address, as registration. */
+  newMetadataDocument: Middleware;
   /** The sign-in form: per address and per account, with locks. */
   signIns: SignIns;
 }
@@ -33,6 +35,8 @@ export interface RequestKeys {
   tokenClientId(ctx: Context): Promise<string | undefined>;
   /** The credential a data API request was authenticated with (one count per credential). */
   dataApiCredential(ctx: Context): string | undefined;
+  /** The client_id of an authorization request when it is a metadata document URL this server has not fetched lately. */
+  newMetadataDocument(ctx: Context): Promise<string | undefined>;
 }
 
 const passThrough: Middleware = (_ctx, next) => next();
@@ -40,12 +44,13 @@ const passThrough: Middleware = (_ctx, next) => next();
 /** With `limits` undefined (RATE_LIMITS=off) nothing is limited; failed sign-ins are still logged. */
 export function createRateLimits(limits: RateLimits | undefined, store: Store, logger: Logger, keys: RequestKeys): RateLimiting {
   const signIns = new SignIns(limits, store, logger);
-  if (!limits) return { registration: passThrough, token: passThrough, dataApi: passThrough, signIns };
+  if (!limits) return { registration: passThrough, token: passThrough, dataApi: passThrough, newMetadataDocument: passThrough, signIns };
   const counter = (name: string, rate: Rate) => new Counter(store, { name, ...rate });
   return {
     registration: registrationLimit(counter('registration-address', limits.registration)),
     token: tokenLimit(counter('token-client', limits.tokenPerClient), counter('token-address', limits.tokenPerAddress), keys.tokenClientId),
     dataApi: dataApiLimit(counter('data-api-credential', limits.dataApi), keys.dataApiCredential),
+    newMetadataDocument: newMetadataDocumentLimit(counter('metadata-document-address', limits.registration), keys.newMetadataDocument),
     signIns,
   };
 }
@@ -54,6 +59,20 @@ function registrationLimit(perAddress: Counter): Middleware {
   return async (ctx, next) => {
     const wait = await perAddress.take(ctx.ip);
     if (wait !== undefined) throw oauthRefusal(ctx, wait, `too many client registrations from this address (${describe(perAddress)})`);
+    await next();
+  };
+}
+
+/**
+ * A client_id that is a metadata document URL makes the server fetch it (once, then it is kept):
+ * from one address, new ones count as registrations do, so a flood of made-up URLs is limited
+ * like a flood of registrations. Known documents count nothing.
+ */
+function newMetadataDocumentLimit(perAddress: Counter, newDocumentOf: RequestKeys['newMetadataDocument']): Middleware {
+  return async (ctx, next) => {
+    if (await newDocumentOf(ctx) === undefined) return next();
+    const wait = await perAddress.take(ctx.ip);
+    if (wait !== undefined) throw oauthRefusal(ctx, wait, `too many new applications from this address (${describe(perAddress)})`);
     await next();
   };
 }

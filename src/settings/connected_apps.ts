@@ -5,6 +5,7 @@ import type { GrantActivity } from '../grants/activity.ts';
 import type { GrantWorkspaces } from '../grants/workspaces.ts';
 import { SCOPE_DESCRIPTIONS, describeClaims } from '../pages/scope_descriptions.ts';
 import { SETTINGS_CLIENT_ID } from '../clients/first_party.ts';
+import { documentHost, isMetadataDocumentUrl } from '../clients/metadata_documents.ts';
 
 /** One application the user allowed, as the settings page lists it. Times in seconds since the epoch. */
 export interface ConnectedApp {
@@ -61,16 +62,21 @@ export class ConnectedApps {
   async #describe(grantId: string, payload: ModelPayload, accountId: string): Promise<ConnectedApp | undefined> {
     const clientId = typeof payload.clientId === 'string' ? payload.clientId : undefined;
     if (!clientId || clientId === SETTINGS_CLIENT_ID || payload.accountId !== accountId) return undefined;
-    const client = await this.#deps.provider.Client.find(clientId);
+    const document = isMetadataDocumentUrl(clientId);
+    // A document that cannot be read right now does not hide the grant: its host names it.
+    const client = await this.#deps.provider.Client.find(clientId).catch((error: unknown) => {
+      if (document) return undefined;
+      throw error;
+    });
     // A deleted client's tokens are refused already (revocation list); nothing is left to revoke.
-    if (!client) return undefined;
+    if (!client && !document) return undefined;
     const [workspaceId, lastUsedAt] = await Promise.all([
       this.#deps.grantWorkspaces.workspaceOf(grantId),
       this.#deps.grantActivity.lastUsedAt(grantId),
     ]);
     return {
       grantId,
-      clientName: client.clientName || clientId,
+      clientName: document ? `${client?.clientName ? `${client.clientName}, at ` : ''}${documentHost(clientId)}` : client?.clientName || clientId,
       workspaceId,
       access: describeAccess(payload),
       grantedAt: typeof payload.iat === 'number' ? payload.iat : undefined,

@@ -117,6 +117,20 @@ describe('registration hygiene', function () {
       expect(web.application_type).to.equal('web');
       const declared = await registerClient(server.issuer, { application_type: 'web', redirect_uris: ['http://127.0.0.1/callback'] });
       expect(declared.application_type, 'an explicit choice is kept').to.equal('web');
+      const privateUse = await registerClient(server.issuer, { application_type: undefined, redirect_uris: ['http://localhost/callback', 'com.example.app:/callback'], token_endpoint_auth_method: 'none' });
+      expect(privateUse.application_type, 'loopback and private-use together').to.equal('native');
+    });
+
+    it('make a client with an https redirect URI too a web client, whose loopback URIs match exactly, port included', async () => {
+      const mixed = await registerClient(server.issuer, { application_type: undefined, redirect_uris: ['https://app.example.com/cb', 'http://127.0.0.1:8080/callback'] });
+      expect(mixed.application_type).to.equal('web');
+      const landing = (redirectUri: string) => new UserAgent().follow(codeRequest(server.issuer, mixed.client_id, { redirect_uri: redirectUri }).url, server.origin);
+      const registered = await landing('http://127.0.0.1:8080/callback');
+      expect(registered.response.status).to.equal(200);
+      expect(await registered.response.text()).to.include('name="password"');
+      const otherPort = await landing('http://127.0.0.1:49152/callback');
+      expect(otherPort.response.status).to.equal(400);
+      expect(await otherPort.response.text()).to.include('redirect_uri');
     });
 
     it('accept any port for a native client, and only the registered one for a web client', async () => {

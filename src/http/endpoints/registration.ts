@@ -3,6 +3,7 @@ import type { Provider } from 'oidc-provider';
 
 import { findInitialAccessToken } from '../../clients/initial_access_tokens.ts';
 import { REDIRECT_URIS_ADDED_METADATA, UNUSED_UNTIL_METADATA } from '../../clients/registration.ts';
+import { REGISTRATION_BODY_MAX } from '../../clients/registration_hygiene.ts';
 import type { RateLimiting } from '../../rate_limits/limits.ts';
 import { bearerCors } from '../../resource/cors.ts';
 import { HttpError } from '../../shared/http_error.ts';
@@ -29,9 +30,6 @@ export function registrationEndpoint({ provider, rateLimits }: RegistrationEndpo
   const cors = bearerCors('POST');
   return { preflight: cors, post: [cors, registrationBodyLimit, rateLimits.registration, hideServerKeptMetadata, registrationWorkspace(provider)] };
 }
-
-/** Bytes at most in a registration or update request: far above any honest client's metadata. */
-export const REGISTRATION_BODY_MAX = 16 * 1024;
 
 /**
  * Refuses an oversized registration body before anything reads it (413, RFC 7591 error shape).

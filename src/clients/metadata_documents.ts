@@ -1,0 +1,132 @@
+import type { ModelStore } from '../../adapters/store.ts';
+import { LIFETIMES } from '../../config/lifetimes.ts';
+import { nowSeconds, systemClock, type Clock } from '../shared/clock.ts';
+import { digest } from '../shared/digest.ts';
+import type { SafeFetch } from '../shared/safe_fetch.ts';
+
+/**
+ * Client ID Metadata Documents (draft-ietf-oauth-client-id-metadata-document): a client whose
+ * `client_id` is an https URL describes itself in the JSON document at that URL. The engine
+ * (oidc-provider's `features.clientIdMetadataDocument`) validates the document and builds the
+ * client from it; this supplies what it lacks: the fetch, through the one SSRF-safe fetcher,
+ * and a cache every instance shares through the store.
+ *
+ * - A document is kept for its `Cache-Control: max-age`, within MetadataDocument.minSeconds and
+ *   maxSeconds; kept past that until maxSeconds, it is served while a fetch to renew it fails.
+ * - A failed fetch is remembered for failureSeconds: a client_id that does not answer is not
+ *   fetched again at every request.
+ * - Concurrent requests for one new client_id make one fetch on each instance.
+ */
+
+/** Whether a client_id names a metadata document (an https URL), as opposed to a registered client's id. */
+export function isMetadataDocumentUrl(clientId: unknown): clientId is string {
+  return typeof clientId === 'string' && clientId.startsWith('https://');
+}
+
+/**
+ * Whether a client_id URL may act as a client: any, unless the operator named the domains that may
+ * (CIMD_ALLOWED_DOMAINS): then its host must be one of them or below one.
+ */
+export function mayActAsClient(clientId: string, allowedDomains: readonly string[] | undefined): boolean {
+  if (!allowedDomains) return true;
+  const host = URL.parse(clientId)?.hostname.toLowerCase();
+  return host !== undefined && allowedDomains.some((domain) => host === domain || host.endsWith(`.${domain}`));
+}
+
+/** The host a document's client is known by on the pages: who the application is. */
+export function documentHost(clientId: string): string {
+  return URL.parse(clientId)?.host ?? clientId;
+}
+
+const { minSeconds, maxSeconds, failureSeconds } = LIFETIMES.MetadataDocument;
+
+/** What the store keeps of a document: its text and when it was fetched, or when a fetch last failed. */
+interface StoredDocument {
+  url: string;
+  body?: string;
+  fetchedAt?: number;
+  /** Seconds it may be used without asking again (max-age within the bounds). */
+  maxAge?: number;
+  failedAt?: number;
+}
+
+export class MetadataDocuments {
+  static readonly MODEL = 'ClientMetadataDocument';
+  readonly #documents: ModelStore;
+  readonly #fetch: SafeFetch;
+  readonly #clock: Clock;
+  readonly #fetching = new Map<string, Promise<Response>>();
+
+  constructor(documents: ModelStore, fetch: SafeFetch, clock: Clock = systemClock) {
+    this.#documents = documents;
+    this.#fetch = fetch;
+    this.#clock = clock;
+  }
+
+  /** Whether the store holds a document for the URL that may still be served: no fetch is needed. */
+  async known(url: string): Promise<boolean> {
+    const stored = await this.#stored(url);
+    return stored?.body !== undefined && stored.fetchedAt !== undefined && nowSeconds(this.#clock) < stored.fetchedAt + maxSeconds;
+  }
+
+  /**
+   * The engine's `fetch` for metadata documents: the stored copy while it is fresh, else a fetch
+   * (one at a time per URL on this instance), the stale copy if that fails. Answers as the
+   * document's server would, its max-age what is left of the copy's.
+   */
+  readonly fetch = (input: string | URL | Request, init: RequestInit = {}): Promise<Response> => {
+    const url = typeof input === 'string' ? input : input instanceof URL ? input.href : input.url;
+    let pending = this.#fetching.get(url);
+    if (!pending) {
+      pending = this.#resolve(url, init).finally(() => this.#fetching.delete(url));
+      this.#fetching.set(url, pending);
+    }
+    return pending.then((response) => response.clone());
+  };
+
+  async #resolve(url: string, init: { headers?: HeadersInit }): Promise<Response> {
+    const now = nowSeconds(this.#clock);
+    const stored = await this.#stored(url);
+    if (stored?.body !== undefined && stored.fetchedAt !== undefined && now < stored.fetchedAt + (stored.maxAge ?? minSeconds)) {
+      return documentResponse(stored.body, stored.fetchedAt + (stored.maxAge ?? minSeconds) - now);
+    }
+    if (stored?.failedAt !== undefined && now < stored.failedAt + failureSeconds && stored.body === undefined) {
+      throw new Error('the client_id metadata document could not be fetched a moment ago');
+    }
+    try {
+      const response = await this.#fetch(url, { headers: { accept: 'application/json', ...headersOf(init.headers) } });
+      if (response.status !== 200) throw new Error(`the client_id metadata document answered ${response.status}`);
+      const body = await response.text();
+      const maxAge = cacheSeconds(response.headers.get('cache-control'));
+      await this.#documents.upsert(digest(url), { url, body, fetchedAt: now, maxAge } satisfies StoredDocument, maxSeconds);
+      return documentResponse(body, maxAge);
+    } catch (error) {
+      // A copy that has not outlived the upper bound is served while its server does not answer.
+      if (stored?.body !== undefined && stored.fetchedAt !== undefined && now < stored.fetchedAt + maxSeconds) {
+        return documentResponse(stored.body, minSeconds);
+      }
+      await this.#documents.upsert(digest(url), { url, failedAt: now } satisfies StoredDocument, failureSeconds).catch(() => undefined);
+      throw error;
+    }
+  }
+
+  async #stored(url: string): Promise<StoredDocument | undefined> {
+    const stored = await this.#documents.find(digest(url));
+    return stored?.url === url ? stored as unknown as StoredDocument : undefined;
+  }
+}
+
+/** `max-age` within the bounds; the lower bound when the document's server says nothing. */
+function cacheSeconds(cacheControl: string | null): number {
+  const maxAge = cacheControl ? /(?:^|,)\s*max-age\s*=\s*(\d+)/i.exec(cacheControl)?.[1] : undefined;
+  const seconds = maxAge === undefined ? minSeconds : Number(maxAge);
+  return Math.max(minSeconds, Math.min(maxSeconds, seconds));
+}
+
+function documentResponse(body: string, maxAge: number): Response {
+  return new Response(body, { status: 200, headers: { 'content-type': 'application/json', 'cache-control': `max-age=${Math.max(0, Math.round(maxAge))}` } });
+}
+
+function headersOf(headers: HeadersInit | undefined): Record<string, string> {
+  return Object.fromEntries(new Headers(headers ?? {}).entries());
+}

@@ -1,0 +1,247 @@
+import type { ServerResponse } from 'node:http';
+
+import { expect } from 'chai';
+
+import { startDocumentServer, type DocumentServer } from '../support/document_server.ts';
+import { authorizationUrl, pkcePair } from '../support/oauth.ts';
+import { startServer, type TestServer } from '../support/server.ts';
+import { eventually } from '../support/wait.ts';
+import { testCertificates, type TestCertificates } from '../support/tls.ts';
+
+/**
+ * Client ID Metadata Documents as an attacker or a careless client would use them: every document
+ * the server must refuse is refused on a page (never sent to a redirect URI it could not check),
+ * and every URL it must not fetch is refused before any connection is made, which listeners on
+ * loopback (IPv4 and IPv6) that count their connections show. The happy path with a stock MCP
+ * client is in test/interop/mcp_cimd.test.ts; the cache's timing in test/unit/metadata_document_cache.test.ts.
+ */
+describe('Client ID Metadata Documents: what the server refuses', function () {
+  this.timeout(60_000);
+
+  const REDIRECT = 'http://127.0.0.1:9/callback';
+  let certificates: TestCertificates;
+  /** The trusted document server (CIMD_TRUSTED_HOSTS names it). */
+  let documents: DocumentServer;
+  /** Listeners on loopback the server is not told to trust: they must never see a connection. */
+  let untrusted: DocumentServer;
+  let untrustedV6: DocumentServer;
+  let server: TestServer;
+
+  before(async () => {
+    certificates = await testCertificates();
+    documents = await startDocumentServer(certificates);
+    untrusted = await startDocumentServer(certificates);
+    untrustedV6 = await startDocumentServer(certificates, '::1');
+    server = await startServer({ env: { NODE_EXTRA_CA_CERTS: certificates.caFile, CIMD_TRUSTED_HOSTS: `localhost:${documents.port}` } });
+  });
+
+  after(async () => {
+    await server?.stop();
+    await Promise.all([documents?.stop(), untrusted?.stop(), untrustedV6?.stop()]);
+    await certificates?.remove();
+  });
+
+  afterEach(function () {
+    if (this.currentTest?.state === 'failed') console.error(server.logs().split('\n').slice(-30).join('\n'));
+  });
+
+  /** A document as a public client publishes it, for client_id `url`. */
+  function document(url: string, overrides: Record<string, unknown> = {}): Record<string, unknown> {
+    return {
+      client_id: url,
+      client_name: 'Document Client',
+      redirect_uris: [REDIRECT],
+      grant_types: ['authorization_code', 'refresh_token'],
+      response_types: ['code'],
+      token_endpoint_auth_method: 'none',
+      ...overrides,
+    };
+  }
+
+  /** Publishes a document at `path` on the trusted server; returns its URL, the client_id. */
+  function publish(path: string, overrides: Record<string, unknown> = {}, headers: Record<string, string> = {}): string {
+    const url = `${documents.origin}${path}`;
+    documents.serve(path, document(url, overrides), headers);
+    return url;
+  }
+
+  /** The authorization request of client `clientId`, not followed. */
+  async function authorizeAs(target: TestServer, clientId: string, redirectUri = REDIRECT): Promise<{ status: number; location: string | null; text: string }> {
+    const url = authorizationUrl(target.issuer, {
+      client_id: clientId, response_type: 'code', redirect_uri: redirectUri, scope: 'api', state: 'state-1',
+      code_challenge: pkcePair().challenge, code_challenge_method: 'S256',
+    });
+    const response = await fetch(url, { redirect: 'manual' });
+    return { status: response.status, location: response.headers.get('location'), text: await response.text() };
+  }
+
+  /** Refused on the server's own page: nothing goes to a redirect URI. */
+  function expectRefusedOnPage(answer: { status: number; location: string | null; text: string }, what: string): void {
+    expect(answer.status, `${what}: ${answer.text.slice(0, 300)}`).to.equal(400);
+    expect(answer.location, what).to.equal(null);
+    expect(answer.text, what).to.match(/<html/i);
+  }
+
+  /** The operator's log says why the last request for `clientId` was refused. */
+  async function expectLoggedReason(target: TestServer, clientId: string, reason: RegExp): Promise<void> {
+    const refusal = await eventually(`a refusal of ${clientId} in the log`, () => target.logs().split('\n')
+      .filter((line) => line.includes('"request refused"') && line.includes(`"client_id":"${clientId}"`)).at(-1), 5_000);
+    expect((JSON.parse(refusal) as { detail: string }).detail).to.match(reason);
+  }
+
+  it('accepts a good document: the user is sent on to sign in (control for the refusals below)', async () => {
+    const answer = await authorizeAs(server, publish('/good.json'));
+    expect(answer.status, answer.text.slice(0, 300)).to.be.oneOf([302, 303]);
+    expect(answer.location).to.contain('/interaction/');
+  });
+
+  it('refuses a document whose client_id is not its own URL', async () => {
+    const url = `${documents.origin}/mismatch.json`;
+    documents.serve('/mismatch.json', document(`${documents.origin}/someone-else.json`));
+    expectRefusedOnPage(await authorizeAs(server, url), 'mismatched client_id');
+    await expectLoggedReason(server, url, /client_id does not match/);
+    expect(documents.requests('/mismatch.json')).to.equal(1);
+  });
+
+  it('refuses a redirect URI the document does not list', async () => {
+    const url = publish('/redirects.json');
+    expectRefusedOnPage(await authorizeAs(server, url, 'http://127.0.0.1:9/elsewhere'), 'unlisted path');
+    expectRefusedOnPage(await authorizeAs(server, url, 'https://attacker.example/callback'), 'unlisted host');
+    await expectLoggedReason(server, url, /redirect_uri did not match/);
+  });
+
+  it('refuses a document asking for a secret-based client authentication, a secret, or client credentials', async () => {
+    for (const [path, overrides, reason] of [
+      ['/basic.json', { token_endpoint_auth_method: 'client_secret_basic' }, /shared-secret/],
+      ['/post.json', { token_endpoint_auth_method: 'client_secret_post' }, /shared-secret/],
+      ['/secret.json', { client_secret: 'shh' }, /client_secret/],
+      ['/machine.json', { grant_types: ['authorization_code', 'client_credentials'] }, /client_credentials/],
+    ] as const) {
+      const url = publish(path, overrides);
+      expectRefusedOnPage(await authorizeAs(server, url), path);
+      await expectLoggedReason(server, url, reason);
+    }
+  });
+
+  it('refuses a document larger than a registration may be, declared or streamed', async () => {
+    const padding = 'x'.repeat(20_000);
+    const declared = publish('/large.json', { client_name: 'Large', logo_uri: `https://example.com/${padding}` });
+    expectRefusedOnPage(await authorizeAs(server, declared), 'oversized');
+    await expectLoggedReason(server, declared, /more than 16384 bytes/);
+    documents.serve('/streamed.json', (_request, response: ServerResponse) => {
+      response.writeHead(200, { 'content-type': 'application/json' });
+      const open = `{"client_id":"${documents.origin}/streamed.json","client_name":"`;
+      response.write(open);
+      for (let i = 0; i < 40; i += 1) response.write('y'.repeat(1000));
+      response.end('"}');
+    });
+    expectRefusedOnPage(await authorizeAs(server, `${documents.origin}/streamed.json`), 'streamed oversized');
+    await expectLoggedReason(server, `${documents.origin}/streamed.json`, /more than 16384 bytes/);
+  });
+
+  it('refuses a document that does not come in time, and answers the user meanwhile', async () => {
+    const held: ServerResponse[] = [];
+    documents.serve('/slow.json', (_request, response) => { held.push(response); });
+    const started = Date.now();
+    expectRefusedOnPage(await authorizeAs(server, `${documents.origin}/slow.json`), 'slow');
+    expect(Date.now() - started, 'answered at the fetch deadline, not when the document server gave up').to.be.below(15_000);
+    await expectLoggedReason(server, `${documents.origin}/slow.json`, /did not answer within the time allowed/);
+    for (const response of held) response.destroy();
+  });
+
+  it('follows no redirect: a document URL answering 302 is refused, and the target is never asked', async () => {
+    const target = publish('/target.json');
+    documents.serve('/moved.json', (_request, response) => { response.writeHead(302, { location: target }).end(); });
+    expectRefusedOnPage(await authorizeAs(server, `${documents.origin}/moved.json`), 'redirecting');
+    expect(documents.requests('/target.json')).to.equal(0);
+    await expectLoggedReason(server, `${documents.origin}/moved.json`, /answered 302/);
+  });
+
+  it('never connects to a client_id URL on loopback, private, or IPv6 addresses it was not told to trust', async () => {
+    for (const listener of [untrusted, untrustedV6]) listener.serve('/client.json', document('(any)'));
+    const urls = [
+      `https://localhost:${untrusted.port}/client.json`,
+      `https://127.0.0.1:${untrusted.port}/client.json`,
+      `https://127.1.2.3:${untrusted.port}/client.json`,
+      `https://[::ffff:127.0.0.1]:${untrusted.port}/client.json`,
+      `https://[::ffff:7f00:1]:${untrusted.port}/client.json`,
+      `https://[::1]:${untrustedV6.port}/client.json`,
+      `https://10.0.0.1:${untrusted.port}/client.json`,
+      `https://192.168.1.1:${untrusted.port}/client.json`,
+      `https://169.254.169.254/latest/meta-data.json`,
+      `https://[fd00::1]:${untrustedV6.port}/client.json`,
+      // The trusted host:port by address instead of by name: trust is for the name given.
+      `https://127.0.0.1:${documents.port}/good.json`,
+    ];
+    const trustedConnections = documents.connections();
+    for (const url of urls) {
+      expectRefusedOnPage(await authorizeAs(server, url), url);
+      await expectLoggedReason(server, url, /non-public address/);
+    }
+    expect(untrusted.connections(), 'connections to the untrusted IPv4 listener').to.equal(0);
+    expect(untrustedV6.connections(), 'connections to the untrusted IPv6 listener').to.equal(0);
+    expect(documents.connections() - trustedConnections, 'connections to the trusted port by address').to.equal(0);
+  });
+
+  it('refuses a client_id that is not a plain https URL without fetching it', async () => {
+    for (const clientId of [`http://localhost:${documents.port}/good.json`, `https://user@localhost:${documents.port}/good.json`, `https://localhost:${documents.port}/a/../good.json`, `https://localhost:${documents.port}/good.json#x`]) {
+      const answer = await authorizeAs(server, clientId);
+      expect(answer.status, clientId).to.equal(400);
+      expect(answer.location, clientId).to.equal(null);
+    }
+  });
+
+  describe('limits', () => {
+    let limited: TestServer;
+
+    before(async () => {
+      limited = await startServer({
+        env: { NODE_EXTRA_CA_CERTS: certificates.caFile, CIMD_TRUSTED_HOSTS: `localhost:${documents.port}`, RATE_LIMIT_REGISTRATION: '3/1h', CIMD_ALLOWED_DOMAINS: 'localhost' },
+      });
+    });
+
+    after(async () => {
+      await limited?.stop();
+    });
+
+    it('limits new client_id URLs from one address like registrations; a document already fetched is not counted', async () => {
+      const known = publish('/limits/known.json', {}, { 'cache-control': 'max-age=3600' });
+      expect((await authorizeAs(limited, known)).status).to.be.oneOf([302, 303]);
+      for (let i = 0; i < 2; i += 1) await authorizeAs(limited, `${documents.origin}/limits/random-${i}.json`);
+      const refused = await authorizeAs(limited, `${documents.origin}/limits/random-9.json`);
+      expect(refused.status).to.equal(429);
+      expect(refused.text).to.match(/too many new applications/i);
+      expect(documents.requests('/limits/random-9.json'), 'refused before the fetch').to.equal(0);
+      expect((await authorizeAs(limited, known)).status, 'the known document still works').to.be.oneOf([302, 303]);
+      expect(documents.requests('/limits/known.json'), 'fetched once').to.equal(1);
+    });
+
+    it('with CIMD_ALLOWED_DOMAINS, fetches no document of another domain (and does not count it: nothing was fetched)', async () => {
+      const clientId = `https://127.0.0.1:${documents.port}/other-domain.json`;
+      const before = documents.connections();
+      expectRefusedOnPage(await authorizeAs(limited, clientId), 'another domain');
+      expect(documents.connections() - before).to.equal(0);
+    });
+  });
+
+  describe('with CIMD=off', () => {
+    let off: TestServer;
+
+    before(async () => {
+      off = await startServer({ env: { NODE_EXTRA_CA_CERTS: certificates.caFile, CIMD_TRUSTED_HOSTS: `localhost:${documents.port}`, CIMD: 'off' } });
+    });
+
+    after(async () => {
+      await off?.stop();
+    });
+
+    it('does not advertise the feature and fetches nothing', async () => {
+      const metadata = await (await fetch(`${off.issuer}/.well-known/oauth-authorization-server`)).json() as Record<string, unknown>;
+      expect(metadata).to.not.have.property('client_id_metadata_document_supported');
+      const before = documents.connections();
+      const answer = await authorizeAs(off, publish('/off.json'));
+      expect(answer.status).to.equal(400);
+      expect(documents.connections() - before).to.equal(0);
+    });
+  });
+});

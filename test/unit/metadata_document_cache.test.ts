@@ -1,0 +1,143 @@
+import { mkdtemp, rm } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+
+import { expect } from 'chai';
+
+import { openStore } from '../../adapters/index.ts';
+import type { Store } from '../../adapters/store.ts';
+import { LIFETIMES } from '../../config/lifetimes.ts';
+import { MetadataDocuments } from '../../src/clients/metadata_documents.ts';
+import type { SafeFetch } from '../../src/shared/safe_fetch.ts';
+import { sleep } from '../support/wait.ts';
+
+/**
+ * The metadata document cache over a real SQLite file, with a clock the test moves and a document
+ * server the test scripts: how long a document is kept (its max-age within the bounds), that a
+ * failure is remembered briefly, that a stale copy stands in while its server fails (until the
+ * upper bound), that every instance on the store shares one fetch, and that concurrent requests
+ * for a new document make one fetch.
+ */
+describe('the metadata document cache', () => {
+  const URL_A = 'https://client.example/a.json';
+  const { minSeconds, maxSeconds, failureSeconds } = LIFETIMES.MetadataDocument;
+  let dir: string;
+  let store: Store;
+  let now: number;
+  let fetches: number;
+  /** What the document's server does next: answer with this max-age, or fail. */
+  let next: { maxAge?: string; fail?: boolean; body?: string };
+  /** While set, the document's server answers only once it settles. */
+  let gate: Promise<void> | undefined;
+
+  const documentServer: SafeFetch = async () => {
+    fetches += 1;
+    await gate;
+    if (next.fail) throw new Error('connection refused');
+    return new Response(next.body ?? `{"client_id":"${URL_A}","n":${fetches}}`, { status: 200, headers: next.maxAge ? { 'cache-control': next.maxAge } : {} });
+  };
+  const documents = () => new MetadataDocuments(store.model(MetadataDocuments.MODEL), documentServer, () => now);
+  const read = async (cache: MetadataDocuments) => {
+    const response = await cache.fetch(URL_A);
+    return { body: await response.json() as { n: number }, cacheControl: response.headers.get('cache-control') };
+  };
+  const advance = (seconds: number) => { now += seconds * 1000; };
+
+  beforeEach(async () => {
+    dir = await mkdtemp(join(tmpdir(), 'cimd-cache-'));
+    store = openStore(`sqlite:${join(dir, 'store.sqlite')}`);
+    now = Date.now();
+    fetches = 0;
+    next = {};
+    gate = undefined;
+  });
+
+  afterEach(async () => {
+    await store.close();
+    await rm(dir, { recursive: true, force: true });
+  });
+
+  it('keeps a document for its max-age, then fetches it again', async () => {
+    next = { maxAge: 'public, max-age=600' };
+    const cache = documents();
+    expect((await read(cache)).body.n).to.equal(1);
+    advance(599);
+    const cached = await read(cache);
+    expect(cached.body.n).to.equal(1);
+    expect(cached.cacheControl, 'the engine is told what is left').to.equal('max-age=1');
+    advance(2);
+    expect((await read(cache)).body.n).to.equal(2);
+  });
+
+  it('keeps a document at least the lower bound and at most the upper one, whatever its server says', async () => {
+    const cache = documents();
+    next = { maxAge: 'no-cache, max-age=0' };
+    await read(cache);
+    advance(minSeconds - 1);
+    expect((await read(cache)).body.n, 'within the lower bound').to.equal(1);
+    advance(2);
+    next = { maxAge: `max-age=${maxSeconds * 30}` };
+    expect((await read(cache)).body.n).to.equal(2);
+    advance(maxSeconds - 1);
+    expect((await read(cache)).body.n).to.equal(2);
+    advance(2);
+    expect((await read(cache)).body.n, 'past the upper bound').to.equal(3);
+  });
+
+  it('shares one fetch between instances on the same store', async () => {
+    next = { maxAge: 'max-age=3600' };
+    await read(documents());
+    const other = documents();
+    expect((await read(other)).body.n).to.equal(1);
+    expect(fetches).to.equal(1);
+  });
+
+  it('remembers a failure briefly: no fetch again within the failure period, one after it', async () => {
+    next = { fail: true };
+    const cache = documents();
+    for (let i = 0; i < 3; i += 1) {
+      let failed = false;
+      try {
+        await read(cache);
+      } catch {
+        failed = true;
+      }
+      expect(failed).to.equal(true);
+    }
+    expect(fetches).to.equal(1);
+    advance(failureSeconds + 1);
+    next = {};
+    expect((await read(cache)).body.n).to.equal(2);
+  });
+
+  it('serves the stale copy while its server fails, up to the upper bound, and no further', async () => {
+    next = { maxAge: 'max-age=120' };
+    const cache = documents();
+    await read(cache);
+    advance(121);
+    next = { fail: true };
+    const stale = await read(cache);
+    expect(stale.body.n, 'the stale copy').to.equal(1);
+    expect(fetches).to.equal(2);
+    advance(maxSeconds - 121);
+    let failed = false;
+    try {
+      await read(cache);
+    } catch {
+      failed = true;
+    }
+    expect(failed, 'past the upper bound the copy is not served').to.equal(true);
+  });
+
+  it('makes one fetch for concurrent requests of a new document', async () => {
+    let open!: () => void;
+    gate = new Promise((resolve) => { open = resolve; });
+    const cache = documents();
+    const pending = Array.from({ length: 20 }, () => read(cache));
+    await sleep(50);
+    open();
+    const answers = await Promise.all(pending);
+    expect(fetches).to.equal(1);
+    expect(answers.every(({ body }) => body.n === 1)).to.equal(true);
+  });
+});
