@@ -12,9 +12,11 @@ import type { Store } from '../../adapters/store.ts';
 import type { Config } from '../../config/index.ts';
 import { Accounts } from '../accounts/accounts.ts';
 import { ApiKeys } from '../api_keys/api_keys.ts';
+import { isMetadataDocumentUrl, mayActAsClient } from '../clients/metadata_documents.ts';
 import { endProbationOnFirstToken } from '../clients/unused_clients.ts';
 import { recordAuthorizationErrors } from '../engine/authorization_errors.ts';
 import { buildProvider } from '../engine/provider.ts';
+import { mcpAudience } from '../engine/resource_indicators.ts';
 import { ENGINE_ROUTES, INTERACTION_PATH } from '../engine/routes.ts';
 import { recordGrantUse } from '../grants/activity.ts';
 import { interactionRouter } from '../interactions/router.ts';
@@ -22,6 +24,7 @@ import type { KeyMaterial } from '../keys/keys.ts';
 import { CsrfTokens } from '../pages/csrf.ts';
 import { createRateLimits } from '../rate_limits/limits.ts';
 import { dataApi } from '../resource/data_api.ts';
+import { mcpEndpoint, mcpHosts } from '../resource/mcp.ts';
 import { LiveRoles } from '../resource/live_roles.ts';
 import { credentialKey } from '../resource/principal.ts';
 import { protectedResourceMetadata } from '../resource/protected_resource_metadata.ts';
@@ -75,40 +78,56 @@ const VIEWS = fileURLToPath(new URL('../../views', import.meta.url));
  *
  *   request id -> timing (request log, metrics) -> error mapping -> wait for the store's commit
  *   -> security headers -> /healthz, /readyz -> /metrics -> discovery aliases
- *   -> protected resource metadata -> data API (/rest) -> login and consent pages (/interaction)
+ *   -> protected resource metadata -> data API (/rest) -> MCP (/mcp) -> login and consent pages (/interaction)
  *   -> the host's steps at the engine's endpoints (src/http/endpoints/) -> settings area (/settings)
  *   -> held error redirects (around /oauth/authorize) -> the engine, mounted at the issuer's path.
  */
 export function createService({ config, store, keys, revocations, logger, metrics }: ServiceDependencies): Service {
   const { issuer, basePath } = config;
   const accounts = new Accounts(store.accounts);
-  const { provider, audience, grantWorkspaces, grantActivity } = buildProvider({ config, store, accounts, keys, revocations, pages: enginePages(accounts, issuer) });
+  const { provider, audience, resources, documents, grantWorkspaces, grantActivity } = buildProvider({ config, store, accounts, keys, revocations, pages: enginePages(accounts, issuer) });
   logEngineEvents(provider, logger);
   recordAuthorizationErrors(provider);
   if (metrics) countEngineEvents(provider, metrics);
   endProbationOnFirstToken(provider, { clients: store.model('Client'), registrationAccessTokens: store.model('RegistrationAccessToken') }, logger);
   recordGrantUse(provider, grantActivity, (error) => logger.warn('could not record the last use of a grant', { error: (error as Error).name }));
 
-  const verifier = new AccessTokenVerifier(keys.jwks, issuer, audience, revocations);
+  const verifier = new AccessTokenVerifier(keys.jwks, issuer, revocations);
   const rateLimits = createRateLimits(config.rateLimits, store, logger, {
     tokenClientId: tokenRequestClientId,
     dataApiCredential: (ctx) => ctx.state.principal && credentialKey(ctx.state.principal),
+    newMetadataDocument: async (ctx) => {
+      const clientId = ctx.query.client_id;
+      // Only a URL the server would fetch counts: one of a domain it may not act for is refused without a fetch.
+      const wouldFetch = documents && isMetadataDocumentUrl(clientId) && mayActAsClient(clientId, config.cimd?.allowedDomains);
+      return wouldFetch && !await documents.known(clientId) ? clientId : undefined;
+    },
   });
   const endpoints = engineEndpoints({
-    issuer, basePath, provider, audience, accounts, clients: store.model('Client'), verifier, rateLimits, signUserinfo: userinfoSigner(keys.jwks, issuer),
+    issuer, basePath, provider, resources, audience, accounts, clients: store.model('Client'), verifier, rateLimits, signUserinfo: userinfoSigner(keys.jwks, issuer),
   });
 
   const apiKeys = new ApiKeys(store.apiKeys, {
     onTouchError: (error) => logger.warn('could not record the last use of an API key', { error: (error as Error).name }),
   });
-  const resourceMetadata = protectedResourceMetadata(issuer, audience);
+  const mcpResource = mcpAudience(issuer);
+  const resourceMetadata = protectedResourceMetadata(issuer, [
+    { resource: audience, name: 'Workspace data API (Core and Metadata)' },
+    { resource: mcpResource, name: 'Workspace data over MCP' },
+  ]);
   const restPath = `${basePath}/rest`;
+  const mcpPath = `${basePath}/mcp`;
+  const liveRoles = new LiveRoles(store.accounts);
   const data = dataApi({
-    records: store.records, restPath, verifier, apiKeys, liveRoles: new LiveRoles(store.accounts), resourceMetadata: resourceMetadata.metadataUrl,
+    records: store.records, restPath, audience, verifier, apiKeys, liveRoles, resourceMetadata: resourceMetadata.metadataUrlOf(audience),
     rateLimit: rateLimits.dataApi,
   });
+  const mcp = mcpEndpoint({
+    records: store.records, mcpPath, restPath, audience: mcpResource, verifier, apiKeys, liveRoles, resourceMetadata: resourceMetadata.metadataUrlOf(mcpResource),
+    allowedHosts: mcpHosts(issuer, config.port), allowedOrigins: [new URL(issuer).origin, ...config.mcpAllowedOrigins], rateLimit: rateLimits.dataApi,
+  });
   const interactions = interactionRouter({
-    provider, accounts, grantWorkspaces, audience, basePath, csrf: new CsrfTokens(keys.cookieKeys[0]!), signIns: rateLimits.signIns,
+    provider, accounts, grantWorkspaces, resources, defaultResource: audience, basePath, csrf: new CsrfTokens(keys.cookieKeys[0]!), signIns: rateLimits.signIns,
   });
   const settings = settingsRouter({ provider, accounts, store, grantWorkspaces, grantActivity, apiKeys, csrfKey: keys.cookieKeys[0]!, issuer, basePath });
   const pages = (router: Router) => compose([answerErrorsAs('page'), router.routes() as Middleware]);
@@ -127,6 +146,7 @@ export function createService({ config, store, keys, revocations, logger, metric
   app.use(authorizationServerMetadata(basePath));
   app.use(onlyWhere((path) => resourceMetadata.paths.has(path), resourceMetadata.middleware));
   app.use(onlyWhere(atOrUnder(restPath), data));
+  app.use(onlyWhere(atOrUnder(mcpPath), mcp));
   app.use(onlyWhere(atOrUnder(`${basePath}${INTERACTION_PATH}`), pages(interactions)));
   app.use(onlyWhere(endpoints.handles, endpoints.routes));
   app.use(onlyWhere(inSettingsArea(basePath), pages(settings)));

@@ -1,21 +1,25 @@
 import type { Middleware } from 'koa';
 
-const ALLOWED_HEADERS = 'Authorization, Content-Type';
+const ALLOWED_HEADERS = ['Authorization', 'Content-Type'];
+const EXPOSED_HEADERS = ['WWW-Authenticate', 'Location'];
 /** Preflight answers kept by browsers this long (seconds). */
 const PREFLIGHT_MAX_AGE = 600;
 
 /**
  * CORS for resources called with a bearer credential: any origin may call, since no cookie is
  * ever involved (credentials are not allowed, so `*` is safe), and a browser client may read the
- * challenge in `WWW-Authenticate` to find the authorization server.
+ * challenge in `WWW-Authenticate` to find the authorization server. A protocol with headers of
+ * its own (MCP's) names them in `headers`: allowed on requests and readable on responses.
  */
-export function bearerCors(methods: string): Middleware {
+export function bearerCors(methods: string, headers: readonly string[] = []): Middleware {
+  const allowed = [...ALLOWED_HEADERS, ...headers].join(', ');
+  const exposed = [...EXPOSED_HEADERS, ...headers].join(', ');
   return async (ctx, next) => {
     ctx.set('Access-Control-Allow-Origin', '*');
-    ctx.set('Access-Control-Expose-Headers', 'WWW-Authenticate, Location');
+    ctx.set('Access-Control-Expose-Headers', exposed);
     if (ctx.method === 'OPTIONS') {
       ctx.set('Access-Control-Allow-Methods', methods);
-      ctx.set('Access-Control-Allow-Headers', ALLOWED_HEADERS);
+      ctx.set('Access-Control-Allow-Headers', allowed);
       ctx.set('Access-Control-Max-Age', String(PREFLIGHT_MAX_AGE));
       ctx.status = 204;
       return;

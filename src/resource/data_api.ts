@@ -1,6 +1,6 @@
 import { bodyParser } from '@koa/bodyparser';
 import Router from '@koa/router';
-import type { Middleware } from 'koa';
+import type { Context, Middleware } from 'koa';
 import compose from 'koa-compose';
 
 import type { RecordStore } from '../../adapters/store.ts';
@@ -10,6 +10,7 @@ import { HttpError, notFound } from '../shared/http_error.ts';
 import { noStore } from '../shared/no_store.ts';
 import { MetadataApi } from './metadata.ts';
 import { OBJECTS } from './objects.ts';
+import type { Principal } from './principal.ts';
 import { CoreApi, OBJECT_NAMES } from './records.ts';
 
 /** The largest request body the data API reads. */
@@ -49,11 +50,18 @@ export function dataApi(deps: DataApiDependencies): Middleware {
   for (const object of OBJECTS) {
     const collection = `/${object.namePlural}`;
     const record = `${collection}/:id`;
-    router.get(collection, (ctx) => core.list(ctx, object));
-    router.post(collection, json, (ctx) => core.create(ctx, object));
-    router.get(record, (ctx) => core.get(ctx, object, ctx.params.id!));
-    router.patch(record, json, (ctx) => core.update(ctx, object, ctx.params.id!));
-    router.delete(record, (ctx) => core.delete(ctx, object, ctx.params.id!));
+    router.get(collection, async (ctx) => {
+      ctx.body = await core.list(principalOf(ctx), object, { limit: ctx.query.limit, startingAfter: ctx.query.starting_after });
+    });
+    router.post(collection, json, async (ctx) => {
+      const created = await core.create(principalOf(ctx), object, ctx.request.body);
+      ctx.status = 201;
+      ctx.set('Location', `${ctx.path.replace(/\/$/, '')}/${created.id}`);
+      ctx.body = created.body;
+    });
+    router.get(record, async (ctx) => { ctx.body = await core.get(principalOf(ctx), object, ctx.params.id!); });
+    router.patch(record, json, async (ctx) => { ctx.body = await core.update(principalOf(ctx), object, ctx.params.id!, ctx.request.body); });
+    router.delete(record, async (ctx) => { ctx.body = await core.delete(principalOf(ctx), object, ctx.params.id!); });
     router.all(collection, () => { throw methodNotAllowed('GET, POST', 'a collection is listed (GET) or added to (POST)'); });
     router.all(record, () => { throw methodNotAllowed('GET, PATCH, DELETE', 'a record is read (GET), changed (PATCH) or deleted (DELETE)'); });
   }
@@ -68,6 +76,13 @@ export function dataApi(deps: DataApiDependencies): Middleware {
     },
     router.routes() as Middleware,
   ]);
+}
+
+/** The principal authenticate() left; the routes run only behind it. */
+function principalOf(ctx: Context): Principal {
+  const { principal } = ctx.state;
+  if (!principal) throw new Error('the data API ran without an authenticated principal');
+  return principal;
 }
 
 function methodNotAllowed(allow: string, description: string): HttpError {

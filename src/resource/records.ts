@@ -1,7 +1,5 @@
 import { randomUUID } from 'node:crypto';
 
-import type { Context } from 'koa';
-
 import type { DataRecord, RecordStore } from '../../adapters/store.ts';
 import { HttpError, invalidRequest, notFound } from '../shared/http_error.ts';
 import { decodeCursor, encodeCursor, pageSize } from './pagination.ts';
@@ -12,10 +10,17 @@ import { isRecordId, validateBody, type Changes } from './validation.ts';
 /** A record as the Core API shows it: system fields, then every field of its object (null when unset). */
 export type RecordBody = Record<string, unknown>;
 
+/** A list request's page: `limit` and `starting_after` as a client gives them (the query string, a tool's arguments). */
+export interface PageRequest {
+  limit?: string | string[] | undefined;
+  startingAfter?: string | string[] | undefined;
+}
+
 /**
- * The Core API's handlers: list, get, create, update and delete the records of one object type,
- * always within the workspace of the request's principal. Another workspace's record is never
- * found: the workspace is part of every store lookup, not a check made after it.
+ * The Core API: list, get, create, update and delete the records of one object type, always
+ * within the workspace of the principal the request acts for. Another workspace's record is never
+ * found: the workspace is part of every store lookup, not a check made after it. Each operation
+ * gives the body the data API answers (and `/mcp` returns); a refusal is an HttpError.
  */
 export class CoreApi {
   readonly #records: RecordStore;
@@ -26,17 +31,17 @@ export class CoreApi {
     this.#clock = clock;
   }
 
-  async list(ctx: Context, object: ObjectDefinition): Promise<void> {
-    const { workspaceId } = principalOf(ctx);
-    const limit = pageSize(ctx.query.limit);
-    const startingAfter = ctx.query.starting_after;
+  async list(principal: Principal, object: ObjectDefinition, request: PageRequest = {}): Promise<RecordBody> {
+    const { workspaceId } = principal;
+    const limit = pageSize(request.limit);
+    const startingAfter = request.startingAfter;
     if (Array.isArray(startingAfter)) throw invalidRequest('give starting_after once');
     const after = startingAfter === undefined ? 0 : decodeCursor(object.namePlural, startingAfter);
     const page = await this.#records.list(workspaceId, object.namePlural, after, limit);
     const shown = await this.#present(workspaceId, object, page.records);
     const first = page.records[0];
     const last = page.records.at(-1);
-    ctx.body = {
+    return {
       data: { [object.namePlural]: shown },
       pageInfo: {
         hasNextPage: page.hasMore,
@@ -47,38 +52,37 @@ export class CoreApi {
     };
   }
 
-  async get(ctx: Context, object: ObjectDefinition, id: string): Promise<void> {
-    const { workspaceId } = principalOf(ctx);
+  async get(principal: Principal, object: ObjectDefinition, id: string): Promise<RecordBody> {
+    const { workspaceId } = principal;
     const record = isRecordId(id) ? await this.#records.get(workspaceId, object.namePlural, id) : undefined;
     if (!record) throw missing(object, id);
-    ctx.body = { data: { [object.nameSingular]: (await this.#present(workspaceId, object, [record]))[0] } };
+    return { data: { [object.nameSingular]: (await this.#present(workspaceId, object, [record]))[0] } };
   }
 
-  async create(ctx: Context, object: ObjectDefinition): Promise<void> {
-    const principal = writer(ctx);
-    const changes = validateBody(object, ctx.request.body, true);
+  /** The new record's body, and its id (for `Location`). */
+  async create(principal: Principal, object: ObjectDefinition, body: unknown): Promise<{ id: string; body: RecordBody }> {
+    writer(principal);
+    const changes = validateBody(object, body, true);
     await this.#checkRelations(principal.workspaceId, object, changes);
     const now = this.#clock().toISOString();
     const record = await this.#records.create(principal.workspaceId, object.namePlural, { id: randomUUID(), createdAt: now, updatedAt: now, values: changes });
-    ctx.status = 201;
-    ctx.set('Location', `${ctx.path.replace(/\/$/, '')}/${record.id}`);
-    ctx.body = { data: { [object.nameSingular]: (await this.#present(principal.workspaceId, object, [record]))[0] } };
+    return { id: record.id, body: { data: { [object.nameSingular]: (await this.#present(principal.workspaceId, object, [record]))[0] } } };
   }
 
-  async update(ctx: Context, object: ObjectDefinition, id: string): Promise<void> {
-    const principal = writer(ctx);
+  async update(principal: Principal, object: ObjectDefinition, id: string, body: unknown): Promise<RecordBody> {
+    writer(principal);
     if (!isRecordId(id)) throw missing(object, id);
-    const changes = validateBody(object, ctx.request.body, false);
+    const changes = validateBody(object, body, false);
     await this.#checkRelations(principal.workspaceId, object, changes);
     const record = await this.#records.update(principal.workspaceId, object.namePlural, id, changes, this.#clock().toISOString());
     if (!record) throw missing(object, id);
-    ctx.body = { data: { [object.nameSingular]: (await this.#present(principal.workspaceId, object, [record]))[0] } };
+    return { data: { [object.nameSingular]: (await this.#present(principal.workspaceId, object, [record]))[0] } };
   }
 
-  async delete(ctx: Context, object: ObjectDefinition, id: string): Promise<void> {
-    const principal = writer(ctx);
+  async delete(principal: Principal, object: ObjectDefinition, id: string): Promise<RecordBody> {
+    writer(principal);
     if (!isRecordId(id) || !await this.#records.delete(principal.workspaceId, object.namePlural, id)) throw missing(object, id);
-    ctx.body = { data: { [object.nameSingular]: { id } } };
+    return { data: { [object.nameSingular]: { id } } };
   }
 
   /** A relation must name a record of its target in the same workspace. */
@@ -116,18 +120,10 @@ export class CoreApi {
 }
 
 /** The principal authenticate() left; the Core API runs only behind it. */
-function principalOf(ctx: Context): Principal {
-  const { principal } = ctx.state;
-  if (!principal) throw new Error('the Core API ran without an authenticated principal');
-  return principal;
-}
-
-function writer(ctx: Context): Principal {
-  const principal = principalOf(ctx);
+function writer(principal: Principal): void {
   if (!canWriteRecords(principal)) {
     throw new HttpError(403, 'insufficient_role', 'your role in this workspace (viewer) can read records but not create, change or delete them');
   }
-  return principal;
 }
 
 function missing(object: ObjectDefinition, id: string): HttpError {

@@ -1,12 +1,12 @@
 import { randomBytes } from 'node:crypto';
 
-import { auth, extractWWWAuthenticateParams, type OAuthClientProvider } from '@modelcontextprotocol/sdk/client/auth.js';
+import { auth, extractWWWAuthenticateParams } from '@modelcontextprotocol/sdk/client/auth.js';
 import { ClientCredentialsProvider } from '@modelcontextprotocol/sdk/client/auth-extensions.js';
-import type { OAuthClientInformationMixed, OAuthClientMetadata, OAuthTokens } from '@modelcontextprotocol/sdk/shared/auth.js';
 import type { FetchLike } from '@modelcontextprotocol/sdk/shared/transport.js';
 import { expect } from 'chai';
 import { decodeJwt } from 'jose';
 
+import { McpHostProvider, type ClientAuthMethod } from '../support/mcp_host.ts';
 import { registerClient } from '../support/oauth.ts';
 import { freePort, initialAccessToken, seedUser, startServer, type SeededUser, type TestServer } from '../support/server.ts';
 import { UserAgent, authorize } from '../support/user_agent.ts';
@@ -20,8 +20,6 @@ import { UserAgent, authorize } from '../support/user_agent.ts';
  * refreshes it without the user.
  */
 
-type AuthMethod = 'client_secret_post' | 'client_secret_basic' | 'none';
-
 interface Company {
   id: string;
   name: string;
@@ -33,87 +31,6 @@ interface CompanyList {
   data: { companies: Company[] };
   pageInfo: { hasNextPage: boolean; startCursor: string | null; endCursor: string | null };
   totalCount: number;
-}
-
-/** What an MCP client application keeps for one server: everything in memory, nothing else done. */
-class InMemoryProvider implements OAuthClientProvider {
-  readonly #redirectUrl: string;
-  readonly #metadata: OAuthClientMetadata;
-  #client: OAuthClientInformationMixed | undefined;
-  #tokens: OAuthTokens | undefined;
-  #verifier: string | undefined;
-  #state: string | undefined;
-  /** The authorization URLs the SDK sent the user to (a desktop client would open a browser). */
-  readonly redirects: URL[] = [];
-
-  constructor(redirectUrl: string, method: AuthMethod) {
-    this.#redirectUrl = redirectUrl;
-    this.#metadata = {
-      redirect_uris: [redirectUrl],
-      client_name: `MCP client (${method})`,
-      grant_types: ['authorization_code', 'refresh_token'],
-      response_types: ['code'],
-      token_endpoint_auth_method: method,
-    };
-  }
-
-  get redirectUrl(): string {
-    return this.#redirectUrl;
-  }
-
-  get clientMetadata(): OAuthClientMetadata {
-    return this.#metadata;
-  }
-
-  state(): string {
-    this.#state = randomBytes(16).toString('base64url');
-    return this.#state;
-  }
-
-  lastState(): string | undefined {
-    return this.#state;
-  }
-
-  clientInformation(): OAuthClientInformationMixed | undefined {
-    return this.#client;
-  }
-
-  saveClientInformation(clientInformation: OAuthClientInformationMixed): void {
-    this.#client = clientInformation;
-  }
-
-  tokens(): OAuthTokens | undefined {
-    return this.#tokens;
-  }
-
-  saveTokens(tokens: OAuthTokens): void {
-    this.#tokens = tokens;
-  }
-
-  redirectToAuthorization(authorizationUrl: URL): void {
-    this.redirects.push(authorizationUrl);
-  }
-
-  saveCodeVerifier(codeVerifier: string): void {
-    this.#verifier = codeVerifier;
-  }
-
-  codeVerifier(): string {
-    if (!this.#verifier) throw new Error('no code verifier saved');
-    return this.#verifier;
-  }
-
-  /** The tokens, which must be there. */
-  currentTokens(): OAuthTokens {
-    if (!this.#tokens) throw new Error('no tokens saved');
-    return this.#tokens;
-  }
-
-  /** A registered client's full information, which must be there. */
-  registered(): OAuthClientInformationMixed & { token_endpoint_auth_method?: string; client_name?: string } {
-    if (!this.#client) throw new Error('no client information saved');
-    return this.#client;
-  }
 }
 
 /** The requests the SDK made, as "METHOD url" plus the form body of POSTs. */
@@ -183,7 +100,7 @@ describe('a stock MCP client (@modelcontextprotocol/sdk) starting from the data 
    * registration, authorization request), the user logs in and consents in the browser, then
    * `auth()` with the code.
    */
-  async function connect(provider: InMemoryProvider, log: Recorded[]): Promise<void> {
+  async function connect(provider: McpHostProvider, log: Recorded[]): Promise<void> {
     const fetchFn = recordingFetch(log);
     const probe = await fetch(companiesUrl());
     expect(probe.status).to.equal(401);
@@ -226,8 +143,8 @@ describe('a stock MCP client (@modelcontextprotocol/sdk) starting from the data 
    * The whole journey for one kind of client: connect, create and list a company, have the access
    * token refused, `auth()` again (a refresh, no user), list again; then once more.
    */
-  async function journey(method: AuthMethod): Promise<void> {
-    const provider = new InMemoryProvider(redirectUrl, method);
+  async function journey(method: ClientAuthMethod): Promise<void> {
+    const provider = new McpHostProvider(redirectUrl, { method });
     const log: Recorded[] = [];
     await connect(provider, log);
 
@@ -389,7 +306,7 @@ describe('a stock MCP client (@modelcontextprotocol/sdk) starting from the data 
   });
 
   it('a client that never saw the challenge finds the metadata at the well-known URL from the API URL alone', async () => {
-    const provider = new InMemoryProvider(redirectUrl, 'none');
+    const provider = new McpHostProvider(redirectUrl, { method: 'none' });
     const log: Recorded[] = [];
     expect(await auth(provider, { serverUrl: companiesUrl(), fetchFn: recordingFetch(log) })).to.equal('REDIRECT');
     // Path-aware first (/.well-known/oauth-protected-resource/rest/companies), then the root.
@@ -426,7 +343,7 @@ describe('a stock MCP client against a server under a base path', function () {
     const { resourceMetadataUrl } = extractWWWAuthenticateParams(probe);
     expect(resourceMetadataUrl?.href).to.equal(`${server.origin}/.well-known/oauth-protected-resource/auth/rest`);
 
-    const provider = new InMemoryProvider(`http://127.0.0.1:${await freePort()}/callback`, 'client_secret_post');
+    const provider = new McpHostProvider(`http://127.0.0.1:${await freePort()}/callback`, { method: 'client_secret_post' });
     expect(await auth(provider, { serverUrl: companies, resourceMetadataUrl })).to.equal('REDIRECT');
     const authorizationUrl = provider.redirects[0]!;
     expect(authorizationUrl.href.startsWith(`${server.issuer}/oauth/authorize?`)).to.equal(true);

@@ -33,9 +33,9 @@ export async function api<T = Record<string, unknown>>(server: TestServer, path:
   return { status: response.status, headers: response.headers, body: (text ? JSON.parse(text) : undefined) as T };
 }
 
-/** A user's access token through the real authorization code flow (login and consent over HTTP). */
-export async function userAccessToken(server: TestServer, client: RegisteredClient, user: SeededUser, scope = 'api'): Promise<{ access_token: string; refresh_token?: string }> {
-  const { url, verifier } = codeRequest(server.issuer, client.client_id, { scope });
+/** A user's access token through the real authorization code flow (login and consent over HTTP), for `resource` when given (RFC 8707). */
+export async function userAccessToken(server: TestServer, client: RegisteredClient, user: SeededUser, scope = 'api', resource?: string): Promise<{ access_token: string; refresh_token?: string }> {
+  const { url, verifier } = codeRequest(server.issuer, client.client_id, { scope, resource });
   const callback = await authorize(new UserAgent(), url, server.origin, { email: user.email, password: user.password });
   const code = callback.searchParams.get('code');
   if (!code) throw new Error(`no code: ${callback.href}`);
@@ -44,10 +44,12 @@ export async function userAccessToken(server: TestServer, client: RegisteredClie
   return response.json() as Promise<{ access_token: string; refresh_token?: string }>;
 }
 
-/** A client bound to the workspace (registered with an initial access token) and its client-credentials token for `api`. */
-export async function clientCredentialsToken(server: TestServer, workspaceId: string): Promise<{ client: RegisteredClient; access_token: string }> {
+/** A client bound to the workspace (registered with an initial access token) and its client-credentials token for `api`, for `resource` when given. */
+export async function clientCredentialsToken(server: TestServer, workspaceId: string, resource?: string): Promise<{ client: RegisteredClient; access_token: string }> {
   const client = await registerClient(server.issuer, { grant_types: ['client_credentials'], redirect_uris: [] }, await initialAccessToken(server, workspaceId));
-  const response = await tokenRequest(server.issuer, { grant_type: 'client_credentials', scope: 'api', client_id: client.client_id, client_secret: client.client_secret! });
+  const response = await tokenRequest(server.issuer, {
+    grant_type: 'client_credentials', scope: 'api', client_id: client.client_id, client_secret: client.client_secret!, ...(resource ? { resource } : {}),
+  });
   if (response.status !== 200) throw new Error(`client_credentials failed ${response.status}: ${await response.text()}`);
   return { client, access_token: ((await response.json()) as { access_token: string }).access_token };
 }

@@ -1,0 +1,126 @@
+import { Readable } from 'node:stream';
+
+import { WebStandardStreamableHTTPServerTransport } from '@modelcontextprotocol/sdk/server/webStandardStreamableHttp.js';
+import Router from '@koa/router';
+import type { Context, Middleware } from 'koa';
+import compose from 'koa-compose';
+
+import type { RecordStore } from '../../adapters/store.ts';
+import { noStore } from '../shared/no_store.ts';
+import { authenticate, type Authenticators } from './authenticate.ts';
+import { bearerCors } from './cors.ts';
+import { workspaceDataServer } from './mcp_tools.ts';
+import { MetadataApi } from './metadata.ts';
+import { CoreApi } from './records.ts';
+
+/** The MCP transport's own headers, which a browser-based host sends and reads. */
+const MCP_HEADERS = ['Mcp-Protocol-Version', 'Mcp-Session-Id', 'Last-Event-ID'];
+
+/** The largest JSON-RPC request the endpoint reads: a record's fields fit many times over. */
+const BODY_LIMIT = 128 * 1024;
+
+export interface McpDependencies extends Authenticators {
+  records: RecordStore;
+  /** Where the endpoint is: `{issuer path}/mcp`. */
+  mcpPath: string;
+  /** Where the data API is (`{issuer path}/rest`): describe_objects names each object's path there. */
+  restPath: string;
+  /** The `Host` values a request may name: the issuer's (DNS rebinding protection). */
+  allowedHosts: readonly string[];
+  /** The `Origin` values a browser's request may carry: the issuer's, and those the operator allows (MCP_ALLOWED_ORIGINS). */
+  allowedOrigins: readonly string[];
+  /** Runs once the request is authenticated: the per-credential rate limit the data API counts too. */
+  rateLimit?: Middleware;
+}
+
+/**
+ * `/mcp`: the workspace data for MCP hosts and agents (MCP streamable HTTP, stateless), a protected
+ * resource of its own: its tokens have `aud` `{BASE_URL}/mcp` (RFC 8707), a token for another API
+ * is refused, and a request without a credential gets 401 with the `resource_metadata` challenge
+ * (RFC 9728), from which an MCP client finds this authorization server. API keys work as at the
+ * data API. In order: CORS, the DNS rebinding checks (a `Host` or `Origin` not the service's: 403),
+ * authentication, the rate limit, then an MCP server made for the request (src/resource/mcp_tools.ts)
+ * answers it through the SDK's transport; the response waits for the store's commit like every other.
+ */
+export function mcpEndpoint(deps: McpDependencies): Middleware {
+  const core = new CoreApi(deps.records);
+  const metadata = new MetadataApi(deps.restPath);
+  const router = new Router({ prefix: deps.mcpPath });
+  router.use(refuseRebinding(deps.allowedHosts, deps.allowedOrigins), authenticate(deps));
+  if (deps.rateLimit) router.use(deps.rateLimit);
+  router.all('/', async (ctx) => {
+    const principal = ctx.state.principal!;
+    const server = workspaceDataServer(principal, core, metadata);
+    const transport = new WebStandardStreamableHTTPServerTransport({ sessionIdGenerator: undefined, enableJsonResponse: true, maxRequestBodySize: BODY_LIMIT });
+    await server.connect(transport);
+    try {
+      await answerWith(ctx, await transport.handleRequest(webRequest(ctx)));
+    } finally {
+      await server.close();
+    }
+  });
+  return compose([
+    bearerCors('GET, POST, DELETE', MCP_HEADERS),
+    async (ctx, next) => {
+      noStore(ctx);
+      await next();
+    },
+    router.routes() as Middleware,
+  ]);
+}
+
+/**
+ * The `Host` values `/mcp` answers: the issuer's, and the loopback names of the port the service
+ * listens on (a client on the same machine, an instance reached past its load balancer). A page
+ * whose name was rebound to this service sends its own name, never one of these.
+ */
+export function mcpHosts(issuer: string, port: number): string[] {
+  return [...new Set([new URL(issuer).host, `localhost:${port}`, `127.0.0.1:${port}`, `[::1]:${port}`])];
+}
+
+/**
+ * The MCP transport's DNS rebinding protection, before anything else: a page on another site that
+ * got its name to resolve to this service sends its own `Host`, and a browser always sends its
+ * page's `Origin`. Refused as the SDK refuses them (403, a JSON-RPC error).
+ */
+function refuseRebinding(allowedHosts: readonly string[], allowedOrigins: readonly string[]): Middleware {
+  return async (ctx, next) => {
+    const host = ctx.req.headers.host;
+    const origin = ctx.get('Origin');
+    const refusal = !host || !allowedHosts.includes(host) ? `Invalid Host header: ${host ?? '(none)'}`
+      : origin && !allowedOrigins.includes(origin) ? `Invalid Origin header: ${origin}` : undefined;
+    if (!refusal) return next();
+    ctx.status = 403;
+    ctx.body = { jsonrpc: '2.0', error: { code: -32000, message: refusal.slice(0, 300) }, id: null };
+  };
+}
+
+/** The Koa request as a web Request for the SDK's transport, its body streamed (the transport caps it). */
+function webRequest(ctx: Context): Request {
+  const headers = new Headers();
+  for (const [name, value] of Object.entries(ctx.req.headers)) {
+    if (value !== undefined && name !== 'host') headers.set(name, Array.isArray(value) ? value.join(', ') : value);
+  }
+  const hasBody = ctx.method !== 'GET' && ctx.method !== 'HEAD';
+  return new Request(ctx.href, {
+    method: ctx.method,
+    headers,
+    ...(hasBody ? { body: Readable.toWeb(ctx.req) as ReadableStream<Uint8Array>, duplex: 'half' } : {}),
+  } as RequestInit);
+}
+
+/** The transport's answer as Koa's: JSON read whole (so it waits for the store's commit), an event stream piped. */
+async function answerWith(ctx: Context, response: Response): Promise<void> {
+  ctx.status = response.status;
+  response.headers.forEach((value, name) => {
+    if (name !== 'content-length') ctx.set(name, value);
+  });
+  if (!response.body) {
+    // Empty, not null: Koa would turn a null body's 202 (a notification accepted) into 204.
+    ctx.body = '';
+    return;
+  }
+  ctx.body = response.headers.get('content-type')?.startsWith('text/event-stream')
+    ? Readable.fromWeb(response.body as import('node:stream/web').ReadableStream)
+    : Buffer.from(await response.arrayBuffer());
+}

@@ -1,0 +1,242 @@
+import { request } from 'node:http';
+
+import { expect } from 'chai';
+import { decodeJwt } from 'jose';
+
+import { clientCredentialsToken, createApiKey, memberOf, userAccessToken } from '../support/data_api.ts';
+import { registerClient, type RegisteredClient } from '../support/oauth.ts';
+import { seedUser, startServer, type SeededUser, type TestServer } from '../support/server.ts';
+
+/**
+ * `/mcp` over HTTP, as any MCP host speaks it (JSON-RPC over streamable HTTP, stateless): a
+ * protected resource of its own (RFC 8707 audience, RFC 9728 metadata and challenge), the same
+ * roles, validation and workspace isolation as the Core API, API keys accepted, and the MCP
+ * transport's DNS rebinding checks. The stock SDK client runs in test/interop/mcp_cimd.test.ts.
+ */
+
+interface RpcAnswer {
+  status: number;
+  headers: Headers;
+  body: { result?: Record<string, unknown>; error?: { code: number; message: string } } & Record<string, unknown>;
+}
+
+interface ToolResult {
+  isError?: boolean;
+  content: Array<{ type: string; text: string }>;
+  structuredContent?: Record<string, unknown>;
+}
+
+/** A POST as it is written: the `Host` given is the one sent. */
+function post(url: string, headers: Record<string, string>, body: string): Promise<{ status: number; headers: Headers; text: string }> {
+  return new Promise((resolve, reject) => {
+    const outgoing = request(url, { method: 'POST', headers: { 'content-length': String(Buffer.byteLength(body)), ...headers } }, (incoming) => {
+      const chunks: Buffer[] = [];
+      incoming.on('data', (chunk: Buffer) => chunks.push(chunk));
+      incoming.on('end', () => {
+        const answered = new Headers();
+        for (const [name, value] of Object.entries(incoming.headers)) if (value !== undefined) answered.set(name, Array.isArray(value) ? value.join(', ') : value);
+        resolve({ status: incoming.statusCode ?? 0, headers: answered, text: Buffer.concat(chunks).toString() });
+      });
+      incoming.on('error', reject);
+    });
+    outgoing.on('error', reject);
+    outgoing.end(body);
+  });
+}
+
+describe('the MCP endpoint (/mcp)', function () {
+  this.timeout(60_000);
+
+  let server: TestServer;
+  let client: RegisteredClient;
+  let mcpUrl: string;
+  let admin: SeededUser;
+  let viewer: SeededUser;
+  let workspace: string;
+  const credentials: Record<string, string> = {};
+
+  before(async () => {
+    server = await startServer({ env: { MCP_ALLOWED_ORIGINS: 'https://host.example' } });
+    mcpUrl = `${server.issuer}/mcp`;
+    client = await registerClient(server.issuer);
+    admin = await seedUser(server, [{ workspace: 'MCP A', role: 'admin' }]);
+    workspace = admin.workspaces[0]!.id;
+    viewer = await memberOf(server, workspace, 'viewer');
+    const other = await seedUser(server, [{ workspace: 'MCP B', role: 'admin' }]);
+    credentials.admin = (await userAccessToken(server, client, admin, 'api', mcpUrl)).access_token;
+    credentials.viewer = (await userAccessToken(server, client, viewer, 'api', mcpUrl)).access_token;
+    credentials.machine = (await clientCredentialsToken(server, workspace, mcpUrl)).access_token;
+    credentials.key = (await createApiKey(server, workspace)).key;
+    credentials.otherKey = (await createApiKey(server, other.workspaces[0]!.id)).key;
+    credentials.dataApi = (await userAccessToken(server, client, admin, 'api')).access_token;
+  });
+
+  after(async () => {
+    await server?.stop();
+  });
+
+  afterEach(function () {
+    if (this.currentTest?.state === 'failed') console.error(server.logs().split('\n').slice(-30).join('\n'));
+  });
+
+  /** One JSON-RPC request over HTTP (node:http: fetch would not send another `Host`). */
+  async function rpc(method: string, params: Record<string, unknown> = {}, credential?: string, headers: Record<string, string> = {}): Promise<RpcAnswer> {
+    const body = JSON.stringify({ jsonrpc: '2.0', id: 1, method, params });
+    const { status, headers: answered, text } = await post(mcpUrl, {
+      'content-type': 'application/json',
+      accept: 'application/json, text/event-stream',
+      'mcp-protocol-version': '2025-11-25',
+      ...(credential ? { authorization: `Bearer ${credential}` } : {}),
+      ...headers,
+    }, body);
+    return { status, headers: answered, body: text ? JSON.parse(text) : {} };
+  }
+
+  async function tool(credential: string, name: string, args: Record<string, unknown>): Promise<ToolResult> {
+    const answer = await rpc('tools/call', { name, arguments: args }, credential);
+    expect(answer.status, JSON.stringify(answer.body)).to.equal(200);
+    return answer.body.result as unknown as ToolResult;
+  }
+
+  it('asks for a credential with 401 naming its own protected resource metadata, which names this issuer and the api scope', async () => {
+    const answer = await rpc('tools/list');
+    expect(answer.status).to.equal(401);
+    const challenge = answer.headers.get('www-authenticate')!;
+    const metadataUrl = `${server.origin}/.well-known/oauth-protected-resource/mcp`;
+    expect(challenge).to.match(/^Bearer /).and.include(`resource_metadata="${metadataUrl}"`);
+    const metadata = await (await fetch(metadataUrl)).json() as Record<string, unknown>;
+    expect(metadata).to.deep.include({ resource: mcpUrl, authorization_servers: [server.issuer], scopes_supported: ['api'] });
+  });
+
+  it('answers initialize and lists the six tools, each with its input schema', async () => {
+    const initialized = await rpc('initialize', { protocolVersion: '2025-11-25', capabilities: {}, clientInfo: { name: 'test', version: '1' } }, credentials.machine);
+    expect(initialized.status).to.equal(200);
+    expect(initialized.body.result).to.deep.include({ serverInfo: { name: 'workspace-data', version: '1.0.0' } });
+    const listed = await rpc('tools/list', {}, credentials.machine);
+    const tools = (listed.body.result as { tools: Array<{ name: string; inputSchema: { properties?: Record<string, unknown> } }> }).tools;
+    expect(tools.map(({ name }) => name).sort()).to.deep.equal(['create_record', 'delete_record', 'describe_objects', 'get_record', 'list_records', 'update_record']);
+    expect(tools.find(({ name }) => name === 'get_record')!.inputSchema.properties).to.have.keys('object', 'id');
+  });
+
+  it('takes tokens issued for /mcp (user and client credentials) and API keys; refuses a token for the data API', async () => {
+    expect(decodeJwt(credentials.admin!).aud).to.equal(mcpUrl);
+    for (const name of ['admin', 'viewer', 'machine', 'key']) {
+      const listed = await tool(credentials[name]!, 'list_records', { object: 'companies' });
+      expect(listed.isError ?? false, name).to.equal(false);
+    }
+    const refused = await rpc('tools/list', {}, credentials.dataApi);
+    expect(refused.status).to.equal(401);
+    expect(refused.headers.get('www-authenticate')).to.include('error="invalid_token"');
+    expect(refused.body).to.include({ error: 'invalid_token' });
+  });
+
+  it('refuses a token without the api scope with 403 insufficient_scope naming it and its metadata (step-up)', async () => {
+    const { access_token: narrow } = await userAccessToken(server, client, admin, 'openid profile', mcpUrl);
+    const refused = await rpc('tools/list', {}, narrow);
+    expect(refused.status, JSON.stringify(decodeJwt(narrow))).to.equal(403);
+    expect(refused.headers.get('www-authenticate')).to.include('error="insufficient_scope"').and.include('scope="api"')
+      .and.include(`resource_metadata="${server.origin}/.well-known/oauth-protected-resource/mcp"`);
+  });
+
+  it('creates, reads, lists, updates and deletes a record as the Core API does', async () => {
+    const created = await tool(credentials.admin!, 'create_record', { object: 'companies', fields: { name: 'Over MCP', employees: 4 } });
+    expect(created.isError ?? false, created.content[0]?.text).to.equal(false);
+    const company = (created.structuredContent as { data: { company: { id: string; name: string } } }).data.company;
+    expect(company.name).to.equal('Over MCP');
+    expect(JSON.parse(created.content[0]!.text)).to.deep.equal(created.structuredContent);
+
+    const rest = await fetch(`${server.issuer}/rest/companies/${company.id}`, { headers: { authorization: `Bearer ${credentials.key}` } });
+    expect(((await rest.json()) as { data: { company: { name: string } } }).data.company.name, 'the same record through the data API').to.equal('Over MCP');
+
+    const updated = await tool(credentials.machine!, 'update_record', { object: 'companies', id: company.id, fields: { employees: 5 } });
+    expect((updated.structuredContent as { data: { company: { employees: number } } }).data.company.employees).to.equal(5);
+    const person = await tool(credentials.key!, 'create_record', { object: 'people', fields: { firstName: 'Ada', lastName: 'Lovelace', companyId: company.id } });
+    expect(person.isError ?? false, person.content[0]?.text).to.equal(false);
+    const listed = await tool(credentials.admin!, 'list_records', { object: 'people', limit: 1 });
+    expect((listed.structuredContent as { totalCount: number }).totalCount).to.be.at.least(1);
+
+    const deleted = await tool(credentials.admin!, 'delete_record', { object: 'companies', id: company.id });
+    expect(deleted.isError ?? false).to.equal(false);
+    const gone = await tool(credentials.admin!, 'get_record', { object: 'companies', id: company.id });
+    expect(gone.isError).to.equal(true);
+    expect(gone.content[0]!.text).to.match(/not_found/);
+  });
+
+  it('describes the objects the Core API serves, with their fields', async () => {
+    const described = await tool(credentials.viewer!, 'describe_objects', {});
+    const text = JSON.stringify(described.structuredContent);
+    expect(text).to.include('companies').and.include('people').and.include('employees');
+  });
+
+  it('says what is wrong with bad input as a tool error, never a server error', async () => {
+    const cases: Array<[string, Record<string, unknown>, RegExp]> = [
+      ['create_record', { object: 'companies', fields: { employees: 3 } }, /name/],
+      ['create_record', { object: 'companies', fields: { name: 'X', employees: 'many' } }, /employees/],
+      ['create_record', { object: 'companies', fields: { name: 'X', secret: 1 } }, /secret/],
+      ['get_record', { object: 'companies', id: 'not-a-uuid' }, /./],
+      ['get_record', { object: 'invoices', id: 'x' }, /object|invoices/],
+      ['list_records', { object: 'companies', limit: 1000 }, /limit|100/],
+    ];
+    for (const [name, args, message] of cases) {
+      const answer = await rpc('tools/call', { name, arguments: args }, credentials.admin);
+      expect(answer.status, `${name} ${JSON.stringify(args)}`).to.equal(200);
+      const result = answer.body.result as unknown as ToolResult | undefined;
+      const said = result ? result.content[0]!.text : answer.body.error!.message;
+      if (result) expect(result.isError, `${name} ${JSON.stringify(args)}: ${said}`).to.equal(true);
+      expect(said, `${name} ${JSON.stringify(args)}`).to.match(message);
+    }
+    const unknownTool = await rpc('tools/call', { name: 'drop_database', arguments: {} }, credentials.admin);
+    expect(unknownTool.status).to.equal(200);
+    expect(JSON.stringify(unknownTool.body)).to.match(/drop_database/);
+    const notJson = await post(mcpUrl, { authorization: `Bearer ${credentials.admin}`, 'content-type': 'application/json', accept: 'application/json, text/event-stream' }, '{"jsonrpc":');
+    expect(notJson.status).to.equal(400);
+  });
+
+  it('lets a viewer read but not write, and never reaches another workspace\'s records', async () => {
+    const created = await tool(credentials.admin!, 'create_record', { object: 'companies', fields: { name: 'Private' } });
+    const { id } = (created.structuredContent as { data: { company: { id: string } } }).data.company;
+    const refused = await tool(credentials.viewer!, 'update_record', { object: 'companies', id, fields: { name: 'Changed' } });
+    expect(refused.isError).to.equal(true);
+    expect(refused.content[0]!.text).to.match(/viewer|role|permission|forbidden/i);
+    expect((await tool(credentials.viewer!, 'get_record', { object: 'companies', id })).isError ?? false).to.equal(false);
+
+    for (const [name, args] of [['get_record', { object: 'companies', id }], ['update_record', { object: 'companies', id, fields: { name: 'Stolen' } }], ['delete_record', { object: 'companies', id }]] as const) {
+      const result = await tool(credentials.otherKey!, name, args);
+      expect(result.isError, name).to.equal(true);
+      expect(result.content[0]!.text, name).to.match(/not_found/);
+    }
+    const listed = await tool(credentials.otherKey!, 'list_records', { object: 'companies' });
+    expect(JSON.stringify(listed.structuredContent)).to.not.include(id);
+    const still = await tool(credentials.admin!, 'get_record', { object: 'companies', id });
+    expect(JSON.stringify(still.structuredContent)).to.include('Private');
+  });
+
+  it('refuses a Host or an Origin that is not the service\'s (DNS rebinding) before authentication; allows the operator\'s origins', async () => {
+    const host = new URL(server.issuer).host;
+    const rebound = await rpc('tools/list', {}, credentials.admin, { host: 'evil.example' });
+    expect(rebound.status).to.equal(403);
+    expect(rebound.body.error!.message).to.match(/Host/);
+    const foreignOrigin = await rpc('tools/list', {}, undefined, { origin: 'https://evil.example' });
+    expect(foreignOrigin.status, 'refused before the 401').to.equal(403);
+    expect(foreignOrigin.body.error!.message).to.match(/Origin/);
+    for (const origin of [server.origin, 'https://host.example']) {
+      const allowed = await rpc('tools/list', {}, credentials.admin, { origin, host });
+      expect(allowed.status, origin).to.equal(200);
+    }
+    const port = new URL(server.origin).port;
+    for (const local of [`localhost:${port}`, `127.0.0.1:${port}`]) {
+      expect((await rpc('tools/list', {}, credentials.admin, { host: local })).status, `a client on this machine: ${local}`).to.equal(200);
+    }
+    expect((await rpc('tools/list', {}, credentials.admin, { host: 'localhost:1' })).status, 'another port').to.equal(403);
+  });
+
+  it('answers a CORS preflight from a browser-based host', async () => {
+    const preflight = await fetch(mcpUrl, {
+      method: 'OPTIONS',
+      headers: { origin: 'https://host.example', 'access-control-request-method': 'POST', 'access-control-request-headers': 'authorization, content-type, mcp-protocol-version' },
+    });
+    expect(preflight.status).to.be.oneOf([200, 204]);
+    expect(preflight.headers.get('access-control-allow-methods')).to.include('POST');
+    expect(preflight.headers.get('access-control-allow-headers')?.toLowerCase()).to.include('authorization').and.include('mcp-protocol-version');
+  });
+});
