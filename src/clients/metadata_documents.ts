@@ -3,6 +3,7 @@ import { LIFETIMES } from '../../config/lifetimes.ts';
 import { nowSeconds, systemClock, type Clock } from '../shared/clock.ts';
 import { digest } from '../shared/digest.ts';
 import type { SafeFetch } from '../shared/safe_fetch.ts';
+import { isNativeRedirectSet } from './native_apps.ts';
 
 /**
  * Client ID Metadata Documents (draft-ietf-oauth-client-id-metadata-document): a client whose
@@ -16,6 +17,9 @@ import type { SafeFetch } from '../shared/safe_fetch.ts';
  * - A failed fetch is remembered for failureSeconds: a client_id that does not answer is not
  *   fetched again at every request.
  * - Concurrent requests for one new client_id make one fetch on each instance.
+ * - A document that names no `application_type` is read as a native app's when every redirect URI
+ *   is loopback http or a private-use scheme (RFC 8252): real clients omit it, and the engine
+ *   would otherwise take it for a web client's, whose loopback port must match exactly.
  */
 
 /** Whether a client_id names a metadata document (an https URL), as opposed to a registered client's id. */
@@ -124,7 +128,21 @@ function cacheSeconds(cacheControl: string | null): number {
 }
 
 function documentResponse(body: string, maxAge: number): Response {
-  return new Response(body, { status: 200, headers: { 'content-type': 'application/json', 'cache-control': `max-age=${Math.max(0, Math.round(maxAge))}` } });
+  return new Response(asServerReadsIt(body), { status: 200, headers: { 'content-type': 'application/json', 'cache-control': `max-age=${Math.max(0, Math.round(maxAge))}` } });
+}
+
+/** The document with `application_type` `native` said on its behalf when it names none and is a native app's; anything else as it is. */
+function asServerReadsIt(body: string): string {
+  let document: unknown;
+  try {
+    document = JSON.parse(body);
+  } catch {
+    return body;
+  }
+  if (!document || typeof document !== 'object' || Array.isArray(document)) return body;
+  const fields = document as Record<string, unknown>;
+  if (fields.application_type !== undefined || !isNativeRedirectSet(fields.redirect_uris)) return body;
+  return JSON.stringify({ ...fields, application_type: 'native' });
 }
 
 function headersOf(headers: HeadersInit | undefined): Record<string, string> {

@@ -2,6 +2,7 @@ import { errors, type Client, type KoaContextWithOIDC } from 'oidc-provider';
 
 import { LOOPBACK_HOSTS } from '../../config/parsers.ts';
 import { isMetadataDocumentUrl } from './metadata_documents.ts';
+import { isNativeRedirectSet } from './native_apps.ts';
 import { checkRegistrationHygiene } from './registration_hygiene.ts';
 import { nowSeconds } from '../shared/clock.ts';
 
@@ -54,8 +55,6 @@ export function redirectUrisAddedAt(client: Client): Readonly<Record<string, num
   }
   return added;
 }
-
-const WEB_SCHEMES = new Set(['http:', 'https:']);
 
 /** Metadata the server keeps about a client, never taken from a document. */
 const SERVER_KEPT = new Set([REDIRECT_URIS_ADDED_METADATA, UNUSED_UNTIL_METADATA, 'introspection_audience']);
@@ -124,9 +123,7 @@ export function validateClientMetadata(ctx: KoaContextWithOIDC | undefined, key:
  * checked as strictly as a registration, each time the engine builds it from the document: the
  * same size and field hygiene, the same redirect URI rules, nothing the server keeps (a workspace,
  * rights an operator gives) taken from it. It is a public client (the engine refuses secret-based
- * methods in a document; one that names none uses `none`), and native, any loopback port matching,
- * when every redirect URI is loopback http or a private-use scheme, as real clients send no
- * `application_type` (RFC 8252 section 7.3).
+ * methods in a document; one that names none uses `none`).
  */
 function checkMetadataDocument(key: string, metadata: Metadata): void {
   if (key !== WORKSPACE_METADATA) {
@@ -142,6 +139,8 @@ function checkMetadataDocument(key: string, metadata: Metadata): void {
   const grantTypes = Array.isArray(metadata.grant_types) ? metadata.grant_types as unknown[] : ['authorization_code'];
   if (grantTypes.includes('client_credentials')) throw new errors.InvalidClientMetadata('a client described by a metadata document cannot use client_credentials: it is bound to no workspace');
   if (grantTypes.includes('authorization_code') && !grantTypes.includes('refresh_token')) metadata.grant_types = [...grantTypes, 'refresh_token'];
+  // The engine has filled in its default application_type; src/clients/metadata_documents.ts said
+  // `native` on the document's behalf when it named none and its redirect URIs are a native app's.
   checkRedirectUris(metadata, metadata.application_type);
 }
 
@@ -189,23 +188,6 @@ function checkRedirectUris(metadata: Metadata, requestedApplicationType: unknown
   // Said on the client's behalf when it did not (the engine has already filled in its default,
   // `web`, so the request body tells).
   if (requestedApplicationType === undefined && isNativeRedirectSet(metadata.redirect_uris)) metadata.application_type = 'native';
-}
-
-/**
- * RFC 8252: a client is native only when every redirect URI it has is loopback http (section 7.3:
- * its port changes from run to run) or a private-use scheme (7.1). As a native client any
- * loopback port matches, and the engine asks the user every time (8.6: another app on the device
- * could use the same client_id). A client that also has an https redirect URI is a web client (the
- * RFC 7591 default): every URI matches exactly, port included. A web app in development on
- * loopback keeps exact matching and silent sign-in by registering application_type web.
- */
-export function isNativeRedirectSet(uris: unknown): boolean {
-  if (!Array.isArray(uris) || uris.length === 0) return false;
-  return uris.every((uri) => {
-    const url = typeof uri === 'string' ? URL.parse(uri) : null;
-    if (!url) return false;
-    return url.protocol === 'http:' ? LOOPBACK_HOSTS.has(url.hostname) : !WEB_SCHEMES.has(url.protocol);
-  });
 }
 
 /** Checks one list of redirect URIs. */

@@ -95,6 +95,28 @@ describe('Client ID Metadata Documents: what the server refuses', function () {
     expect(answer.location).to.contain('/interaction/');
   });
 
+  it('takes a document whose every redirect URI is loopback http as a native app: any port matches', async () => {
+    const url = publish('/native.json', { redirect_uris: ['http://127.0.0.1/callback'] });
+    const answer = await authorizeAs(server, url, 'http://127.0.0.1:49152/callback');
+    expect(answer.status, answer.text.slice(0, 300)).to.be.oneOf([302, 303]);
+    expect(answer.location).to.contain('/interaction/');
+    const web = publish('/web.json', { redirect_uris: ['https://app.example/callback', 'http://127.0.0.1:8080/callback'] });
+    expectRefusedOnPage(await authorizeAs(server, web, 'http://127.0.0.1:49152/callback'), 'a web client on another port');
+  });
+
+  it('holds an error on a page rather than sending it to the document\'s redirect URI, as for any client no administrator checked', async () => {
+    const url = publish('/held.json');
+    const request = authorizationUrl(server.issuer, {
+      client_id: url, response_type: 'code', redirect_uri: REDIRECT, scope: 'api unknown-scope', state: 'state-1',
+      code_challenge: pkcePair().challenge, code_challenge_method: 'S256',
+    });
+    const response = await fetch(request, { redirect: 'manual' });
+    expect(response.status).to.equal(400);
+    expect(response.headers.get('location')).to.equal(null);
+    const page = await response.text();
+    expect(page).to.include('invalid_scope').and.include('Return to');
+  });
+
   it('refuses a document whose client_id is not its own URL', async () => {
     const url = `${documents.origin}/mismatch.json`;
     documents.serve('/mismatch.json', document(`${documents.origin}/someone-else.json`));
