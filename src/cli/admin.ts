@@ -19,7 +19,6 @@ import { MAX_INITIAL_ACCESS_TOKEN_USES, createInitialAccessToken } from '../clie
 import { WORKSPACE_METADATA } from '../clients/registration.ts';
 import { ResourceError } from '../clients/protected_resources.ts';
 import { INTROSPECTION_AUDIENCE, RESOURCE_SERVER_AUTH_METHODS, isResourceServerAuthMethod } from '../clients/resource_servers.ts';
-import { builtInResources } from '../engine/resource_indicators.ts';
 import { ApiKeyError, ApiKeys } from '../api_keys/api_keys.ts';
 import { parseDuration } from '../../config/duration.ts';
 import { quickstart } from './quickstart.ts';
@@ -169,7 +168,7 @@ const COMMANDS: Record<string, Command> = {
   },
   'resource-server list': async ({ store, accounts }) => {
     const { resources } = await engine(store, accounts);
-    return listResourceServers(store, resources, builtInResources(loadConfig().issuer));
+    return listResourceServers(store, resources);
   },
   'resource-server delete': async ({ store, accounts }, [resource]) => {
     if (!resource) throw new UsageError('name the API: resource-server delete RESOURCE_URI');

@@ -1,7 +1,7 @@
 import { setTimeout as sleep } from 'node:timers/promises';
 
 import type { Store } from '../../adapters/store.ts';
-import type { ProtectedResource, ProtectedResources } from '../clients/protected_resources.ts';
+import type { ProtectedResources } from '../clients/protected_resources.ts';
 import { createResourceServer, INTROSPECTION_AUDIENCE, type ResourceServerAuthMethod } from '../clients/resource_servers.ts';
 import type { OAuthServer } from '../engine/provider.ts';
 import { isoTime, nowSeconds } from '../shared/clock.ts';
@@ -49,9 +49,9 @@ export async function createResourceServerCommand(engine: OAuthServer, request: 
 }
 
 /** `resource-server list`: every API tokens are issued for, and the clients that may introspect its tokens. */
-export async function listResourceServers(store: Store, resources: ProtectedResources, builtIn: readonly ProtectedResource[]): Promise<Output> {
+export async function listResourceServers(store: Store, resources: ProtectedResources): Promise<Output> {
   const clients = (await store.model('Client').list()).map(({ payload }) => payload).filter((payload) => typeof payload[INTROSPECTION_AUDIENCE] === 'string');
-  const listed = [...builtIn, ...await resources.registered()].map((api) => ({
+  const listed = (await resources.all()).map((api) => ({
     resource: api.resource,
     name: api.name,
     scopes: api.scopes,

@@ -27,16 +27,6 @@ export function isMetadataDocumentUrl(clientId: unknown): clientId is string {
   return typeof clientId === 'string' && clientId.startsWith('https://');
 }
 
-/**
- * Whether a client_id URL may act as a client: any, unless the operator named the domains that may
- * (CIMD_ALLOWED_DOMAINS): then its host must be one of them or below one.
- */
-export function mayActAsClient(clientId: string, allowedDomains: readonly string[] | undefined): boolean {
-  if (!allowedDomains) return true;
-  const host = URL.parse(clientId)?.hostname.toLowerCase();
-  return host !== undefined && allowedDomains.some((domain) => host === domain || host.endsWith(`.${domain}`));
-}
-
 /** The host a document's client is known by on the pages: who the application is. */
 export function documentHost(clientId: string): string {
   return URL.parse(clientId)?.host ?? clientId;
@@ -58,19 +48,39 @@ export class MetadataDocuments {
   static readonly MODEL = 'ClientMetadataDocument';
   readonly #documents: ModelStore;
   readonly #fetch: SafeFetch;
+  /** CIMD_ALLOWED_DOMAINS: the domains whose URLs may act as clients; undefined: any. */
+  readonly #allowedDomains: readonly string[] | undefined;
   readonly #clock: Clock;
   readonly #fetching = new Map<string, Promise<Response>>();
 
-  constructor(documents: ModelStore, fetch: SafeFetch, clock: Clock = systemClock) {
+  constructor(documents: ModelStore, fetch: SafeFetch, options: { allowedDomains?: readonly string[] | undefined; clock?: Clock } = {}) {
     this.#documents = documents;
     this.#fetch = fetch;
-    this.#clock = clock;
+    this.#allowedDomains = options.allowedDomains;
+    this.#clock = options.clock ?? systemClock;
   }
 
-  /** Whether the store holds a document for the URL that may still be served: no fetch is needed. */
-  async known(url: string): Promise<boolean> {
-    const stored = await this.#stored(url);
-    return stored?.body !== undefined && stored.fetchedAt !== undefined && nowSeconds(this.#clock) < stored.fetchedAt + maxSeconds;
+  /**
+   * Whether a client_id URL may act as a client (the engine's `allowFetch`): any, unless the
+   * operator named the domains that may (CIMD_ALLOWED_DOMAINS): then its host must be one of them
+   * or below one.
+   */
+  mayFetch(clientId: string): boolean {
+    if (!this.#allowedDomains) return true;
+    const host = URL.parse(clientId)?.hostname.toLowerCase();
+    return host !== undefined && this.#allowedDomains.some((domain) => host === domain || host.endsWith(`.${domain}`));
+  }
+
+  /**
+   * Whether a request naming this client_id would make the server fetch a document: a URL it may
+   * fetch, with no copy in the store that may still be served (what counts against the limit on
+   * new documents).
+   */
+  async wouldFetch(clientId: unknown): Promise<boolean> {
+    if (!isMetadataDocumentUrl(clientId) || !this.mayFetch(clientId)) return false;
+    const stored = await this.#stored(clientId);
+    const servable = stored?.body !== undefined && stored.fetchedAt !== undefined && nowSeconds(this.#clock) < stored.fetchedAt + maxSeconds;
+    return !servable;
   }
 
   /**

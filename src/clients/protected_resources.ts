@@ -70,9 +70,10 @@ export class ProtectedResources {
     return found?.resource === resource ? found : undefined;
   }
 
-  /** The APIs an operator registered, oldest first. */
-  async registered(): Promise<ProtectedResource[]> {
-    return (await this.#models.list()).map(({ payload }) => fromPayload(payload)).filter((found) => found !== undefined);
+  /** Every API: those served here, then those an operator registered, oldest first. */
+  async all(): Promise<ProtectedResource[]> {
+    const registered = (await this.#models.list()).map(({ payload }) => fromPayload(payload)).filter((found) => found !== undefined);
+    return [...this.#builtIn.values(), ...registered];
   }
 
   /** Registers an API; refuses what is not a canonical URI, one already known, or scopes not of the service's own. */

@@ -4,7 +4,7 @@ import type { Store } from '../../adapters/store.ts';
 import type { Accounts } from '../accounts/accounts.ts';
 import { PROFILE_CLAIM_NAMES } from '../accounts/profile.ts';
 import type { Config } from '../../config/index.ts';
-import { MetadataDocuments, mayActAsClient } from '../clients/metadata_documents.ts';
+import { MetadataDocuments } from '../clients/metadata_documents.ts';
 import { ProtectedResources } from '../clients/protected_resources.ts';
 import { REGISTRATION_BODY_MAX } from '../clients/registration_hygiene.ts';
 import { safeFetch } from '../shared/safe_fetch.ts';
@@ -83,6 +83,7 @@ export function buildProvider({ config, store, accounts, keys, revocations, page
   const documents = config.cimd && new MetadataDocuments(
     store.model(MetadataDocuments.MODEL),
     safeFetch({ trustedHosts: config.cimd.trustedHosts, timeoutMs: METADATA_DOCUMENT_TIMEOUT_MS, maxBytes: REGISTRATION_BODY_MAX }),
+    { allowedDomains: config.cimd.allowedDomains },
   );
   const resources = new ProtectedResources(store.model(ProtectedResources.MODEL), builtInResources(config.issuer));
   const grantWorkspaces = new GrantWorkspaces(store.model(GrantWorkspaces.MODEL));
@@ -200,7 +201,7 @@ export function buildProvider({ config, store, accounts, keys, revocations, page
         enabled: documents !== undefined,
         ack: 'draft-02',
         cacheDuration: { min: LIFETIMES.MetadataDocument.minSeconds, max: LIFETIMES.MetadataDocument.maxSeconds },
-        allowFetch: (_ctx: KoaContextWithOIDC, clientId: string) => mayActAsClient(clientId, config.cimd?.allowedDomains),
+        allowFetch: (_ctx: KoaContextWithOIDC, clientId: string) => documents?.mayFetch(clientId) ?? false,
       },
       backchannelLogout: { enabled: false },
       jwtIntrospection: { enabled: false },
@@ -213,5 +214,5 @@ export function buildProvider({ config, store, accounts, keys, revocations, page
   countedInitialAccessTokens(provider);
   useHashedClientSecrets(provider);
   registerClientCredentialsGrant(provider, resources, audience);
-  return { provider, audience, resources, documents: documents || undefined, grantWorkspaces, grantActivity };
+  return { provider, audience, resources, documents, grantWorkspaces, grantActivity };
 }

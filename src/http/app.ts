@@ -12,7 +12,6 @@ import type { Store } from '../../adapters/store.ts';
 import type { Config } from '../../config/index.ts';
 import { Accounts } from '../accounts/accounts.ts';
 import { ApiKeys } from '../api_keys/api_keys.ts';
-import { isMetadataDocumentUrl, mayActAsClient } from '../clients/metadata_documents.ts';
 import { endProbationOnFirstToken } from '../clients/unused_clients.ts';
 import { recordAuthorizationErrors } from '../engine/authorization_errors.ts';
 import { buildProvider } from '../engine/provider.ts';
@@ -98,9 +97,7 @@ export function createService({ config, store, keys, revocations, logger, metric
     dataApiCredential: (ctx) => ctx.state.principal && credentialKey(ctx.state.principal),
     newMetadataDocument: async (ctx) => {
       const clientId = ctx.query.client_id;
-      // Only a URL the server would fetch counts: one of a domain it may not act for is refused without a fetch.
-      const wouldFetch = documents && isMetadataDocumentUrl(clientId) && mayActAsClient(clientId, config.cimd?.allowedDomains);
-      return wouldFetch && !await documents.known(clientId) ? clientId : undefined;
+      return typeof clientId === 'string' && await documents?.wouldFetch(clientId) ? clientId : undefined;
     },
   });
   const endpoints = engineEndpoints({

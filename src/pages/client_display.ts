@@ -1,3 +1,4 @@
+import { documentHost, isMetadataDocumentUrl } from '../clients/metadata_documents.ts';
 import { cspOrigin } from './csp.ts';
 
 /** Where a redirect URI sends the user, in words a person recognizes: the host, or the app scheme. */
@@ -43,10 +44,10 @@ export interface ClientDisplay {
  * nor one with credentials in it, and shows a logo only if its origin can be named in the policy.
  */
 export function clientDisplay(clientId: string, client: ClientMetadata | undefined, vetted = false): ClientDisplay {
-  const documentHost = clientId.startsWith('https://') ? URL.parse(clientId)?.host : undefined;
-  const display: ClientDisplay = { name: client?.clientName || documentHost || clientId };
+  const host = isMetadataDocumentUrl(clientId) ? documentHost(clientId) : undefined;
+  const display: ClientDisplay = { name: client?.clientName || host || clientId };
   if (vetted) display.vetted = true;
-  if (documentHost) display.documentHost = documentHost;
+  if (host) display.documentHost = host;
   const logo = webUrl(client?.logoUri);
   const logoOrigin = logo && cspOrigin(logo);
   if (logo && logoOrigin) display.logo = { src: logo.href, origin: logoOrigin };

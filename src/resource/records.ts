@@ -119,7 +119,7 @@ export class CoreApi {
   }
 }
 
-/** The principal authenticate() left; the Core API runs only behind it. */
+/** Refuses a principal whose role may only read. */
 function writer(principal: Principal): void {
   if (!canWriteRecords(principal)) {
     throw new HttpError(403, 'insufficient_role', 'your role in this workspace (viewer) can read records but not create, change or delete them');

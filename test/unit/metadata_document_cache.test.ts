@@ -36,7 +36,7 @@ describe('the metadata document cache', () => {
     if (next.fail) throw new Error('connection refused');
     return new Response(next.body ?? `{"client_id":"${URL_A}","n":${fetches}}`, { status: 200, headers: next.maxAge ? { 'cache-control': next.maxAge } : {} });
   };
-  const documents = () => new MetadataDocuments(store.model(MetadataDocuments.MODEL), documentServer, () => now);
+  const documents = () => new MetadataDocuments(store.model(MetadataDocuments.MODEL), documentServer, { clock: () => now });
   const read = async (cache: MetadataDocuments) => {
     const response = await cache.fetch(URL_A);
     return { body: await response.json() as { n: number }, cacheControl: response.headers.get('cache-control') };
