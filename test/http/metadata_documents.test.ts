@@ -206,11 +206,13 @@ describe('Client ID Metadata Documents: what the server refuses', function () {
   });
 
   it('refuses a client_id that is not a plain https URL without fetching it', async () => {
+    const before = documents.connections();
     for (const clientId of [`http://localhost:${documents.port}/good.json`, `https://user@localhost:${documents.port}/good.json`, `https://localhost:${documents.port}/a/../good.json`, `https://localhost:${documents.port}/good.json#x`]) {
       const answer = await authorizeAs(server, clientId);
       expect(answer.status, clientId).to.equal(400);
       expect(answer.location, clientId).to.equal(null);
     }
+    expect(documents.connections() - before, 'connections to the document server').to.equal(0);
   });
 
   describe('limits', () => {
