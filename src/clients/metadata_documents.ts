@@ -16,7 +16,8 @@ import { isNativeRedirectSet } from './native_apps.ts';
  *   maxSeconds; kept past that until maxSeconds, it is served while a fetch to renew it fails.
  * - A failed fetch is remembered for failureSeconds: a client_id that does not answer is not
  *   fetched again at every request.
- * - Concurrent requests for one new client_id make one fetch on each instance.
+ * - Concurrent requests for one new client_id make one fetch on each instance: the engine
+ *   coalesces them before it calls `fetch`.
  * - A document that names no `application_type` is read as a native app's when every redirect URI
  *   is loopback http or a private-use scheme (RFC 8252): real clients omit it, and the engine
  *   would otherwise take it for a web client's, whose loopback port must match exactly.
@@ -51,7 +52,6 @@ export class MetadataDocuments {
   /** CIMD_ALLOWED_DOMAINS: the domains whose URLs may act as clients; undefined: any. */
   readonly #allowedDomains: readonly string[] | undefined;
   readonly #clock: Clock;
-  readonly #fetching = new Map<string, Promise<Response>>();
 
   constructor(documents: ModelStore, fetch: SafeFetch, options: { allowedDomains?: readonly string[] | undefined; clock?: Clock } = {}) {
     this.#documents = documents;
@@ -84,18 +84,13 @@ export class MetadataDocuments {
   }
 
   /**
-   * The engine's `fetch` for metadata documents: the stored copy while it is fresh, else a fetch
-   * (one at a time per URL on this instance), the stale copy if that fails. Answers as the
+   * The engine's `fetch` for metadata documents: the stored copy while it is fresh, else a fetch,
+   * the stale copy if that fails. Answers as the
    * document's server would, its max-age what is left of the copy's.
    */
   readonly fetch = (input: string | URL | Request, init: RequestInit = {}): Promise<Response> => {
     const url = typeof input === 'string' ? input : input instanceof URL ? input.href : input.url;
-    let pending = this.#fetching.get(url);
-    if (!pending) {
-      pending = this.#resolve(url, init).finally(() => this.#fetching.delete(url));
-      this.#fetching.set(url, pending);
-    }
-    return pending.then((response) => response.clone());
+    return this.#resolve(url, init);
   };
 
   async #resolve(url: string, init: { headers?: HeadersInit }): Promise<Response> {

@@ -117,6 +117,13 @@ describe('Client ID Metadata Documents: what the server refuses', function () {
     expect(page).to.include('invalid_scope').and.include('Return to');
   });
 
+  it('fetches a new document once for concurrent authorizations naming it', async () => {
+    const url = publish('/concurrent.json', {}, { 'cache-control': 'max-age=3600' });
+    const answers = await Promise.all(Array.from({ length: 10 }, () => authorizeAs(server, url)));
+    for (const answer of answers) expect(answer.status, answer.text.slice(0, 300)).to.be.oneOf([302, 303]);
+    expect(documents.requests('/concurrent.json')).to.equal(1);
+  });
+
   it('refuses a document whose client_id is not its own URL', async () => {
     const url = `${documents.origin}/mismatch.json`;
     documents.serve('/mismatch.json', document(`${documents.origin}/someone-else.json`));

@@ -9,14 +9,13 @@ import type { Store } from '../../adapters/store.ts';
 import { LIFETIMES } from '../../config/lifetimes.ts';
 import { MetadataDocuments } from '../../src/clients/metadata_documents.ts';
 import type { SafeFetch } from '../../src/shared/safe_fetch.ts';
-import { sleep } from '../support/wait.ts';
 
 /**
  * The metadata document cache over a real SQLite file, with a clock the test moves and a document
  * server the test scripts: how long a document is kept (its max-age within the bounds), that a
  * failure is remembered briefly, that a stale copy stands in while its server fails (until the
- * upper bound), that every instance on the store shares one fetch, and that concurrent requests
- * for a new document make one fetch.
+ * upper bound), and that every instance on the store shares one fetch. Concurrent requests for a
+ * new document are coalesced by the engine: test/http/metadata_documents.test.ts.
  */
 describe('the metadata document cache', () => {
   const URL_A = 'https://client.example/a.json';
@@ -27,12 +26,9 @@ describe('the metadata document cache', () => {
   let fetches: number;
   /** What the document's server does next: answer with this max-age, or fail. */
   let next: { maxAge?: string; fail?: boolean; body?: string };
-  /** While set, the document's server answers only once it settles. */
-  let gate: Promise<void> | undefined;
 
   const documentServer: SafeFetch = async () => {
     fetches += 1;
-    await gate;
     if (next.fail) throw new Error('connection refused');
     return new Response(next.body ?? `{"client_id":"${URL_A}","n":${fetches}}`, { status: 200, headers: next.maxAge ? { 'cache-control': next.maxAge } : {} });
   };
@@ -49,7 +45,6 @@ describe('the metadata document cache', () => {
     now = Date.now();
     fetches = 0;
     next = {};
-    gate = undefined;
   });
 
   afterEach(async () => {
@@ -127,17 +122,5 @@ describe('the metadata document cache', () => {
       failed = true;
     }
     expect(failed, 'past the upper bound the copy is not served').to.equal(true);
-  });
-
-  it('makes one fetch for concurrent requests of a new document', async () => {
-    let open!: () => void;
-    gate = new Promise((resolve) => { open = resolve; });
-    const cache = documents();
-    const pending = Array.from({ length: 20 }, () => read(cache));
-    await sleep(50);
-    open();
-    const answers = await Promise.all(pending);
-    expect(fetches).to.equal(1);
-    expect(answers.every(({ body }) => body.n === 1)).to.equal(true);
   });
 });
