@@ -65,4 +65,16 @@ describe('token requests naming a resource', function () {
     const next = await tokenRequest(server.issuer, { grant_type: 'refresh_token', refresh_token: rotated.refresh_token, ...postCredentials(client) });
     expect(next.status, 'the grant was not revoked as a replay').to.equal(200);
   });
+
+  it('a rotated-out refresh token naming an API its grant lacks is still taken for a reuse: the grant is revoked', async () => {
+    const { code: value, verifier } = await code();
+    const first = await (await exchangeCode(server.issuer, client, value, verifier, { resource: audience })).json() as { refresh_token: string };
+    const rotated = await (await tokenRequest(server.issuer, { grant_type: 'refresh_token', refresh_token: first.refresh_token, ...postCredentials(client) })).json() as { refresh_token: string };
+
+    const replay = await tokenRequest(server.issuer, { grant_type: 'refresh_token', refresh_token: first.refresh_token, resource: `${server.issuer}/mcp`, ...postCredentials(client) });
+    expect(replay.status).to.equal(400);
+    expect(await replay.json()).to.include({ error: 'invalid_grant' });
+    const next = await tokenRequest(server.issuer, { grant_type: 'refresh_token', refresh_token: rotated.refresh_token, ...postCredentials(client) });
+    expect(next.status, 'the latest refresh token, once a rotated-out one was replayed').to.equal(400);
+  });
 });

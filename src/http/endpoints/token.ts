@@ -53,7 +53,11 @@ function refuseResourceBeforeRedemption(provider: Provider, resources: Protected
   };
 }
 
-/** The resources of the code or refresh token the request redeems, as stored; undefined when it names none the store knows (the engine answers that). */
+/**
+ * The resources of the code or refresh token the request redeems, as stored; undefined when it
+ * names none the store knows, or one already used: the engine answers those (a replay revokes the
+ * grant, which a refusal here would spare).
+ */
 async function grantedResources(provider: Provider, form: URLSearchParams): Promise<ReadonlySet<string | undefined> | undefined> {
   const grantType = form.get('grant_type');
   const value = grantType === 'refresh_token' ? form.get('refresh_token') : grantType === 'authorization_code' ? form.get('code') : null;
@@ -61,7 +65,8 @@ async function grantedResources(provider: Provider, form: URLSearchParams): Prom
   const model = grantType === 'refresh_token'
     ? await provider.RefreshToken.find(value, { ignoreExpiration: true })
     : await provider.AuthorizationCode.find(value, { ignoreExpiration: true });
-  return model?.resourceIndicators;
+  // The engine's types name `consumed` on refresh tokens only; codes carry it too.
+  return (model as { consumed?: unknown } | undefined)?.consumed ? undefined : model?.resourceIndicators;
 }
 
 function invalidTarget(description: string): HttpError {
