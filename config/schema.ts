@@ -96,6 +96,11 @@ export const SCHEMA = {
     'How long a client that registered itself may go without obtaining a token before it is removed, with its registration access token: `90d`, `12h`, `30m`, seconds, or `off`. Its first token keeps it for good; an RFC 7592 update does not extend the period. Clients registered with an initial access token are never removed. This bounds what a registration flood can leave in the store',
     orOff(duration),
   ),
+  REFRESH_TOKEN_ABSOLUTE_LIFETIME: withDefault(
+    '365d',
+    'How long a grant\'s refresh tokens last in all, however often they rotate: `365d`, `90d`, `12h` or seconds, at least `1h`. Each refresh token also lapses after 30 days unused; after this lifetime the user must sign in to the client again. A grant (the consent) is kept at least as long',
+    atLeast(3600, 'so a client has time to use its refresh token', duration),
+  ),
   PKCE_REQUIRED: withDefault(
     'all',
     '`all`: every authorization request needs PKCE (S256). `public`: public clients and plain OAuth requests still do; a confidential client\'s OpenID Connect request (scope `openid`) may omit it (RFC 9700 2.1.1). Set `public` for an OpenID Foundation conformance run: its plans send no PKCE. `plain` is refused and a challenge must be redeemed with its verifier under either',

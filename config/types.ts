@@ -36,6 +36,8 @@ export interface Config {
    * (src/clients/unused_clients.ts); undefined with UNUSED_CLIENT_TTL=off.
    */
   readonly unusedClientTtl: number | undefined;
+  /** Seconds a grant's refresh tokens last in all, through every rotation (src/engine/refresh_tokens.ts). */
+  readonly refreshTokenAbsoluteLifetime: number;
   /** Which authorization requests must use PKCE (src/engine/pkce.ts). */
   readonly pkceRequired: PkcePolicy;
   /** Client ID Metadata Documents (src/clients/metadata_documents.ts); undefined with CIMD=off. */

@@ -10,6 +10,7 @@ import { countInitialAccessTokenUse } from '../clients/initial_access_tokens.ts'
 import type { RecordsAtRest } from './records_at_rest.ts';
 import type { RevocationList } from '../tokens/revocation_list.ts';
 import { clientExpiry, registrationAccessTokenExpiry } from '../clients/unused_clients.ts';
+import { consumedTokenOf, grantIdOf } from './refresh_tokens.ts';
 
 /** What the engine adapter adds to a model's store. */
 interface ModelHooks {
@@ -20,6 +21,10 @@ interface ModelHooks {
   expiresIn?: (payload: ModelPayload, expiresIn: number | undefined) => number | undefined | Promise<number | undefined>;
   afterDestroy?: (id: string) => Promise<void>;
   afterRevokeByGrantId?: (grantId: string) => Promise<void>;
+  /** Runs once the caller has won the consumption of the record. */
+  afterConsume?: (storeId: string) => Promise<void>;
+  /** What the engine is handed for an id with no record (undefined: nothing). */
+  whenMissing?: (id: string) => Promise<AdapterPayload | undefined>;
 }
 
 /**
@@ -30,9 +35,17 @@ interface ModelHooks {
  * token counted as the client it registers is stored, grant-scoped records
  * removed with their grant, and the revocation of JWT access tokens, which are never stored:
  * the engine revokes a grant's access tokens by grant id (refresh-token reuse, code replay, RFC
- * 7009 revocation of a refresh token) and deletes a client through the Client adapter.
+ * 7009 revocation of a refresh token) and deletes a client through the Client adapter. A rotated
+ * refresh token's record is deleted once consumed, and its value still recognised by its grant
+ * (refresh_tokens.ts), so a grant keeps one refresh token record however often it rotates.
  */
 export function engineAdapterFactory(store: Store, atRest: RecordsAtRest, grantWorkspaces: GrantWorkspaces, revocations: RevocationList, grantActivity: GrantActivity) {
+  const grants = new EngineAdapter('Grant', store.model('Grant'), atRest, {
+    afterDestroy: async (grantId) => {
+      await grantWorkspaces.unbind(grantId);
+      await grantActivity.forget(grantId);
+    },
+  });
   return (name: string): Adapter => {
     const models = store.model(name);
     switch (name) {
@@ -44,10 +57,14 @@ export function engineAdapterFactory(store: Store, atRest: RecordsAtRest, grantW
           afterDestroy: (clientId) => revocations.revokeDeletedClient(clientId),
         });
       case 'Grant':
+        return grants;
+      case 'RefreshToken':
         return new EngineAdapter(name, models, atRest, {
-          afterDestroy: async (grantId) => {
-            await grantWorkspaces.unbind(grantId);
-            await grantActivity.forget(grantId);
+          afterConsume: (storeId) => models.destroy(storeId),
+          whenMissing: async (id) => {
+            const grantId = grantIdOf(id);
+            const grant = grantId && await grants.find(grantId);
+            return grant ? consumedTokenOf(id, grantId, grant) : undefined;
           },
         });
       case 'AccessToken':
@@ -81,7 +98,8 @@ class EngineAdapter implements Adapter {
   }
 
   async find(id: string) {
-    return this.#fromStored(await this.#models.find(this.#atRest.id(this.#name, id)), id);
+    const found = this.#fromStored(await this.#models.find(this.#atRest.id(this.#name, id)), id);
+    return found ?? await this.#hooks.whenMissing?.(id);
   }
 
   async findByUid(uid: string) {
@@ -93,10 +111,12 @@ class EngineAdapter implements Adapter {
   }
 
   async consume(id: string) {
-    if (!await this.#models.consume(this.#atRest.id(this.#name, id))) {
+    const storeId = this.#atRest.id(this.#name, id);
+    if (!await this.#models.consume(storeId)) {
       // Lost a race against another redemption of the same code or refresh token.
       throw new errors.InvalidGrant('grant already redeemed');
     }
+    await this.#hooks.afterConsume?.(storeId);
   }
 
   async destroy(id: string) {

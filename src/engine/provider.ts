@@ -25,6 +25,7 @@ import type { KeyMaterial } from '../keys/keys.ts';
 import { LIFETIMES, sessionLifetime } from '../../config/lifetimes.ts';
 import { pkceRequired } from './pkce.ts';
 import { RecordsAtRest } from './records_at_rest.ts';
+import { refreshTokenLifetime, refreshTokensNameTheirGrant } from './refresh_tokens.ts';
 import { loadConsentedGrant } from './redirect_uri_consent.ts';
 import { INTROSPECTION_AUDIENCE, keepOperatorIntrospectionAudience } from '../clients/resource_servers.ts';
 import type { RevocationList } from '../tokens/revocation_list.ts';
@@ -131,11 +132,12 @@ export function buildProvider({ config, store, accounts, keys, revocations, page
       AccessToken: LIFETIMES.AccessToken,
       ClientCredentials: LIFETIMES.ClientCredentials,
       AuthorizationCode: LIFETIMES.AuthorizationCode,
-      RefreshToken: LIFETIMES.RefreshToken,
+      RefreshToken: refreshTokenLifetime(config.refreshTokenAbsoluteLifetime),
       IdToken: LIFETIMES.IdToken,
       Interaction: LIFETIMES.Interaction,
       Session: sessionLifetime,
-      Grant: LIFETIMES.Grant,
+      // A grant outlives every refresh token it backs.
+      Grant: Math.max(LIFETIMES.Grant, config.refreshTokenAbsoluteLifetime),
       // Unset: a registration access token lives as long as its client.
       ...(config.registrationAccessTokenTtl ? { RegistrationAccessToken: config.registrationAccessTokenTtl } : {}),
     },
@@ -213,6 +215,7 @@ export function buildProvider({ config, store, accounts, keys, revocations, page
   provider.proxy = config.proxyHops > 0;
   countedInitialAccessTokens(provider);
   useHashedClientSecrets(provider);
+  refreshTokensNameTheirGrant(provider);
   registerClientCredentialsGrant(provider, resources, audience);
   return { provider, audience, resources, documents, grantWorkspaces, grantActivity };
 }

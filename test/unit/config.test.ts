@@ -55,6 +55,12 @@ describe('configuration', () => {
     expect(configError({ LOG_LEVEL: 'loud' })).to.match(/^LOG_LEVEL/);
     expect(configError({ REGISTRATION: 'closed' })).to.match(/^REGISTRATION/);
     expect(configError({ PKCE_REQUIRED: 'none' })).to.match(/^PKCE_REQUIRED must be one of all, public/);
+    expect(configError({ REFRESH_TOKEN_ABSOLUTE_LIFETIME: '10m' })).to.match(/^REFRESH_TOKEN_ABSOLUTE_LIFETIME must be at least 3600s/);
+  });
+
+  it('bounds refresh tokens at 365 days through every rotation unless told otherwise', () => {
+    expect(loadConfig({}).refreshTokenAbsoluteLifetime).to.equal(365 * 24 * 3600);
+    expect(loadConfig({ REFRESH_TOKEN_ABSOLUTE_LIFETIME: '90d' }).refreshTokenAbsoluteLifetime).to.equal(90 * 24 * 3600);
   });
 
   it('turns metrics on by default, off with METRICS=off, and takes a METRICS_TOKEN without ever repeating it', () => {
