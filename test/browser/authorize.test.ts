@@ -323,10 +323,25 @@ describe('authorization in a real browser', function () {
       expect(fields.get('iss')).to.equal(server.issuer);
     });
 
-    it('still answers prompt=none straight away (silent authentication needs the redirect)', async function () {
+    it('holds a prompt=none answer too when no one signed in here has granted the client (no silent bounce to its site)', async function () {
       const { page, capture, auth } = await prepare({ prompt: 'none' });
-      await page.goto(auth.url);
-      expectErrorRedirect(await capture.next(), auth, 'login_required');
+      await expectHeldError(page, await page.goto(auth.url), capture, auth, 'login_required');
+    });
+
+    it('answers prompt=none straight away for the signed-in user who granted the client: silent renewal, its code and its errors', async function () {
+      const user = await seedUser(server, [{ workspace: 'Silent Renewal' }]);
+      const { client, page, capture, auth } = await prepare();
+      expect((await fullFlow(page, user, auth, capture)).url.searchParams.get('code')).to.be.a('string');
+
+      const renewal = authorization(client, { prompt: 'none' });
+      await page.goto(renewal.url);
+      const renewed = await capture.next();
+      expect(renewed.url.searchParams.get('code'), 'a code without any page').to.be.a('string');
+      expect(renewed.url.searchParams.get('state')).to.equal(renewal.state);
+
+      const wider = authorization(client, { prompt: 'none', scope: 'api admin' });
+      await page.goto(wider.url);
+      expectErrorRedirect(await capture.next(), wider, 'invalid_scope');
     });
 
     it('still completes a good request without any extra page', async function () {

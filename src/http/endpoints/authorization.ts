@@ -41,15 +41,17 @@ export function markErrorPageShown(ctx: Context): void {
  * no PKCE), or that they will deny, to make this server bounce them to a phishing page. So an
  * error answer reaches an unvetted client's redirect URI only through the user: the page says
  * what went wrong and offers a plainly labelled way back to the application, which the user may
- * take or not. Vetted clients (src/clients/vetting.ts) and silent requests (`prompt=none`, which
- * the client must be able to answer without a page) keep the engine's redirect.
+ * take or not. Vetted clients (src/clients/vetting.ts) keep the engine's redirect. A silent request
+ * (`prompt=none`) keeps it only when the browser's signed-in user has already granted the client:
+ * that is silent renewal, which cannot show a page; for anyone else a silent request is the same
+ * bounce with a different error (`login_required`, `consent_required`), and is held like any other.
  */
 export function holdErrorRedirects(issuer: string): Middleware {
   return async (ctx, next) => {
     await next();
     const error = authorizationErrorOf(ctx);
     if (!error || ctx.state.errorPageShown) return;
-    const held = heldError(ctx, error, issuer);
+    const held = await heldError(ctx, error, issuer);
     if (!held) return;
     ctx.remove('Location');
     ctx.status = 400;
@@ -57,11 +59,12 @@ export function holdErrorRedirects(issuer: string): Middleware {
   };
 }
 
-function heldError(ctx: Context, error: AuthorizationError, issuer: string): HeldError | undefined {
+async function heldError(ctx: Context, error: AuthorizationError, issuer: string): Promise<HeldError | undefined> {
   const client = oidcOf(ctx)?.client;
   const params = requestParams(ctx);
   const redirectUri = params.redirect_uri;
-  if (!client || isVetted(client) || !redirectUri || isSilent(params.prompt)) return undefined;
+  if (!client || isVetted(client) || !redirectUri) return undefined;
+  if (isSilent(params.prompt) && await signedInUserGranted(ctx, client.clientId)) return undefined;
   const location = ctx.response.get('Location') || undefined;
   const response: Record<string, string> = { error: error.error ?? 'invalid_request' };
   if (error.error_description) response.error_description = error.error_description;
@@ -84,4 +87,15 @@ function requestParams(ctx: Context): Record<string, string | undefined> {
 
 function isSilent(prompt: string | undefined): boolean {
   return prompt !== undefined && prompt.split(' ').includes('none');
+}
+
+/** The browser's session is signed in, and its user has a live grant for this client (they consented in this browser). */
+async function signedInUserGranted(ctx: Context, clientId: string): Promise<boolean> {
+  const oidc = oidcOf(ctx);
+  const session = oidc?.session;
+  const accountId = session?.accountId;
+  const grantId = accountId ? session.grantIdFor(clientId) : undefined;
+  if (!oidc || !grantId) return false;
+  const grant = await oidc.provider.Grant.find(grantId);
+  return grant !== undefined && grant.accountId === accountId && grant.clientId === clientId;
 }
