@@ -1,5 +1,6 @@
 import type { PresentedInitialAccessToken } from '../clients/initial_access_tokens.ts';
 import type { AuthorizationError } from '../engine/authorization_errors.ts';
+import type { LogoutReturn } from '../interactions/logout_return.ts';
 import type { Principal } from '../resource/principal.ts';
 import type { SignedIn } from '../settings/session.ts';
 import type { ErrorFormat } from './errors.ts';
@@ -23,6 +24,8 @@ declare module 'koa' {
     authorizationError?: AuthorizationError;
     /** The engine showed its error page instead of answering the client (endpoints/authorization.ts). */
     errorPageShown?: boolean;
+    /** A sign-out's way back to an application, offered as a link rather than followed (src/interactions/logout_return.ts). */
+    heldLogoutReturn?: LogoutReturn;
     /** Who a data API request acts for, once its credential checked out (src/resource/authenticate.ts). */
     principal?: Principal;
     /** The workspace of a registration's initial access token (endpoints/registration.ts, src/clients/registration.ts). */

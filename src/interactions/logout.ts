@@ -4,7 +4,8 @@ import type { Accounts } from '../accounts/accounts.ts';
 import type { EnginePages } from '../engine/provider.ts';
 import { clientDisplay, redirectTarget, type ClientDisplay } from '../pages/client_display.ts';
 import { renderPage } from '../pages/render.ts';
-
+import { ENGINE_ROUTES } from '../engine/routes.ts';
+import { takeLogoutReturn } from './logout_return.ts';
 
 export interface LogoutDependencies {
   accounts: Accounts;
@@ -19,6 +20,7 @@ export interface LogoutDependencies {
  */
 export function logoutPages({ accounts, issuer }: LogoutDependencies): Pick<EnginePages, 'logoutSource' | 'postLogoutSuccessSource'> {
   const service = new URL(issuer).host;
+  const cookiePath = `${new URL(issuer).pathname.replace(/\/$/, '')}${ENGINE_ROUTES.end_session}`;
   return {
     logoutSource: async (ctx, form) => {
       const accountId = ctx.oidc.session?.accountId;
@@ -32,6 +34,7 @@ export function logoutPages({ accounts, issuer }: LogoutDependencies): Pick<Engi
         userEmail: user?.email,
         client,
         redirectHost: target?.label,
+        heldReturn: ctx.state.heldLogoutReturn,
         // The engine's form (its confirm URL and xsrf value); the page's buttons submit it.
         logoutForm: form,
       }, { formAction: target?.formAction ?? [], imgSrc: client?.logo?.origin });
@@ -44,6 +47,7 @@ export function logoutPages({ accounts, issuer }: LogoutDependencies): Pick<Engi
         service,
         signedOut,
         client: askingClient(ctx),
+        heldReturn: await takeLogoutReturn(ctx, ctx.oidc.provider, cookiePath),
       });
     },
   };

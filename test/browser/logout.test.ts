@@ -156,9 +156,14 @@ describe('sign-out pages in a browser', function () {
     expect(tab.cspViolations, 'the page\'s form-action allows the redirect to the application').to.deep.equal([]);
   });
 
-  it('signs a browser with no session out at once (the engine\'s self-submitting form runs under the policy) and sends it back with state', async () => {
+  it('signs a browser with no session out at once (the engine\'s self-submitting form runs under the policy), and without id_token_hint offers the way back to a self-registered application as a link, never a redirect', async () => {
     const tab = await open();
     await tab.page.goto(logoutUrl({ client_id: app.client_id, post_logout_redirect_uri: SIGNED_OUT_URI, state: 'no-session' }));
+    await heading(tab.page, 'You are signed out').waitFor();
+    expect(tab.app.paths(), 'nothing reached the application by itself').to.deep.equal([]);
+    expect(await tab.page.locator('main').innerText()).to.match(/not been checked by an administrator/);
+    await checkPage(tab.page, 'logged-out-with-link-back');
+    await tab.page.getByRole('link', { name: `Return to Logout Browser App at ${new URL(APP_ORIGIN).host}` }).click();
     const back = await tab.app.next();
     expect(back.url.searchParams.get('state')).to.equal('no-session');
     expect(tab.cspViolations).to.deep.equal([]);

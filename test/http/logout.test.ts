@@ -4,7 +4,7 @@ import { expect } from 'chai';
 import * as client from 'openid-client';
 
 import { REDIRECT_URI, codeRequest, exchangeCode, introspect, postCredentials, register, registerClient, tokenRequest, type RegisteredClient } from '../support/oauth.ts';
-import { seedUser, startServer, type SeededUser, type TestServer } from '../support/server.ts';
+import { registerVettedClient, seedUser, startServer, type SeededUser, type TestServer } from '../support/server.ts';
 import { UserAgent, authorize } from '../support/user_agent.ts';
 
 /**
@@ -135,8 +135,10 @@ describe('sign-out (RP-Initiated Logout) over HTTP', function () {
 
       expect(await nextAuthorization(agent), 'signed out after').to.equal('login');
       // What the conformance suite's logout modules check next: prompt=none now needs a user interface.
+      // For a self-registered client, with no one signed in to have granted it, the answer is held on a page.
       const silent = await agent.follow(codeRequest(server.issuer, app.client_id, { prompt: 'none' }).url, server.origin);
-      expect(new URL(silent.url).searchParams.get('error')).to.equal('login_required');
+      expect(silent.response.status).to.equal(400);
+      expect(await silent.response.text()).to.include('login_required');
 
       // Tokens belong to the grant, not to the session: the access token stays active, the refresh token works.
       expect(await introspect(server.issuer, postCredentials(app), tokens.access_token)).to.include({ active: true });
@@ -193,17 +195,55 @@ describe('sign-out (RP-Initiated Logout) over HTTP', function () {
       expect(await nextAuthorization(agent)).to.equal('login');
     });
 
-    it('with client_id and a registered post_logout_redirect_uri, also without a session (no page to confirm)', async () => {
-      const agent = new UserAgent();
-      const response = await agent.request(logoutUrl({ client_id: app.client_id, post_logout_redirect_uri: SIGNED_OUT_URI, state: 'no-session' }));
+    /** A browser without a session: the engine's self-submitting form to its confirm URL, submitted; the confirm's answer. */
+    async function signOutWithoutSession(agent: UserAgent, params: Record<string, string>): Promise<Response> {
+      const response = await agent.request(logoutUrl(params));
       // The engine's self-submitting form to its confirm URL, under the form_post policy (its script's hash).
       expect(response.status).to.equal(200);
       expect(response.headers.get('content-security-policy')).to.match(/script-src 'self' 'sha256-/);
       const html = await response.text();
       const action = /<form method="post" action="([^"]+)"/.exec(html)![1]!;
       const xsrf = /name="xsrf" value="([^"]+)"/.exec(html)![1]!;
+      return agent.request(action, { form: { xsrf, logout: 'yes' } });
+    }
+
+    /** The signed-out page's plainly labelled link back, or null when it has none. */
+    function linkBack(html: string): string | null {
+      const match = /<a id="return-to-client" href="([^"]+)"[^>]*>Return to ([^<]+)<\/a>/.exec(html);
+      return match ? `${match[1]!.replaceAll('&amp;', '&')} | ${match[2]}` : null;
+    }
+
+    it('without id_token_hint, never carries a browser to a self-registered client\'s post_logout_redirect_uri: the signed-out page links to it instead (section 3)', async () => {
+      const agent = new UserAgent();
+      const confirmed = await signOutWithoutSession(agent, { client_id: app.client_id, post_logout_redirect_uri: SIGNED_OUT_URI, state: 'no-session' });
+      expect(confirmed.status).to.equal(303);
+      const location = confirmed.headers.get('location')!;
+      expect(location, 'not sent to the application').to.equal(`${server.issuer}/oauth/logout/success`);
+      const page = await agent.request(location);
+      const html = await page.text();
+      expect(html).to.include('<h1>You are signed out</h1>').and.include('not been checked by an administrator');
+      expect(linkBack(html)).to.equal(`${SIGNED_OUT_URI}?state=no-session | Logout App at 127.0.0.1:9`);
+      const again = await agent.request(location);
+      expect(linkBack(await again.text()), 'the link is offered once').to.equal(null);
+    });
+
+    it('without id_token_hint, a signed-in user is asked, told a link will follow, and after signing out gets the link, not a redirect', async () => {
+      const agent = new UserAgent();
+      await signIn(agent);
+      const page = await agent.request(logoutUrl({ client_id: app.client_id, post_logout_redirect_uri: SIGNED_OUT_URI, state: 'asked' }));
+      const html = await page.text();
+      expect(html).to.include('offered a link back to <strong>Logout App</strong> at <strong>127.0.0.1:9</strong>');
+      const { action, xsrf } = logoutForm(html);
       const confirmed = await agent.request(action, { form: { xsrf, logout: 'yes' } });
-      expect(confirmed.headers.get('location')).to.equal(`${SIGNED_OUT_URI}?state=no-session`);
+      expect(confirmed.headers.get('location')).to.equal(`${server.issuer}/oauth/logout/success`);
+      expect(linkBack(await (await agent.request(confirmed.headers.get('location')!)).text())).to.equal(`${SIGNED_OUT_URI}?state=asked | Logout App at 127.0.0.1:9`);
+      expect(await nextAuthorization(agent)).to.equal('login');
+    });
+
+    it('with client_id alone, still sends the browser to the post_logout_redirect_uri of a client an operator vetted', async () => {
+      const vetted = await registerVettedClient(server, { client_name: 'Vetted Logout App', post_logout_redirect_uris: [SIGNED_OUT_URI] });
+      const confirmed = await signOutWithoutSession(new UserAgent(), { client_id: vetted.client_id, post_logout_redirect_uri: SIGNED_OUT_URI, state: 'vetted' });
+      expect(confirmed.headers.get('location')).to.equal(`${SIGNED_OUT_URI}?state=vetted`);
     });
 
     it('refuses an unregistered post_logout_redirect_uri with an error page, never a redirect', async () => {

@@ -12,7 +12,7 @@ import type { AccessTokenVerifier } from '../../tokens/verifier.ts';
 import { authorizationByPost, authorizationEndpoint } from './authorization.ts';
 import { clientManagementEndpoint } from './client_management.ts';
 import { introspectionEndpoint } from './introspection.ts';
-import { logoutByPost } from './logout.ts';
+import { logoutByPost, logoutEndpoint } from './logout.ts';
 import { registrationEndpoint } from './registration.ts';
 import { revocationEndpoint } from './revocation.ts';
 import { tokenEndpoint } from './token.ts';
@@ -45,6 +45,7 @@ export function engineEndpoints(deps: EndpointDependencies): { routes: Middlewar
   const router = new Router({ prefix: basePath || undefined });
   router.get(ENGINE_ROUTES.authorization, ...authorizationEndpoint(deps.rateLimits));
   router.post(ENGINE_ROUTES.authorization, authorizationByPost(issuer, ENGINE_ROUTES.authorization));
+  router.get(ENGINE_ROUTES.end_session, ...logoutEndpoint(deps.provider, `${basePath}${ENGINE_ROUTES.end_session}`));
   router.post(ENGINE_ROUTES.end_session, logoutByPost(issuer, ENGINE_ROUTES.end_session));
   const registration = registrationEndpoint(deps);
   router.options(ENGINE_ROUTES.registration, registration.preflight);
