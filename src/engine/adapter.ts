@@ -10,7 +10,7 @@ import { countInitialAccessTokenUse } from '../clients/initial_access_tokens.ts'
 import type { RecordsAtRest } from './records_at_rest.ts';
 import type { RevocationList } from '../tokens/revocation_list.ts';
 import { clientExpiry, registrationAccessTokenExpiry } from '../clients/unused_clients.ts';
-import { consumedTokenOf, grantIdOf } from './refresh_tokens.ts';
+import { consumedTokenOf, type RefreshTokenValues } from './refresh_tokens.ts';
 
 /** What the engine adapter adds to a model's store. */
 interface ModelHooks {
@@ -36,10 +36,10 @@ interface ModelHooks {
  * removed with their grant, and the revocation of JWT access tokens, which are never stored:
  * the engine revokes a grant's access tokens by grant id (refresh-token reuse, code replay, RFC
  * 7009 revocation of a refresh token) and deletes a client through the Client adapter. A rotated
- * refresh token's record is deleted once consumed, and its value still recognised by its grant
- * (refresh_tokens.ts), so a grant keeps one refresh token record however often it rotates.
+ * refresh token's record is deleted once consumed, and its value, which names its grant, still
+ * recognised (refresh_tokens.ts), so a grant keeps one refresh token record however often it rotates.
  */
-export function engineAdapterFactory(store: Store, atRest: RecordsAtRest, grantWorkspaces: GrantWorkspaces, revocations: RevocationList, grantActivity: GrantActivity) {
+export function engineAdapterFactory(store: Store, atRest: RecordsAtRest, grantWorkspaces: GrantWorkspaces, revocations: RevocationList, grantActivity: GrantActivity, refreshTokenValues: RefreshTokenValues) {
   const grants = new EngineAdapter('Grant', store.model('Grant'), atRest, {
     afterDestroy: async (grantId) => {
       await grantWorkspaces.unbind(grantId);
@@ -62,7 +62,7 @@ export function engineAdapterFactory(store: Store, atRest: RecordsAtRest, grantW
         return new EngineAdapter(name, models, atRest, {
           afterConsume: (storeId) => models.destroy(storeId),
           whenMissing: async (id) => {
-            const grantId = grantIdOf(id);
+            const grantId = refreshTokenValues.grantOf(id);
             const grant = grantId && await grants.find(grantId);
             return grant ? consumedTokenOf(id, grantId, grant) : undefined;
           },

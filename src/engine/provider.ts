@@ -25,7 +25,7 @@ import type { KeyMaterial } from '../keys/keys.ts';
 import { LIFETIMES, sessionLifetime } from '../../config/lifetimes.ts';
 import { pkceRequired } from './pkce.ts';
 import { RecordsAtRest } from './records_at_rest.ts';
-import { refreshTokenLifetime, refreshTokensNameTheirGrant } from './refresh_tokens.ts';
+import { RefreshTokenValues, refreshTokenLifetime, refreshTokensNameTheirGrant } from './refresh_tokens.ts';
 import { loadConsentedGrant } from './redirect_uri_consent.ts';
 import { INTROSPECTION_AUDIENCE, keepOperatorIntrospectionAudience } from '../clients/resource_servers.ts';
 import type { RevocationList } from '../tokens/revocation_list.ts';
@@ -87,11 +87,12 @@ export function buildProvider({ config, store, accounts, keys, revocations, page
     { allowedDomains: config.cimd.allowedDomains },
   );
   const resources = new ProtectedResources(store.model(ProtectedResources.MODEL), builtInResources(config.issuer));
+  const refreshTokenValues = new RefreshTokenValues(keys.keyRing.derivedKeys(RefreshTokenValues.PURPOSE));
   const grantWorkspaces = new GrantWorkspaces(store.model(GrantWorkspaces.MODEL));
   const grantActivity = new GrantActivity(store.model(GrantActivity.MODEL));
 
   const configuration: Configuration = {
-    adapter: engineAdapterFactory(store, new RecordsAtRest(keys.keyRing), grantWorkspaces, revocations, grantActivity),
+    adapter: engineAdapterFactory(store, new RecordsAtRest(keys.keyRing), grantWorkspaces, revocations, grantActivity, refreshTokenValues),
     findAccount: findAccount(accounts, grantWorkspaces),
     jwks: keys.jwks as Configuration['jwks'],
     cookies: { keys: keys.cookieKeys, names: cookieNames(config.issuer) },
@@ -215,7 +216,7 @@ export function buildProvider({ config, store, accounts, keys, revocations, page
   provider.proxy = config.proxyHops > 0;
   countedInitialAccessTokens(provider);
   useHashedClientSecrets(provider);
-  refreshTokensNameTheirGrant(provider);
+  refreshTokensNameTheirGrant(provider, refreshTokenValues);
   registerClientCredentialsGrant(provider, resources, audience);
   return { provider, audience, resources, documents, grantWorkspaces, grantActivity };
 }

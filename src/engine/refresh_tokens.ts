@@ -1,3 +1,5 @@
+import { createHmac, timingSafeEqual } from 'node:crypto';
+
 import type { AdapterPayload, KoaContextWithOIDC, Provider, RefreshToken } from 'oidc-provider';
 
 import { LIFETIMES } from '../../config/lifetimes.ts';
@@ -9,35 +11,68 @@ import { nowSeconds } from '../shared/clock.ts';
  * Each use of a refresh token consumes it and issues the next (`rotateRefreshToken`). The engine
  * detects a reuse by finding the consumed token's record, so by itself it keeps every rotated-out
  * token until that token's own expiry: a client refreshing hourly would keep hundreds of records
- * per grant. Here a refresh token's value starts with its grant's id (`<grant id>.<random>`), the
- * consumed record is deleted at once, and a value that names a live grant but has no record is
- * handed to the engine as a consumed token of that grant: the engine then revokes the grant, as it
- * does for any reuse. So a grant keeps one refresh token record, and presenting any earlier one
- * still revokes the grant for as long as the grant lives.
+ * per grant. Here a refresh token's value names its grant and is authenticated by the server
+ * (`<grant id>.<random>.<tag>`, the tag an HMAC under a key derived from the key-encryption key);
+ * the consumed record is deleted at once, and a value with a valid tag that names a live grant but
+ * has no record is handed to the engine as a consumed token of that grant: the engine then revokes
+ * the grant, as it does for any reuse. So a grant keeps one refresh token record, and presenting
+ * any earlier one still revokes the grant for as long as the grant lives, while a mangled or
+ * made-up value (its tag does not verify) is only an unknown token.
  *
- * Only someone who held a refresh token of the grant knows its id (it is in no other token, page
- * or response), and presenting a value for it still needs the client's own authentication.
+ * A copy of the store cannot make a value (the key is not in it), and the live token is still
+ * found by the digest of its whole value (src/engine/records_at_rest.ts).
  */
 const SEPARATOR = '.';
+const TAG_BYTES = 16;
+const PURPOSE = 'refresh token values';
+
+export class RefreshTokenValues {
+  /** The current key first; the others (previous key-encryption keys) still verify. */
+  readonly #keys: readonly Buffer[];
+
+  constructor(keys: readonly Buffer[]) {
+    if (keys.length === 0) throw new TypeError('at least one key');
+    this.#keys = keys;
+  }
+
+  static readonly PURPOSE = PURPOSE;
+
+  /** A refresh token value for the grant, around the engine's random value. */
+  make(grantId: string, random: string): string {
+    return [grantId, random, this.#tag(this.#keys[0]!, grantId, random)].join(SEPARATOR);
+  }
+
+  /** The grant a value names, when this server made it; undefined for any other value. */
+  grantOf(value: string): string | undefined {
+    const [grantId, random, tag, extra] = value.split(SEPARATOR);
+    if (!grantId || !random || !tag || extra !== undefined) return undefined;
+    const presented = Buffer.from(tag, 'base64url');
+    // Decoding is lenient (stray characters, unused low bits): only the one spelling this server writes counts.
+    if (presented.length !== TAG_BYTES || presented.toString('base64url') !== tag) return undefined;
+    return this.#keys.some((key) => timingSafeEqual(presented, this.#tagBytes(key, grantId, random))) ? grantId : undefined;
+  }
+
+  #tag(key: Buffer, grantId: string, random: string): string {
+    return this.#tagBytes(key, grantId, random).toString('base64url');
+  }
+
+  #tagBytes(key: Buffer, grantId: string, random: string): Buffer {
+    return createHmac('sha256', key).update(`${grantId}${SEPARATOR}${random}`).digest().subarray(0, TAG_BYTES);
+  }
+}
 
 /**
- * Makes the engine start every refresh token's value with its grant's id. The engine has no
- * setting for a refresh token's value, only for its length; this replaces the one method that makes
- * it (checked at each upgrade of the pinned engine: the storage test counts records per grant).
+ * Makes the engine issue refresh token values that name their grant. The engine has no setting for
+ * a refresh token's value, only for its length; this replaces the one method that makes it (checked
+ * at each upgrade of the pinned engine: the storage test counts records per grant).
  */
-export function refreshTokensNameTheirGrant(provider: Provider): void {
+export function refreshTokensNameTheirGrant(provider: Provider, values: RefreshTokenValues): void {
   const prototype = provider.RefreshToken.prototype as unknown as { generateTokenId(this: RefreshToken): string };
   const random = prototype.generateTokenId;
   prototype.generateTokenId = function generateTokenId(this: RefreshToken) {
     const value = random.call(this);
-    return this.grantId ? `${this.grantId}${SEPARATOR}${value}` : value;
+    return this.grantId ? values.make(this.grantId, value) : value;
   };
-}
-
-/** The grant a refresh token value names, when it is of the form refreshTokensNameTheirGrant makes. */
-export function grantIdOf(value: string): string | undefined {
-  const at = value.indexOf(SEPARATOR);
-  return at > 0 && at < value.length - 1 ? value.slice(0, at) : undefined;
 }
 
 /**

@@ -1,4 +1,4 @@
-import { createCipheriv, createDecipheriv, createHash, randomBytes } from 'node:crypto';
+import { createCipheriv, createDecipheriv, createHash, hkdfSync, randomBytes } from 'node:crypto';
 import { readFile, stat, writeFile } from 'node:fs/promises';
 
 import { sqliteFile } from '../../adapters/index.ts';
@@ -98,6 +98,16 @@ export class KeyRing {
   /** Whether a stored value is sealed with the current key (if not, it is worth sealing again). */
   isSealedWithCurrentKey(value: string): boolean {
     return isSealed(value) && value.split('.')[1] === this.#current.id;
+  }
+
+  /**
+   * A key for `purpose` derived (HKDF-SHA256) from each key-encryption key, the current one's
+   * first: for values the server must recognise later without storing them, and that a copy of the
+   * store must not let anyone make.
+   */
+  derivedKeys(purpose: string): Buffer[] {
+    const keys = [this.#current.key, ...[...this.#byId.values()].filter((key) => key !== this.#current.key)];
+    return keys.map((key) => Buffer.from(hkdfSync('sha256', key, Buffer.alloc(0), purpose, KEY_BYTES)));
   }
 
   open(sealed: string): string {

@@ -139,10 +139,22 @@ for (const { name, start } of BACKENDS) {
       expect((await refresh(second.refresh_token)).status, 'the client keeps its grant').to.equal(200);
     });
 
-    it('a made-up value naming no live grant is refused like any unknown refresh token', async () => {
-      const response = await refresh(`not-a-grant.${'x'.repeat(43)}`);
-      expect(response.status).to.equal(400);
-      expect(await response.json()).to.include({ error: 'invalid_grant' });
+    it('a mangled or made-up value naming a live grant is only an unknown token: the grant keeps working', async () => {
+      const first = await newGrant();
+      const second = await refresh(first.refresh_token).then((response) => response.json() as Promise<Tokens>);
+      const [grantId, random, tag] = first.refresh_token.split('.') as [string, string, string];
+      const flipped = `${tag.slice(0, -1)}${tag.endsWith('A') ? 'B' : 'A'}`;
+      for (const value of [`${grantId}.${random}.${flipped}`, `${grantId}.${'x'.repeat(43)}`, `${first.refresh_token},${first.refresh_token}`, first.refresh_token.slice(0, -3)]) {
+        const response = await refresh(value);
+        expect(response.status, value).to.equal(400);
+        expect(await response.json()).to.include({ error: 'invalid_grant' });
+      }
+      const revoked = await fetch(`${backend.server.issuer}/oauth/revoke`, {
+        method: 'POST', headers: { 'content-type': 'application/x-www-form-urlencoded' },
+        body: new URLSearchParams({ token: `${grantId}.${random}.${flipped}`, ...postCredentials(client) }),
+      });
+      expect(revoked.status).to.equal(200);
+      expect((await refresh(second.refresh_token)).status, 'the grant was not revoked').to.equal(200);
     });
   });
 }
