@@ -5,6 +5,7 @@ import type { Rate, RateLimits } from '../../config/index.ts';
 import { HttpError } from '../shared/http_error.ts';
 import type { Logger } from '../shared/logger.ts';
 import { inWords } from '../shared/words.ts';
+import { addressKey } from './addresses.ts';
 import { Counter } from './counter.ts';
 import { SignIns } from './sign_ins.ts';
 
@@ -15,6 +16,8 @@ export { SignIns } from './sign_ins.ts';
  * otherwise; adapters/rate_limiters.ts). An over-limit request is refused with 429 and
  * `Retry-After` (an HttpError, which the host answers in the endpoint's format); the sign-in form
  * says it on its page (sign_ins.ts). Where each limit runs: src/http/endpoints/ and src/http/app.ts.
+ * Every per-address limit counts a client address as addressKey() does (addresses.ts): an IPv6
+ * network of RATE_LIMIT_IPV6_PREFIX bits is one address.
  */
 export interface RateLimiting {
   /** POST /oauth/register: per client address. */
@@ -39,6 +42,9 @@ export interface RequestKeys {
   newMetadataDocument(ctx: Context): Promise<string | undefined>;
 }
 
+/** The key a request's client address is counted under. */
+type AddressOf = (ctx: Context) => string;
+
 const passThrough: Middleware = (_ctx, next) => next();
 
 /** With `limits` undefined (RATE_LIMITS=off) nothing is limited; failed sign-ins are still logged. */
@@ -46,18 +52,19 @@ export function createRateLimits(limits: RateLimits | undefined, store: Store, l
   const signIns = new SignIns(limits, store, logger);
   if (!limits) return { registration: passThrough, token: passThrough, dataApi: passThrough, newMetadataDocument: passThrough, signIns };
   const counter = (name: string, rate: Rate) => new Counter(store, { name, ...rate });
+  const addressOf: AddressOf = (ctx) => addressKey(ctx.ip, limits.ipv6Prefix);
   return {
-    registration: registrationLimit(counter('registration-address', limits.registration)),
-    token: tokenLimit(counter('token-client', limits.tokenPerClient), counter('token-address', limits.tokenPerAddress), keys.tokenClientId),
+    registration: registrationLimit(counter('registration-address', limits.registration), addressOf),
+    token: tokenLimit(counter('token-client', limits.tokenPerClient), counter('token-address', limits.tokenPerAddress), keys.tokenClientId, addressOf),
     dataApi: dataApiLimit(counter('data-api-credential', limits.dataApi), keys.dataApiCredential),
-    newMetadataDocument: newMetadataDocumentLimit(counter('metadata-document-address', limits.registration), keys.newMetadataDocument),
+    newMetadataDocument: newMetadataDocumentLimit(counter('metadata-document-address', limits.registration), keys.newMetadataDocument, addressOf),
     signIns,
   };
 }
 
-function registrationLimit(perAddress: Counter): Middleware {
+function registrationLimit(perAddress: Counter, addressOf: AddressOf): Middleware {
   return async (ctx, next) => {
-    const wait = await perAddress.take(ctx.ip);
+    const wait = await perAddress.take(addressOf(ctx));
     if (wait !== undefined) throw oauthRefusal(ctx, wait, `too many client registrations from this address (${describe(perAddress)})`);
     await next();
   };
@@ -68,10 +75,10 @@ function registrationLimit(perAddress: Counter): Middleware {
  * from one address, new ones count as registrations do, so a flood of made-up URLs is limited
  * like a flood of registrations. Known documents count nothing.
  */
-function newMetadataDocumentLimit(perAddress: Counter, newDocumentOf: RequestKeys['newMetadataDocument']): Middleware {
+function newMetadataDocumentLimit(perAddress: Counter, newDocumentOf: RequestKeys['newMetadataDocument'], addressOf: AddressOf): Middleware {
   return async (ctx, next) => {
     if (await newDocumentOf(ctx) === undefined) return next();
-    const wait = await perAddress.take(ctx.ip);
+    const wait = await perAddress.take(addressOf(ctx));
     if (wait !== undefined) throw oauthRefusal(ctx, wait, `too many new applications from this address (${describe(perAddress)})`);
     await next();
   };
@@ -84,11 +91,11 @@ function newMetadataDocumentLimit(perAddress: Counter, newDocumentOf: RequestKey
  * tokens by knowing its (public) client_id. Concurrent requests may pass a client's limit by as
  * many as are in flight: the count is taken once the answer is known.
  */
-function tokenLimit(perClient: Counter, perAddress: Counter, clientIdOf: RequestKeys['tokenClientId']): Middleware {
+function tokenLimit(perClient: Counter, perAddress: Counter, clientIdOf: RequestKeys['tokenClientId'], addressOf: AddressOf): Middleware {
   return async (ctx, next) => {
     const clientId = await clientIdOf(ctx);
     const [addressWait, clientWait] = await Promise.all([
-      perAddress.take(ctx.ip),
+      perAddress.take(addressOf(ctx)),
       clientId === undefined ? undefined : perClient.waitIfSpent(clientId),
     ]);
     // Of two refusals, the longer wait is the one to tell.

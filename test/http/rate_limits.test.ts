@@ -333,6 +333,38 @@ describe('rate limits', function () {
       expect((await api(server, '/rest/companies', { credential: other.key })).status).to.equal(200);
     });
   });
+
+  describe('client addresses: an IPv6 network of RATE_LIMIT_IPV6_PREFIX bits is one address', () => {
+    it('sign-ins: failures from ::1 to ::6 of one /64 share the count, so ::7 is refused; another /64 still signs in', async () => {
+      const person = await seedUser(server);
+      const network = '2001:db8:1234:5678';
+      const browser = new Browser(`${network}::1`);
+      const form = await openLogin(browser, server, app);
+      for (let i = 1; i <= 6; i += 1) {
+        const failed = await signIn(browser, form, `guess-${i}-${Date.now()}@example.com`, 'wrong', `${network}::${i}`);
+        expect(failed.status, `failure from ${network}::${i}`).to.equal(401);
+      }
+      const refused = await signIn(browser, form, person.email, person.password, `${network}::7`);
+      expect(refused.status).to.equal(429);
+      expect(refused.error).to.match(/^Too many sign-in attempts from your network have failed/);
+
+      const elsewhere = new Browser(`${network.replace(/5678$/, '5679')}::1`);
+      expect((await signIn(elsewhere, await openLogin(elsewhere, server, app), person.email, person.password)).status).to.equal(303);
+    });
+
+    it('registrations: an IPv4-mapped address counts as its IPv4 address, and the addresses of one /64 as one', async () => {
+      expect((await register(server, '::ffff:198.51.100.7')).status).to.equal(201);
+      expect((await register(server, '198.51.100.7')).status).to.equal(201);
+      await expectOAuthTooMany(await register(server, '::ffff:198.51.100.7'), 3600, /too many client registrations from this address/);
+      expect((await register(server, '198.51.100.8')).status, 'the next IPv4 address').to.equal(201);
+
+      expect((await register(server, '2001:db8:aaaa:1::1')).status).to.equal(201);
+      expect((await register(server, '2001:db8:aaaa:1:8000::2')).status).to.equal(201);
+      await expectOAuthTooMany(await register(server, '2001:db8:aaaa:1:ffff:ffff:ffff:ffff'), 3600, /too many client registrations from this address/);
+      expect((await register(server, '2001:db8:aaaa:2::1')).status, 'the next /64').to.equal(201);
+    });
+  });
+
 });
 
 describe('rate limits on Redis', function () {
