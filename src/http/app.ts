@@ -117,11 +117,12 @@ export function createService({ config, store, keys, revocations, logger, metric
   const liveRoles = new LiveRoles(store.accounts);
   const data = dataApi({
     records: store.records, restPath, audience, verifier, apiKeys, liveRoles, resourceMetadata: resourceMetadata.metadataUrlOf(audience),
-    rateLimit: rateLimits.dataApi,
+    rateLimit: rateLimits.dataApi, failedCredentials: rateLimits.failedCredentials,
   });
   const mcp = mcpEndpoint({
     records: store.records, mcpPath, restPath, audience: mcpResource, verifier, apiKeys, liveRoles, resourceMetadata: resourceMetadata.metadataUrlOf(mcpResource),
     allowedHosts: mcpHosts(issuer, config.port), allowedOrigins: [new URL(issuer).origin, ...config.mcpAllowedOrigins], rateLimit: rateLimits.dataApi,
+    failedCredentials: rateLimits.failedCredentials,
   });
   const interactions = interactionRouter({
     provider, accounts, grantWorkspaces, resources, defaultResource: audience, basePath, csrf: new CsrfTokens(keys.cookieKeys[0]!), signIns: rateLimits.signIns,

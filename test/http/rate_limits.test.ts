@@ -4,8 +4,9 @@ import { expect } from 'chai';
 import { RateLimiterRes } from 'rate-limiter-flexible';
 
 import { openStore } from '../../adapters/index.ts';
-import { api, createApiKey } from '../support/data_api.ts';
-import { codeRequest, REDIRECT_URI, type RegisteredClient } from '../support/oauth.ts';
+import { generateApiKey } from '../../src/api_keys/format.ts';
+import { api, createApiKey, userAccessToken } from '../support/data_api.ts';
+import { codeRequest, postCredentials, REDIRECT_URI, type RegisteredClient } from '../support/oauth.ts';
 import { startRedis, type RedisServer } from '../support/redis.ts';
 import { initialAccessToken, seedUser, startServer, type SeededUser, type TestServer } from '../support/server.ts';
 
@@ -25,6 +26,7 @@ const LIMITS = {
   RATE_LIMIT_LOGIN_LOCK: '1s',
   RATE_LIMIT_LOGIN_LOCK_MAX: '2s',
   RATE_LIMIT_DATA_API: '3/1h',
+  RATE_LIMIT_CREDENTIAL_ADDRESS: '30/1h',
 };
 
 let lastAddress = 0;
@@ -362,6 +364,86 @@ describe('rate limits', function () {
       expect((await register(server, '2001:db8:aaaa:1:8000::2')).status).to.equal(201);
       await expectOAuthTooMany(await register(server, '2001:db8:aaaa:1:ffff:ffff:ffff:ffff'), 3600, /too many client registrations from this address/);
       expect((await register(server, '2001:db8:aaaa:2::1')).status, 'the next /64').to.equal(201);
+    });
+  });
+
+
+  describe('failed credentials, per client address', () => {
+    /** 60 requests from addresses of one /64, as `send` makes them: their statuses in order. */
+    async function flood(network: string, send: (address: string) => Promise<{ status: number }>): Promise<number[]> {
+      const statuses: number[] = [];
+      for (let i = 1; i <= 60; i += 1) statuses.push((await send(`${network}::${i.toString(16)}`)).status);
+      return statuses;
+    }
+
+    it('data API and /mcp: past 30 failed keys each further one gets 429 with Retry-After in the data API\'s error; a valid key from the same address is still served', async () => {
+      const network = '2001:db8:c0de:1';
+      const valid = await createApiKey(server, user.workspaces[0]!.id);
+      const from = (address: string) => ({ 'x-forwarded-for': address, origin: 'https://app.example' });
+      const statuses = await flood(network, (address) => api(server, '/rest/companies', { credential: generateApiKey(), headers: from(address) }));
+      expect(statuses).to.deep.equal([...Array(30).fill(401), ...Array(30).fill(429)]);
+
+      const refused = await api(server, '/rest/companies', { credential: generateApiKey(), headers: from(`${network}::61`) });
+      expect(refused.status).to.equal(429);
+      expect(Number(refused.headers.get('retry-after'))).to.be.within(1, 3600);
+      expect(refused.headers.get('access-control-expose-headers')).to.match(/\bRetry-After\b/);
+      expect(refused.headers.get('www-authenticate'), 'the challenge still says the key is bad').to.contain('error="invalid_token"');
+      expect(refused.body.error).to.equal('invalid_token');
+      expect(refused.body.error_description).to.match(/^the API key is invalid, expired or revoked; too many failed credentials from this address \(at most 30 in 1 hour\); retry after/);
+
+      const served = await api(server, '/rest/companies', { credential: valid.key, headers: from(`${network}::62`) });
+      expect(served.status, 'a valid key from the flooded address').to.equal(200);
+      const mcp = await api(server, '/mcp', { credential: generateApiKey(), json: { jsonrpc: '2.0', id: 1, method: 'ping' }, headers: { 'x-forwarded-for': `${network}::63`, accept: 'application/json, text/event-stream' } });
+      expect(mcp.status, '/mcp counts with the data API').to.equal(429);
+      expect((await api(server, '/rest/companies', { credential: generateApiKey(), headers: from('2001:db8:c0de:2::1') })).status, 'another /64').to.equal(401);
+    });
+
+    it('userinfo: past the limit a token that does not verify gets 429 in RFC 6750\'s challenge; a valid token from the same address is still answered', async () => {
+      const network = '2001:db8:c0de:3';
+      const client = await registered(server, { application_type: 'web', token_endpoint_auth_method: 'client_secret_post' });
+      const { access_token: token } = await userAccessToken(server, client, user, 'api profile');
+      const userinfo = (credential: string, address: string) =>
+        fetch(`${server.issuer}/oauth/userinfo`, { headers: { authorization: `Bearer ${credential}`, 'x-forwarded-for': address } });
+      const forged = `${token.slice(0, -8)}AAAAAAAA`;
+      const statuses = await flood(network, (address) => userinfo(forged, address));
+      expect(statuses).to.deep.equal([...Array(30).fill(401), ...Array(30).fill(429)]);
+
+      const refused = await userinfo(forged, `${network}::61`);
+      expect(refused.status).to.equal(429);
+      expect(Number(refused.headers.get('retry-after'))).to.be.within(1, 3600);
+      expect(refused.headers.get('www-authenticate')).to.match(/^Bearer realm="oauth", error="invalid_token"/);
+      expect(await refused.json()).to.include({ error: 'invalid_token' });
+
+      const answered = await userinfo(token, `${network}::62`);
+      expect(answered.status, 'a valid token from the flooded address').to.equal(200);
+      expect(await answered.json()).to.include({ sub: user.id });
+      expect((await userinfo(forged, '2001:db8:c0de:4::1')).status, 'another /64').to.equal(401);
+    });
+
+    it('introspection: past the limit a failed client authentication gets 429 with Retry-After in RFC 6749\'s error; a client that authenticates from the same address is answered', async () => {
+      const network = '2001:db8:c0de:5';
+      const client = await registered(server, { application_type: 'web', token_endpoint_auth_method: 'client_secret_post' });
+      const introspect = (credentials: Record<string, string>, address: string) => fetch(`${server.issuer}/oauth/introspect`, {
+        method: 'POST',
+        headers: { 'content-type': 'application/x-www-form-urlencoded', 'x-forwarded-for': address },
+        body: new URLSearchParams({ token: 'some-token', ...credentials }).toString(),
+      });
+      const wrong = { client_id: client.client_id, client_secret: 'not-its-secret' };
+      const statuses = await flood(network, (address) => introspect(wrong, address));
+      expect(statuses).to.deep.equal([...Array(30).fill(401), ...Array(30).fill(429)]);
+
+      const refused = await introspect(wrong, `${network}::61`);
+      expect(refused.status).to.equal(429);
+      expect(refused.headers.get('content-type')).to.match(/^application\/json/);
+      expect(Number(refused.headers.get('retry-after'))).to.be.within(1, 3600);
+      const body = await refused.json() as Record<string, unknown>;
+      expect(body.error).to.equal('invalid_client');
+      expect(body.error_description).to.match(/too many failed credentials from this address/);
+
+      const answered = await introspect(postCredentials(client), `${network}::62`);
+      expect(answered.status, 'the client with its secret, from the flooded address').to.equal(200);
+      expect(await answered.json()).to.deep.equal({ active: false });
+      expect((await introspect(wrong, '2001:db8:c0de:6::1')).status, 'another /64').to.equal(401);
     });
   });
 
