@@ -7,6 +7,8 @@ import { withHashedSecret } from '../clients/client_secrets.ts';
 import type { GrantActivity } from '../grants/activity.ts';
 import { GrantWorkspaces } from '../grants/workspaces.ts';
 import { countInitialAccessTokenUse } from '../clients/initial_access_tokens.ts';
+import type { NewInteractionLimit } from '../rate_limits/limits.ts';
+import { limitNewInteractions } from './new_interactions.ts';
 import type { RecordsAtRest } from './records_at_rest.ts';
 import type { RevocationList } from '../tokens/revocation_list.ts';
 import { clientExpiry, registrationAccessTokenExpiry } from '../clients/unused_clients.ts';
@@ -30,9 +32,13 @@ interface ModelHooks {
  * token counted as the client it registers is stored, grant-scoped records
  * removed with their grant, and the revocation of JWT access tokens, which are never stored:
  * the engine revokes a grant's access tokens by grant id (refresh-token reuse, code replay, RFC
- * 7009 revocation of a refresh token) and deletes a client through the Client adapter.
+ * 7009 revocation of a refresh token) and deletes a client through the Client adapter. With
+ * `newInteractions`, a new interaction is stored only within that limit (new_interactions.ts).
  */
-export function engineAdapterFactory(store: Store, atRest: RecordsAtRest, grantWorkspaces: GrantWorkspaces, revocations: RevocationList, grantActivity: GrantActivity) {
+export function engineAdapterFactory(
+  store: Store, atRest: RecordsAtRest, grantWorkspaces: GrantWorkspaces, revocations: RevocationList, grantActivity: GrantActivity,
+  newInteractions?: NewInteractionLimit,
+) {
   return (name: string): Adapter => {
     const models = store.model(name);
     switch (name) {
@@ -54,6 +60,8 @@ export function engineAdapterFactory(store: Store, atRest: RecordsAtRest, grantW
         return new EngineAdapter(name, models, atRest, { afterRevokeByGrantId: (grantId) => revocations.revokeGrant(grantId) });
       case 'RegistrationAccessToken':
         return new EngineAdapter(name, models, atRest, { expiresIn: registrationAccessTokenExpiry(store.model('Client')) });
+      case 'Interaction':
+        return new EngineAdapter(name, models, atRest, newInteractions ? { beforeUpsert: limitNewInteractions(newInteractions) } : {});
       default:
         return new EngineAdapter(name, models, atRest);
     }

@@ -21,7 +21,7 @@ import { recordGrantUse } from '../grants/activity.ts';
 import { interactionRouter } from '../interactions/router.ts';
 import type { KeyMaterial } from '../keys/keys.ts';
 import { CsrfTokens } from '../pages/csrf.ts';
-import { createRateLimits } from '../rate_limits/limits.ts';
+import { createNewInteractionLimit, createRateLimits } from '../rate_limits/limits.ts';
 import { dataApi } from '../resource/data_api.ts';
 import { mcpEndpoint, mcpHosts } from '../resource/mcp.ts';
 import { LiveRoles } from '../resource/live_roles.ts';
@@ -84,7 +84,9 @@ const VIEWS = fileURLToPath(new URL('../../views', import.meta.url));
 export function createService({ config, store, keys, revocations, logger, metrics }: ServiceDependencies): Service {
   const { issuer, basePath } = config;
   const accounts = new Accounts(store.accounts);
-  const { provider, audience, resources, documents, grantWorkspaces, grantActivity } = buildProvider({ config, store, accounts, keys, revocations, pages: enginePages(accounts, issuer) });
+  const { provider, audience, resources, documents, grantWorkspaces, grantActivity } = buildProvider({
+    config, store, accounts, keys, revocations, pages: enginePages(accounts, issuer), newInteractions: createNewInteractionLimit(config.rateLimits, store),
+  });
   logEngineEvents(provider, logger);
   recordAuthorizationErrors(provider);
   if (metrics) countEngineEvents(provider, metrics);

@@ -94,6 +94,37 @@ export function createRateLimits(limits: RateLimits | undefined, store: Store, l
   };
 }
 
+/** Why an engine step refuses a request itself, where the host cannot answer for it. */
+export interface Refusal {
+  /** Seconds (Retry-After). */
+  retryAfter: number;
+  description: string;
+}
+
+/**
+ * Asked just before the engine stores a new interaction for an authorization request (the sign-in
+ * or consent page it redirects to): counts one for the client address, and answers a refusal past
+ * the limit. Each interaction is a record kept for the interaction's lifetime whoever asked, so
+ * anonymous requests from one address are limited by what they would store, counted where it is
+ * stored: requests that need no page (a signed-in user's, `prompt=none`) count nothing and are
+ * never refused. Undefined with RATE_LIMITS=off.
+ */
+export type NewInteractionLimit = (ctx: Context) => Promise<Refusal | undefined>;
+
+/** Made apart from the others: the engine's configuration takes it, and the others are made after the engine. */
+export function createNewInteractionLimit(limits: RateLimits | undefined, store: Store): NewInteractionLimit | undefined {
+  if (!limits) return undefined;
+  const perAddress = new Counter(store, { name: 'interaction-address', ...limits.interactionsPerAddress });
+  return async (ctx) => {
+    const wait = await perAddress.take(addressKey(ctx.ip, limits.ipv6Prefix));
+    if (wait === undefined) return undefined;
+    return {
+      retryAfter: wait,
+      description: `too many sign-in pages opened from this address (${describe(perAddress)}); retry after ${inWords(wait)}`,
+    };
+  };
+}
+
 function registrationLimit(perAddress: Counter, addressOf: AddressOf): Middleware {
   return async (ctx, next) => {
     const wait = await perAddress.take(addressOf(ctx));

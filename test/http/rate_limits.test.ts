@@ -1,3 +1,4 @@
+import { DatabaseSync } from 'node:sqlite';
 import { setTimeout as sleep } from 'node:timers/promises';
 
 import { expect } from 'chai';
@@ -9,6 +10,7 @@ import { api, createApiKey, userAccessToken } from '../support/data_api.ts';
 import { codeRequest, postCredentials, REDIRECT_URI, type RegisteredClient } from '../support/oauth.ts';
 import { startRedis, type RedisServer } from '../support/redis.ts';
 import { initialAccessToken, seedUser, startServer, type SeededUser, type TestServer } from '../support/server.ts';
+import { authorize, UserAgent } from '../support/user_agent.ts';
 
 const KEY_ENCRYPTION_KEY = Buffer.alloc(32, 11).toString('base64url');
 
@@ -27,6 +29,7 @@ const LIMITS = {
   RATE_LIMIT_LOGIN_LOCK_MAX: '2s',
   RATE_LIMIT_DATA_API: '3/1h',
   RATE_LIMIT_CREDENTIAL_ADDRESS: '30/1h',
+  RATE_LIMIT_INTERACTION_ADDRESS: '4/1h',
 };
 
 let lastAddress = 0;
@@ -367,7 +370,6 @@ describe('rate limits', function () {
     });
   });
 
-
   describe('failed credentials, per client address', () => {
     /** 60 requests from addresses of one /64, as `send` makes them: their statuses in order. */
     async function flood(network: string, send: (address: string) => Promise<{ status: number }>): Promise<number[]> {
@@ -447,6 +449,54 @@ describe('rate limits', function () {
     });
   });
 
+  describe('authorization requests that open a sign-in page, per client address', () => {
+    const interactionRecords = () => {
+      const db = new DatabaseSync(server.store.slice('sqlite:'.length), { readOnly: true });
+      try {
+        return (db.prepare('SELECT count(*) AS n FROM oidc_models WHERE model = ?').get('Interaction') as { n: number }).n;
+      } finally {
+        db.close();
+      }
+    };
+    const anonymous = (address: string, client = app) =>
+      fetch(codeRequest(server.issuer, client.client_id).url, { headers: { 'x-forwarded-for': address }, redirect: 'manual' });
+
+    it('past the limit answers the error page with 429 and Retry-After, stores no interaction and sets no cookie; another address still opens one', async () => {
+      const network = '2001:db8:1a7e:1';
+      for (let i = 1; i <= 4; i += 1) {
+        const opened = await anonymous(`${network}::${i}`);
+        expect(opened.status, `request ${i}`).to.equal(303);
+        expect(opened.headers.get('location')).to.match(/\/interaction\/[\w-]+$/);
+      }
+      const stored = interactionRecords();
+      const refused = await anonymous(`${network}::5`);
+      expect(refused.status).to.equal(429);
+      expect(refused.headers.get('content-type')).to.match(/^text\/html/);
+      expect(Number(refused.headers.get('retry-after'))).to.be.within(1, 3600);
+      expect(refused.headers.get('location'), 'not sent to the client').to.equal(null);
+      expect(refused.headers.getSetCookie(), 'no interaction cookie').to.deep.equal([]);
+      expect(await refused.text()).to.contain('too many sign-in pages opened from this address');
+      expect(interactionRecords(), 'interaction records after the refusal').to.equal(stored);
+
+      expect((await anonymous('2001:db8:1a7e:2::1')).status, 'another /64').to.equal(303);
+      expect(interactionRecords()).to.equal(stored + 1);
+    });
+
+    it('never refuses a request that opens no page: a signed-in user whose application has consent gets a code from a spent address', async () => {
+      const address = '2001:db8:1a7e:3::1';
+      const client = await registered(server, { application_type: 'web', token_endpoint_auth_method: 'client_secret_post' });
+      const person = await seedUser(server);
+      const agent = new UserAgent({ 'x-forwarded-for': address });
+      const first = await authorize(agent, codeRequest(server.issuer, client.client_id).url, server.origin, { email: person.email, password: person.password });
+      expect(first.searchParams.get('code'), 'signed in, consented').to.be.a('string');
+      for (let i = 0; i < 3; i += 1) expect((await anonymous(address)).status, `anonymous request ${i + 1}`).to.equal(303);
+      expect((await anonymous(address)).status, 'the address is spent').to.equal(429);
+
+      const again = await agent.follow(codeRequest(server.issuer, client.client_id).url, server.origin);
+      expect(again.response.status).to.equal(303);
+      expect(new URL(again.url).searchParams.get('code'), `sent back with a code, not refused: ${again.url}`).to.be.a('string');
+    });
+  });
 });
 
 describe('rate limits on Redis', function () {
