@@ -106,8 +106,8 @@ export interface Refusal {
  * or consent page it redirects to): counts one for the client address, and answers a refusal past
  * the limit. Each interaction is a record kept for the interaction's lifetime whoever asked, so
  * anonymous requests from one address are limited by what they would store, counted where it is
- * stored: requests that need no page (a signed-in user's, `prompt=none`) count nothing and are
- * never refused. Undefined with RATE_LIMITS=off.
+ * stored: requests that need no page (a signed-in user's whose application already has consent,
+ * `prompt=none`) count nothing and are never refused. Undefined with RATE_LIMITS=off.
  */
 export type NewInteractionLimit = (ctx: Context) => Promise<Refusal | undefined>;
 
