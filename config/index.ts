@@ -51,6 +51,9 @@ function rateLimits(env: Env): RateLimits | undefined {
     loginLock: read(env, 'RATE_LIMIT_LOGIN_LOCK'),
     loginLockMax: read(env, 'RATE_LIMIT_LOGIN_LOCK_MAX'),
     dataApi: read(env, 'RATE_LIMIT_DATA_API'),
+    failedCredentialsPerAddress: read(env, 'RATE_LIMIT_CREDENTIAL_ADDRESS'),
+    interactionsPerAddress: read(env, 'RATE_LIMIT_INTERACTION_ADDRESS'),
+    ipv6Prefix: read(env, 'RATE_LIMIT_IPV6_PREFIX'),
   };
   if (limits.loginLockMax < limits.loginLock) {
     throw new ConfigError(`RATE_LIMIT_LOGIN_LOCK_MAX (${limits.loginLockMax}s) must not be shorter than RATE_LIMIT_LOGIN_LOCK (${limits.loginLock}s)`);

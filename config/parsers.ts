@@ -158,6 +158,16 @@ export const count: Parser<number> = (value, name) => {
   return number;
 };
 
+/** The length of an IPv6 network prefix a per-address limit counts as one address. */
+export const ipv6Prefix: Parser<number> = (value, name) => {
+  const number = Number(value);
+  // Shorter than a /32 (an ISP's usual allocation) would count a whole provider's customers as one.
+  if (!/^\d{1,3}$/.test(value.trim()) || number < 32 || number > 128) {
+    throw new ConfigError(`${name} must be a prefix length from 32 to 128 (64: one subscriber's network), got "${value}"`);
+  }
+  return number;
+};
+
 /** Comma-separated values, each read by `parse` (an empty list is no list). */
 export function list<T>(parse: Parser<T>): Parser<T[]> {
   return (value, name) => value.split(',').map((item) => item.trim()).filter(Boolean).map((item) => parse(item, name));

@@ -1,6 +1,6 @@
 import { LIFETIMES, MIN_PREPUBLISH_SECONDS } from './lifetimes.ts';
 import {
-  atLeast, baseUrl, bearerToken, choice, count, days, domain, duration, encryptionKey, encryptionKeys, hostPort, list, onOff, origin, orOff, type Parser, port, proxyHops, rate, registrationMode, storeUrl, text, workers,
+  atLeast, baseUrl, bearerToken, choice, count, days, domain, duration, encryptionKey, encryptionKeys, hostPort, ipv6Prefix, list, onOff, origin, orOff, type Parser, port, proxyHops, rate, registrationMode, storeUrl, text, workers,
 } from './parsers.ts';
 import type { LogLevel, PkcePolicy } from './types.ts';
 
@@ -132,6 +132,21 @@ export const SCHEMA = {
   RATE_LIMIT_LOGIN_LOCK: withDefault('1m', 'The first lock; each further failure doubles it', duration),
   RATE_LIMIT_LOGIN_LOCK_MAX: withDefault('1h', 'The longest lock (at least `RATE_LIMIT_LOGIN_LOCK`)', duration),
   RATE_LIMIT_DATA_API: withDefault('600/1m', 'Data API requests per credential', rate),
+  RATE_LIMIT_CREDENTIAL_ADDRESS: withDefault(
+    '30/1m',
+    'Failed credentials per client address: bearer tokens and API keys refused at the data API, `/mcp` and userinfo, and failed client authentication at introspection. Past them a failing request gets `429` instead of `401`; a valid credential from the same address is still served',
+    rate,
+  ),
+  RATE_LIMIT_INTERACTION_ADDRESS: withDefault(
+    '60/10m',
+    'Authorization requests per client address that open a sign-in or consent page (each keeps an interaction record for 10 minutes); past them such a request gets the error page with `429`',
+    rate,
+  ),
+  RATE_LIMIT_IPV6_PREFIX: withDefault(
+    '64',
+    'The IPv6 prefix length every per-address limit counts as one address (32 to 128): a subscriber is routed a whole /64 or more. An IPv4-mapped address (`::ffff:192.0.2.1`) counts as its IPv4 address',
+    ipv6Prefix,
+  ),
   TRUST_PROXY: withDefault(
     'false',
     'How many reverse proxies stand in front: `false` (none), `true` (one) or a number. The client address is then read from `X-Forwarded-For`, that many entries from the right (logs, rate limits); never the host: every URL the service emits (discovery, `registration_client_uri`, redirects) comes from `BASE_URL` whatever `Host` or `X-Forwarded-Host` a request names, so open the service at `BASE_URL` (in development, `localhost` and `127.0.0.1` are different hosts to a browser). With an `https` `BASE_URL` every cookie is `Secure` and HSTS is sent (`max-age=31536000; includeSubDomains`: serve every subdomain of the issuer\'s host over https), proxy header or not',

@@ -103,4 +103,10 @@ export interface RateLimits {
   readonly loginLockMax: number;
   /** RATE_LIMIT_DATA_API: data API requests per credential (a user's token for one client, a client's token, an API key). */
   readonly dataApi: Rate;
+  /** RATE_LIMIT_CREDENTIAL_ADDRESS: failed bearer credentials and failed client authentication at introspection, per client address. */
+  readonly failedCredentialsPerAddress: Rate;
+  /** RATE_LIMIT_INTERACTION_ADDRESS: authorization requests per client address that start an interaction (a sign-in or consent page). */
+  readonly interactionsPerAddress: Rate;
+  /** RATE_LIMIT_IPV6_PREFIX: the IPv6 prefix length every per-address limit counts as one address. */
+  readonly ipv6Prefix: number;
 }

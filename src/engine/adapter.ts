@@ -7,6 +7,8 @@ import { withHashedSecret } from '../clients/client_secrets.ts';
 import type { GrantActivity } from '../grants/activity.ts';
 import { GrantWorkspaces } from '../grants/workspaces.ts';
 import { countInitialAccessTokenUse } from '../clients/initial_access_tokens.ts';
+import type { NewInteractionLimit } from '../rate_limits/limits.ts';
+import { limitNewInteractions } from './new_interactions.ts';
 import type { RecordsAtRest } from './records_at_rest.ts';
 import type { RevocationList } from '../tokens/revocation_list.ts';
 import { clientExpiry, registrationAccessTokenExpiry } from '../clients/unused_clients.ts';
@@ -38,8 +40,12 @@ interface ModelHooks {
  * 7009 revocation of a refresh token) and deletes a client through the Client adapter. A rotated
  * refresh token's record is deleted once consumed, and its value, which names its grant, still
  * recognised (refresh_tokens.ts), so a grant keeps one refresh token record however often it rotates.
+ * With `newInteractions`, a new interaction is stored only within that limit (new_interactions.ts).
  */
-export function engineAdapterFactory(store: Store, atRest: RecordsAtRest, grantWorkspaces: GrantWorkspaces, revocations: RevocationList, grantActivity: GrantActivity, refreshTokenValues: RefreshTokenValues) {
+export function engineAdapterFactory(
+  store: Store, atRest: RecordsAtRest, grantWorkspaces: GrantWorkspaces, revocations: RevocationList, grantActivity: GrantActivity,
+  refreshTokenValues: RefreshTokenValues, newInteractions?: NewInteractionLimit,
+) {
   const grants = new EngineAdapter('Grant', store.model('Grant'), atRest, {
     afterDestroy: async (grantId) => {
       await grantWorkspaces.unbind(grantId);
@@ -71,6 +77,8 @@ export function engineAdapterFactory(store: Store, atRest: RecordsAtRest, grantW
         return new EngineAdapter(name, models, atRest, { afterRevokeByGrantId: (grantId) => revocations.revokeGrant(grantId) });
       case 'RegistrationAccessToken':
         return new EngineAdapter(name, models, atRest, { expiresIn: registrationAccessTokenExpiry(store.model('Client')) });
+      case 'Interaction':
+        return new EngineAdapter(name, models, atRest, newInteractions ? { beforeUpsert: limitNewInteractions(newInteractions) } : {});
       default:
         return new EngineAdapter(name, models, atRest);
     }

@@ -28,6 +28,7 @@ import { RecordsAtRest } from './records_at_rest.ts';
 import { RefreshTokenValues, refreshTokenLifetime, refreshTokensNameTheirGrant } from './refresh_tokens.ts';
 import { loadConsentedGrant } from './redirect_uri_consent.ts';
 import { INTROSPECTION_AUDIENCE, keepOperatorIntrospectionAudience } from '../clients/resource_servers.ts';
+import type { NewInteractionLimit } from '../rate_limits/limits.ts';
 import type { RevocationList } from '../tokens/revocation_list.ts';
 import { REDIRECT_URIS_ADDED_METADATA, UNUSED_UNTIL_METADATA, WORKSPACE_METADATA, validateClientMetadata } from '../clients/registration.ts';
 import { ENGINE_ROUTES, INTERACTION_PATH, USERINFO_PATH } from './routes.ts';
@@ -70,6 +71,8 @@ export interface ProviderDependencies {
   revocations: RevocationList;
   /** Absent for the admin CLI, which only creates records and never shows a page. */
   pages?: EnginePages | undefined;
+  /** The limit on new interactions per client address; absent with RATE_LIMITS=off and for the admin CLI. */
+  newInteractions?: NewInteractionLimit | undefined;
 }
 
 /** How long fetching a client's metadata document may take: the authorization request waits for it. */
@@ -79,7 +82,7 @@ const METADATA_DOCUMENT_TIMEOUT_MS = 2500;
 const refuseFetching = () => Promise.reject(new Error('this server fetches nothing'));
 
 /** Configures oidc-provider, the certified engine, for this product. Everything it can do itself, it does. */
-export function buildProvider({ config, store, accounts, keys, revocations, pages }: ProviderDependencies): OAuthServer {
+export function buildProvider({ config, store, accounts, keys, revocations, pages, newInteractions }: ProviderDependencies): OAuthServer {
   const audience = apiAudience(config.issuer);
   const documents = config.cimd && new MetadataDocuments(
     store.model(MetadataDocuments.MODEL),
@@ -92,7 +95,7 @@ export function buildProvider({ config, store, accounts, keys, revocations, page
   const grantActivity = new GrantActivity(store.model(GrantActivity.MODEL));
 
   const configuration: Configuration = {
-    adapter: engineAdapterFactory(store, new RecordsAtRest(keys.keyRing), grantWorkspaces, revocations, grantActivity, refreshTokenValues),
+    adapter: engineAdapterFactory(store, new RecordsAtRest(keys.keyRing), grantWorkspaces, revocations, grantActivity, refreshTokenValues, newInteractions),
     findAccount: findAccount(accounts, grantWorkspaces),
     jwks: keys.jwks as Configuration['jwks'],
     cookies: { keys: keys.cookieKeys, names: cookieNames(config.issuer) },

@@ -21,7 +21,7 @@ import { recordGrantUse } from '../grants/activity.ts';
 import { interactionRouter } from '../interactions/router.ts';
 import type { KeyMaterial } from '../keys/keys.ts';
 import { CsrfTokens } from '../pages/csrf.ts';
-import { createRateLimits } from '../rate_limits/limits.ts';
+import { createNewInteractionLimit, createRateLimits } from '../rate_limits/limits.ts';
 import { dataApi } from '../resource/data_api.ts';
 import { mcpEndpoint, mcpHosts } from '../resource/mcp.ts';
 import { LiveRoles } from '../resource/live_roles.ts';
@@ -84,7 +84,9 @@ const VIEWS = fileURLToPath(new URL('../../views', import.meta.url));
 export function createService({ config, store, keys, revocations, logger, metrics }: ServiceDependencies): Service {
   const { issuer, basePath } = config;
   const accounts = new Accounts(store.accounts);
-  const { provider, audience, resources, documents, grantWorkspaces, grantActivity } = buildProvider({ config, store, accounts, keys, revocations, pages: enginePages(accounts, issuer) });
+  const { provider, audience, resources, documents, grantWorkspaces, grantActivity } = buildProvider({
+    config, store, accounts, keys, revocations, pages: enginePages(accounts, issuer), newInteractions: createNewInteractionLimit(config.rateLimits, store),
+  });
   logEngineEvents(provider, logger);
   recordAuthorizationErrors(provider);
   if (metrics) countEngineEvents(provider, metrics);
@@ -117,11 +119,12 @@ export function createService({ config, store, keys, revocations, logger, metric
   const liveRoles = new LiveRoles(store.accounts);
   const data = dataApi({
     records: store.records, restPath, audience, verifier, apiKeys, liveRoles, resourceMetadata: resourceMetadata.metadataUrlOf(audience),
-    rateLimit: rateLimits.dataApi,
+    rateLimit: rateLimits.dataApi, failedCredentials: rateLimits.failedCredentials,
   });
   const mcp = mcpEndpoint({
     records: store.records, mcpPath, restPath, audience: mcpResource, verifier, apiKeys, liveRoles, resourceMetadata: resourceMetadata.metadataUrlOf(mcpResource),
     allowedHosts: mcpHosts(issuer, config.port), allowedOrigins: [new URL(issuer).origin, ...config.mcpAllowedOrigins], rateLimit: rateLimits.dataApi,
+    failedCredentials: rateLimits.failedCredentials,
   });
   const interactions = interactionRouter({
     provider, accounts, grantWorkspaces, resources, defaultResource: audience, basePath, csrf: new CsrfTokens(keys.cookieKeys[0]!), signIns: rateLimits.signIns,

@@ -5,6 +5,7 @@ import type { Rate, RateLimits } from '../../config/index.ts';
 import { HttpError } from '../shared/http_error.ts';
 import type { Logger } from '../shared/logger.ts';
 import { inWords } from '../shared/words.ts';
+import { addressKey } from './addresses.ts';
 import { Counter } from './counter.ts';
 import { SignIns } from './sign_ins.ts';
 
@@ -15,6 +16,8 @@ export { SignIns } from './sign_ins.ts';
  * otherwise; adapters/rate_limiters.ts). An over-limit request is refused with 429 and
  * `Retry-After` (an HttpError, which the host answers in the endpoint's format); the sign-in form
  * says it on its page (sign_ins.ts). Where each limit runs: src/http/endpoints/ and src/http/app.ts.
+ * Every per-address limit counts a client address as addressKey() does (addresses.ts): an IPv6
+ * network of RATE_LIMIT_IPV6_PREFIX bits is one address.
  */
 export interface RateLimiting {
   /** POST /oauth/register: per client address. */
@@ -25,8 +28,31 @@ export interface RateLimiting {
   dataApi: Middleware;
   /** An authorization request by a client whose metadata document is not known yet: per client address, as registration. */
   newMetadataDocument: Middleware;
+  /** Failed bearer credentials at the data API, /mcp and userinfo: per client address. */
+  failedCredentials: FailedCredentials;
+  /** POST /oauth/introspect, around the engine: failed client authentication, per client address, as failed credentials. */
+  introspection: Middleware;
   /** The sign-in form: per address and per account, with locks. */
   signIns: SignIns;
+}
+
+/**
+ * Failed credentials per client address. Only failures are counted, and only a failure is ever
+ * refused: a request is verified as before, and a credential that verifies is served whatever the
+ * count, so no flood from an address (or from its IPv6 network) locks out a valid caller there.
+ * Refusing every request from an address past the limit, valid or not, would save little (a bad
+ * API key fails its checksum or one indexed lookup, a bad token its signature check) and would
+ * let anyone who shares the address (a NAT, an IPv6 /64) cut off the valid callers there.
+ * Past the limit a failure is answered 429 with Retry-After but keeps its own error code and
+ * challenge: a client whose token merely expired is still told to get a new one, not to wait.
+ */
+export interface FailedCredentials {
+  /**
+   * A presented credential did not verify and the request is to be refused with `refusal`: counts
+   * the failure against the client address, and answers what to throw, `refusal` itself or, past
+   * the limit, the same refusal as 429 with Retry-After.
+   */
+  refused(ctx: Context, refusal: HttpError): Promise<HttpError>;
 }
 
 /** What the limits need to know of a request that only the layers above can read. */
@@ -39,25 +65,69 @@ export interface RequestKeys {
   newMetadataDocument(ctx: Context): Promise<string | undefined>;
 }
 
+/** The key a request's client address is counted under. */
+type AddressOf = (ctx: Context) => string;
+
 const passThrough: Middleware = (_ctx, next) => next();
+const countNoFailures: FailedCredentials = { refused: async (_ctx, refusal) => refusal };
 
 /** With `limits` undefined (RATE_LIMITS=off) nothing is limited; failed sign-ins are still logged. */
 export function createRateLimits(limits: RateLimits | undefined, store: Store, logger: Logger, keys: RequestKeys): RateLimiting {
   const signIns = new SignIns(limits, store, logger);
-  if (!limits) return { registration: passThrough, token: passThrough, dataApi: passThrough, newMetadataDocument: passThrough, signIns };
+  if (!limits) {
+    return {
+      registration: passThrough, token: passThrough, dataApi: passThrough, newMetadataDocument: passThrough,
+      failedCredentials: countNoFailures, introspection: passThrough, signIns,
+    };
+  }
   const counter = (name: string, rate: Rate) => new Counter(store, { name, ...rate });
+  const addressOf: AddressOf = (ctx) => addressKey(ctx.ip, limits.ipv6Prefix);
+  const failedCredentials = failedCredentialLimit(counter('failed-credential-address', limits.failedCredentialsPerAddress), addressOf);
   return {
-    registration: registrationLimit(counter('registration-address', limits.registration)),
-    token: tokenLimit(counter('token-client', limits.tokenPerClient), counter('token-address', limits.tokenPerAddress), keys.tokenClientId),
+    registration: registrationLimit(counter('registration-address', limits.registration), addressOf),
+    token: tokenLimit(counter('token-client', limits.tokenPerClient), counter('token-address', limits.tokenPerAddress), keys.tokenClientId, addressOf),
     dataApi: dataApiLimit(counter('data-api-credential', limits.dataApi), keys.dataApiCredential),
-    newMetadataDocument: newMetadataDocumentLimit(counter('metadata-document-address', limits.registration), keys.newMetadataDocument),
+    newMetadataDocument: newMetadataDocumentLimit(counter('metadata-document-address', limits.registration), keys.newMetadataDocument, addressOf),
+    failedCredentials,
+    introspection: introspectionLimit(failedCredentials),
     signIns,
   };
 }
 
-function registrationLimit(perAddress: Counter): Middleware {
+/** Why an engine step refuses a request itself, where the host cannot answer for it. */
+export interface Refusal {
+  /** Seconds (Retry-After). */
+  retryAfter: number;
+  description: string;
+}
+
+/**
+ * Asked just before the engine stores a new interaction for an authorization request (the sign-in
+ * or consent page it redirects to): counts one for the client address, and answers a refusal past
+ * the limit. Each interaction is a record kept for the interaction's lifetime whoever asked, so
+ * anonymous requests from one address are limited by what they would store, counted where it is
+ * stored: requests that need no page (a signed-in user's whose application already has consent,
+ * `prompt=none`) count nothing and are never refused. Undefined with RATE_LIMITS=off.
+ */
+export type NewInteractionLimit = (ctx: Context) => Promise<Refusal | undefined>;
+
+/** Made apart from the others: the engine's configuration takes it, and the others are made after the engine. */
+export function createNewInteractionLimit(limits: RateLimits | undefined, store: Store): NewInteractionLimit | undefined {
+  if (!limits) return undefined;
+  const perAddress = new Counter(store, { name: 'interaction-address', ...limits.interactionsPerAddress });
+  return async (ctx) => {
+    const wait = await perAddress.take(addressKey(ctx.ip, limits.ipv6Prefix));
+    if (wait === undefined) return undefined;
+    return {
+      retryAfter: wait,
+      description: `too many sign-in pages opened from this address (${describe(perAddress)}); retry after ${inWords(wait)}`,
+    };
+  };
+}
+
+function registrationLimit(perAddress: Counter, addressOf: AddressOf): Middleware {
   return async (ctx, next) => {
-    const wait = await perAddress.take(ctx.ip);
+    const wait = await perAddress.take(addressOf(ctx));
     if (wait !== undefined) throw oauthRefusal(ctx, wait, `too many client registrations from this address (${describe(perAddress)})`);
     await next();
   };
@@ -68,10 +138,10 @@ function registrationLimit(perAddress: Counter): Middleware {
  * from one address, new ones count as registrations do, so a flood of made-up URLs is limited
  * like a flood of registrations. Known documents count nothing.
  */
-function newMetadataDocumentLimit(perAddress: Counter, newDocumentOf: RequestKeys['newMetadataDocument']): Middleware {
+function newMetadataDocumentLimit(perAddress: Counter, newDocumentOf: RequestKeys['newMetadataDocument'], addressOf: AddressOf): Middleware {
   return async (ctx, next) => {
     if (await newDocumentOf(ctx) === undefined) return next();
-    const wait = await perAddress.take(ctx.ip);
+    const wait = await perAddress.take(addressOf(ctx));
     if (wait !== undefined) throw oauthRefusal(ctx, wait, `too many new applications from this address (${describe(perAddress)})`);
     await next();
   };
@@ -84,11 +154,11 @@ function newMetadataDocumentLimit(perAddress: Counter, newDocumentOf: RequestKey
  * tokens by knowing its (public) client_id. Concurrent requests may pass a client's limit by as
  * many as are in flight: the count is taken once the answer is known.
  */
-function tokenLimit(perClient: Counter, perAddress: Counter, clientIdOf: RequestKeys['tokenClientId']): Middleware {
+function tokenLimit(perClient: Counter, perAddress: Counter, clientIdOf: RequestKeys['tokenClientId'], addressOf: AddressOf): Middleware {
   return async (ctx, next) => {
     const clientId = await clientIdOf(ctx);
     const [addressWait, clientWait] = await Promise.all([
-      perAddress.take(ctx.ip),
+      perAddress.take(addressOf(ctx)),
       clientId === undefined ? undefined : perClient.waitIfSpent(clientId),
     ]);
     // Of two refusals, the longer wait is the one to tell.
@@ -110,6 +180,38 @@ function dataApiLimit(perCredential: Counter, credentialOf: RequestKeys['dataApi
       'Retry-After': String(wait),
       'Access-Control-Expose-Headers': exposedWithRetryAfter(ctx),
     });
+  };
+}
+
+function failedCredentialLimit(perAddress: Counter, addressOf: AddressOf): FailedCredentials {
+  return {
+    async refused(ctx, refusal) {
+      const wait = await perAddress.take(addressOf(ctx));
+      if (wait === undefined) return refusal;
+      return new HttpError(429, refusal.code, `${refusal.description}; too many failed credentials from this address (${describe(perAddress)}); retry after ${inWords(wait)}`, {
+        ...refusal.headers,
+        'Retry-After': String(wait),
+        ...(ctx.response.get('Access-Control-Allow-Origin') ? { 'Access-Control-Expose-Headers': exposedWithRetryAfter(ctx) } : {}),
+      });
+    },
+  };
+}
+
+/**
+ * Introspection authenticates its caller, a client, in the engine: a failed authentication
+ * (401 invalid_client, whatever the method) counts as a failed credential, and past the limit is
+ * answered 429 in the same RFC 6749 error. A client that authenticates is answered by the engine.
+ */
+function introspectionLimit(failedCredentials: FailedCredentials): Middleware {
+  return async (ctx, next) => {
+    await next();
+    const body = ctx.body as { error?: unknown; error_description?: unknown } | undefined;
+    if (ctx.status !== 401 || body?.error !== 'invalid_client') return;
+    const description = typeof body.error_description === 'string' ? body.error_description : 'client authentication failed';
+    const authenticate = ctx.response.get('WWW-Authenticate');
+    const refusal = new HttpError(401, 'invalid_client', description, authenticate ? { 'WWW-Authenticate': authenticate } : {});
+    const answer = await failedCredentials.refused(ctx, refusal);
+    if (answer !== refusal) throw answer;
   };
 }
 

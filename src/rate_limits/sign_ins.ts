@@ -1,6 +1,7 @@
 import type { Store } from '../../adapters/store.ts';
 import type { RateLimits } from '../../config/index.ts';
 import type { Logger } from '../shared/logger.ts';
+import { addressKey } from './addresses.ts';
 import { Counter } from './counter.ts';
 import { inWords } from '../shared/words.ts';
 
@@ -37,8 +38,9 @@ interface Admitted {
 
 /**
  * Password sign-ins, against guessing:
- * - per address, at most RATE_LIMIT_LOGIN_ADDRESS failed sign-ins a window (attempts under way
- *   included); past them every sign-in from that address is refused until the window ends;
+ * - per address (an IPv6 network counts as one: addresses.ts), at most RATE_LIMIT_LOGIN_ADDRESS
+ *   failed sign-ins a window (attempts under way included); past them every sign-in from that
+ *   address is refused until the window ends;
  * - per account (the email as typed, trimmed and lower-cased, whether or not such a user exists),
  *   after RATE_LIMIT_LOGIN_ACCOUNT consecutive failures the account is locked for
  *   RATE_LIMIT_LOGIN_LOCK, and each further failure locks it twice as long, up to
@@ -63,11 +65,15 @@ export class SignIns {
     };
   }
 
-  /** Checks the password with `authenticate` unless the address or the account may not sign in now. */
-  async attempt<User>(email: string, ip: string, authenticate: () => Promise<User | undefined>): Promise<SignInOutcome<User>> {
+  /**
+   * Checks the password with `authenticate` unless the address or the account may not sign in now.
+   * `clientAddress` is logged as given and counted as addressKey() reads it (an IPv6 network is one address).
+   */
+  async attempt<User>(email: string, clientAddress: string, authenticate: () => Promise<User | undefined>): Promise<SignInOutcome<User>> {
     const account = email.trim().toLowerCase();
-    const logged = { email: account.slice(0, LOGGED_EMAIL_LENGTH), ip };
-    const admitted = this.#guard ? await admit(this.#guard, account, ip) : { gated: false };
+    const logged = { email: account.slice(0, LOGGED_EMAIL_LENGTH), ip: clientAddress };
+    const address = this.#guard ? addressKey(clientAddress, this.#guard.limits.ipv6Prefix) : clientAddress;
+    const admitted = this.#guard ? await admit(this.#guard, account, address) : { gated: false };
     if ('refused' in admitted) {
       this.#logger.warn('sign-in refused', { ...logged, reason: admitted.reason, retry_after: admitted.refused.retryAfter });
       return { refused: admitted.refused };
@@ -77,14 +83,14 @@ export class SignIns {
       user = await authenticate();
     } catch (error) {
       // Nothing was decided (the store did not answer): the attempt is not counted.
-      if (this.#guard) await settle(this.#guard, account, ip, admitted, 'undone');
+      if (this.#guard) await settle(this.#guard, account, address, admitted, 'undone');
       throw error;
     }
     if (user) {
-      if (this.#guard) await settle(this.#guard, account, ip, admitted, 'succeeded');
+      if (this.#guard) await settle(this.#guard, account, address, admitted, 'succeeded');
       return { user };
     }
-    const failures = this.#guard && await settle(this.#guard, account, ip, admitted, 'failed');
+    const failures = this.#guard && await settle(this.#guard, account, address, admitted, 'failed');
     this.#logger.warn('sign-in failed', { ...logged, ...(failures ? { failures } : {}) });
     const lock = this.#guard && failures && await lockAfterFailure(this.#guard, account, failures);
     if (!lock) return {};

@@ -1,9 +1,10 @@
-import type { Middleware } from 'koa';
+import type { Context, Middleware } from 'koa';
 
 import { ROLES, type Role } from '../../adapters/store.ts';
 import { isUserToken, type AccessTokenClaims, type AccessTokenVerifier } from '../tokens/verifier.ts';
 import { looksLikeApiKey } from '../api_keys/format.ts';
 import type { ApiKeys } from '../api_keys/api_keys.ts';
+import type { FailedCredentials } from '../rate_limits/limits.ts';
 import { bearerRefusal, bearerToken } from './bearer.ts';
 import type { LiveRoles } from './live_roles.ts';
 import { lowerRole, type Principal } from './principal.ts';
@@ -19,6 +20,8 @@ export interface Authenticators {
   liveRoles: LiveRoles;
   /** The protected resource metadata URL, named in every challenge (RFC 9728 section 5.1). */
   resourceMetadata: string;
+  /** Counts each credential that does not verify against the client address (answers 429 past the limit). */
+  failedCredentials?: FailedCredentials;
 }
 
 /**
@@ -26,9 +29,15 @@ export interface Authenticators {
  * key; the prefix says which, and a credential is checked only as what it claims to be. Sets
  * `ctx.state.principal`, or refuses as RFC 6750 says.
  */
-export function authenticate({ audience, verifier, apiKeys, liveRoles, resourceMetadata }: Authenticators): Middleware {
+export function authenticate({ audience, verifier, apiKeys, liveRoles, resourceMetadata, failedCredentials }: Authenticators): Middleware {
   const refusal = (status: 401 | 403, error?: 'invalid_token' | 'insufficient_scope', description?: string, scope?: string) =>
     bearerRefusal({ status, resourceMetadata, ...(error ? { error } : {}), ...(description ? { description } : {}), ...(scope ? { scope } : {}) });
+  // Only a credential that does not verify counts: a request without one is how a client finds
+  // the challenge (RFC 9728), and a token that verifies but may not do this was not guessed.
+  const failed = async (ctx: Context, description: string) => {
+    const answer = refusal(401, 'invalid_token', description);
+    return failedCredentials ? failedCredentials.refused(ctx, answer) : answer;
+  };
 
   return async (ctx, next) => {
     const credential = bearerToken(ctx);
@@ -36,13 +45,13 @@ export function authenticate({ audience, verifier, apiKeys, liveRoles, resourceM
 
     if (looksLikeApiKey(credential)) {
       const key = await apiKeys.verify(credential);
-      if (!key) throw refusal(401, 'invalid_token', 'the API key is invalid, expired or revoked');
+      if (!key) throw await failed(ctx, 'the API key is invalid, expired or revoked');
       ctx.state.principal = { kind: 'api_key', workspaceId: key.workspaceId, keyId: key.id };
       return next();
     }
 
     const claims = await verifier.verify(credential, audience);
-    if (!claims) throw refusal(401, 'invalid_token', 'the access token is invalid, expired or revoked');
+    if (!claims) throw await failed(ctx, 'the access token is invalid, expired or revoked');
     if (!(claims.scope ?? '').split(' ').includes(DATA_API_SCOPE)) {
       throw refusal(403, 'insufficient_scope', `the access token needs the ${DATA_API_SCOPE} scope`, DATA_API_SCOPE);
     }

@@ -1,13 +1,16 @@
+import { DatabaseSync } from 'node:sqlite';
 import { setTimeout as sleep } from 'node:timers/promises';
 
 import { expect } from 'chai';
 import { RateLimiterRes } from 'rate-limiter-flexible';
 
 import { openStore } from '../../adapters/index.ts';
-import { api, createApiKey } from '../support/data_api.ts';
-import { codeRequest, REDIRECT_URI, type RegisteredClient } from '../support/oauth.ts';
+import { generateApiKey } from '../../src/api_keys/format.ts';
+import { api, createApiKey, userAccessToken } from '../support/data_api.ts';
+import { codeRequest, postCredentials, REDIRECT_URI, type RegisteredClient } from '../support/oauth.ts';
 import { startRedis, type RedisServer } from '../support/redis.ts';
 import { initialAccessToken, seedUser, startServer, type SeededUser, type TestServer } from '../support/server.ts';
+import { authorize, UserAgent } from '../support/user_agent.ts';
 
 const KEY_ENCRYPTION_KEY = Buffer.alloc(32, 11).toString('base64url');
 
@@ -25,6 +28,8 @@ const LIMITS = {
   RATE_LIMIT_LOGIN_LOCK: '1s',
   RATE_LIMIT_LOGIN_LOCK_MAX: '2s',
   RATE_LIMIT_DATA_API: '3/1h',
+  RATE_LIMIT_CREDENTIAL_ADDRESS: '30/1h',
+  RATE_LIMIT_INTERACTION_ADDRESS: '4/1h',
 };
 
 let lastAddress = 0;
@@ -331,6 +336,165 @@ describe('rate limits', function () {
       expect(refused.body.error).to.equal('too_many_requests');
       expect(refused.body.error_description).to.match(/too many requests with this credential/);
       expect((await api(server, '/rest/companies', { credential: other.key })).status).to.equal(200);
+    });
+  });
+
+  describe('client addresses: an IPv6 network of RATE_LIMIT_IPV6_PREFIX bits is one address', () => {
+    it('sign-ins: failures from ::1 to ::6 of one /64 share the count, so ::7 is refused; another /64 still signs in', async () => {
+      const person = await seedUser(server);
+      const network = '2001:db8:1234:5678';
+      const browser = new Browser(`${network}::1`);
+      const form = await openLogin(browser, server, app);
+      for (let i = 1; i <= 6; i += 1) {
+        const failed = await signIn(browser, form, `guess-${i}-${Date.now()}@example.com`, 'wrong', `${network}::${i}`);
+        expect(failed.status, `failure from ${network}::${i}`).to.equal(401);
+      }
+      const refused = await signIn(browser, form, person.email, person.password, `${network}::7`);
+      expect(refused.status).to.equal(429);
+      expect(refused.error).to.match(/^Too many sign-in attempts from your network have failed/);
+
+      const elsewhere = new Browser(`${network.replace(/5678$/, '5679')}::1`);
+      expect((await signIn(elsewhere, await openLogin(elsewhere, server, app), person.email, person.password)).status).to.equal(303);
+    });
+
+    it('registrations: an IPv4-mapped address counts as its IPv4 address, and the addresses of one /64 as one', async () => {
+      expect((await register(server, '::ffff:198.51.100.7')).status).to.equal(201);
+      expect((await register(server, '198.51.100.7')).status).to.equal(201);
+      await expectOAuthTooMany(await register(server, '::ffff:198.51.100.7'), 3600, /too many client registrations from this address/);
+      expect((await register(server, '198.51.100.8')).status, 'the next IPv4 address').to.equal(201);
+
+      expect((await register(server, '2001:db8:aaaa:1::1')).status).to.equal(201);
+      expect((await register(server, '2001:db8:aaaa:1:8000::2')).status).to.equal(201);
+      await expectOAuthTooMany(await register(server, '2001:db8:aaaa:1:ffff:ffff:ffff:ffff'), 3600, /too many client registrations from this address/);
+      expect((await register(server, '2001:db8:aaaa:2::1')).status, 'the next /64').to.equal(201);
+    });
+  });
+
+  describe('failed credentials, per client address', () => {
+    /** 60 requests from addresses of one /64, as `send` makes them: their statuses in order. */
+    async function flood(network: string, send: (address: string) => Promise<{ status: number }>): Promise<number[]> {
+      const statuses: number[] = [];
+      for (let i = 1; i <= 60; i += 1) statuses.push((await send(`${network}::${i.toString(16)}`)).status);
+      return statuses;
+    }
+
+    it('data API and /mcp: past 30 failed keys each further one gets 429 with Retry-After in the data API\'s error; a valid key from the same address is still served', async () => {
+      const network = '2001:db8:c0de:1';
+      const valid = await createApiKey(server, user.workspaces[0]!.id);
+      const from = (address: string) => ({ 'x-forwarded-for': address, origin: 'https://app.example' });
+      const statuses = await flood(network, (address) => api(server, '/rest/companies', { credential: generateApiKey(), headers: from(address) }));
+      expect(statuses).to.deep.equal([...Array(30).fill(401), ...Array(30).fill(429)]);
+
+      const refused = await api(server, '/rest/companies', { credential: generateApiKey(), headers: from(`${network}::61`) });
+      expect(refused.status).to.equal(429);
+      expect(Number(refused.headers.get('retry-after'))).to.be.within(1, 3600);
+      expect(refused.headers.get('access-control-expose-headers')).to.match(/\bRetry-After\b/);
+      expect(refused.headers.get('www-authenticate'), 'the challenge still says the key is bad').to.contain('error="invalid_token"');
+      expect(refused.body.error).to.equal('invalid_token');
+      expect(refused.body.error_description).to.match(/^the API key is invalid, expired or revoked; too many failed credentials from this address \(at most 30 in 1 hour\); retry after/);
+
+      const served = await api(server, '/rest/companies', { credential: valid.key, headers: from(`${network}::62`) });
+      expect(served.status, 'a valid key from the flooded address').to.equal(200);
+      const mcp = await api(server, '/mcp', { credential: generateApiKey(), json: { jsonrpc: '2.0', id: 1, method: 'ping' }, headers: { 'x-forwarded-for': `${network}::63`, accept: 'application/json, text/event-stream' } });
+      expect(mcp.status, '/mcp counts with the data API').to.equal(429);
+      expect((await api(server, '/rest/companies', { credential: generateApiKey(), headers: from('2001:db8:c0de:2::1') })).status, 'another /64').to.equal(401);
+    });
+
+    it('userinfo: past the limit a token that does not verify gets 429 in RFC 6750\'s challenge; a valid token from the same address is still answered', async () => {
+      const network = '2001:db8:c0de:3';
+      const client = await registered(server, { application_type: 'web', token_endpoint_auth_method: 'client_secret_post' });
+      const { access_token: token } = await userAccessToken(server, client, user, 'api profile');
+      const userinfo = (credential: string, address: string) =>
+        fetch(`${server.issuer}/oauth/userinfo`, { headers: { authorization: `Bearer ${credential}`, 'x-forwarded-for': address } });
+      const forged = `${token.slice(0, -8)}AAAAAAAA`;
+      const statuses = await flood(network, (address) => userinfo(forged, address));
+      expect(statuses).to.deep.equal([...Array(30).fill(401), ...Array(30).fill(429)]);
+
+      const refused = await userinfo(forged, `${network}::61`);
+      expect(refused.status).to.equal(429);
+      expect(Number(refused.headers.get('retry-after'))).to.be.within(1, 3600);
+      expect(refused.headers.get('www-authenticate')).to.match(/^Bearer realm="oauth", error="invalid_token"/);
+      expect(await refused.json()).to.include({ error: 'invalid_token' });
+
+      const answered = await userinfo(token, `${network}::62`);
+      expect(answered.status, 'a valid token from the flooded address').to.equal(200);
+      expect(await answered.json()).to.include({ sub: user.id });
+      expect((await userinfo(forged, '2001:db8:c0de:4::1')).status, 'another /64').to.equal(401);
+    });
+
+    it('introspection: past the limit a failed client authentication gets 429 with Retry-After in RFC 6749\'s error; a client that authenticates from the same address is answered', async () => {
+      const network = '2001:db8:c0de:5';
+      const client = await registered(server, { application_type: 'web', token_endpoint_auth_method: 'client_secret_post' });
+      const introspect = (credentials: Record<string, string>, address: string) => fetch(`${server.issuer}/oauth/introspect`, {
+        method: 'POST',
+        headers: { 'content-type': 'application/x-www-form-urlencoded', 'x-forwarded-for': address },
+        body: new URLSearchParams({ token: 'some-token', ...credentials }).toString(),
+      });
+      const wrong = { client_id: client.client_id, client_secret: 'not-its-secret' };
+      const statuses = await flood(network, (address) => introspect(wrong, address));
+      expect(statuses).to.deep.equal([...Array(30).fill(401), ...Array(30).fill(429)]);
+
+      const refused = await introspect(wrong, `${network}::61`);
+      expect(refused.status).to.equal(429);
+      expect(refused.headers.get('content-type')).to.match(/^application\/json/);
+      expect(Number(refused.headers.get('retry-after'))).to.be.within(1, 3600);
+      const body = await refused.json() as Record<string, unknown>;
+      expect(body.error).to.equal('invalid_client');
+      expect(body.error_description).to.match(/too many failed credentials from this address/);
+
+      const answered = await introspect(postCredentials(client), `${network}::62`);
+      expect(answered.status, 'the client with its secret, from the flooded address').to.equal(200);
+      expect(await answered.json()).to.deep.equal({ active: false });
+      expect((await introspect(wrong, '2001:db8:c0de:6::1')).status, 'another /64').to.equal(401);
+    });
+  });
+
+  describe('authorization requests that open a sign-in page, per client address', () => {
+    const interactionRecords = () => {
+      const db = new DatabaseSync(server.store.slice('sqlite:'.length), { readOnly: true });
+      try {
+        return (db.prepare('SELECT count(*) AS n FROM oidc_models WHERE model = ?').get('Interaction') as { n: number }).n;
+      } finally {
+        db.close();
+      }
+    };
+    const anonymous = (address: string, client = app) =>
+      fetch(codeRequest(server.issuer, client.client_id).url, { headers: { 'x-forwarded-for': address }, redirect: 'manual' });
+
+    it('past the limit answers the error page with 429 and Retry-After, stores no interaction and sets no cookie; another address still opens one', async () => {
+      const network = '2001:db8:1a7e:1';
+      for (let i = 1; i <= 4; i += 1) {
+        const opened = await anonymous(`${network}::${i}`);
+        expect(opened.status, `request ${i}`).to.equal(303);
+        expect(opened.headers.get('location')).to.match(/\/interaction\/[\w-]+$/);
+      }
+      const stored = interactionRecords();
+      const refused = await anonymous(`${network}::5`);
+      expect(refused.status).to.equal(429);
+      expect(refused.headers.get('content-type')).to.match(/^text\/html/);
+      expect(Number(refused.headers.get('retry-after'))).to.be.within(1, 3600);
+      expect(refused.headers.get('location'), 'not sent to the client').to.equal(null);
+      expect(refused.headers.getSetCookie(), 'no interaction cookie').to.deep.equal([]);
+      expect(await refused.text()).to.contain('too many sign-in pages opened from this address');
+      expect(interactionRecords(), 'interaction records after the refusal').to.equal(stored);
+
+      expect((await anonymous('2001:db8:1a7e:2::1')).status, 'another /64').to.equal(303);
+      expect(interactionRecords()).to.equal(stored + 1);
+    });
+
+    it('never refuses a request that opens no page: a signed-in user whose application has consent gets a code from a spent address', async () => {
+      const address = '2001:db8:1a7e:3::1';
+      const client = await registered(server, { application_type: 'web', token_endpoint_auth_method: 'client_secret_post' });
+      const person = await seedUser(server);
+      const agent = new UserAgent({ 'x-forwarded-for': address });
+      const first = await authorize(agent, codeRequest(server.issuer, client.client_id).url, server.origin, { email: person.email, password: person.password });
+      expect(first.searchParams.get('code'), 'signed in, consented').to.be.a('string');
+      for (let i = 0; i < 3; i += 1) expect((await anonymous(address)).status, `anonymous request ${i + 1}`).to.equal(303);
+      expect((await anonymous(address)).status, 'the address is spent').to.equal(429);
+
+      const again = await agent.follow(codeRequest(server.issuer, client.client_id).url, server.origin);
+      expect(again.response.status).to.equal(303);
+      expect(new URL(again.url).searchParams.get('code'), `sent back with a code, not refused: ${again.url}`).to.be.a('string');
     });
   });
 });

@@ -5,6 +5,12 @@
  */
 export class UserAgent {
   readonly #cookies = new Map<string, string>();
+  readonly #headers: Readonly<Record<string, string>>;
+
+  /** `headers` go with every request (an `x-forwarded-for` to speak from an address of its own). */
+  constructor(headers: Record<string, string> = {}) {
+    this.#headers = headers;
+  }
 
   /** The values of the cookies it holds (session ids and the like, to look for in the store). */
   cookieValues(): string[] {
@@ -12,7 +18,7 @@ export class UserAgent {
   }
 
   async request(url: string, init: { method?: string; form?: Record<string, string> } = {}): Promise<Response> {
-    const headers: Record<string, string> = { cookie: [...this.#cookies].map(([k, v]) => `${k}=${v}`).join('; ') };
+    const headers: Record<string, string> = { ...this.#headers, cookie: [...this.#cookies].map(([k, v]) => `${k}=${v}`).join('; ') };
     let body: string | undefined;
     if (init.form) {
       headers['content-type'] = 'application/x-www-form-urlencoded';

@@ -100,9 +100,18 @@ describe('configuration', () => {
       loginLock: 60,
       loginLockMax: 3600,
       dataApi: { points: 600, duration: 60 },
+      failedCredentialsPerAddress: { points: 30, duration: 60 },
+      interactionsPerAddress: { points: 60, duration: 600 },
+      ipv6Prefix: 64,
     });
-    const custom = loadConfig({ RATE_LIMIT_REGISTRATION: '10/1d', RATE_LIMIT_DATA_API: ' 50 / 30 ', RATE_LIMIT_LOGIN_ACCOUNT: '3', RATE_LIMIT_LOGIN_LOCK: '2s', RATE_LIMIT_LOGIN_LOCK_MAX: '2s' }).rateLimits;
-    expect(custom).to.deep.include({ registration: { points: 10, duration: 86_400 }, dataApi: { points: 50, duration: 30 }, loginFailuresBeforeLock: 3, loginLock: 2, loginLockMax: 2 });
+    const custom = loadConfig({
+      RATE_LIMIT_REGISTRATION: '10/1d', RATE_LIMIT_DATA_API: ' 50 / 30 ', RATE_LIMIT_LOGIN_ACCOUNT: '3', RATE_LIMIT_LOGIN_LOCK: '2s', RATE_LIMIT_LOGIN_LOCK_MAX: '2s',
+      RATE_LIMIT_CREDENTIAL_ADDRESS: '5/1h', RATE_LIMIT_INTERACTION_ADDRESS: '20/5m', RATE_LIMIT_IPV6_PREFIX: '56',
+    }).rateLimits;
+    expect(custom).to.deep.include({
+      registration: { points: 10, duration: 86_400 }, dataApi: { points: 50, duration: 30 }, loginFailuresBeforeLock: 3, loginLock: 2, loginLockMax: 2,
+      failedCredentialsPerAddress: { points: 5, duration: 3600 }, interactionsPerAddress: { points: 20, duration: 300 }, ipv6Prefix: 56,
+    });
     expect(loadConfig({ RATE_LIMITS: 'off' }).rateLimits).to.equal(undefined);
     expect(loadConfig({ RATE_LIMITS: 'on' }).rateLimits).to.not.equal(undefined);
   });
@@ -116,6 +125,12 @@ describe('configuration', () => {
     expect(configError({ RATE_LIMIT_LOGIN_LOCK: 'soon' })).to.match(/^RATE_LIMIT_LOGIN_LOCK must be a duration/);
     expect(configError({ RATE_LIMIT_LOGIN_LOCK: '1h', RATE_LIMIT_LOGIN_LOCK_MAX: '1m' })).to.match(/^RATE_LIMIT_LOGIN_LOCK_MAX \(60s\) must not be shorter than RATE_LIMIT_LOGIN_LOCK \(3600s\)/);
     expect(configError({ RATE_LIMITS: 'sometimes' })).to.match(/^RATE_LIMITS must be on or off/);
+    expect(configError({ RATE_LIMIT_CREDENTIAL_ADDRESS: '30' })).to.match(/^RATE_LIMIT_CREDENTIAL_ADDRESS must be a number of requests per duration/);
+    expect(configError({ RATE_LIMIT_INTERACTION_ADDRESS: '0/10m' })).to.match(/^RATE_LIMIT_INTERACTION_ADDRESS/);
+    for (const prefix of ['31', '129', '0', '64.5', '/64', 'sixty-four']) {
+      expect(configError({ RATE_LIMIT_IPV6_PREFIX: prefix }), prefix).to.match(/^RATE_LIMIT_IPV6_PREFIX must be a prefix length from 32 to 128/);
+    }
+    expect(loadConfig({ RATE_LIMIT_IPV6_PREFIX: '128' }).rateLimits?.ipv6Prefix).to.equal(128);
   });
 
   it('stops the service at start with a message naming the bad variable', () => {

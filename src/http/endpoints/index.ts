@@ -52,9 +52,11 @@ export function engineEndpoints(deps: EndpointDependencies): { routes: Middlewar
   router.post(ENGINE_ROUTES.registration, ...registration.post);
   router.all(`${ENGINE_ROUTES.registration}/:clientId`, ...clientManagementEndpoint(deps.clients));
   router.post(ENGINE_ROUTES.token, ...tokenEndpoint(deps));
-  router.post(ENGINE_ROUTES.introspection, ...introspectionEndpoint(deps.verifier));
+  router.post(ENGINE_ROUTES.introspection, ...introspectionEndpoint(deps.verifier, deps.rateLimits));
   router.post(ENGINE_ROUTES.revocation, ...revocationEndpoint(deps.verifier));
-  const userinfoEndpoint = userinfo(deps.verifier, deps.audience, deps.accounts, { algorithmFor: userinfoSigningAlg(deps.provider), sign: deps.signUserinfo });
+  const userinfoEndpoint = userinfo(
+    deps.verifier, deps.audience, deps.accounts, { algorithmFor: userinfoSigningAlg(deps.provider), sign: deps.signUserinfo }, deps.rateLimits.failedCredentials,
+  );
   router.get(USERINFO_PATH, userinfoEndpoint);
   router.post(USERINFO_PATH, userinfoEndpoint);
   router.options(USERINFO_PATH, userinfoEndpoint);

@@ -1,5 +1,6 @@
 import type { Middleware } from 'koa';
 
+import type { RateLimiting } from '../../rate_limits/limits.ts';
 import { mayIntrospect } from '../../tokens/introspection_policy.ts';
 import type { AccessTokenVerifier } from '../../tokens/verifier.ts';
 import { engineRefusedJwt } from './engine_refused_jwt.ts';
@@ -8,12 +9,15 @@ import { rfc6749ErrorCodes } from './rfc6749_errors.ts';
 /**
  * POST /oauth/introspect (RFC 7662): what runs around the engine's introspection endpoint, in order.
  * The engine authenticates the client and introspects refresh tokens; after it:
- * 1. RFC 6749 error codes where the engine's differ (rfc6749_errors.ts);
- * 2. a JWT access token, which the engine refuses to introspect, is answered from its verified
+ * 1. a failed client authentication (401 invalid_client) counts against the client address, and
+ *    past the limit is answered 429 (src/rate_limits/limits.ts); a client that authenticates is
+ *    never refused by that count;
+ * 2. RFC 6749 error codes where the engine's differ (rfc6749_errors.ts);
+ * 3. a JWT access token, which the engine refuses to introspect, is answered from its verified
  *    claims and the revocation list, for the callers allowed to see it (src/tokens/introspection_policy.ts).
  */
-export function introspectionEndpoint(verifier: AccessTokenVerifier): Middleware[] {
-  return [rfc6749ErrorCodes, introspectJwt(verifier)];
+export function introspectionEndpoint(verifier: AccessTokenVerifier, rateLimits: RateLimiting): Middleware[] {
+  return [rateLimits.introspection, rfc6749ErrorCodes, introspectJwt(verifier)];
 }
 
 function introspectJwt(verifier: AccessTokenVerifier): Middleware {

@@ -8,6 +8,7 @@ import { PROFILE_CLAIM_NAMES, profileClaims, type ProfileClaims } from '../../ac
 import { isUserToken, type AccessTokenVerifier } from '../../tokens/verifier.ts';
 import { bearerRefusal, headerOrFormToken } from '../../resource/bearer.ts';
 import { bearerCors } from '../../resource/cors.ts';
+import type { FailedCredentials } from '../../rate_limits/limits.ts';
 import { noStore } from '../../shared/no_store.ts';
 import type { UserinfoSigner } from '../../tokens/signed_userinfo.ts';
 
@@ -20,8 +21,10 @@ import type { UserinfoSigner } from '../../tokens/signed_userinfo.ts';
  * A client that registered `userinfo_signed_response_alg` gets the same claims as a signed JWT
  * (`application/jwt`, OpenID Connect Core 5.3.2); the others get JSON.
  */
-export function userinfo(verifier: AccessTokenVerifier, audience: string, accounts: Accounts, signed: SignedResponses): Middleware {
-  return compose([bearerCors('GET, POST'), bodyParser({ enableTypes: ['form'], formLimit: '16kb' }) as Middleware, answer(verifier, audience, accounts, signed)]);
+export function userinfo(verifier: AccessTokenVerifier, audience: string, accounts: Accounts, signed: SignedResponses, failedCredentials: FailedCredentials): Middleware {
+  return compose([
+    bearerCors('GET, POST'), bodyParser({ enableTypes: ['form'], formLimit: '16kb' }) as Middleware, answer(verifier, audience, accounts, signed, failedCredentials),
+  ]);
 }
 
 /** What the endpoint needs for signed responses. */
@@ -49,13 +52,16 @@ function pick(claims: ProfileClaims, names: Set<string>): Partial<ProfileClaims>
   return Object.fromEntries(Object.entries(claims).filter(([name]) => names.has(name)));
 }
 
-function answer(verifier: AccessTokenVerifier, audience: string, accounts: Accounts, signed: SignedResponses): Middleware {
+function answer(verifier: AccessTokenVerifier, audience: string, accounts: Accounts, signed: SignedResponses, failedCredentials: FailedCredentials): Middleware {
   return async (ctx) => {
     noStore(ctx);
     const token = headerOrFormToken(ctx);
     if (!token) throw bearerRefusal({ status: 401, realm: 'oauth' });
     const claims = await verifier.verify(token, audience);
-    if (!claims) throw bearerRefusal({ status: 401, realm: 'oauth', error: 'invalid_token', description: 'the access token is invalid, expired or revoked' });
+    // A token that does not verify counts against the client address; one that does is never refused by that count.
+    if (!claims) {
+      throw await failedCredentials.refused(ctx, bearerRefusal({ status: 401, realm: 'oauth', error: 'invalid_token', description: 'the access token is invalid, expired or revoked' }));
+    }
 
     const scopes = new Set((claims.scope ?? '').split(' '));
     if (!scopes.has('profile') && !scopes.has('openid')) {
