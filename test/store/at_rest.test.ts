@@ -1,8 +1,9 @@
-import { readFile, stat } from 'node:fs/promises';
+import { chmod, readFile, stat } from 'node:fs/promises';
+import { dirname } from 'node:path';
 
 import { expect } from 'chai';
 
-import { sqliteFile } from '../../adapters/index.ts';
+import { openStore, sqliteFile } from '../../adapters/index.ts';
 import { api, createApiKey } from '../support/data_api.ts';
 import { codeRequest, exchangeCode, postCredentials, registerClient, tokenRequest } from '../support/oauth.ts';
 import { keysUnder, rawRedis, startRedis, type RedisServer } from '../support/redis.ts';
@@ -151,6 +152,47 @@ describe('a copy of the store', function () {
       expect(key).to.match(/^[A-Za-z0-9_-]{43}$/);
       expect((await storeBytes(server)).includes(key)).to.equal(false);
       expect(server.logs()).to.contain('created the key-encryption key');
+    });
+  });
+
+  describe('the SQLite files on disk', () => {
+    let server: TestServer;
+
+    before(async () => {
+      server = await startServer();
+    });
+
+    after(async () => {
+      await server?.stop();
+    });
+
+    const modes = async () => {
+      const database = sqliteFile(server.store)!;
+      const paths = [dirname(database), database, `${database}-wal`, `${database}-shm`];
+      return Promise.all(paths.map(async (path) => (await stat(path)).mode & 0o777));
+    };
+
+    it('are owner-only: the data directory 0700, the database and its -wal and -shm 0600', async () => {
+      // A write, so the write-ahead log has content (the keys were written at start).
+      await seedUser(server);
+      expect(await modes()).to.deep.equal([0o700, 0o600, 0o600, 0o600]);
+    });
+
+    it('made owner-only again at start when they were left readable by others, with a warning; a shared directory is only warned about', async () => {
+      const database = sqliteFile(server.store)!;
+      // Another process with the database open, so the -wal and -shm outlive the restart (the last to close removes them).
+      const other = openStore(server.store);
+      try {
+        for (const file of [database, `${database}-wal`, `${database}-shm`]) await chmod(file, 0o644);
+        await chmod(dirname(database), 0o755);
+        await server.restart();
+        expect(await modes()).to.deep.equal([0o755, 0o600, 0o600, 0o600]);
+      } finally {
+        await other.close();
+      }
+      const tightened = server.logs().split('\n').filter((line) => line.includes('made a database file owner-only'));
+      expect(tightened.map((line) => (JSON.parse(line) as { file: string }).file)).to.have.members([database, `${database}-wal`, `${database}-shm`]);
+      expect(server.logs()).to.contain('the database\'s directory can be listed by other users');
     });
   });
 

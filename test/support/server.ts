@@ -17,7 +17,7 @@ export interface TestServer {
   issuer: string;
   /** scheme://host:port, without the issuer's path. */
   origin: string;
-  /** Storage URL of the real SQLite file the server uses. */
+  /** Storage URL of the real SQLite file the server uses (in a `data` directory the server creates). */
   store: string;
   /** Everything the server process wrote to stderr (its JSON log). */
   logs(): string;
@@ -57,7 +57,7 @@ export async function startServer(options: ServerOptions = {}): Promise<TestServ
   const port = await freePort();
   const origin = `http://127.0.0.1:${port}`;
   const issuer = `${origin}${options.basePath ?? ''}`;
-  const store = options.store ?? `sqlite:${join(dir, 'oauth.sqlite')}`;
+  const store = options.store ?? `sqlite:${join(dir, 'data', 'oauth.sqlite')}`;
   const env = {
     PATH: process.env.PATH ?? '',
     HOME: process.env.HOME ?? '',
