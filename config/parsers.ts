@@ -1,4 +1,5 @@
 import { availableParallelism } from 'node:os';
+import { isAbsolute } from 'node:path';
 
 import { isRedisUrl, parseRedisUrl } from '../adapters/redis/url.ts';
 import { parseDuration } from './duration.ts';
@@ -17,6 +18,11 @@ export class ConfigError extends Error {
 export type Parser<T> = (value: string, name: string) => T;
 
 export const text: Parser<string> = (value) => value;
+
+export const absolutePath: Parser<string> = (value, name) => {
+  if (!isAbsolute(value)) throw new ConfigError(`${name} must be an absolute path, got "${value}"`);
+  return value;
+};
 
 export function choice<T extends string>(choices: readonly T[]): Parser<T> {
   return (value, name) => {

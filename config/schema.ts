@@ -1,6 +1,6 @@
 import { LIFETIMES, MIN_PREPUBLISH_SECONDS } from './lifetimes.ts';
 import {
-  atLeast, baseUrl, bearerToken, choice, count, days, domain, duration, encryptionKey, encryptionKeys, hostPort, list, onOff, origin, orOff, type Parser, port, proxyHops, rate, registrationMode, storeUrl, text, workers,
+  absolutePath, atLeast, baseUrl, bearerToken, choice, count, days, domain, duration, encryptionKey, encryptionKeys, hostPort, list, onOff, origin, orOff, type Parser, port, proxyHops, rate, registrationMode, storeUrl, text, workers,
 } from './parsers.ts';
 import type { LogLevel, PkcePolicy } from './types.ts';
 
@@ -151,8 +151,12 @@ export const SCHEMA = {
     encryptionKey,
   ),
   KEY_ENCRYPTION_KEY_FILE: optional(
-    'A file holding that key instead. With neither set, the embedded store creates `<database>.kek` (e.g. `./data/oauth.kek`, owner-only) at first start and says so; `memory:` makes one per run',
-    text, 'beside the database',
+    'A file holding that key instead. With neither set, the embedded store creates one at first start outside its data directory, in `$XDG_CONFIG_HOME/workspace-oauth-server/key-encryption.key` (`~/.config/…` without `XDG_CONFIG_HOME`; owner-only), and logs where; an `https` `BASE_URL` needs one of the two set. A key an earlier version made beside the database (`./data/oauth.kek`) is still read, with a warning to move it. `memory:` makes one per run. See [What a copy of the store holds](#what-a-copy-of-the-store-holds)',
+    text, '— (created under the user\'s config directory)',
+  ),
+  XDG_CONFIG_HOME: optional(
+    'The user\'s configuration directory (an absolute path), where the embedded store\'s key-encryption key is created when `KEY_ENCRYPTION_KEY_FILE` is not set',
+    absolutePath, '— (`~/.config`)',
   ),
   KEY_ENCRYPTION_KEY_PREVIOUS: optional(
     'Comma-separated earlier keys, still accepted after a rotation (see [What a copy of the store holds](#what-a-copy-of-the-store-holds))',

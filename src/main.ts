@@ -39,9 +39,11 @@ async function main(): Promise<void> {
 
 /** Creates what every instance must agree on before the workers start: the keys. */
 async function prepare(config: Config, logger: Logger): Promise<void> {
+  // The key first: a start it refuses leaves nothing on disk.
+  const keyRing = await loadKeyRing(config, logger);
   const store = openStore(config.store, { warn: logger.warn });
   try {
-    await loadKeys(store.settings, await loadKeyRing(config, logger), config.jwksFile);
+    await loadKeys(store.settings, keyRing, config.jwksFile);
     await hintWhenEmpty(store.accounts.countUsers(), logger);
   } finally {
     await store.close();
@@ -51,10 +53,10 @@ async function prepare(config: Config, logger: Logger): Promise<void> {
 async function serve(config: Config, logger: Logger, alone: boolean): Promise<void> {
   // One registry a process, and the store wrapped once: a service rebuilt with new keys counts on.
   const metrics = config.metrics ? new Metrics() : undefined;
+  const keyRing = await loadKeyRing(config, logger);
   // Alone, this process says what it finds on disk; as a worker, the supervisor has said it.
   const opened = openStore(config.store, { warn: alone ? logger.warn : undefined });
   const store = metrics ? instrumentStore(opened, metrics) : opened;
-  const keyRing = await loadKeyRing(config, logger);
   const keys = await loadKeys(store.settings, keyRing, config.jwksFile);
   const revocations = new RevocationList(store.revocations);
   await revocations.start();

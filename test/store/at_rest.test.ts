@@ -1,15 +1,20 @@
-import { chmod, readFile, stat } from 'node:fs/promises';
-import { dirname } from 'node:path';
+import { spawnSync } from 'node:child_process';
+import { chmod, copyFile, mkdir, mkdtemp, readdir, readFile, rm, stat, writeFile } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { dirname, join } from 'node:path';
+import { fileURLToPath } from 'node:url';
 
 import { expect } from 'chai';
 
 import { openStore, sqliteFile } from '../../adapters/index.ts';
+import { KeyRing } from '../../src/keys/key_encryption.ts';
 import { api, createApiKey } from '../support/data_api.ts';
 import { codeRequest, exchangeCode, postCredentials, registerClient, tokenRequest } from '../support/oauth.ts';
 import { keysUnder, rawRedis, startRedis, type RedisServer } from '../support/redis.ts';
 import { initialAccessToken, seedUser, startServer, storedSetting, type TestServer } from '../support/server.ts';
 import { UserAgent, authorize } from '../support/user_agent.ts';
 
+const ROOT = fileURLToPath(new URL('../..', import.meta.url));
 const KEY_A = Buffer.alloc(32, 1).toString('base64url');
 const KEY_B = Buffer.alloc(32, 2).toString('base64url');
 
@@ -136,22 +141,79 @@ describe('a copy of the store', function () {
 
   describe('with the embedded default key-encryption key', () => {
     let server: TestServer;
+    let copy: string;
 
     before(async () => {
       server = await startServer();
+      copy = await mkdtemp(join(tmpdir(), 'oauth-copy-'));
     });
 
     after(async () => {
       await server?.stop();
+      await rm(copy, { recursive: true, force: true });
     });
 
-    it('keeps the key-encryption key in an owner-only file beside the database, never in it', async () => {
-      const keyFile = sqliteFile(server.store)!.replace(/\.sqlite$/, '.kek');
+    it('keeps the key-encryption key outside the data directory, in an owner-only file under the user\'s config directory, and logs where (never the key)', async () => {
+      const keyFile = join(server.home, '.config', 'workspace-oauth-server', 'key-encryption.key');
       expect((await stat(keyFile)).mode & 0o777).to.equal(0o600);
+      expect((await stat(dirname(keyFile))).mode & 0o777).to.equal(0o700);
       const key = (await readFile(keyFile, 'utf8')).trim();
       expect(key).to.match(/^[A-Za-z0-9_-]{43}$/);
       expect((await storeBytes(server)).includes(key)).to.equal(false);
-      expect(server.logs()).to.contain('created the key-encryption key');
+
+      const dataDirectory = dirname(sqliteFile(server.store)!);
+      expect(await readdir(dataDirectory), 'the data directory holds the database and nothing else').to.satisfy((names: string[]) => names.every((name) => name.startsWith('oauth.sqlite')));
+      const created = server.logs().split('\n').filter((line) => line.includes('created the key-encryption key'));
+      expect(created).to.have.length(1);
+      expect(JSON.parse(created[0]!)).to.include({ file: keyFile });
+      expect(server.logs()).to.not.contain(key);
+    });
+
+    it('a copy of the data directory alone does not open the stored keys: the service refuses to start on it', async () => {
+      const database = sqliteFile(server.store)!;
+      await mkdir(join(copy, 'data'));
+      for (const suffix of ['', '-wal']) await copyFile(`${database}${suffix}`, join(copy, 'data', `oauth.sqlite${suffix}`));
+      const result = spawnSync(process.execPath, ['src/main.ts'], {
+        cwd: ROOT,
+        env: { PATH: process.env.PATH ?? '', HOME: join(copy, 'home'), STORE: `sqlite:${join(copy, 'data', 'oauth.sqlite')}`, PORT: '0', HOST: '127.0.0.1', METRICS: 'off' },
+        encoding: 'utf8',
+        timeout: 20_000,
+      });
+      expect(result.status, result.stderr).to.equal(1);
+      expect(result.stderr).to.match(/configuration error: a stored value was sealed with a key-encryption key that is not configured/).and.not.match(/\n\s+at /);
+    });
+  });
+
+  describe('with a key-encryption key an earlier version made beside the database', () => {
+    let dir: string;
+    let server: TestServer;
+
+    before(async () => {
+      dir = await mkdtemp(join(tmpdir(), 'oauth-legacy-'));
+      await mkdir(join(dir, 'data'), { mode: 0o700 });
+      await writeFile(join(dir, 'data', 'oauth.kek'), `${KEY_A}\n`, { mode: 0o600 });
+      server = await startServer({ store: `sqlite:${join(dir, 'data', 'oauth.sqlite')}` });
+    });
+
+    after(async () => {
+      await server?.stop();
+      await rm(dir, { recursive: true, force: true });
+    });
+
+    it('still seals with it, across restarts, and warns at each start to move it out of the data directory', async () => {
+      const legacy = join(dir, 'data', 'oauth.kek');
+      const warnings = () => server.logs().split('\n').filter((line) => line.includes('the key-encryption key is kept beside the database'));
+      expect(warnings()).to.have.length(1);
+      expect(JSON.parse(warnings()[0]!)).to.include({ level: 'warn', file: legacy });
+      expect(new KeyRing(Buffer.from(KEY_A, 'base64url')).open((await storedSetting(server, 'signing_jwks'))!)).to.contain('"d"');
+      expect(server.logs()).to.not.contain('created the key-encryption key');
+      let made = true;
+      await stat(join(server.home, '.config', 'workspace-oauth-server', 'key-encryption.key')).catch(() => { made = false; });
+      expect(made, 'no new key file was made').to.equal(false);
+
+      await server.restart();
+      expect(warnings()).to.have.length(2);
+      expect((await fetch(`${server.origin}/readyz`)).status).to.equal(200);
     });
   });
 

@@ -19,6 +19,12 @@ export interface TestServer {
   origin: string;
   /** Storage URL of the real SQLite file the server uses (in a `data` directory the server creates). */
   store: string;
+  /**
+   * The server's home directory (HOME), a temporary one: the embedded store's key-encryption key
+   * is made under it (`.config/workspace-oauth-server/`), never in the real one. Servers that
+   * share a store share it, as instances on one machine would.
+   */
+  home: string;
   /** Everything the server process wrote to stderr (its JSON log). */
   logs(): string;
   /** Stops the process (SIGTERM) and starts a new one on the same port and file. */
@@ -40,6 +46,9 @@ export interface ServerOptions {
   store?: string;
 }
 
+/** The home directory of the first server on each storage URL, for those started on it after. */
+const homes = new Map<string, string>();
+
 export async function freePort(): Promise<number> {
   return new Promise((resolve, reject) => {
     const probe = createServer();
@@ -58,9 +67,11 @@ export async function startServer(options: ServerOptions = {}): Promise<TestServ
   const origin = `http://127.0.0.1:${port}`;
   const issuer = `${origin}${options.basePath ?? ''}`;
   const store = options.store ?? `sqlite:${join(dir, 'data', 'oauth.sqlite')}`;
+  const home = homes.get(store) ?? join(dir, 'home');
+  if (!homes.has(store)) homes.set(store, home);
   const env = {
     PATH: process.env.PATH ?? '',
-    HOME: process.env.HOME ?? '',
+    HOME: home,
     PORT: String(port),
     HOST: '127.0.0.1',
     BASE_URL: issuer,
@@ -92,6 +103,7 @@ export async function startServer(options: ServerOptions = {}): Promise<TestServ
     issuer,
     origin,
     store,
+    home,
     env,
     logs: () => output,
     pid: () => child?.pid,
@@ -101,6 +113,7 @@ export async function startServer(options: ServerOptions = {}): Promise<TestServ
     },
     stop: async () => {
       await stopChild();
+      if (homes.get(store) === home && !options.store) homes.delete(store);
       await rm(dir, { recursive: true, force: true });
     },
     admin: (args, stdin) => runAdmin(env, args, stdin),

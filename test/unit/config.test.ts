@@ -1,5 +1,7 @@
 import { spawnSync } from 'node:child_process';
 import { readFileSync } from 'node:fs';
+import { homedir } from 'node:os';
+import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { parseEnv } from 'node:util';
 
@@ -64,6 +66,18 @@ describe('configuration', () => {
     expect(configError({ METRICS: 'sometimes' })).to.match(/^METRICS must be on or off/);
     expect(configError({ METRICS_TOKEN: 'short' })).to.match(/^METRICS_TOKEN must be 16 to 256 characters/);
     expect(configError({ METRICS_TOKEN: 'a long token with spaces in it' })).to.match(/^METRICS_TOKEN/).and.not.contain('spaces in it');
+  });
+
+  it('keeps the embedded store\'s default key-encryption key under the user\'s config directory, not beside the database', () => {
+    expect(loadConfig({ STORE: 'sqlite:/srv/oauth/data/oauth.sqlite', XDG_CONFIG_HOME: '/home/ann/.cfg' }).keyEncryptionKey).to.deep.equal({
+      created: '/home/ann/.cfg/workspace-oauth-server/key-encryption.key',
+      besideDatabase: '/srv/oauth/data/oauth.kek',
+    });
+    expect(loadConfig({}).keyEncryptionKey).to.deep.include({ created: join(homedir(), '.config', 'workspace-oauth-server', 'key-encryption.key') });
+    expect(loadConfig({ KEY_ENCRYPTION_KEY_FILE: '/run/secrets/kek' }).keyEncryptionKey).to.deep.equal({ file: '/run/secrets/kek' });
+    expect(loadConfig({ STORE: 'memory:' }).keyEncryptionKey).to.equal(undefined);
+    expect(loadConfig({ STORE: 'redis://127.0.0.1:6379' }).keyEncryptionKey).to.equal(undefined);
+    expect(configError({ XDG_CONFIG_HOME: 'relative/dir' })).to.match(/^XDG_CONFIG_HOME must be an absolute path/);
   });
 
   it('accepts Redis storage URLs, and refuses a malformed one saying what is wrong without repeating its password', () => {
