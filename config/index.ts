@@ -4,7 +4,7 @@ import { isAbsolute, join } from 'node:path';
 import { sqliteFile } from '../adapters/index.ts';
 import { ConfigError } from './parsers.ts';
 import { read, type Env } from './schema.ts';
-import type { Config, KeyEncryptionKeySource, KeyRotationPolicy, RateLimits } from './types.ts';
+import type { Config, KeyEncryptionKeySource, KeyRotationPolicy, MetricsSettings, RateLimits } from './types.ts';
 
 /**
  * Service configuration: read from the environment once, at start, validated, then passed down.
@@ -18,7 +18,6 @@ export type { Config, KeyEncryptionKeySource, KeyRotationPolicy, LogLevel, Metad
 export function loadConfig(env: Env = process.env): Config {
   const port = read(env, 'PORT');
   const { issuer, basePath } = read(env, 'BASE_URL') ?? { issuer: `http://localhost:${port}`, basePath: '' };
-  const metricsToken = read(env, 'METRICS_TOKEN');
   const store = read(env, 'STORE');
   return {
     issuer,
@@ -29,7 +28,7 @@ export function loadConfig(env: Env = process.env): Config {
     store,
     proxyHops: read(env, 'TRUST_PROXY'),
     logLevel: read(env, 'LOG_LEVEL'),
-    metrics: read(env, 'METRICS') ? { token: metricsToken } : undefined,
+    metrics: metrics(env, port),
     registration: read(env, 'REGISTRATION'),
     registrationAccessTokenTtl: read(env, 'REGISTRATION_ACCESS_TOKEN_TTL'),
     unusedClientTtl: read(env, 'UNUSED_CLIENT_TTL'),
@@ -42,6 +41,20 @@ export function loadConfig(env: Env = process.env): Config {
     previousKeyEncryptionKeys: read(env, 'KEY_ENCRYPTION_KEY_PREVIOUS') ?? [],
     keyRotation: keyRotation(env),
   };
+}
+
+/** Every METRICS_* is checked, whatever METRICS says, so a typo is found before it matters. */
+function metrics(env: Env, port: number): MetricsSettings | undefined {
+  const where = read(env, 'METRICS');
+  const host = read(env, 'METRICS_HOST');
+  const metricsPort = read(env, 'METRICS_PORT');
+  const token = read(env, 'METRICS_TOKEN');
+  if (where === 'off') return undefined;
+  if (where === 'public') return { where, token };
+  if (metricsPort !== 0 && metricsPort === port) {
+    throw new ConfigError(`METRICS_PORT (${metricsPort}) must not be PORT: the metrics have a listener of their own (METRICS=public serves them on PORT instead)`);
+  }
+  return { where, host, port: metricsPort, token };
 }
 
 /** Every RATE_LIMIT_* is checked, also with RATE_LIMITS=off, so a typo is found before the limits are turned on. */

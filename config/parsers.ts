@@ -38,6 +38,14 @@ export const onOff: Parser<boolean> = (value, name) => {
   return value.toLowerCase() === 'on';
 };
 
+/** Where `/metrics` is served: `local` (its own listener), `public` (the service's port) or `off`; `on`, the earlier default, is `local`. */
+export const metricsMode: Parser<'local' | 'public' | 'off'> = (value, name) => {
+  const mode = value.toLowerCase();
+  if (mode === 'on') return 'local';
+  if (mode === 'local' || mode === 'public' || mode === 'off') return mode;
+  throw new ConfigError(`${name} must be local, public or off, got "${value}"`);
+};
+
 /** `90d`, `12h`, `30m`, `45s` or seconds, as seconds. */
 export const duration: Parser<number> = (value, name) => {
   const seconds = parseDuration(value);

@@ -23,7 +23,7 @@ export interface Config {
    */
   readonly proxyHops: number;
   readonly logLevel: LogLevel;
-  /** Prometheus metrics at `/metrics` (src/http/metrics/); undefined with METRICS=off. */
+  /** Prometheus metrics at `/metrics` (src/http/metrics/), and where they are served; undefined with METRICS=off. */
   readonly metrics: MetricsSettings | undefined;
   readonly registration: RegistrationMode;
   /**
@@ -77,10 +77,15 @@ export interface MetadataDocumentSettings {
   readonly allowedDomains: readonly string[] | undefined;
 }
 
-export interface MetricsSettings {
-  /** METRICS_TOKEN: the bearer token a scrape must present; undefined: anyone who reaches the port may scrape. */
-  readonly token: string | undefined;
-}
+/**
+ * `local` (METRICS=local, the default): on a listener of their own at `host`:`port`
+ * (METRICS_HOST, METRICS_PORT), never on the service's port. `public`: on the service's port.
+ * `token` (METRICS_TOKEN): the bearer token a scrape must present, either way; undefined: anyone
+ * who reaches the metrics may scrape.
+ */
+export type MetricsSettings =
+  | { readonly where: 'local'; readonly host: string; readonly port: number; readonly token: string | undefined }
+  | { readonly where: 'public'; readonly token: string | undefined };
 
 export interface KeyRotationPolicy {
   /** KEY_PREPUBLISH: seconds a new signing key is published before it signs. */

@@ -364,6 +364,7 @@ describe('first start on a terminal', function () {
       HOST: '127.0.0.1',
       BASE_URL: `http://127.0.0.1:${port}`,
       STORE: `sqlite:${join(dir, 'data', 'oauth.sqlite')}`,
+      METRICS_PORT: String(await freePort()),
     });
     try {
       await terminal.shows(/No users yet\. To create the first workspace, its admin and a demo client to try it with, run:\s+npm run admin -- quickstart/);

@@ -17,6 +17,11 @@ export interface TestServer {
   issuer: string;
   /** scheme://host:port, without the issuer's path. */
   origin: string;
+  /**
+   * The metrics listener's `/metrics` (METRICS=local, the default): a port of its own on
+   * loopback, free when the server started (METRICS_PORT), as several servers run at once.
+   */
+  metrics: string;
   /** Storage URL of the real SQLite file the server uses (in a `data` directory the server creates). */
   store: string;
   /**
@@ -64,6 +69,7 @@ export async function freePort(): Promise<number> {
 export async function startServer(options: ServerOptions = {}): Promise<TestServer> {
   const dir = await mkdtemp(join(tmpdir(), 'oauth-test-'));
   const port = await freePort();
+  const metricsPort = await freePort();
   const origin = `http://127.0.0.1:${port}`;
   const issuer = `${origin}${options.basePath ?? ''}`;
   const store = options.store ?? `sqlite:${join(dir, 'data', 'oauth.sqlite')}`;
@@ -76,6 +82,7 @@ export async function startServer(options: ServerOptions = {}): Promise<TestServ
     HOST: '127.0.0.1',
     BASE_URL: issuer,
     STORE: store,
+    METRICS_PORT: String(metricsPort),
     LOG_LEVEL: 'info',
     ...options.env,
   };
@@ -102,6 +109,7 @@ export async function startServer(options: ServerOptions = {}): Promise<TestServ
   return {
     issuer,
     origin,
+    metrics: `http://127.0.0.1:${metricsPort}/metrics`,
     store,
     home,
     env,

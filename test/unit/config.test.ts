@@ -59,11 +59,17 @@ describe('configuration', () => {
     expect(configError({ PKCE_REQUIRED: 'none' })).to.match(/^PKCE_REQUIRED must be one of all, public/);
   });
 
-  it('turns metrics on by default, off with METRICS=off, and takes a METRICS_TOKEN without ever repeating it', () => {
-    expect(loadConfig({}).metrics).to.deep.equal({ token: undefined });
+  it('serves metrics on a loopback listener of their own by default (port 9464), on PORT only with METRICS=public, and takes a METRICS_TOKEN without ever repeating it', () => {
+    expect(loadConfig({}).metrics).to.deep.equal({ where: 'local', host: '127.0.0.1', port: 9464, token: undefined });
+    expect(loadConfig({ METRICS: 'on' }).metrics, 'on, the earlier default, is local').to.deep.equal(loadConfig({}).metrics);
     expect(loadConfig({ METRICS: 'off' }).metrics).to.equal(undefined);
-    expect(loadConfig({ METRICS_TOKEN: 'Zm9vYmFyYmF6cXV4MTIzNDU2Nzg=' }).metrics).to.deep.equal({ token: 'Zm9vYmFyYmF6cXV4MTIzNDU2Nzg=' });
-    expect(configError({ METRICS: 'sometimes' })).to.match(/^METRICS must be on or off/);
+    expect(loadConfig({ METRICS: 'public' }).metrics).to.deep.equal({ where: 'public', token: undefined });
+    expect(loadConfig({ METRICS_HOST: '10.0.0.5', METRICS_PORT: '0' }).metrics).to.deep.include({ host: '10.0.0.5', port: 0 });
+    expect(loadConfig({ METRICS_TOKEN: 'Zm9vYmFyYmF6cXV4MTIzNDU2Nzg=' }).metrics).to.deep.include({ token: 'Zm9vYmFyYmF6cXV4MTIzNDU2Nzg=' });
+    expect(loadConfig({ METRICS: 'public', METRICS_TOKEN: 'Zm9vYmFyYmF6cXV4MTIzNDU2Nzg=' }).metrics).to.deep.equal({ where: 'public', token: 'Zm9vYmFyYmF6cXV4MTIzNDU2Nzg=' });
+    expect(configError({ METRICS: 'sometimes' })).to.match(/^METRICS must be local, public or off/);
+    expect(configError({ METRICS_PORT: '3000' })).to.match(/^METRICS_PORT \(3000\) must not be PORT/);
+    expect(configError({ METRICS_PORT: '99999', METRICS: 'off' })).to.match(/^METRICS_PORT must be/);
     expect(configError({ METRICS_TOKEN: 'short' })).to.match(/^METRICS_TOKEN must be 16 to 256 characters/);
     expect(configError({ METRICS_TOKEN: 'a long token with spaces in it' })).to.match(/^METRICS_TOKEN/).and.not.contain('spaces in it');
   });
