@@ -2,6 +2,7 @@ import { resolve } from 'node:path';
 
 import { openRedisStore } from './redis/store.ts';
 import { isRedisUrl, REDIS_SCHEMES } from './redis/url.ts';
+import type { Logger } from '../src/shared/logger.ts';
 import { openSqliteStore } from './sqlite/store.ts';
 import type { Store } from './store.ts';
 
@@ -13,6 +14,8 @@ export const STORE_SCHEMES = ['sqlite:', 'memory:', ...REDIS_SCHEMES] as const;
 export interface OpenStoreOptions {
   /** Redis only: starts every key (default `oauth:`), so several services or tests can share one Redis. */
   keyPrefix?: string;
+  /** SQLite only: hears of database files or their directory left readable by other users. */
+  warn?: Logger['warn'];
 }
 
 /**
@@ -25,7 +28,7 @@ export function openStore(url: string, options: OpenStoreOptions = {}): Store {
   if (url === 'memory:') return openSqliteStore(':memory:', 'memory');
   if (isRedisUrl(url)) return openRedisStore(url, options);
   const path = sqliteFile(url);
-  if (path) return openSqliteStore(path);
+  if (path) return openSqliteStore(path, 'sqlite', options.warn);
   throw new TypeError(`unsupported storage URL "${url}"; use one of ${STORE_SCHEMES.join(', ')}`);
 }
 

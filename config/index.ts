@@ -1,6 +1,10 @@
+import { homedir } from 'node:os';
+import { isAbsolute, join } from 'node:path';
+
+import { sqliteFile } from '../adapters/index.ts';
 import { ConfigError } from './parsers.ts';
 import { read, type Env } from './schema.ts';
-import type { Config, KeyRotationPolicy, RateLimits } from './types.ts';
+import type { Config, KeyEncryptionKeySource, KeyRotationPolicy, MetricsSettings, RateLimits } from './types.ts';
 
 /**
  * Service configuration: read from the environment once, at start, validated, then passed down.
@@ -9,22 +13,22 @@ import type { Config, KeyRotationPolicy, RateLimits } from './types.ts';
  */
 
 export { ConfigError } from './parsers.ts';
-export type { Config, KeyRotationPolicy, LogLevel, MetadataDocumentSettings, MetricsSettings, PkcePolicy, Rate, RateLimits, RegistrationMode } from './types.ts';
+export type { Config, KeyEncryptionKeySource, KeyRotationPolicy, LogLevel, MetadataDocumentSettings, MetricsSettings, PkcePolicy, Rate, RateLimits, RegistrationMode } from './types.ts';
 
 export function loadConfig(env: Env = process.env): Config {
   const port = read(env, 'PORT');
   const { issuer, basePath } = read(env, 'BASE_URL') ?? { issuer: `http://localhost:${port}`, basePath: '' };
-  const metricsToken = read(env, 'METRICS_TOKEN');
+  const store = read(env, 'STORE');
   return {
     issuer,
     basePath,
     port,
     host: read(env, 'HOST'),
     workers: read(env, 'WORKERS'),
-    store: read(env, 'STORE'),
+    store,
     proxyHops: read(env, 'TRUST_PROXY'),
     logLevel: read(env, 'LOG_LEVEL'),
-    metrics: read(env, 'METRICS') ? { token: metricsToken } : undefined,
+    metrics: metrics(env, port),
     registration: read(env, 'REGISTRATION'),
     registrationAccessTokenTtl: read(env, 'REGISTRATION_ACCESS_TOKEN_TTL'),
     unusedClientTtl: read(env, 'UNUSED_CLIENT_TTL'),
@@ -34,10 +38,24 @@ export function loadConfig(env: Env = process.env): Config {
     mcpAllowedOrigins: read(env, 'MCP_ALLOWED_ORIGINS') ?? [],
     rateLimits: rateLimits(env),
     jwksFile: read(env, 'JWKS_FILE'),
-    keyEncryptionKey: keyEncryptionKey(env),
+    keyEncryptionKey: keyEncryptionKey(env, store),
     previousKeyEncryptionKeys: read(env, 'KEY_ENCRYPTION_KEY_PREVIOUS') ?? [],
     keyRotation: keyRotation(env),
   };
+}
+
+/** Every METRICS_* is checked, whatever METRICS says, so a typo is found before it matters. */
+function metrics(env: Env, port: number): MetricsSettings | undefined {
+  const where = read(env, 'METRICS');
+  const host = read(env, 'METRICS_HOST');
+  const metricsPort = read(env, 'METRICS_PORT');
+  const token = read(env, 'METRICS_TOKEN');
+  if (where === 'off') return undefined;
+  if (where === 'public') return { where, token };
+  if (metricsPort !== 0 && metricsPort === port) {
+    throw new ConfigError(`METRICS_PORT (${metricsPort}) must not be PORT: the metrics have a listener of their own (METRICS=public serves them on PORT instead)`);
+  }
+  return { where, host, port: metricsPort, token };
 }
 
 /** Every RATE_LIMIT_* is checked, also with RATE_LIMITS=off, so a typo is found before the limits are turned on. */
@@ -61,12 +79,36 @@ function rateLimits(env: Env): RateLimits | undefined {
   return read(env, 'RATE_LIMITS') ? limits : undefined;
 }
 
-function keyEncryptionKey(env: Env): Config['keyEncryptionKey'] {
+/** The directory under the user's configuration directory where the embedded store's key-encryption key is made. */
+const CONFIG_DIRECTORY = 'workspace-oauth-server';
+
+function keyEncryptionKey(env: Env, store: string): KeyEncryptionKeySource | undefined {
   const file = read(env, 'KEY_ENCRYPTION_KEY_FILE');
+  const configHome = read(env, 'XDG_CONFIG_HOME');
   if (file && env.KEY_ENCRYPTION_KEY) throw new ConfigError('set KEY_ENCRYPTION_KEY or KEY_ENCRYPTION_KEY_FILE, not both');
   if (file) return { file };
   const value = read(env, 'KEY_ENCRYPTION_KEY');
-  return value === undefined ? undefined : { value };
+  if (value !== undefined) return { value };
+  const database = sqliteFile(store);
+  if (!database) return undefined;
+  // Outside the data directory, so that a copy of it (a backup, a stolen disk image of it) opens nothing.
+  return {
+    created: join(configHome ?? join(homeDirectory(), '.config'), CONFIG_DIRECTORY, 'key-encryption.key'),
+    besideDatabase: `${database.replace(/\.[^./]*$/, '')}.kek`,
+  };
+}
+
+function homeDirectory(): string {
+  let home = '';
+  try {
+    home = homedir();
+  } catch {
+    // No home directory for this user: said below.
+  }
+  if (!isAbsolute(home)) {
+    throw new ConfigError('XDG_CONFIG_HOME must be set (there is no home directory to keep the key-encryption key under), or set KEY_ENCRYPTION_KEY or KEY_ENCRYPTION_KEY_FILE');
+  }
+  return home;
 }
 
 function keyRotation(env: Env): KeyRotationPolicy {

@@ -1,4 +1,5 @@
 import { availableParallelism } from 'node:os';
+import { isAbsolute } from 'node:path';
 
 import { isRedisUrl, parseRedisUrl } from '../adapters/redis/url.ts';
 import { parseDuration } from './duration.ts';
@@ -18,6 +19,11 @@ export type Parser<T> = (value: string, name: string) => T;
 
 export const text: Parser<string> = (value) => value;
 
+export const absolutePath: Parser<string> = (value, name) => {
+  if (!isAbsolute(value)) throw new ConfigError(`${name} must be an absolute path, got "${value}"`);
+  return value;
+};
+
 export function choice<T extends string>(choices: readonly T[]): Parser<T> {
   return (value, name) => {
     const match = choices.find((one) => one === value.toLowerCase());
@@ -30,6 +36,14 @@ export function choice<T extends string>(choices: readonly T[]): Parser<T> {
 export const onOff: Parser<boolean> = (value, name) => {
   if (!/^(on|off)$/i.test(value)) throw new ConfigError(`${name} must be on or off, got "${value}"`);
   return value.toLowerCase() === 'on';
+};
+
+/** Where `/metrics` is served: `local` (its own listener), `public` (the service's port) or `off`; `on`, the earlier default, is `local`. */
+export const metricsMode: Parser<'local' | 'public' | 'off'> = (value, name) => {
+  const mode = value.toLowerCase();
+  if (mode === 'on') return 'local';
+  if (mode === 'local' || mode === 'public' || mode === 'off') return mode;
+  throw new ConfigError(`${name} must be local, public or off, got "${value}"`);
 };
 
 /** `90d`, `12h`, `30m`, `45s` or seconds, as seconds. */

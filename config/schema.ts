@@ -1,6 +1,6 @@
 import { LIFETIMES, MIN_PREPUBLISH_SECONDS } from './lifetimes.ts';
 import {
-  atLeast, baseUrl, bearerToken, choice, count, days, domain, duration, encryptionKey, encryptionKeys, hostPort, ipv6Prefix, list, onOff, origin, orOff, type Parser, port, proxyHops, rate, registrationMode, storeUrl, text, workers,
+  absolutePath, atLeast, baseUrl, bearerToken, choice, count, days, domain, duration, encryptionKey, encryptionKeys, hostPort, ipv6Prefix, list, metricsMode, onOff, origin, orOff, type Parser, port, proxyHops, rate, registrationMode, storeUrl, text, workers,
 } from './parsers.ts';
 import type { LogLevel, PkcePolicy } from './types.ts';
 
@@ -157,9 +157,19 @@ export const SCHEMA = {
     '`debug`, `info`, `warn`, `error`, `silent`. Logs are JSON lines on stderr (readable `time LEVEL message key=value` lines when stderr is a terminal), each with the `request_id` of the request it was written for, never with secrets, passwords or tokens',
     choice(LOG_LEVELS),
   ),
-  METRICS: withDefault('on', '`off` removes `/metrics` (see [Monitoring](#monitoring))', onOff),
+  METRICS: withDefault(
+    'local',
+    'Where `/metrics` is served. `local`: on a listener of its own, `METRICS_HOST`:`METRICS_PORT` (loopback), never on `PORT`; `public`: on `PORT` with the service, to whoever reaches it (set `METRICS_TOKEN`); `off`: nowhere. `on` is read as `local`. See [Monitoring](#monitoring)',
+    metricsMode,
+  ),
+  METRICS_HOST: withDefault('127.0.0.1', 'Address of the metrics listener (`METRICS=local`): loopback, for a Prometheus or an agent on the same host; a private address or `0.0.0.0` to be scraped from elsewhere (then set `METRICS_TOKEN`, or keep the port off every public network)', text),
+  METRICS_PORT: withDefault(
+    '9464',
+    'Port of the metrics listener (`METRICS=local`), not `PORT`; 9464 is the port of OpenTelemetry\'s Prometheus exporter. A second instance on the same host needs its own; `0` picks a free one, logged at start',
+    port,
+  ),
   METRICS_TOKEN: optional(
-    'When set, `/metrics` answers only requests with `Authorization: Bearer <METRICS_TOKEN>` (16 to 256 characters of `A-Z a-z 0-9 - . _ ~ + /`, e.g. `openssl rand -base64 24`). Without it, anyone who reaches the port can read the metrics (they hold no ids or secrets, but do show traffic): set it, or keep `/metrics` off the public route at the proxy',
+    'When set, `/metrics` answers only requests with `Authorization: Bearer <METRICS_TOKEN>` (16 to 256 characters of `A-Z a-z 0-9 - . _ ~ + /`, e.g. `openssl rand -base64 24`), wherever it is served. Without it, anyone who reaches the metrics can read them (they hold no ids or secrets, but do show traffic): needed with `METRICS=public`, and with a `METRICS_HOST` others can reach',
     bearerToken, '— (no token)',
   ),
   JWKS_FILE: optional(
@@ -171,8 +181,12 @@ export const SCHEMA = {
     encryptionKey,
   ),
   KEY_ENCRYPTION_KEY_FILE: optional(
-    'A file holding that key instead. With neither set, the embedded store creates `<database>.kek` (e.g. `./data/oauth.kek`, owner-only) at first start and says so; `memory:` makes one per run',
-    text, 'beside the database',
+    'A file holding that key instead. With neither set, the embedded store creates one at first start outside its data directory, in `$XDG_CONFIG_HOME/workspace-oauth-server/key-encryption.key` (`~/.config/…` without `XDG_CONFIG_HOME`; owner-only), and logs where; an `https` `BASE_URL` needs one of the two set. A key an earlier version made beside the database (`./data/oauth.kek`) is still read, with a warning to move it. `memory:` makes one per run. See [What a copy of the store holds](#what-a-copy-of-the-store-holds)',
+    text, '— (created under the user\'s config directory)',
+  ),
+  XDG_CONFIG_HOME: optional(
+    'The user\'s configuration directory (an absolute path), where the embedded store\'s key-encryption key is created when `KEY_ENCRYPTION_KEY_FILE` is not set',
+    absolutePath, '— (`~/.config`)',
   ),
   KEY_ENCRYPTION_KEY_PREVIOUS: optional(
     'Comma-separated earlier keys, still accepted after a rotation (see [What a copy of the store holds](#what-a-copy-of-the-store-holds))',

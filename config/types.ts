@@ -23,7 +23,7 @@ export interface Config {
    */
   readonly proxyHops: number;
   readonly logLevel: LogLevel;
-  /** Prometheus metrics at `/metrics` (src/http/metrics/); undefined with METRICS=off. */
+  /** Prometheus metrics at `/metrics` (src/http/metrics/), and where they are served; undefined with METRICS=off. */
   readonly metrics: MetricsSettings | undefined;
   readonly registration: RegistrationMode;
   /**
@@ -49,16 +49,28 @@ export interface Config {
   /** Private JWKS file supplied by the operator instead of generated keys. */
   readonly jwksFile: string | undefined;
   /**
-   * The key-encryption key that seals the stored signing and cookie keys: given inline
-   * (KEY_ENCRYPTION_KEY) or in a file (KEY_ENCRYPTION_KEY_FILE). Undefined: the embedded store
-   * keeps one in a file beside its database, created at first start; `memory:` makes one per run.
+   * The key-encryption key that seals the stored signing and cookie keys. Undefined: neither
+   * variable is set and the store is not the embedded one (`memory:` makes one per run, Redis
+   * refuses to start).
    */
-  readonly keyEncryptionKey: { value: string } | { file: string } | undefined;
+  readonly keyEncryptionKey: KeyEncryptionKeySource | undefined;
   /** Earlier key-encryption keys, still accepted for values sealed before a rotation (KEY_ENCRYPTION_KEY_PREVIOUS). */
   readonly previousKeyEncryptionKeys: readonly string[];
   /** Signing-key rotation (src/keys/rotation.ts). */
   readonly keyRotation: KeyRotationPolicy;
 }
+
+export type KeyEncryptionKeySource =
+  /** KEY_ENCRYPTION_KEY */
+  | { readonly value: string }
+  /** KEY_ENCRYPTION_KEY_FILE */
+  | { readonly file: string }
+  /**
+   * Neither, with the embedded store: the file `created` under the user's configuration directory
+   * (XDG_CONFIG_HOME) at first start, outside the data directory; or, when an earlier version made
+   * one there, the file `besideDatabase` (`oauth.sqlite` -> `oauth.kek`).
+   */
+  | { readonly created: string; readonly besideDatabase: string };
 
 export interface MetadataDocumentSettings {
   /** CIMD_TRUSTED_HOSTS: `host:port` that may be fetched on private or loopback addresses. */
@@ -67,10 +79,15 @@ export interface MetadataDocumentSettings {
   readonly allowedDomains: readonly string[] | undefined;
 }
 
-export interface MetricsSettings {
-  /** METRICS_TOKEN: the bearer token a scrape must present; undefined: anyone who reaches the port may scrape. */
-  readonly token: string | undefined;
-}
+/**
+ * `local` (METRICS=local, the default): on a listener of their own at `host`:`port`
+ * (METRICS_HOST, METRICS_PORT), never on the service's port. `public`: on the service's port.
+ * `token` (METRICS_TOKEN): the bearer token a scrape must present, either way; undefined: anyone
+ * who reaches the metrics may scrape.
+ */
+export type MetricsSettings =
+  | { readonly where: 'local'; readonly host: string; readonly port: number; readonly token: string | undefined }
+  | { readonly where: 'public'; readonly token: string | undefined };
 
 export interface KeyRotationPolicy {
   /** KEY_PREPUBLISH: seconds a new signing key is published before it signs. */

@@ -12,6 +12,8 @@ import { createService } from './http/app.ts';
 import { aggregateWorkerMetrics } from './http/metrics/cluster.ts';
 import { Metrics } from './http/metrics/metrics.ts';
 import { instrumentStore } from './http/metrics/store.ts';
+import { listen, ListenError } from './http/listen.ts';
+import { serveMetrics, stopServingMetrics } from './http/metrics/listener.ts';
 import { superviseWorkers } from './http/workers.ts';
 
 /** How long SIGTERM waits for requests in flight before it closes their connections. */
@@ -28,10 +30,18 @@ async function main(): Promise<void> {
   if (config.cimd?.trustedHosts.length) {
     logger.warn('client metadata documents may be fetched from these hosts on private or loopback addresses (CIMD_TRUSTED_HOSTS)', { hosts: config.cimd.trustedHosts.join(' ') });
   }
+  if (config.metrics?.where === 'public' && config.metrics.token === undefined && cluster.isPrimary) {
+    logger.warn('metrics are served on the service\'s port to anyone who reaches it (METRICS=public without METRICS_TOKEN)');
+  }
   if (config.workers > 1 && cluster.isPrimary) {
     await prepare(config, logger);
+    const gather = config.metrics ? aggregateWorkerMetrics(logger) : undefined;
+    // One listener for the sum of every worker's metrics: the supervisor's, started before the workers.
+    if (config.metrics?.where === 'local' && gather) {
+      const metricsServer = await serveMetrics(config.metrics, gather, logger);
+      for (const signal of ['SIGTERM', 'SIGINT'] as const) process.once(signal, () => void stopServingMetrics(metricsServer));
+    }
     superviseWorkers(config.workers, logger);
-    if (config.metrics) aggregateWorkerMetrics(logger);
     return;
   }
   await serve(config, logger, config.workers === 1);
@@ -39,9 +49,11 @@ async function main(): Promise<void> {
 
 /** Creates what every instance must agree on before the workers start: the keys. */
 async function prepare(config: Config, logger: Logger): Promise<void> {
-  const store = openStore(config.store);
+  // The key first: a start it refuses leaves nothing on disk.
+  const keyRing = await loadKeyRing(config, logger);
+  const store = openStore(config.store, { warn: logger.warn });
   try {
-    await loadKeys(store.settings, await loadKeyRing(config, logger), config.jwksFile);
+    await loadKeys(store.settings, keyRing, config.jwksFile);
     await hintWhenEmpty(store.accounts.countUsers(), logger);
   } finally {
     await store.close();
@@ -51,8 +63,10 @@ async function prepare(config: Config, logger: Logger): Promise<void> {
 async function serve(config: Config, logger: Logger, alone: boolean): Promise<void> {
   // One registry a process, and the store wrapped once: a service rebuilt with new keys counts on.
   const metrics = config.metrics ? new Metrics() : undefined;
-  const store = metrics ? instrumentStore(openStore(config.store), metrics) : openStore(config.store);
   const keyRing = await loadKeyRing(config, logger);
+  // Alone, this process says what it finds on disk; as a worker, the supervisor has said it.
+  const opened = openStore(config.store, { warn: alone ? logger.warn : undefined });
+  const store = metrics ? instrumentStore(opened, metrics) : opened;
   const keys = await loadKeys(store.settings, keyRing, config.jwksFile);
   const revocations = new RevocationList(store.revocations);
   await revocations.start();
@@ -65,11 +79,10 @@ async function serve(config: Config, logger: Logger, alone: boolean): Promise<vo
     onChange: (jwks) => { handle = serviceWith({ ...keys, jwks }); },
   });
 
-  const server: Server = createServer((request, response) => handle(request, response)).listen(config.port, config.host);
-  await new Promise<void>((resolve, reject) => {
-    server.once('listening', resolve);
-    server.once('error', reject);
-  });
+  // Alone, this process serves its own metrics listener, ready before the service answers; a worker's are the supervisor's to serve.
+  const metricsServer = alone && metrics && config.metrics?.where === 'local' ? await serveMetrics(config.metrics, () => metrics.scrape(), logger) : undefined;
+  const server: Server = createServer((request, response) => handle(request, response));
+  await listen(server, config.port, config.host, 'PORT, HOST');
   logger.info('listening', { issuer: config.issuer, port: config.port, store: config.store.split(':')[0], pid: process.pid });
   if (alone) await hintWhenEmpty(store.accounts.countUsers(), logger);
 
@@ -78,6 +91,7 @@ async function serve(config: Config, logger: Logger, alone: boolean): Promise<vo
     // Stop accepting, let requests in flight finish, then close what is left.
     const closed = new Promise<void>((resolve) => server.close(() => resolve()));
     server.closeIdleConnections();
+    if (metricsServer) await stopServingMetrics(metricsServer);
     const deadline = setTimeout(() => server.closeAllConnections(), SHUTDOWN_GRACE_MS);
     await closed;
     clearTimeout(deadline);
@@ -106,7 +120,7 @@ async function hintWhenEmpty(users: Promise<number>, logger: Logger): Promise<vo
 }
 
 main().catch((error: unknown) => {
-  const known = error instanceof ConfigError || error instanceof KeyConfigError || error instanceof KeyEncryptionError || error instanceof TypeError;
+  const known = error instanceof ConfigError || error instanceof KeyConfigError || error instanceof KeyEncryptionError || error instanceof ListenError || error instanceof TypeError;
   process.stderr.write(`${known ? `configuration error: ${(error as Error).message}` : (error as Error).stack ?? String(error)}\n`);
   process.exitCode = 1;
 });

@@ -1,8 +1,9 @@
-import { mkdirSync } from 'node:fs';
+import { chmodSync, closeSync, mkdirSync, openSync, statSync } from 'node:fs';
 import { dirname } from 'node:path';
 import { DatabaseSync } from 'node:sqlite';
 
 import { nowSeconds } from '../../src/shared/clock.ts';
+import type { Logger } from '../../src/shared/logger.ts';
 import { BackendUnavailableError, LISTED_BY, type ModelStore, type Store } from '../store.ts';
 import { ACCOUNTS_SCHEMA, SqliteAccountStore } from './accounts.ts';
 import { API_KEYS_SCHEMA, SqliteApiKeyStore, SWEEP_EXPIRED_API_KEYS } from './api_keys.ts';
@@ -23,9 +24,20 @@ PRAGMA busy_timeout = 5000;
 /** How often expired engine records are swept; reads already ignore them. */
 const SWEEP_INTERVAL_MS = 60_000;
 
-/** Opens (creating if needed) the SQLite database at `path`; `:memory:` gives a private in-process database. */
-export function openSqliteStore(path: string, kind: 'sqlite' | 'memory' = 'sqlite'): Store {
-  if (path !== ':memory:') mkdirSync(dirname(path), { recursive: true });
+/**
+ * The database holds hashed credentials and sealed keys, and its `-wal` recent writes in full:
+ * nothing another user of the machine should read. Owner-only, whatever the umask.
+ */
+const FILE_MODE = 0o600;
+const DIRECTORY_MODE = 0o700;
+const OTHERS = 0o077;
+
+/**
+ * Opens (creating if needed) the SQLite database at `path`; `:memory:` gives a private in-process
+ * database. `warn` hears of files that were readable by other users (see ownerOnly).
+ */
+export function openSqliteStore(path: string, kind: 'sqlite' | 'memory' = 'sqlite', warn?: Logger['warn']): Store {
+  if (path !== ':memory:') ownerOnly(path, warn);
   const db = new DatabaseSync(path);
   db.exec(PRAGMAS + MODELS_SCHEMA + ACCOUNTS_SCHEMA + REVOCATIONS_SCHEMA + SETTINGS_SCHEMA + RECORDS_SCHEMA + API_KEYS_SCHEMA);
   addColumnIfMissing(db, 'oidc_models', 'uses', 'INTEGER NOT NULL DEFAULT 0');
@@ -78,6 +90,37 @@ export function openSqliteStore(path: string, kind: 'sqlite' | 'memory' = 'sqlit
       }
     },
   };
+}
+
+/**
+ * Creates the directory (0700) and the database file (0600) before SQLite opens it: SQLite gives
+ * the `-wal` and `-shm` files it creates the database file's mode. Files an earlier version left
+ * readable by others are made owner-only (they are the service's own, and nothing but the service
+ * and its operator need them), and said so. An existing directory is left as it is, with a
+ * warning when others may list it: it may be shared (the working directory, with
+ * `sqlite:./oauth.sqlite`), and the files' own modes already keep their content private.
+ */
+function ownerOnly(path: string, warn: Logger['warn'] | undefined): void {
+  const directory = dirname(path);
+  if (mkdirSync(directory, { recursive: true, mode: DIRECTORY_MODE }) === undefined && (statSync(directory).mode & OTHERS) !== 0) {
+    warn?.('the database\'s directory can be listed by other users; make it owner-only (chmod 700)', { directory });
+  }
+  closeSync(openSync(path, 'a', FILE_MODE));
+  for (const file of [path, `${path}-wal`, `${path}-shm`]) {
+    let mode: number;
+    try {
+      mode = statSync(file).mode & 0o777;
+    } catch {
+      continue; // no -wal or -shm yet: SQLite makes them with the database file's mode
+    }
+    if ((mode & OTHERS) === 0) continue;
+    try {
+      chmodSync(file, mode & ~OTHERS);
+      warn?.('made a database file owner-only: it was readable by other users', { file, was: mode.toString(8) });
+    } catch (error) {
+      warn?.('a database file is readable by other users and could not be made owner-only (chmod 600)', { file, error: (error as Error).message });
+    }
+  }
 }
 
 /**

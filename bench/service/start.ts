@@ -31,6 +31,8 @@ export async function startService(options: ServiceOptions): Promise<Target> {
   onCleanUp(plan.stop);
   const port = await freePort();
   const issuer = `http://127.0.0.1:${port}`;
+  // The metrics listener too: a free port, not the default another process may hold.
+  const metricsPort = await freePort();
   const env: Record<string, string> = {
     PATH: process.env.PATH ?? '',
     HOME: process.env.HOME ?? '',
@@ -38,6 +40,7 @@ export async function startService(options: ServiceOptions): Promise<Target> {
     HOST: '127.0.0.1',
     BASE_URL: issuer,
     STORE: plan.url,
+    METRICS_PORT: String(metricsPort),
     LOG_LEVEL: options.logLevel,
     WORKERS: String(options.workers),
     // The load is one address, one client and one credential: limits it never reaches, still counted, so their cost is measured.

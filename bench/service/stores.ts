@@ -28,13 +28,16 @@ export interface StorePlan {
 }
 
 const nothingToStop = async () => undefined;
-/** A fixed key-encryption key for stores that get none by default from outside (a bench's data is thrown away). */
+/**
+ * A fixed key-encryption key (a bench's data is thrown away): SQLite's default would be made under
+ * the home directory, and the other stores get none by default from outside.
+ */
 const BENCH_KEY_ENCRYPTION_KEY = Buffer.alloc(32, 11).toString('base64url');
 
 export async function storePlan(kind: StoreKind, tempDir: string): Promise<StorePlan> {
   switch (kind) {
     case 'sqlite':
-      return { kind, url: `sqlite:${join(tempDir, 'oauth.sqlite')}`, nodeArgs: ['src/main.ts'], seededFromOutside: true, env: {}, stop: nothingToStop };
+      return { kind, url: `sqlite:${join(tempDir, 'oauth.sqlite')}`, nodeArgs: ['src/main.ts'], seededFromOutside: true, env: { KEY_ENCRYPTION_KEY: BENCH_KEY_ENCRYPTION_KEY }, stop: nothingToStop };
     case 'memory':
       // One key for the service and the admin CLI the preload runs in its process: left unset, each
       // would make its own for `memory:`, and the CLI could not open the keys the service sealed.

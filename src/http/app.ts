@@ -76,7 +76,7 @@ const VIEWS = fileURLToPath(new URL('../../views', import.meta.url));
  * answers it (docs/architecture.md draws it):
  *
  *   request id -> timing (request log, metrics) -> error mapping -> wait for the store's commit
- *   -> security headers -> /healthz, /readyz -> /metrics -> discovery aliases
+ *   -> security headers -> /healthz, /readyz -> /metrics (METRICS=public only) -> discovery aliases
  *   -> protected resource metadata -> data API (/rest) -> MCP (/mcp) -> login and consent pages (/interaction)
  *   -> the host's steps at the engine's endpoints (src/http/endpoints/) -> settings area (/settings)
  *   -> held error redirects (around /oauth/authorize) -> the engine, mounted at the issuer's path.
@@ -142,7 +142,8 @@ export function createService({ config, store, keys, revocations, logger, metric
   app.use(commitBeforeResponse(store));
   app.use(securityHeaders([ENGINE_ROUTES.authorization, ENGINE_ROUTES.end_session].map((path) => `${basePath}${path}`)));
   app.use(health(store, keys.jwks));
-  if (metrics) app.use(metricsEndpoint(metrics, config.metrics?.token, logger));
+  // Only when the operator chose it (METRICS=public): by default the metrics have their own listener (metrics/listener.ts).
+  if (metrics && config.metrics?.where === 'public') app.use(metricsEndpoint(() => metrics.scrape(), config.metrics.token, logger));
   app.use(authorizationServerMetadata(basePath));
   app.use(onlyWhere((path) => resourceMetadata.paths.has(path), resourceMetadata.middleware));
   app.use(onlyWhere(atOrUnder(restPath), data));

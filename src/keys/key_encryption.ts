@@ -1,8 +1,8 @@
 import { createCipheriv, createDecipheriv, createHash, hkdfSync, randomBytes } from 'node:crypto';
-import { readFile, stat, writeFile } from 'node:fs/promises';
+import { mkdir, readFile, stat, writeFile } from 'node:fs/promises';
+import { dirname } from 'node:path';
 
-import { sqliteFile } from '../../adapters/index.ts';
-import type { Config } from '../../config/index.ts';
+import type { Config, KeyEncryptionKeySource } from '../../config/index.ts';
 import type { Logger } from '../shared/logger.ts';
 
 /**
@@ -33,19 +33,16 @@ function parseKey(value: string, source: string): Buffer {
 /**
  * The key ring the service and the admin CLI seal with: the operator's key (KEY_ENCRYPTION_KEY or
  * KEY_ENCRYPTION_KEY_FILE) with the previous ones; by default, for the embedded store, a key kept
- * in a file beside the database (`oauth.sqlite` -> `oauth.kek`, owner-only), created at first start.
+ * in a file outside the data directory (config/index.ts says where), created at first start.
  */
 export async function loadKeyRing(config: Config, logger: Logger): Promise<KeyRing> {
   const previous = config.previousKeyEncryptionKeys.map((key, index) => parseKey(key, `KEY_ENCRYPTION_KEY_PREVIOUS entry ${index + 1}`));
-  const configured = config.keyEncryptionKey;
-  if (configured && 'value' in configured) return new KeyRing(parseKey(configured.value, 'KEY_ENCRYPTION_KEY'), previous);
-  if (configured) return new KeyRing(await readKeyFile(configured.file, 'KEY_ENCRYPTION_KEY_FILE'), previous);
+  const source = config.keyEncryptionKey;
+  if (source && 'value' in source) return new KeyRing(parseKey(source.value, 'KEY_ENCRYPTION_KEY'), previous);
+  if (source && 'file' in source) return new KeyRing(await readKeyFile(source.file, 'KEY_ENCRYPTION_KEY_FILE'), previous);
+  if (source) return new KeyRing(await defaultKey(source, new URL(config.issuer).protocol === 'https:', logger), previous);
   if (config.store === 'memory:') return new KeyRing(randomBytes(KEY_BYTES), previous);
-  const database = sqliteFile(config.store);
-  if (!database) {
-    throw new KeyEncryptionError(`STORE ${config.store.split(':')[0]} needs a key-encryption key kept outside it: set KEY_ENCRYPTION_KEY or KEY_ENCRYPTION_KEY_FILE`);
-  }
-  return new KeyRing(await defaultKeyFile(`${database.replace(/\.[^./]*$/, '')}.kek`, logger), previous);
+  throw new KeyEncryptionError(`STORE ${config.store.split(':')[0]} needs a key-encryption key kept outside it: set KEY_ENCRYPTION_KEY or KEY_ENCRYPTION_KEY_FILE`);
 }
 
 async function readKeyFile(path: string, source: string): Promise<Buffer> {
@@ -58,19 +55,46 @@ async function readKeyFile(path: string, source: string): Promise<Buffer> {
   return parseKey(text, `${source} ${path}`);
 }
 
-async function defaultKeyFile(path: string, logger: Logger): Promise<Buffer> {
+/**
+ * The embedded store's key when the operator gave none. A key beside the database, where earlier
+ * versions made it, is still read (refusing it would lock an operator out of the stored keys), with
+ * a warning at every start: a copy of the data directory takes it along. Otherwise, in
+ * development, a key file under the user's configuration directory; a deployment on https must
+ * name its key, so that where the key lives (and is backed up) is the operator's decision.
+ */
+async function defaultKey({ created, besideDatabase }: Extract<KeyEncryptionKeySource, { created: string }>, https: boolean, logger: Logger): Promise<Buffer> {
+  if (await exists(besideDatabase)) {
+    logger.warn('the key-encryption key is kept beside the database, so a copy of the data directory can open the stored keys; move the file out of the data directory and set KEY_ENCRYPTION_KEY_FILE to its new path', {
+      file: besideDatabase,
+    });
+    await warnIfShared(besideDatabase, logger);
+    return readKeyFile(besideDatabase, 'the key-encryption key file');
+  }
+  if (https) {
+    throw new KeyEncryptionError('BASE_URL is https, so the key-encryption key must be given: set KEY_ENCRYPTION_KEY_FILE (or KEY_ENCRYPTION_KEY) to a key kept apart from the store and its backups; make one with: openssl rand 32 | basenc --base64url | tr -d =');
+  }
   try {
+    await mkdir(dirname(created), { recursive: true, mode: 0o700 });
     // Exclusive create: when instances start together, one writes and the others read it.
-    await writeFile(path, `${randomBytes(KEY_BYTES).toString('base64url')}\n`, { mode: 0o600, flag: 'wx' });
-    logger.warn('created the key-encryption key that seals the signing and cookie keys in the database', {
-      file: path,
-      advice: 'keep this file out of backups of the database and back it up separately; without it the stored keys cannot be used',
+    await writeFile(created, `${randomBytes(KEY_BYTES).toString('base64url')}\n`, { mode: 0o600, flag: 'wx' });
+    logger.warn('created the key-encryption key that seals the signing and cookie keys in the database, outside the data directory', {
+      file: created,
+      advice: 'back this file up separately from the database; without it the stored keys cannot be used',
     });
   } catch (error) {
-    if ((error as NodeJS.ErrnoException).code !== 'EEXIST') throw new KeyEncryptionError(`cannot create the key-encryption key file ${path}: ${(error as Error).message}`);
-    if (((await stat(path)).mode & 0o077) !== 0) logger.warn('the key-encryption key file can be read by other users; make it owner-only (chmod 600)', { file: path });
+    if ((error as NodeJS.ErrnoException).code !== 'EEXIST') throw new KeyEncryptionError(`cannot create the key-encryption key file ${created}: ${(error as Error).message}`);
+    await warnIfShared(created, logger);
   }
-  return readKeyFile(path, 'the key-encryption key file');
+  return readKeyFile(created, 'the key-encryption key file');
+}
+
+/** Whether a file is there; one that cannot be looked at (not ENOENT) counts as there, so that reading it says why it cannot be read. */
+async function exists(path: string): Promise<boolean> {
+  return stat(path).then(() => true, (error: NodeJS.ErrnoException) => error.code !== 'ENOENT');
+}
+
+async function warnIfShared(path: string, logger: Logger): Promise<void> {
+  if (((await stat(path)).mode & 0o077) !== 0) logger.warn('the key-encryption key file can be read by other users; make it owner-only (chmod 600)', { file: path });
 }
 
 /** Names a key without revealing it. */

@@ -358,11 +358,13 @@ describe('first start on a terminal', function () {
     const port = await freePort();
     const terminal = onTerminal('exec node src/main.ts', {
       PATH: process.env.PATH ?? '',
-      HOME: process.env.HOME ?? '',
+      // The key-encryption key is made under HOME: a temporary one, never the real one.
+      HOME: join(dir, 'home'),
       PORT: String(port),
       HOST: '127.0.0.1',
       BASE_URL: `http://127.0.0.1:${port}`,
-      STORE: `sqlite:${join(dir, 'oauth.sqlite')}`,
+      STORE: `sqlite:${join(dir, 'data', 'oauth.sqlite')}`,
+      METRICS_PORT: String(await freePort()),
     });
     try {
       await terminal.shows(/No users yet\. To create the first workspace, its admin and a demo client to try it with, run:\s+npm run admin -- quickstart/);

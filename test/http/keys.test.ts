@@ -1,5 +1,5 @@
 import { spawnSync } from 'node:child_process';
-import { mkdtemp, rm, writeFile } from 'node:fs/promises';
+import { mkdtemp, readdir, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -89,6 +89,36 @@ describe('signing keys', () => {
         expect(result.status, file).to.equal(1);
         expect(result.stderr, file).to.match(message);
       }
+    });
+  });
+
+  describe('an https BASE_URL with the embedded store', () => {
+    let dir: string;
+
+    before(async () => {
+      dir = await mkdtemp(join(tmpdir(), 'https-kek-'));
+    });
+
+    after(async () => {
+      await rm(dir, { recursive: true, force: true });
+    });
+
+    const start = (env: Record<string, string>) => spawnSync(process.execPath, ['src/main.ts'], {
+      cwd: ROOT,
+      env: {
+        PATH: process.env.PATH ?? '', HOME: join(dir, 'home'), PORT: '0', HOST: '127.0.0.1', METRICS: 'off',
+        BASE_URL: 'https://auth.example.com', STORE: `sqlite:${join(dir, 'data', 'oauth.sqlite')}`, ...env,
+      },
+      encoding: 'utf8',
+      timeout: 20_000,
+    });
+
+    it('refuses to start without an explicit key-encryption key, in one line naming the variable, and makes no key file', async () => {
+      const result = start({});
+      expect(result.status).to.equal(1);
+      expect(result.stderr.trim().split('\n')).to.have.length(1);
+      expect(result.stderr).to.match(/^configuration error: BASE_URL is https, so the key-encryption key must be given: set KEY_ENCRYPTION_KEY_FILE \(or KEY_ENCRYPTION_KEY\)/);
+      expect(await readdir(dir), 'nothing was written: no key file, no database').to.deep.equal([]);
     });
   });
 });

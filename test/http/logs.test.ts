@@ -121,7 +121,7 @@ describe('logs on a terminal: readable lines', function () {
     // script(1) runs the server on a pseudo-terminal and copies what it writes to this pipe.
     child = spawn('script', ['-qfec', `${process.execPath} src/main.ts`, '/dev/null'], {
       cwd: ROOT,
-      env: { PATH: process.env.PATH ?? '', HOME: process.env.HOME ?? '', PORT: String(port), HOST: '127.0.0.1', BASE_URL: origin, STORE: 'memory:' },
+      env: { PATH: process.env.PATH ?? '', HOME: process.env.HOME ?? '', PORT: String(port), HOST: '127.0.0.1', BASE_URL: origin, STORE: 'memory:', METRICS_PORT: String(await freePort()) },
       stdio: ['pipe', 'pipe', 'pipe'],
     });
     let output = '';
@@ -134,7 +134,7 @@ describe('logs on a terminal: readable lines', function () {
     for (const deadline = Date.now() + 3000; !output.includes(id) && Date.now() < deadline;) await sleep(50);
 
     const lines = output.split(/\r?\n/);
-    expect(lines.find((line) => line.includes(' listening '))).to.match(/^\d\d:\d\d:\d\d\.\d{3} INFO  listening issuer=http:\/\/127\.0\.0\.1:\d+ port=\d+ store=memory pid=\d+$/);
+    expect(lines.find((line) => line.includes('INFO  listening '))).to.match(/^\d\d:\d\d:\d\d\.\d{3} INFO  listening issuer=http:\/\/127\.0\.0\.1:\d+ port=\d+ store=memory pid=\d+$/);
     expect(lines.find((line) => line.includes(id))).to.match(
       new RegExp(`^\\d\\d:\\d\\d:\\d\\d\\.\\d{3} INFO  request request_id=${id} method=GET path=/\\.well-known/openid-configuration status=200 ms=\\d+ ip=127\\.0\\.0\\.1$`),
     );

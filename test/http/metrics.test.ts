@@ -1,6 +1,8 @@
 import { randomUUID } from 'node:crypto';
-import { execFileSync } from 'node:child_process';
+import { execFile, execFileSync } from 'node:child_process';
 import { request } from 'node:http';
+import { createServer } from 'node:net';
+import { fileURLToPath } from 'node:url';
 import { setTimeout as sleep } from 'node:timers/promises';
 
 import { expect } from 'chai';
@@ -10,6 +12,7 @@ import { registerVettedClient, seedUser, startServer, type TestServer } from '..
 import { UserAgent, authorize } from '../support/user_agent.ts';
 
 const METRICS_TOKEN = 'scrape-token-0123456789abcdef';
+const ROOT = fileURLToPath(new URL('../..', import.meta.url));
 
 interface Sample {
   name: string;
@@ -38,8 +41,10 @@ function valueOf(samples: Sample[], name: string, labels: Record<string, string>
   return found[0]?.value ?? 0;
 }
 
-async function scrape(server: TestServer, token: string | undefined = METRICS_TOKEN): Promise<Sample[]> {
-  const response = await fetch(`${server.origin}/metrics`, { headers: token ? { authorization: `Bearer ${token}` } : {} });
+/** A scrape of the metrics listener (METRICS=local), or of the service's port with `at: 'public'`. */
+async function scrape(server: TestServer, token: string | undefined = METRICS_TOKEN, at: 'local' | 'public' = 'local'): Promise<Sample[]> {
+  const url = at === 'local' ? server.metrics : `${server.origin}/metrics`;
+  const response = await fetch(url, { headers: token ? { authorization: `Bearer ${token}` } : {} });
   expect(response.status).to.equal(200);
   expect(response.headers.get('content-type')).to.equal('text/plain; version=0.0.4; charset=utf-8');
   return parseExposition(await response.text());
@@ -77,18 +82,20 @@ describe('metrics (/metrics, Prometheus text format)', function () {
   let server: TestServer;
   let off: TestServer;
   let open: TestServer;
+  let onPublicPort: TestServer;
 
   before(async () => {
-    [server, off, open] = await Promise.all([
+    [server, off, open, onPublicPort] = await Promise.all([
       startServer({ env: { METRICS_TOKEN } }),
       startServer({ env: { METRICS: 'off' } }),
       // Low limits, so a refusal is quick to provoke.
       startServer({ env: { RATE_LIMIT_REGISTRATION: '1/1h' } }),
+      startServer({ env: { METRICS: 'public', METRICS_TOKEN } }),
     ]);
   });
 
   after(async () => {
-    await Promise.all([server?.stop(), off?.stop(), open?.stop()]);
+    await Promise.all([server?.stop(), off?.stop(), open?.stop(), onPublicPort?.stop()]);
   });
 
   it('counts requests by route template, tokens by grant type, OAuth errors by code, failed sign-ins and store operations, with no id in any label', async () => {
@@ -119,7 +126,8 @@ describe('metrics (/metrics, Prometheus text format)', function () {
     const badScope = await fetch(codeRequest(server.issuer, app.client_id, { scope: 'api no-such-scope' }).url, { redirect: 'manual' });
     expect(badScope.status).to.equal(400);
 
-    const response = await fetch(`${server.origin}/metrics`, { headers: { authorization: `Bearer ${METRICS_TOKEN}` } });
+    const response = await fetch(server.metrics, { headers: { authorization: `Bearer ${METRICS_TOKEN}` } });
+    expect(response.status).to.equal(200);
     const text = await response.text();
     const samples = parseExposition(text);
 
@@ -154,28 +162,44 @@ describe('metrics (/metrics, Prometheus text format)', function () {
     for (const value of secrets) expect(text, value).to.not.contain(value);
   });
 
-  it('refuses a scrape without the METRICS_TOKEN (401, Bearer challenge) or with another token (401 invalid_token)', async () => {
-    const missing = await fetch(`${server.origin}/metrics`);
+  it('on the metrics listener, refuses a scrape without the METRICS_TOKEN (401, Bearer challenge) or with another token (401 invalid_token)', async () => {
+    const missing = await fetch(server.metrics);
     expect(missing.status).to.equal(401);
     expect(missing.headers.get('www-authenticate')).to.equal('Bearer realm="metrics"');
     expect(await missing.text()).to.not.contain('http_requests_total');
 
-    const wrong = await fetch(`${server.origin}/metrics`, { headers: { authorization: `Bearer ${METRICS_TOKEN}x` } });
+    const wrong = await fetch(server.metrics, { headers: { authorization: `Bearer ${METRICS_TOKEN}x` } });
     expect(wrong.status).to.equal(401);
     expect(wrong.headers.get('www-authenticate')).to.equal('Bearer realm="metrics", error="invalid_token"');
     expect(await wrong.json()).to.include({ error: 'invalid_token' });
 
-    const basic = await fetch(`${server.origin}/metrics`, { headers: { authorization: `Basic ${Buffer.from(`x:${METRICS_TOKEN}`).toString('base64')}` } });
+    const basic = await fetch(server.metrics, { headers: { authorization: `Basic ${Buffer.from(`x:${METRICS_TOKEN}`).toString('base64')}` } });
     expect(basic.status).to.equal(401);
 
     const samples = await scrape(server);
-    expect(valueOf(samples, 'http_requests_total', { route: '/metrics', method: 'GET', status: '401' })).to.equal(3);
+    expect(valueOf(samples, 'http_requests_total', { route: '/metrics', method: 'GET', status: '401' }), 'the listener\'s answers are not the service\'s requests').to.equal(0);
   });
 
-  it('with METRICS=off there is no /metrics (404)', async () => {
+  it('with METRICS=public are served on the service\'s port, with the METRICS_TOKEN, and no metrics listener is opened', async () => {
+    const missing = await fetch(`${onPublicPort.origin}/metrics`);
+    expect(missing.status).to.equal(401);
+    expect(missing.headers.get('www-authenticate')).to.equal('Bearer realm="metrics"');
+
+    const samples = await scrape(onPublicPort, METRICS_TOKEN, 'public');
+    expect(valueOf(samples, 'http_requests_total', { route: '/metrics', method: 'GET', status: '401' })).to.equal(1);
+    let refused: unknown;
+    await fetch(onPublicPort.metrics).catch((error: unknown) => { refused = error; });
+    expect(refused, 'nothing listens on METRICS_PORT').to.be.instanceOf(TypeError);
+    expect(onPublicPort.logs()).to.not.contain('metrics listening');
+  });
+
+  it('with METRICS=off there is no /metrics: 404 on the service\'s port, and no metrics listener', async () => {
     const response = await fetch(`${off.origin}/metrics`);
     expect(response.status).to.equal(404);
     expect(await response.text()).to.not.contain('http_requests_total');
+    let refused: unknown;
+    await fetch(off.metrics).catch((error: unknown) => { refused = error; });
+    expect(refused, 'nothing listens on METRICS_PORT').to.be.instanceOf(TypeError);
   });
 
   it('without METRICS_TOKEN anyone may scrape; scrapes stay out of the info log; a rate-limit refusal is counted with its OAuth error', async () => {
@@ -193,37 +217,86 @@ describe('metrics (/metrics, Prometheus text format)', function () {
     expect(open.logs(), 'other requests are logged').to.contain('"path":"/.well-known/openid-configuration"');
     expect(open.logs()).to.not.contain('"path":"/metrics"');
   });
+  // Last: its requests to the service's port would be counted and logged by the tests above.
+  it('by default are served on a listener of their own on loopback, not on the service\'s port (404 there, token or not)', async () => {
+    for (const headers of [{}, { authorization: `Bearer ${METRICS_TOKEN}` }] as Array<Record<string, string>>) {
+      const response = await fetch(`${server.origin}/metrics`, { headers });
+      expect(response.status).to.equal(404);
+      expect(await response.text()).to.not.contain('http_requests_total');
+    }
+    expect((await fetch(`${open.origin}/metrics`)).status).to.equal(404);
+
+    expect(valueOf(await scrape(open, undefined), 'process_cpu_seconds_total')).to.be.above(0);
+    const listening = open.logs().split('\n').filter((line) => line.includes('"message":"metrics listening"')).map((line) => JSON.parse(line) as Record<string, unknown>);
+    expect(listening).to.have.length(1);
+    expect(listening[0]).to.include({ host: '127.0.0.1', port: Number(new URL(open.metrics).port), url: open.metrics });
+    // The listener serves nothing else.
+    const other = await fetch(new URL('/.well-known/openid-configuration', open.metrics));
+    expect(other.status).to.equal(404);
+    expect(await other.json()).to.include({ error: 'not_found' });
+    expect((await fetch(open.metrics, { method: 'POST' })).status).to.equal(405);
+  });
 });
 
-describe('metrics with WORKERS=2: a scrape shows every worker\'s counts, whichever worker answers it', function () {
-  this.timeout(60_000);
+for (const where of ['local', 'public'] as const) {
+  describe(`metrics with WORKERS=2 and METRICS=${where}: a scrape shows every worker's counts, ${where === 'local' ? 'from the supervisor\'s metrics listener' : 'whichever worker answers it'}`, function () {
+    this.timeout(60_000);
 
-  let server: TestServer;
+    let server: TestServer;
 
-  before(async () => {
-    server = await startServer({ env: { WORKERS: '2' } });
+    before(async () => {
+      server = await startServer({ env: { WORKERS: '2', METRICS: where } });
+    });
+
+    after(async () => {
+      await server?.stop();
+    });
+
+    it('sums the workers\' counters', async () => {
+      // Both workers serving (each logs that it listens), so connections alternate between them.
+      for (const deadline = Date.now() + 10_000; (server.logs().match(/"message":"listening"/g) ?? []).length < 2;) {
+        if (Date.now() > deadline) throw new Error('two workers did not start');
+        await sleep(100);
+      }
+      expect(execFileSync('pgrep', ['-P', String(server.pid())], { encoding: 'utf8' }).trim().split('\n')).to.have.length(2);
+      const requests = 8;
+      for (let i = 0; i < requests; i += 1) expect((await getOnNewConnection(`${server.issuer}/oauth/jwks`)).status).to.equal(200);
+
+      const url = where === 'local' ? server.metrics : `${server.origin}/metrics`;
+      const totals = [];
+      for (let i = 0; i < 6; i += 1) {
+        const { status, body } = await getOnNewConnection(url);
+        expect(status).to.equal(200);
+        totals.push(valueOf(parseExposition(body), 'http_requests_total', { route: '/oauth/jwks', method: 'GET', status: '200' }));
+      }
+      expect(totals).to.deep.equal(Array(6).fill(requests));
+      if (where === 'local') {
+        expect((await getOnNewConnection(`${server.origin}/metrics`)).status, 'not on the service\'s port').to.equal(404);
+        expect(server.logs().match(/"message":"metrics listening"/g), 'one listener, the supervisor\'s').to.have.length(1);
+      }
+    });
   });
+}
 
-  after(async () => {
-    await server?.stop();
-  });
+describe('a metrics port another process holds', function () {
+  this.timeout(30_000);
 
-  it('sums the workers\' counters', async () => {
-    // Both workers serving (each logs that it listens), so connections alternate between them.
-    for (const deadline = Date.now() + 10_000; (server.logs().match(/"message":"listening"/g) ?? []).length < 2;) {
-      if (Date.now() > deadline) throw new Error('two workers did not start');
-      await sleep(100);
+  it('stops the service at start with one line naming METRICS_PORT, no stack trace', async () => {
+    const holder = createServer();
+    await new Promise<void>((resolve) => holder.listen(0, '127.0.0.1', resolve));
+    const { port } = holder.address() as { port: number };
+    try {
+      const { code, stderr } = await new Promise<{ code: number | null; stderr: string }>((resolve) => {
+        const child = execFile(process.execPath, ['src/main.ts'], {
+          cwd: ROOT,
+          env: { PATH: process.env.PATH ?? '', STORE: 'memory:', HOST: '127.0.0.1', PORT: '0', METRICS_PORT: String(port) },
+          timeout: 20_000,
+        }, (_error, _stdout, stderr) => resolve({ code: child.exitCode, stderr }));
+      });
+      expect(code).to.equal(1);
+      expect(stderr.trim()).to.equal(`configuration error: METRICS_HOST, METRICS_PORT: 127.0.0.1 port ${port} is in use by another process (EADDRINUSE)`);
+    } finally {
+      holder.close();
     }
-    expect(execFileSync('pgrep', ['-P', String(server.pid())], { encoding: 'utf8' }).trim().split('\n')).to.have.length(2);
-    const requests = 8;
-    for (let i = 0; i < requests; i += 1) expect((await getOnNewConnection(`${server.issuer}/oauth/jwks`)).status).to.equal(200);
-
-    const totals = [];
-    for (let i = 0; i < 6; i += 1) {
-      const { status, body } = await getOnNewConnection(`${server.origin}/metrics`);
-      expect(status).to.equal(200);
-      totals.push(valueOf(parseExposition(body), 'http_requests_total', { route: '/oauth/jwks', method: 'GET', status: '200' }));
-    }
-    expect(totals).to.deep.equal(Array(6).fill(requests));
   });
 });

@@ -1,14 +1,20 @@
-import { readFile, stat } from 'node:fs/promises';
+import { spawnSync } from 'node:child_process';
+import { chmod, copyFile, mkdir, mkdtemp, readdir, readFile, rm, stat, writeFile } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { dirname, join } from 'node:path';
+import { fileURLToPath } from 'node:url';
 
 import { expect } from 'chai';
 
-import { sqliteFile } from '../../adapters/index.ts';
+import { openStore, sqliteFile } from '../../adapters/index.ts';
+import { KeyRing } from '../../src/keys/key_encryption.ts';
 import { api, createApiKey } from '../support/data_api.ts';
 import { codeRequest, exchangeCode, postCredentials, registerClient, tokenRequest } from '../support/oauth.ts';
 import { keysUnder, rawRedis, startRedis, type RedisServer } from '../support/redis.ts';
 import { initialAccessToken, seedUser, startServer, storedSetting, type TestServer } from '../support/server.ts';
 import { UserAgent, authorize } from '../support/user_agent.ts';
 
+const ROOT = fileURLToPath(new URL('../..', import.meta.url));
 const KEY_A = Buffer.alloc(32, 1).toString('base64url');
 const KEY_B = Buffer.alloc(32, 2).toString('base64url');
 
@@ -135,6 +141,84 @@ describe('a copy of the store', function () {
 
   describe('with the embedded default key-encryption key', () => {
     let server: TestServer;
+    let copy: string;
+
+    before(async () => {
+      server = await startServer();
+      copy = await mkdtemp(join(tmpdir(), 'oauth-copy-'));
+    });
+
+    after(async () => {
+      await server?.stop();
+      await rm(copy, { recursive: true, force: true });
+    });
+
+    it('keeps the key-encryption key outside the data directory, in an owner-only file under the user\'s config directory, and logs where (never the key)', async () => {
+      const keyFile = join(server.home, '.config', 'workspace-oauth-server', 'key-encryption.key');
+      expect((await stat(keyFile)).mode & 0o777).to.equal(0o600);
+      expect((await stat(dirname(keyFile))).mode & 0o777).to.equal(0o700);
+      const key = (await readFile(keyFile, 'utf8')).trim();
+      expect(key).to.match(/^[A-Za-z0-9_-]{43}$/);
+      expect((await storeBytes(server)).includes(key)).to.equal(false);
+
+      const dataDirectory = dirname(sqliteFile(server.store)!);
+      expect(await readdir(dataDirectory), 'the data directory holds the database and nothing else').to.satisfy((names: string[]) => names.every((name) => name.startsWith('oauth.sqlite')));
+      const created = server.logs().split('\n').filter((line) => line.includes('created the key-encryption key'));
+      expect(created).to.have.length(1);
+      expect(JSON.parse(created[0]!)).to.include({ file: keyFile });
+      expect(server.logs()).to.not.contain(key);
+    });
+
+    it('a copy of the data directory alone does not open the stored keys: the service refuses to start on it', async () => {
+      const database = sqliteFile(server.store)!;
+      await mkdir(join(copy, 'data'));
+      for (const suffix of ['', '-wal']) await copyFile(`${database}${suffix}`, join(copy, 'data', `oauth.sqlite${suffix}`));
+      const result = spawnSync(process.execPath, ['src/main.ts'], {
+        cwd: ROOT,
+        env: { PATH: process.env.PATH ?? '', HOME: join(copy, 'home'), STORE: `sqlite:${join(copy, 'data', 'oauth.sqlite')}`, PORT: '0', HOST: '127.0.0.1', METRICS: 'off' },
+        encoding: 'utf8',
+        timeout: 20_000,
+      });
+      expect(result.status, result.stderr).to.equal(1);
+      expect(result.stderr).to.match(/configuration error: a stored value was sealed with a key-encryption key that is not configured/).and.not.match(/\n\s+at /);
+    });
+  });
+
+  describe('with a key-encryption key an earlier version made beside the database', () => {
+    let dir: string;
+    let server: TestServer;
+
+    before(async () => {
+      dir = await mkdtemp(join(tmpdir(), 'oauth-legacy-'));
+      await mkdir(join(dir, 'data'), { mode: 0o700 });
+      await writeFile(join(dir, 'data', 'oauth.kek'), `${KEY_A}\n`, { mode: 0o600 });
+      server = await startServer({ store: `sqlite:${join(dir, 'data', 'oauth.sqlite')}` });
+    });
+
+    after(async () => {
+      await server?.stop();
+      await rm(dir, { recursive: true, force: true });
+    });
+
+    it('still seals with it, across restarts, and warns at each start to move it out of the data directory', async () => {
+      const legacy = join(dir, 'data', 'oauth.kek');
+      const warnings = () => server.logs().split('\n').filter((line) => line.includes('the key-encryption key is kept beside the database'));
+      expect(warnings()).to.have.length(1);
+      expect(JSON.parse(warnings()[0]!)).to.include({ level: 'warn', file: legacy });
+      expect(new KeyRing(Buffer.from(KEY_A, 'base64url')).open((await storedSetting(server, 'signing_jwks'))!)).to.contain('"d"');
+      expect(server.logs()).to.not.contain('created the key-encryption key');
+      let made = true;
+      await stat(join(server.home, '.config', 'workspace-oauth-server', 'key-encryption.key')).catch(() => { made = false; });
+      expect(made, 'no new key file was made').to.equal(false);
+
+      await server.restart();
+      expect(warnings()).to.have.length(2);
+      expect((await fetch(`${server.origin}/readyz`)).status).to.equal(200);
+    });
+  });
+
+  describe('the SQLite files on disk', () => {
+    let server: TestServer;
 
     before(async () => {
       server = await startServer();
@@ -144,13 +228,33 @@ describe('a copy of the store', function () {
       await server?.stop();
     });
 
-    it('keeps the key-encryption key in an owner-only file beside the database, never in it', async () => {
-      const keyFile = sqliteFile(server.store)!.replace(/\.sqlite$/, '.kek');
-      expect((await stat(keyFile)).mode & 0o777).to.equal(0o600);
-      const key = (await readFile(keyFile, 'utf8')).trim();
-      expect(key).to.match(/^[A-Za-z0-9_-]{43}$/);
-      expect((await storeBytes(server)).includes(key)).to.equal(false);
-      expect(server.logs()).to.contain('created the key-encryption key');
+    const modes = async () => {
+      const database = sqliteFile(server.store)!;
+      const paths = [dirname(database), database, `${database}-wal`, `${database}-shm`];
+      return Promise.all(paths.map(async (path) => (await stat(path)).mode & 0o777));
+    };
+
+    it('are owner-only: the data directory 0700, the database and its -wal and -shm 0600', async () => {
+      // A write, so the write-ahead log has content (the keys were written at start).
+      await seedUser(server);
+      expect(await modes()).to.deep.equal([0o700, 0o600, 0o600, 0o600]);
+    });
+
+    it('made owner-only again at start when they were left readable by others, with a warning; a shared directory is only warned about', async () => {
+      const database = sqliteFile(server.store)!;
+      // Another process with the database open, so the -wal and -shm outlive the restart (the last to close removes them).
+      const other = openStore(server.store);
+      try {
+        for (const file of [database, `${database}-wal`, `${database}-shm`]) await chmod(file, 0o644);
+        await chmod(dirname(database), 0o755);
+        await server.restart();
+        expect(await modes()).to.deep.equal([0o755, 0o600, 0o600, 0o600]);
+      } finally {
+        await other.close();
+      }
+      const tightened = server.logs().split('\n').filter((line) => line.includes('made a database file owner-only'));
+      expect(tightened.map((line) => (JSON.parse(line) as { file: string }).file)).to.have.members([database, `${database}-wal`, `${database}-shm`]);
+      expect(server.logs()).to.contain('the database\'s directory can be listed by other users');
     });
   });
 

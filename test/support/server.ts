@@ -17,8 +17,19 @@ export interface TestServer {
   issuer: string;
   /** scheme://host:port, without the issuer's path. */
   origin: string;
-  /** Storage URL of the real SQLite file the server uses. */
+  /**
+   * The metrics listener's `/metrics` (METRICS=local, the default): a port of its own on
+   * loopback, free when the server started (METRICS_PORT), as several servers run at once.
+   */
+  metrics: string;
+  /** Storage URL of the real SQLite file the server uses (in a `data` directory the server creates). */
   store: string;
+  /**
+   * The server's home directory (HOME), a temporary one: the embedded store's key-encryption key
+   * is made under it (`.config/workspace-oauth-server/`), never in the real one. Servers that
+   * share a store share it, as instances on one machine would.
+   */
+  home: string;
   /** Everything the server process wrote to stderr (its JSON log). */
   logs(): string;
   /** Stops the process (SIGTERM) and starts a new one on the same port and file. */
@@ -40,6 +51,9 @@ export interface ServerOptions {
   store?: string;
 }
 
+/** The home directory of the first server on each storage URL, for those started on it after. */
+const homes = new Map<string, string>();
+
 export async function freePort(): Promise<number> {
   return new Promise((resolve, reject) => {
     const probe = createServer();
@@ -55,16 +69,20 @@ export async function freePort(): Promise<number> {
 export async function startServer(options: ServerOptions = {}): Promise<TestServer> {
   const dir = await mkdtemp(join(tmpdir(), 'oauth-test-'));
   const port = await freePort();
+  const metricsPort = await freePort();
   const origin = `http://127.0.0.1:${port}`;
   const issuer = `${origin}${options.basePath ?? ''}`;
-  const store = options.store ?? `sqlite:${join(dir, 'oauth.sqlite')}`;
+  const store = options.store ?? `sqlite:${join(dir, 'data', 'oauth.sqlite')}`;
+  const home = homes.get(store) ?? join(dir, 'home');
+  if (!homes.has(store)) homes.set(store, home);
   const env = {
     PATH: process.env.PATH ?? '',
-    HOME: process.env.HOME ?? '',
+    HOME: home,
     PORT: String(port),
     HOST: '127.0.0.1',
     BASE_URL: issuer,
     STORE: store,
+    METRICS_PORT: String(metricsPort),
     LOG_LEVEL: 'info',
     ...options.env,
   };
@@ -91,7 +109,9 @@ export async function startServer(options: ServerOptions = {}): Promise<TestServ
   return {
     issuer,
     origin,
+    metrics: `http://127.0.0.1:${metricsPort}/metrics`,
     store,
+    home,
     env,
     logs: () => output,
     pid: () => child?.pid,
@@ -101,6 +121,7 @@ export async function startServer(options: ServerOptions = {}): Promise<TestServ
     },
     stop: async () => {
       await stopChild();
+      if (homes.get(store) === home && !options.store) homes.delete(store);
       await rm(dir, { recursive: true, force: true });
     },
     admin: (args, stdin) => runAdmin(env, args, stdin),

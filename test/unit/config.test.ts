@@ -1,5 +1,7 @@
 import { spawnSync } from 'node:child_process';
 import { readFileSync } from 'node:fs';
+import { homedir } from 'node:os';
+import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { parseEnv } from 'node:util';
 
@@ -63,13 +65,31 @@ describe('configuration', () => {
     expect(loadConfig({ REFRESH_TOKEN_ABSOLUTE_LIFETIME: '90d' }).refreshTokenAbsoluteLifetime).to.equal(90 * 24 * 3600);
   });
 
-  it('turns metrics on by default, off with METRICS=off, and takes a METRICS_TOKEN without ever repeating it', () => {
-    expect(loadConfig({}).metrics).to.deep.equal({ token: undefined });
+  it('serves metrics on a loopback listener of their own by default (port 9464), on PORT only with METRICS=public, and takes a METRICS_TOKEN without ever repeating it', () => {
+    expect(loadConfig({}).metrics).to.deep.equal({ where: 'local', host: '127.0.0.1', port: 9464, token: undefined });
+    expect(loadConfig({ METRICS: 'on' }).metrics, 'on, the earlier default, is local').to.deep.equal(loadConfig({}).metrics);
     expect(loadConfig({ METRICS: 'off' }).metrics).to.equal(undefined);
-    expect(loadConfig({ METRICS_TOKEN: 'Zm9vYmFyYmF6cXV4MTIzNDU2Nzg=' }).metrics).to.deep.equal({ token: 'Zm9vYmFyYmF6cXV4MTIzNDU2Nzg=' });
-    expect(configError({ METRICS: 'sometimes' })).to.match(/^METRICS must be on or off/);
+    expect(loadConfig({ METRICS: 'public' }).metrics).to.deep.equal({ where: 'public', token: undefined });
+    expect(loadConfig({ METRICS_HOST: '10.0.0.5', METRICS_PORT: '0' }).metrics).to.deep.include({ host: '10.0.0.5', port: 0 });
+    expect(loadConfig({ METRICS_TOKEN: 'Zm9vYmFyYmF6cXV4MTIzNDU2Nzg=' }).metrics).to.deep.include({ token: 'Zm9vYmFyYmF6cXV4MTIzNDU2Nzg=' });
+    expect(loadConfig({ METRICS: 'public', METRICS_TOKEN: 'Zm9vYmFyYmF6cXV4MTIzNDU2Nzg=' }).metrics).to.deep.equal({ where: 'public', token: 'Zm9vYmFyYmF6cXV4MTIzNDU2Nzg=' });
+    expect(configError({ METRICS: 'sometimes' })).to.match(/^METRICS must be local, public or off/);
+    expect(configError({ METRICS_PORT: '3000' })).to.match(/^METRICS_PORT \(3000\) must not be PORT/);
+    expect(configError({ METRICS_PORT: '99999', METRICS: 'off' })).to.match(/^METRICS_PORT must be/);
     expect(configError({ METRICS_TOKEN: 'short' })).to.match(/^METRICS_TOKEN must be 16 to 256 characters/);
     expect(configError({ METRICS_TOKEN: 'a long token with spaces in it' })).to.match(/^METRICS_TOKEN/).and.not.contain('spaces in it');
+  });
+
+  it('keeps the embedded store\'s default key-encryption key under the user\'s config directory, not beside the database', () => {
+    expect(loadConfig({ STORE: 'sqlite:/srv/oauth/data/oauth.sqlite', XDG_CONFIG_HOME: '/home/ann/.cfg' }).keyEncryptionKey).to.deep.equal({
+      created: '/home/ann/.cfg/workspace-oauth-server/key-encryption.key',
+      besideDatabase: '/srv/oauth/data/oauth.kek',
+    });
+    expect(loadConfig({}).keyEncryptionKey).to.deep.include({ created: join(homedir(), '.config', 'workspace-oauth-server', 'key-encryption.key') });
+    expect(loadConfig({ KEY_ENCRYPTION_KEY_FILE: '/run/secrets/kek' }).keyEncryptionKey).to.deep.equal({ file: '/run/secrets/kek' });
+    expect(loadConfig({ STORE: 'memory:' }).keyEncryptionKey).to.equal(undefined);
+    expect(loadConfig({ STORE: 'redis://127.0.0.1:6379' }).keyEncryptionKey).to.equal(undefined);
+    expect(configError({ XDG_CONFIG_HOME: 'relative/dir' })).to.match(/^XDG_CONFIG_HOME must be an absolute path/);
   });
 
   it('accepts Redis storage URLs, and refuses a malformed one saying what is wrong without repeating its password', () => {

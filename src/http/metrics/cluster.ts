@@ -5,11 +5,12 @@ import { AggregatorRegistry, type Registry } from 'prom-client';
 import type { Logger } from '../../shared/logger.ts';
 
 /**
- * With WORKERS above 1 the workers share the port, so a scrape reaches one of them at random, and
- * each holds only its own counts. The worker that is asked asks the primary, which gathers every
- * worker's metrics over the cluster channel and sums them (prom-client's aggregation: counters
- * and histograms summed, the process gauges as each declares). A worker that stops takes its
- * counts with it: a counter's sum then drops, which Prometheus treats as a reset.
+ * With WORKERS above 1 each worker holds only its own counts. The primary gathers every worker's
+ * metrics over the cluster channel and sums them (prom-client's aggregation: counters and
+ * histograms summed, the process gauges as each declares): for its own metrics listener
+ * (METRICS=local), or for the worker a scrape of the shared port reached (METRICS=public), which
+ * asks the primary. A worker that stops takes its counts with it: a counter's sum then drops,
+ * which Prometheus treats as a reset.
  */
 
 /** The primary answers within this, or the scrape fails (503) rather than show some workers only. */
@@ -76,8 +77,8 @@ function sendTo(worker: Worker, message: Message): void {
 
 const ignore = (): void => {};
 
-/** In the primary: gathers and sums the workers' metrics when a worker is scraped. */
-export function aggregateWorkerMetrics(logger: Logger): void {
+/** In the primary: gathers and sums the workers' metrics when a worker is scraped; returns the same scrape for the primary's own listener. */
+export function aggregateWorkerMetrics(logger: Logger): () => Promise<string> {
   const ready = new Set<Worker>();
   const gathering = new Map<number, { pending: Set<Worker>; reports: ReportedMetrics[]; finish(): void }>();
   let next = 0;
@@ -130,4 +131,5 @@ export function aggregateWorkerMetrics(logger: Logger): void {
       if (round.pending.delete(worker)) round.finish();
     }
   });
+  return gather;
 }

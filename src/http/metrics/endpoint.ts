@@ -5,7 +5,6 @@ import type { Context, Middleware } from 'koa';
 import { HttpError } from '../../shared/http_error.ts';
 import type { Logger } from '../../shared/logger.ts';
 import { noStore } from '../../shared/no_store.ts';
-import type { Metrics } from './metrics.ts';
 
 /** At the origin's root, like the probes, whatever the issuer's path. */
 export const METRICS_PATH = '/metrics';
@@ -13,11 +12,12 @@ export const METRICS_PATH = '/metrics';
 const CONTENT_TYPE = 'text/plain; version=0.0.4; charset=utf-8';
 
 /**
- * `GET /metrics`: the Prometheus text exposition. With METRICS_TOKEN only for a request that
- * presents it as a bearer token (RFC 6750; 401 with the challenge otherwise). Not rate limited
- * and logged at debug level only: a scraper comes every few seconds.
+ * `GET /metrics`: the Prometheus text exposition `scrape` gives (this process's metrics, or every
+ * worker's). With METRICS_TOKEN only for a request that presents it as a bearer token (RFC 6750;
+ * 401 with the challenge otherwise). Not rate limited and logged at debug level only: a scraper
+ * comes every few seconds.
  */
-export function metricsEndpoint(metrics: Metrics, token: string | undefined, logger: Logger): Middleware {
+export function metricsEndpoint(scrape: () => Promise<string>, token: string | undefined, logger: Logger): Middleware {
   const expected = token === undefined ? undefined : digest(token);
   return async (ctx, next) => {
     if (ctx.path !== METRICS_PATH) return next();
@@ -28,7 +28,7 @@ export function metricsEndpoint(metrics: Metrics, token: string | undefined, log
     }
     if (expected) checkToken(ctx, expected);
     try {
-      ctx.body = await metrics.scrape();
+      ctx.body = await scrape();
       ctx.type = CONTENT_TYPE;
     } catch (error) {
       logger.warn('could not gather the metrics', { error: (error as Error).message });

@@ -1,0 +1,29 @@
+import type { Server } from 'node:http';
+import type { AddressInfo } from 'node:net';
+
+/** An address the service was told to listen on and could not: a configuration matter, said in one line. */
+export class ListenError extends Error {
+  override name = 'ListenError';
+}
+
+const REASONS: Readonly<Record<string, string>> = {
+  EADDRINUSE: 'is in use by another process',
+  EACCES: 'may not be used by this user',
+  EADDRNOTAVAIL: 'is not an address of this host',
+};
+
+/** Listens on `host`:`port`; an address that cannot be had is a ListenError naming the variables that chose it. */
+export async function listen(server: Server, port: number, host: string | undefined, variables: string): Promise<AddressInfo> {
+  await new Promise<void>((resolve, reject) => {
+    const failed = (error: NodeJS.ErrnoException) => {
+      const reason = error.code === undefined ? undefined : REASONS[error.code];
+      reject(reason ? new ListenError(`${variables}: ${host ?? 'every interface'} port ${port} ${reason} (${error.code})`) : error);
+    };
+    server.once('error', failed);
+    server.listen(port, host, () => {
+      server.off('error', failed);
+      resolve();
+    });
+  });
+  return server.address() as AddressInfo;
+}
