@@ -1,8 +1,8 @@
 import { resolve } from 'node:path';
 
+import type { Logger } from '../src/shared/logger.ts';
 import { openRedisStore } from './redis/store.ts';
 import { isRedisUrl, REDIS_SCHEMES } from './redis/url.ts';
-import type { Logger } from '../src/shared/logger.ts';
 import { openSqliteStore } from './sqlite/store.ts';
 import type { Store } from './store.ts';
 

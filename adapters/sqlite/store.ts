@@ -105,7 +105,13 @@ function ownerOnly(path: string, warn: Logger['warn'] | undefined): void {
   if (mkdirSync(directory, { recursive: true, mode: DIRECTORY_MODE }) === undefined && (statSync(directory).mode & OTHERS) !== 0) {
     warn?.('the database\'s directory can be listed by other users; make it owner-only (chmod 700)', { directory });
   }
-  closeSync(openSync(path, 'a', FILE_MODE));
+  try {
+    // Only a new file is opened here: closing a descriptor of a database this process has open
+    // would drop SQLite's POSIX locks on it.
+    closeSync(openSync(path, 'wx', FILE_MODE));
+  } catch (error) {
+    if ((error as NodeJS.ErrnoException).code !== 'EEXIST') throw error;
+  }
   for (const file of [path, `${path}-wal`, `${path}-shm`]) {
     let mode: number;
     try {

@@ -6,6 +6,8 @@ import { UserAgent } from '../support/user_agent.ts';
 
 const PUBLIC_ISSUER = 'https://auth.example.com';
 const FORWARDED = { 'x-forwarded-proto': 'https', 'x-forwarded-host': 'auth.example.com' };
+/** An https issuer must be given its key-encryption key: the service makes none for a deployment. */
+const KEY_ENCRYPTION_KEY = Buffer.alloc(32, 13).toString('base64url');
 
 async function discovery(server: TestServer): Promise<Record<string, unknown>> {
   const response = await fetch(`${server.origin}/.well-known/oauth-authorization-server`, { headers: FORWARDED });
@@ -27,8 +29,8 @@ describe('behind a TLS-terminating reverse proxy', () => {
 
   before(async () => {
     [trusting, untrusting] = await Promise.all([
-      startServer({ env: { BASE_URL: PUBLIC_ISSUER, TRUST_PROXY: 'true' } }),
-      startServer({ env: { BASE_URL: PUBLIC_ISSUER, TRUST_PROXY: 'false' } }),
+      startServer({ env: { BASE_URL: PUBLIC_ISSUER, TRUST_PROXY: 'true', KEY_ENCRYPTION_KEY } }),
+      startServer({ env: { BASE_URL: PUBLIC_ISSUER, TRUST_PROXY: 'false', KEY_ENCRYPTION_KEY } }),
     ]);
   });
 
