@@ -56,13 +56,16 @@ async function readKeyFile(path: string, source: string): Promise<Buffer> {
 }
 
 /**
- * The embedded store's key when the operator gave none. A key beside the database, where earlier
- * versions made it, is still read (refusing it would lock an operator out of the stored keys), with
- * a warning at every start: a copy of the data directory takes it along. Otherwise, in
- * development, a key file under the user's configuration directory; a deployment on https must
- * name its key, so that where the key lives (and is backed up) is the operator's decision.
+ * The embedded store's key when the operator gave none. A deployment on https must name its key,
+ * so that where the key lives (and is backed up) is the operator's decision; one whose key an
+ * earlier version made beside the database is told how to keep using it (name it, once moved). In
+ * development, a key beside the database is still read, with a warning at every start (a copy of
+ * the data directory takes it along); otherwise a key file under the user's configuration directory.
  */
 async function defaultKey({ created, besideDatabase }: Extract<KeyEncryptionKeySource, { created: string }>, https: boolean, logger: Logger): Promise<Buffer> {
+  if (https && await exists(besideDatabase)) {
+    throw new KeyEncryptionError(`BASE_URL is https, so the key-encryption key must be given, and the one found beside the database (${besideDatabase}) goes along with every copy of the data directory: move it out of the data directory and set KEY_ENCRYPTION_KEY_FILE to its new path`);
+  }
   if (await exists(besideDatabase)) {
     logger.warn('the key-encryption key is kept beside the database, so a copy of the data directory can open the stored keys; move the file out of the data directory and set KEY_ENCRYPTION_KEY_FILE to its new path', {
       file: besideDatabase,

@@ -1,5 +1,5 @@
 import { spawnSync } from 'node:child_process';
-import { mkdtemp, readdir, rm, writeFile } from 'node:fs/promises';
+import { mkdir, mkdtemp, readdir, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -119,6 +119,17 @@ describe('signing keys', () => {
       expect(result.stderr.trim().split('\n')).to.have.length(1);
       expect(result.stderr).to.match(/^configuration error: BASE_URL is https, so the key-encryption key must be given: set KEY_ENCRYPTION_KEY_FILE \(or KEY_ENCRYPTION_KEY\)/);
       expect(await readdir(dir), 'nothing was written: no key file, no database').to.deep.equal([]);
+    });
+
+    it('refuses a key an earlier version left beside the database, saying how to keep using it', async () => {
+      const legacy = join(dir, 'data', 'oauth.kek');
+      await mkdir(join(dir, 'data'), { recursive: true, mode: 0o700 });
+      await writeFile(legacy, `${Buffer.alloc(32, 9).toString('base64url')}\n`, { mode: 0o600 });
+      const refused = start({});
+      expect(refused.status).to.equal(1);
+      expect(refused.stderr.trim().split('\n')).to.have.length(1);
+      expect(refused.stderr).to.include(`the one found beside the database (${legacy})`).and.include('set KEY_ENCRYPTION_KEY_FILE to its new path');
+      expect(await readdir(join(dir, 'data')), 'no database was made').to.deep.equal(['oauth.kek']);
     });
   });
 });
