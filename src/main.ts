@@ -3,6 +3,7 @@ import { createServer, type Server } from 'node:http';
 
 import { openStore } from '../adapters/index.ts';
 import { ConfigError, loadConfig, type Config } from '../config/index.ts';
+import { misspelledSettings } from '../config/misspelled.ts';
 import { createLogger, type Logger } from './shared/logger.ts';
 import { KeyEncryptionError, loadKeyRing } from './keys/key_encryption.ts';
 import { KeyConfigError, loadKeys, type KeyMaterial } from './keys/keys.ts';
@@ -27,6 +28,11 @@ const SHUTDOWN_GRACE_MS = 10_000;
 async function main(): Promise<void> {
   const config = loadConfig();
   const logger = createLogger(config.logLevel);
+  if (cluster.isPrimary) {
+    for (const { name, meant } of misspelledSettings(process.env)) {
+      logger.warn(`${name} is not a setting of this service and is ignored; did you mean ${meant}?`, { variable: name, meant });
+    }
+  }
   if (config.cimd?.trustedHosts.length) {
     logger.warn('client metadata documents may be fetched from these hosts on private or loopback addresses (CIMD_TRUSTED_HOSTS)', { hosts: config.cimd.trustedHosts.join(' ') });
   }

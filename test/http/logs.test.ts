@@ -103,6 +103,26 @@ describe('logs: a request id on every line and answer', function () {
   });
 });
 
+describe('logs at start: settings that look like the service\'s own but are not', function () {
+  this.timeout(60_000);
+  let server: TestServer;
+
+  before(async () => {
+    server = await startServer({ env: { LOG_LEVL: 'debug', PROT: '8080', RATE_LIMIT_TOKENS: 'not-a-secret-but-never-logged' } });
+  });
+
+  after(async () => {
+    await server?.stop();
+  });
+
+  it('names each, with the setting likely meant, and never its value', () => {
+    const warnings = server.logs().split('\n').filter((line) => line.includes('is not a setting of this service')).map((line) => JSON.parse(line) as Record<string, unknown>);
+    expect(warnings.map(({ variable, meant }) => `${String(variable)} -> ${String(meant)}`)).to.deep.equal(['LOG_LEVL -> LOG_LEVEL', 'PROT -> PORT', 'RATE_LIMIT_TOKENS -> RATE_LIMITS']);
+    expect(warnings[0]).to.include({ level: 'warn', message: 'LOG_LEVL is not a setting of this service and is ignored; did you mean LOG_LEVEL?' });
+    expect(server.logs()).not.to.include('not-a-secret-but-never-logged');
+  });
+});
+
 describe('logs on a terminal: readable lines', function () {
   this.timeout(30_000);
 

@@ -10,6 +10,7 @@ import { expect } from 'chai';
 import { SCHEMA } from '../../config/schema.ts';
 import { CONFIGURATION_DOCUMENT, configurationTable, withTable } from '../../config/table.ts';
 import { ConfigError, loadConfig } from '../../config/index.ts';
+import { misspelledSettings } from '../../config/misspelled.ts';
 
 const ROOT = fileURLToPath(new URL('../..', import.meta.url));
 
@@ -239,5 +240,19 @@ describe('configuration schema (config/)', () => {
     expect(production.keyRotation.everySeconds).to.equal(90 * 86_400);
     for (const secret of ['KEY_ENCRYPTION_KEY', 'KEY_ENCRYPTION_KEY_PREVIOUS', 'METRICS_TOKEN']) expect(env, secret).to.not.have.property(secret);
     expect(new URL(env.STORE!).password).to.equal('REPLACE_ME');
+  });
+
+  it('finds settings one slip away from a known name, or in a family of them, and leaves the system\'s own variables alone', () => {
+    const env = {
+      BASEURL: '', LOG_LEVL: '', PKCE_REQUIRE: '', PROT: '', METRICS_ADDRESS: '', PORT: '3000',
+      HOME: '', HOSTNAME: '', PATH: '', USER: '', SHELL: '', TERM: '', LANG: '', PWD: '', LOGNAME: '', NODE_ENV: '', XDG_RUNTIME_DIR: '', lowercase_port: '',
+    };
+    expect(misspelledSettings(env)).to.deep.equal([
+      { name: 'BASEURL', meant: 'BASE_URL' },
+      { name: 'LOG_LEVL', meant: 'LOG_LEVEL' },
+      { name: 'METRICS_ADDRESS', meant: 'METRICS_HOST' },
+      { name: 'PKCE_REQUIRE', meant: 'PKCE_REQUIRED' },
+      { name: 'PROT', meant: 'PORT' },
+    ]);
   });
 });
