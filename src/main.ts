@@ -128,5 +128,7 @@ async function hintWhenEmpty(users: Promise<number>, logger: Logger): Promise<vo
 main().catch((error: unknown) => {
   const known = error instanceof ConfigError || error instanceof KeyConfigError || error instanceof KeyEncryptionError || error instanceof ListenError || error instanceof TypeError;
   process.stderr.write(`${known ? `configuration error: ${(error as Error).message}` : (error as Error).stack ?? String(error)}\n`);
-  process.exitCode = 1;
+  // Exit now: what had started (the metrics listener, the store's timers) would keep a process
+  // that can never serve alive, and an orchestrator could neither restart it nor route around it.
+  process.exit(1);
 });

@@ -300,3 +300,26 @@ describe('a metrics port another process holds', function () {
     }
   });
 });
+
+describe('a service port another process holds', function () {
+  this.timeout(30_000);
+
+  it('stops the service at once with one line naming PORT, though the metrics listener had started', async () => {
+    const holder = createServer();
+    await new Promise<void>((resolve) => holder.listen(0, '127.0.0.1', resolve));
+    const { port } = holder.address() as { port: number };
+    try {
+      const { code, stderr } = await new Promise<{ code: number | null; stderr: string }>((resolve) => {
+        const child = execFile(process.execPath, ['src/main.ts'], {
+          cwd: ROOT,
+          env: { PATH: process.env.PATH ?? '', STORE: 'memory:', HOST: '127.0.0.1', PORT: String(port), METRICS_PORT: '0', LOG_LEVEL: 'silent' },
+          timeout: 20_000,
+        }, (_error, _stdout, stderr) => resolve({ code: child.exitCode, stderr }));
+      });
+      expect(code, 'exited by itself, non-zero').to.equal(1);
+      expect(stderr.trim()).to.equal(`configuration error: PORT, HOST: 127.0.0.1 port ${port} is in use by another process (EADDRINUSE)`);
+    } finally {
+      holder.close();
+    }
+  });
+});
