@@ -27,6 +27,9 @@ const TAG_BYTES = 16;
 const PURPOSE = 'refresh token values';
 
 export class RefreshTokenValues {
+  /** What the keys are derived for (KeyRing.derivedKeys). */
+  static readonly PURPOSE = PURPOSE;
+
   /** The current key first; the others (previous key-encryption keys) still verify. */
   readonly #keys: readonly Buffer[];
 
@@ -35,11 +38,9 @@ export class RefreshTokenValues {
     this.#keys = keys;
   }
 
-  static readonly PURPOSE = PURPOSE;
-
   /** A refresh token value for the grant, around the engine's random value. */
   make(grantId: string, random: string): string {
-    return [grantId, random, this.#tag(this.#keys[0]!, grantId, random)].join(SEPARATOR);
+    return [grantId, random, this.#tagBytes(this.#keys[0]!, grantId, random).toString('base64url')].join(SEPARATOR);
   }
 
   /** The grant a value names, when this server made it; undefined for any other value. */
@@ -50,10 +51,6 @@ export class RefreshTokenValues {
     // Decoding is lenient (stray characters, unused low bits): only the one spelling this server writes counts.
     if (presented.length !== TAG_BYTES || presented.toString('base64url') !== tag) return undefined;
     return this.#keys.some((key) => timingSafeEqual(presented, this.#tagBytes(key, grantId, random))) ? grantId : undefined;
-  }
-
-  #tag(key: Buffer, grantId: string, random: string): string {
-    return this.#tagBytes(key, grantId, random).toString('base64url');
   }
 
   #tagBytes(key: Buffer, grantId: string, random: string): Buffer {

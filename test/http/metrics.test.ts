@@ -278,48 +278,36 @@ for (const where of ['local', 'public'] as const) {
   });
 }
 
-describe('a metrics port another process holds', function () {
+/** Starts the service with the env `withPort` gives for a port another listener holds; its exit code and stderr, once it has exited by itself. */
+async function startOnHeldPort(withPort: (port: number) => Record<string, string>): Promise<{ port: number; code: number | null; stderr: string }> {
+  const holder = createServer();
+  await new Promise<void>((resolve) => holder.listen(0, '127.0.0.1', resolve));
+  const { port } = holder.address() as { port: number };
+  try {
+    return await new Promise((resolve) => {
+      const child = execFile(process.execPath, ['src/main.ts'], {
+        cwd: ROOT,
+        env: { PATH: process.env.PATH ?? '', STORE: 'memory:', HOST: '127.0.0.1', ...withPort(port) },
+        timeout: 20_000,
+      }, (_error, _stdout, stderr) => resolve({ port, code: child.exitCode, stderr }));
+    });
+  } finally {
+    holder.close();
+  }
+}
+
+describe('a port another process holds', function () {
   this.timeout(30_000);
 
   it('stops the service at start with one line naming METRICS_PORT, no stack trace', async () => {
-    const holder = createServer();
-    await new Promise<void>((resolve) => holder.listen(0, '127.0.0.1', resolve));
-    const { port } = holder.address() as { port: number };
-    try {
-      const { code, stderr } = await new Promise<{ code: number | null; stderr: string }>((resolve) => {
-        const child = execFile(process.execPath, ['src/main.ts'], {
-          cwd: ROOT,
-          env: { PATH: process.env.PATH ?? '', STORE: 'memory:', HOST: '127.0.0.1', PORT: '0', METRICS_PORT: String(port) },
-          timeout: 20_000,
-        }, (_error, _stdout, stderr) => resolve({ code: child.exitCode, stderr }));
-      });
-      expect(code).to.equal(1);
-      expect(stderr.trim()).to.equal(`configuration error: METRICS_HOST, METRICS_PORT: 127.0.0.1 port ${port} is in use by another process (EADDRINUSE)`);
-    } finally {
-      holder.close();
-    }
+    const { port, code, stderr } = await startOnHeldPort((held) => ({ PORT: '0', METRICS_PORT: String(held) }));
+    expect(code).to.equal(1);
+    expect(stderr.trim()).to.equal(`configuration error: METRICS_HOST, METRICS_PORT: 127.0.0.1 port ${port} is in use by another process (EADDRINUSE)`);
   });
-});
-
-describe('a service port another process holds', function () {
-  this.timeout(30_000);
 
   it('stops the service at once with one line naming PORT, though the metrics listener had started', async () => {
-    const holder = createServer();
-    await new Promise<void>((resolve) => holder.listen(0, '127.0.0.1', resolve));
-    const { port } = holder.address() as { port: number };
-    try {
-      const { code, stderr } = await new Promise<{ code: number | null; stderr: string }>((resolve) => {
-        const child = execFile(process.execPath, ['src/main.ts'], {
-          cwd: ROOT,
-          env: { PATH: process.env.PATH ?? '', STORE: 'memory:', HOST: '127.0.0.1', PORT: String(port), METRICS_PORT: '0', LOG_LEVEL: 'silent' },
-          timeout: 20_000,
-        }, (_error, _stdout, stderr) => resolve({ code: child.exitCode, stderr }));
-      });
-      expect(code, 'exited by itself, non-zero').to.equal(1);
-      expect(stderr.trim()).to.equal(`configuration error: PORT, HOST: 127.0.0.1 port ${port} is in use by another process (EADDRINUSE)`);
-    } finally {
-      holder.close();
-    }
+    const { port, code, stderr } = await startOnHeldPort((held) => ({ PORT: String(held), METRICS_PORT: '0', LOG_LEVEL: 'silent' }));
+    expect(code, 'exited by itself, non-zero').to.equal(1);
+    expect(stderr.trim()).to.equal(`configuration error: PORT, HOST: 127.0.0.1 port ${port} is in use by another process (EADDRINUSE)`);
   });
 });
