@@ -1,6 +1,6 @@
 import { DuplicateError, LastAdminError, ROLES, type AccountStore, type Membership, type Role, type User, type Workspace } from '../../adapters/store.ts';
 import { newId } from './ids.ts';
-import { decoyHash, hashPassword, verifyPassword } from './passwords.ts';
+import { decoyHash, hashPassword, passwordProblem, verifyPassword } from './passwords.ts';
 import { nowSeconds } from '../shared/clock.ts';
 
 /** Bad input to an account operation; the message is safe to show to the person who gave it. */
@@ -32,7 +32,11 @@ export interface NewUser {
 }
 
 const EMAIL = /^[^\s@]+@[^\s@]+\.[^\s@]+$/;
-const MIN_PASSWORD_LENGTH = 8;
+
+/** Whether a user may be created with this email (once trimmed). */
+export function isEmailAddress(email: string): boolean {
+  return EMAIL.test(email.trim());
+}
 
 /** Workspaces, users and memberships: the identity model behind logins and tokens. */
 export class Accounts {
@@ -79,7 +83,7 @@ export class Accounts {
 
   async createUser(input: NewUser): Promise<User> {
     const email = input.email.trim();
-    if (!EMAIL.test(email)) throw new AccountError(`"${input.email}" is not an email address`);
+    if (!isEmailAddress(email)) throw new AccountError(`"${input.email}" is not an email address`);
     if (!input.name.trim()) throw new AccountError('a user needs a name');
     checkPassword(input.password);
     const user: User = {
@@ -244,7 +248,8 @@ export class Accounts {
 }
 
 function checkPassword(password: string): void {
-  if (password.length < MIN_PASSWORD_LENGTH) throw new AccountError(`a password needs at least ${MIN_PASSWORD_LENGTH} characters`);
+  const problem = passwordProblem(password);
+  if (problem) throw new AccountError(problem);
 }
 
 export function isRole(value: string): value is Role {

@@ -3,6 +3,14 @@ import { promisify } from 'node:util';
 
 const argon2Async = promisify(argon2);
 
+/** The one rule a new password must meet, wherever it is set. */
+export const MIN_PASSWORD_LENGTH = 8;
+
+/** Why a password will not do, said to the person choosing it; undefined when it will. */
+export function passwordProblem(password: string): string | undefined {
+  return password.length < MIN_PASSWORD_LENGTH ? `a password needs at least ${MIN_PASSWORD_LENGTH} characters` : undefined;
+}
+
 /** OWASP's minimum argon2id profile: 19 MiB, 2 passes, 1 lane. */
 const PARAMS = { memory: 19_456, passes: 2, parallelism: 1, tagLength: 32 } as const;
 const PHC = /^\$argon2id\$v=19\$m=(\d+),t=(\d+),p=(\d+)\$([A-Za-z0-9+/]+)\$([A-Za-z0-9+/]+)$/;
