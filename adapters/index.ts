@@ -2,7 +2,7 @@ import { resolve } from 'node:path';
 
 import type { Logger } from '../src/shared/logger.ts';
 import { openRedisStore } from './redis/store.ts';
-import { isRedisUrl, REDIS_SCHEMES } from './redis/url.ts';
+import { isRedisUrl, parseRedisUrl, REDIS_SCHEMES, shownRedisUrl } from './redis/url.ts';
 import { openSqliteStore } from './sqlite/store.ts';
 import type { Store } from './store.ts';
 
@@ -38,4 +38,26 @@ export function sqliteFile(url: string): string | undefined {
   const path = url.slice('sqlite:'.length).replace(/^\/\/(?=\/)/, '');
   if (!path) throw new TypeError('sqlite: storage URL needs a file path, e.g. sqlite:./data/oauth.sqlite');
   return resolve(path);
+}
+
+export interface StoreLocation {
+  /** The storage URL as it may be shown: `sqlite:` with the absolute path, Redis without its credentials. */
+  url: string;
+  /** In words: "the SQLite store at /srv/oauth/data/oauth.sqlite". */
+  description: string;
+  /** Whether the storage URL holds credentials (left out of `url`). */
+  credentials: boolean;
+}
+
+/** Where a storage URL keeps the data, to say to whoever runs a command against it; never its credentials. */
+export function storeLocation(url: string): StoreLocation {
+  if (url === 'memory:') return { url, description: 'an in-memory store (gone when the process ends)', credentials: false };
+  if (isRedisUrl(url)) {
+    const target = parseRedisUrl(url);
+    const shown = shownRedisUrl(target);
+    return { url: shown, description: `the Redis store at ${shown}`, credentials: target.username !== undefined || target.password !== undefined };
+  }
+  const path = sqliteFile(url);
+  if (!path) throw new TypeError(`unsupported storage URL "${url}"; use one of ${STORE_SCHEMES.join(', ')}`);
+  return { url: `sqlite:${path}`, description: `the SQLite store at ${path}`, credentials: false };
 }

@@ -77,6 +77,19 @@ export function parseRedisUrl(url: string): RedisTarget {
   }
 }
 
+/** The URL as it may be shown or logged: without its credentials, every port and database named. */
+export function shownRedisUrl(target: RedisTarget): string {
+  const hosts = (nodes: HostPort[]) => nodes.map(({ host, port }) => `${host.includes(':') ? `[${host}]` : host}:${port}`).join(',');
+  switch (target.mode) {
+    case 'standalone':
+      return `${target.tls ? 'rediss' : 'redis'}://${hosts([target.node])}/${target.db}`;
+    case 'sentinel':
+      return `redis+sentinel://${hosts(target.sentinels)}/${encodeURIComponent(target.name)}/${target.db}`;
+    case 'cluster':
+      return `redis+cluster://${hosts(target.nodes)}`;
+  }
+}
+
 function parseCredentials(userinfo: string, fail: (problem: string) => never): Credentials {
   const colon = userinfo.indexOf(':');
   const username = decode(colon === -1 ? userinfo : userinfo.slice(0, colon), fail);
