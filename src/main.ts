@@ -16,6 +16,7 @@ import { instrumentStore } from './http/metrics/store.ts';
 import { listen, ListenError } from './http/listen.ts';
 import { serveMetrics, stopServingMetrics } from './http/metrics/listener.ts';
 import { superviseWorkers } from './http/workers.ts';
+import { quickstartCommand } from './cli/quickstart_command.ts';
 
 /** How long SIGTERM waits for requests in flight before it closes their connections. */
 const SHUTDOWN_GRACE_MS = 10_000;
@@ -60,7 +61,7 @@ async function prepare(config: Config, logger: Logger): Promise<void> {
   const store = openStore(config.store, { warn: logger.warn });
   try {
     await loadKeys(store.settings, keyRing, config.jwksFile);
-    await hintWhenEmpty(store.accounts.countUsers(), logger);
+    await hintWhenEmpty(store.accounts.countUsers(), config, logger);
   } finally {
     await store.close();
   }
@@ -90,7 +91,7 @@ async function serve(config: Config, logger: Logger, alone: boolean): Promise<vo
   const server: Server = createServer((request, response) => handle(request, response));
   await listen(server, config.port, config.host, 'PORT, HOST');
   logger.info('listening', { issuer: config.issuer, port: config.port, store: config.store.split(':')[0], pid: process.pid });
-  if (alone) await hintWhenEmpty(store.accounts.countUsers(), logger);
+  if (alone) await hintWhenEmpty(store.accounts.countUsers(), config, logger);
 
   const stop = async (signal: string) => {
     logger.info('stopping', { signal });
@@ -111,17 +112,20 @@ async function serve(config: Config, logger: Logger, alone: boolean): Promise<vo
   process.once('SIGINT', () => void stop('SIGINT'));
 }
 
-const FIRST_RUN_COMMAND = 'npm run admin -- quickstart';
-
 /** With no users yet, says how to make the first ones: in the log, and in plain words to a person at a terminal. */
-async function hintWhenEmpty(users: Promise<number>, logger: Logger): Promise<void> {
+async function hintWhenEmpty(users: Promise<number>, config: Config, logger: Logger): Promise<void> {
   if (await users !== 0) return;
+  // Run in another terminal, the quickstart sees none of this process's environment: the command carries what it must share.
+  const { command, secretSettings } = quickstartCommand(config, process.env);
+  const secrets = secretSettings.join(' and ');
   logger.warn('no users yet: create the first workspace, its admin and a demo client with the admin CLI', {
-    command: FIRST_RUN_COMMAND,
+    command,
+    ...(secrets ? { set_as_for_the_service: secrets } : {}),
     separately: 'npm run admin -- workspace create, then user create (npm run admin -- --help)',
   });
   if (process.stderr.isTTY) {
-    process.stderr.write(`\nNo users yet. To create the first workspace, its admin and a demo client to try it with, run:\n\n    ${FIRST_RUN_COMMAND}\n\n`);
+    const also = secrets ? `\nwith ${secrets} set as for this service too (not repeated here: ${secretSettings.length > 1 ? 'they hold secrets' : 'it holds a secret'}).\n` : '';
+    process.stderr.write(`\nNo users yet. To create the first workspace, its admin and a demo client to try it with, run:\n\n    ${command}\n${also}\n`);
   }
 }
 

@@ -104,6 +104,7 @@ function field(name: string, value: string): string {
 
 const SHELL_SAFE = /^[A-Za-z0-9_.:/=@%+,-]+$/;
 
-function quote(value: string): string {
+/** One word for a POSIX shell: as it is when nothing in it is special, single-quoted otherwise. */
+export function quote(value: string): string {
   return SHELL_SAFE.test(value) ? value : `'${value.replaceAll("'", `'\\''`)}'`;
 }
