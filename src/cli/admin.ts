@@ -5,7 +5,7 @@ import { parseArgs } from 'node:util';
 import { openStore } from '../../adapters/index.ts';
 import type { ApiKeyRecord, Store } from '../../adapters/store.ts';
 import { AccountError, Accounts } from '../accounts/accounts.ts';
-import { ConfigError, loadConfig } from '../../config/index.ts';
+import { ConfigError, loadConfig, type Config } from '../../config/index.ts';
 import { createLogger } from '../shared/logger.ts';
 import { loadKeyRing } from '../keys/key_encryption.ts';
 import { loadKeys } from '../keys/keys.ts';
@@ -22,6 +22,7 @@ import { INTROSPECTION_AUDIENCE, RESOURCE_SERVER_AUTH_METHODS, isResourceServerA
 import { ApiKeyError, ApiKeys } from '../api_keys/api_keys.ts';
 import { parseDuration } from '../../config/duration.ts';
 import { quickstart } from './quickstart.ts';
+import { QuickstartError } from './quickstart_error.ts';
 import { createResourceServerCommand, deleteResourceServer, listResourceServers } from './resource_server_commands.ts';
 
 const USAGE = `Usage: npm run admin -- <command> [options] [--json]
@@ -29,6 +30,8 @@ const USAGE = `Usage: npm run admin -- <command> [options] [--json]
   quickstart  first run: a workspace, its admin and a demo client, with the flow to try it
               (on a terminal it asks; otherwise --email EMAIL --name NAME --password-stdin)
               [--workspace-name NAME] [--base-url URL] [--force: even if users exist]
+              [--listen: answer at the demo redirect URI (127.0.0.1:8976) and exchange the code]
+              [--listen-port PORT: listen there instead, the demo client registered with it]
   workspace create --name NAME
   workspace list
   user create --email EMAIL --name NAME --workspace WORKSPACE_ID --role admin|member|viewer --password-stdin
@@ -72,6 +75,8 @@ const OPTIONS = {
   'workspace-name': { type: 'string' },
   'base-url': { type: 'string' },
   force: { type: 'boolean' },
+  listen: { type: 'boolean' },
+  'listen-port': { type: 'string' },
   json: { type: 'boolean' },
   help: { type: 'boolean', short: 'h' },
 } as const;
@@ -79,6 +84,8 @@ const OPTIONS = {
 type Options = ReturnType<typeof parseArgs<{ options: typeof OPTIONS; allowPositionals: true }>>['values'];
 
 interface Context {
+  /** The service's configuration: the same loadConfig over the same environment. */
+  config: Config;
   store: Store;
   accounts: Accounts;
   options: Options;
@@ -207,7 +214,11 @@ const COMMANDS: Record<string, Command> = {
   'keys rotate': ({ store, options }) => rotateSigningKeys(store, loadConfig(), createLogger('error'), options.now === true),
   'keys list': ({ store }) => listSigningKeys(store, loadConfig(), createLogger('error')),
   quickstart: (ctx) => quickstart({
-    ...ctx, issuer: loadConfig().issuer, engine: () => engine(ctx.store, ctx.accounts), usage: (message) => new UsageError(message),
+    ...ctx,
+    engine: () => engine(ctx.store, ctx.accounts),
+    usage: (message) => new UsageError(message),
+    print: (text) => process.stdout.write(`${text}\n`),
+    note: (text) => process.stderr.write(`${text}\n`),
   }),
 };
 
@@ -243,7 +254,7 @@ async function engine(store: Store, accounts: Accounts) {
   const keys = await loadKeys(store.settings, await loadKeyRing(config, createLogger('error')), config.jwksFile);
   // Not started: the CLI only creates records, it never verifies a token.
   const revocations = new RevocationList(store.revocations);
-  return buildProvider({ config, store, accounts, keys, revocations });
+  return { ...buildProvider({ config, store, accounts, keys, revocations }), keys };
 }
 
 async function run(argv: string[]): Promise<number> {
@@ -270,7 +281,7 @@ async function run(argv: string[]): Promise<number> {
   const config = loadConfig();
   const store = openStore(config.store);
   try {
-    const output = await command({ store, accounts: new Accounts(store.accounts), options }, args);
+    const output = await command({ config, store, accounts: new Accounts(store.accounts), options }, args);
     process.stdout.write(`${options.json ? JSON.stringify(output.json, null, 2) : output.text}\n`);
     return 0;
   } catch (error) {
@@ -278,7 +289,7 @@ async function run(argv: string[]): Promise<number> {
       process.stderr.write(`error: ${error.message}\n\n${USAGE}\n`);
       return 2;
     }
-    if (error instanceof AccountError || error instanceof ApiKeyError || error instanceof KeyAdminError || error instanceof ResourceError) {
+    if (error instanceof AccountError || error instanceof ApiKeyError || error instanceof KeyAdminError || error instanceof ResourceError || error instanceof QuickstartError) {
       process.stderr.write(`error: ${error.message}\n`);
       return 1;
     }

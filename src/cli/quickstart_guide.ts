@@ -1,5 +1,7 @@
 import { createHash, randomBytes } from 'node:crypto';
 
+import type { Tokens } from './quickstart_listener.ts';
+
 /**
  * What `admin quickstart` prints for its demo client: an authorization URL ready to open (PKCE
  * S256, a fresh state) and the curl commands for every step after it. Everything is filled in
@@ -61,18 +63,27 @@ export function buildGuide(baseUrl: string, client: GuideClient): Guide {
   };
 }
 
-/** The guide as a newcomer reads it, step by step. */
-export function describeGuide(guide: Guide, client: GuideClient & { email: string }): string {
+/** The guide as a newcomer reads it, step by step; `listening`: quickstart --listen answers at the redirect URI and makes step 2 itself. */
+export function describeGuide(guide: Guide, client: GuideClient & { email: string }, { listening }: { listening: boolean }): string {
   const { authorization, commands } = guide;
+  const comingBack = listening
+    ? [
+      `   The browser is then sent to ${client.redirectUri}?code=...&state=..., where this quickstart`,
+      '   listens: it checks the state, shows the code, and exchanges it as step 2 does. Steps 2 to 5',
+      '   are what to run yourself next time.',
+    ]
+    : [
+      `   The browser is then sent to ${client.redirectUri}?code=...&state=...; nothing listens there, so`,
+      '   the page does not load: take the code from the address bar (and check that state is',
+      `   ${authorization.state}). A code works once, within 60 seconds.`,
+    ];
   return [
-    '1. Start the service if it is not running (npm start). Open this URL in a browser, sign in as',
-    `   ${client.email} and press Allow:`,
+    '1. Start the service if it is not running (npm start, with the same settings as this command). Open',
+    `   this URL in a browser, sign in as ${client.email} and press Allow:`,
     '',
     `   ${authorization.url}`,
     '',
-    `   The browser is then sent to ${client.redirectUri}?code=...&state=...; nothing listens there, so`,
-    '   the page does not load: take the code from the address bar (and check that state is',
-    `   ${authorization.state}). A code works once, within 60 seconds.`,
+    ...comingBack,
     `   PKCE: the URL carries code_challenge ${authorization.code_challenge}; step 2 sends its`,
     `   code_verifier ${authorization.code_verifier}.`,
     '',
@@ -94,6 +105,29 @@ export function describeGuide(guide: Guide, client: GuideClient & { email: strin
     '',
     "   ACCESS_TOKEN='the access_token from the answer'",
     `   ${commands.data_api}`,
+  ].join('\n');
+}
+
+/** The token endpoint's answer to quickstart --listen's exchange, ready to paste into steps 3 and 5. */
+export function describeTokens(tokens: Tokens, tokenEndpoint: string): string {
+  const rows: Array<[string, string | number | undefined]> = [
+    ['access_token', tokens.access_token],
+    ['token_type', tokens.token_type],
+    ['expires_in', tokens.expires_in],
+    ['scope', tokens.scope],
+    ['refresh_token', tokens.refresh_token],
+    ['id_token', tokens.id_token],
+  ];
+  const shown = rows.filter((row): row is [string, string | number] => row[1] !== undefined);
+  return [
+    `The code was exchanged at ${tokenEndpoint} (step 2):`,
+    '',
+    ...shown.map(([name, value]) => `   ${name.padEnd(14)} ${value}`),
+    '',
+    'For steps 3 and 5:',
+    '',
+    `   ACCESS_TOKEN=${quote(tokens.access_token)}`,
+    ...(tokens.refresh_token ? [`   REFRESH_TOKEN=${quote(tokens.refresh_token)}`] : []),
   ].join('\n');
 }
 

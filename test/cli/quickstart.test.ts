@@ -1,6 +1,7 @@
-import { spawn, type ChildProcess } from 'node:child_process';
+import { spawn } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
 import { mkdtemp, rm } from 'node:fs/promises';
+import { createServer } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -8,9 +9,11 @@ import { fileURLToPath } from 'node:url';
 import { expect } from 'chai';
 import { decodeJwt } from 'jose';
 
+import { openStore } from '../../adapters/index.ts';
 import { startRedis, type RedisServer } from '../support/redis.ts';
-import { freePort, startServer, type TestServer } from '../support/server.ts';
+import { freePort, runAdmin, startServer, type TestServer } from '../support/server.ts';
 import { UserAgent, authorize } from '../support/user_agent.ts';
+import { watchProcess, type WatchedProcess } from '../support/watched_process.ts';
 
 /**
  * `npm run admin -- quickstart`, a newcomer's first run, against a real server's store: what it
@@ -78,51 +81,23 @@ async function runJson(command: string, variables: Record<string, string> = {}):
 }
 
 /** A command on a pseudo-terminal: its output is what a person would see on the screen. */
-interface Terminal {
-  screen(): string;
-  /** Resolves once the screen shows `pattern`; fails if the command ends first. */
-  shows(pattern: RegExp): Promise<void>;
+interface Terminal extends WatchedProcess {
   type(keys: string): void;
-  exited: Promise<number | null>;
-  child: ChildProcess;
 }
 
 function onTerminal(command: string, env: Record<string, string>): Terminal {
   const child = spawn('script', ['-q', '-e', '-c', command, '/dev/null'], { cwd: ROOT, env: { ...env, SHELL: '/bin/sh' }, stdio: ['pipe', 'pipe', 'pipe'] });
-  let screen = '';
-  const waiting = new Set<() => void>();
-  const collect = (chunk: Buffer) => {
-    screen += chunk.toString();
-    for (const check of waiting) check();
-  };
-  child.stdout!.on('data', collect);
-  child.stderr!.on('data', collect);
-  const exited = new Promise<number | null>((resolve) => child.on('exit', (code) => {
-    for (const check of waiting) check();
-    resolve(code);
-  }));
-  return {
-    screen: () => screen,
-    shows: (pattern) => new Promise<void>((resolve, reject) => {
-      const check = () => {
-        if (pattern.test(screen)) {
-          waiting.delete(check);
-          resolve();
-        } else if (child.exitCode !== null || child.signalCode !== null) {
-          waiting.delete(check);
-          reject(new Error(`the terminal never showed ${pattern}:\n${screen}`));
-        }
-      };
-      waiting.add(check);
-      check();
-    }),
-    type: (keys) => { child.stdin!.write(keys); },
-    exited,
-    child,
-  };
+  return { ...watchProcess(child), type: (keys) => { child.stdin.write(keys); } };
+}
+
+/** The workspaces the store holds, by name: what a quickstart refused before writing must not have added to. */
+async function workspaceNames(server: TestServer): Promise<string[]> {
+  const listed = await server.admin(['workspace', 'list', '--json']);
+  return (JSON.parse(listed.stdout) as Array<{ name: string }>).map((workspace) => workspace.name);
 }
 
 const uniqueEmail = (label: string) => `${label}-${randomBytes(4).toString('hex')}@example.com`;
+const newPassword = () => `qs-${randomBytes(9).toString('base64url')}-pw`;
 
 describe('admin quickstart', function () {
   this.timeout(30_000);
@@ -133,9 +108,9 @@ describe('admin quickstart', function () {
   /** The demo client quickstart created first, as it printed it (its secret shown once, there). */
   let demo: { clientId: string; clientSecret: string } | undefined;
 
-  async function quickstart(args: string[], password?: string) {
+  async function quickstart(args: string[], password?: string, env: Record<string, string> = server.env) {
     if (password) passwords.push(password);
-    const result = await server.admin(['quickstart', ...args], password === undefined ? undefined : `${password}\n`);
+    const result = await runAdmin(env, ['quickstart', ...args], password === undefined ? undefined : `${password}\n`);
     outputs.push(result.stdout, result.stderr);
     return result;
   }
@@ -148,17 +123,17 @@ describe('admin quickstart', function () {
     await server?.stop();
   });
 
-  it('at first start without a terminal, the hint naming quickstart is a JSON log line like every other', async () => {
+  it('at first start without a terminal, the hint naming quickstart is a JSON log line like every other, its command carrying the service\'s settings', async () => {
     while (!server.logs().includes('no users yet')) await new Promise((resolve) => setTimeout(resolve, 50));
     const lines = server.logs().split('\n').filter((line) => line.trim() !== '');
     const parsed = lines.map((line) => JSON.parse(line) as Record<string, unknown>);
     const hint = parsed.find((entry) => String(entry.message).startsWith('no users yet'));
-    expect(hint).to.include({ level: 'warn', command: 'npm run admin -- quickstart' });
+    expect(hint).to.include({ level: 'warn', command: `BASE_URL=${server.issuer} STORE=${server.store} npm run admin -- quickstart` });
     expect(server.logs()).to.not.contain('No users yet.');
   });
 
   it('without a terminal, a missing --email, --name or --password-stdin is a usage error naming it, and nothing is created', async () => {
-    const password = `qs-${randomBytes(9).toString('base64url')}`;
+    const password = newPassword();
     const cases: Array<[string[], string]> = [
       [['--name', 'Ann', '--password-stdin'], '--email'],
       [['--email', uniqueEmail('ann'), '--password-stdin'], '--name'],
@@ -170,15 +145,35 @@ describe('admin quickstart', function () {
       expect(result.stdout).to.equal('');
       expect(result.stderr).to.contain(named).and.match(/usage/i);
     }
-    const workspaces = await server.admin(['workspace', 'list', '--json']);
-    expect(JSON.parse(workspaces.stdout)).to.deep.equal([]);
+    expect(await workspaceNames(server)).to.deep.equal([]);
   });
 
-  it('creates a workspace, its admin and a demo client, and the printed URL and curl commands work as printed', async () => {
+  it('refuses at once, before writing anything, a password that breaks the account rules, a bad email or an empty name; the same email then works', async () => {
+    const email = uniqueEmail('checked');
+    const cases: Array<[string[], string, RegExp]> = [
+      [['--email', email, '--name', 'Cy Checked'], 'short', /a password needs at least 8 characters; nothing was written/],
+      [['--email', 'not-an-email', '--name', 'Cy Checked'], newPassword(), /"not-an-email" is not an email address; nothing was written/],
+      [['--email', email, '--name', ' '], newPassword(), /a user needs a name; nothing was written/],
+      [['--email', email, '--name', 'Cy Checked', '--workspace-name', ' '], newPassword(), /a workspace needs a name; nothing was written/],
+    ];
+    for (const [args, password, refusal] of cases) {
+      const result = await quickstart([...args, '--password-stdin'], password);
+      expect(result.code, result.stderr).to.equal(1);
+      expect(result.stderr).to.match(refusal);
+      expect(result.stdout).to.equal('');
+    }
+    expect(await workspaceNames(server)).to.deep.equal([]);
+  });
+
+  it('creates a workspace, its admin and a demo client, says which store it wrote to, and the printed URL and curl commands work as printed', async () => {
     const email = uniqueEmail('newcomer');
-    const password = `qs-${randomBytes(9).toString('base64url')}-pw`;
+    const password = newPassword();
     const result = await quickstart(['--workspace-name', 'Acme', '--email', email, '--name', 'Ann Newcomer', '--password-stdin'], password);
     expect(result.code, result.stderr).to.equal(0);
+    const database = server.store.slice('sqlite:'.length);
+    expect(result.stdout).to.contain(`Created in the SQLite store at ${database}: workspace `);
+    expect(result.stderr).to.contain(`in the SQLite store at ${database}, for the service at ${server.issuer}`);
+    expect(result.stderr, 'the service answered over the same store').to.not.contain('Nothing answers');
     const printed = parsePrinted(result.stdout);
     demo = { clientId: printed.clientId, clientSecret: printed.clientSecret };
     const workspaceId = /workspace (ws_\S+) \("Acme"\)/.exec(result.stdout)?.[1];
@@ -240,8 +235,8 @@ describe('admin quickstart', function () {
     expect(location.searchParams.get('error')).to.equal('invalid_scope');
   });
 
-  it('once users exist it refuses, saying what to do instead; --force adds another workspace, admin and client; --json gives the same flow to scripts', async () => {
-    const password = `qs-${randomBytes(9).toString('base64url')}-pw`;
+  it('once users exist it refuses, saying what to do instead; --force adds another workspace, admin and client; --json gives the same flow and the store to scripts', async () => {
+    const password = newPassword();
     const email = uniqueEmail('second');
     const refused = await quickstart(['--email', email, '--name', 'Second', '--password-stdin'], password);
     expect(refused.code).to.equal(1);
@@ -252,6 +247,7 @@ describe('admin quickstart', function () {
     expect(forced.code, forced.stderr).to.equal(0);
     const json = JSON.parse(forced.stdout) as {
       base_url: string;
+      store: string;
       workspace: { id: string; name: string };
       user: { email: string; role: string };
       client: { client_id: string; client_secret: string; workspace_id: string };
@@ -259,6 +255,7 @@ describe('admin quickstart', function () {
       commands: { exchange: string; refresh: string; client_credentials: string; data_api: string };
     };
     expect(json.base_url).to.equal(server.issuer);
+    expect(json.store).to.equal(server.store);
     expect(json.workspace.name).to.equal('My workspace');
     expect(json.user).to.include({ email, role: 'admin' });
     expect(json.client.workspace_id).to.equal(json.workspace.id);
@@ -269,47 +266,102 @@ describe('admin quickstart', function () {
     expect(decodeJwt(workspaceToken.access_token as string)).to.include({ workspace_id: json.workspace.id });
     const companies = await runJson(json.commands.data_api, { ACCESS_TOKEN: workspaceToken.access_token as string });
     expect(companies).to.have.nested.property('data.companies');
+
+    const again = await quickstart(['--email', email.toUpperCase(), '--name', 'Second', '--password-stdin', '--force'], password);
+    expect(again.code).to.equal(1);
+    expect(again.stderr).to.contain(`a user with email ${email.toUpperCase()} already exists; nothing was written`);
   });
 
-  it('on a terminal it asks for what the flags leave out, never shows the password, and the admin it makes can sign in', async () => {
+  it('on a terminal it asks for what the flags leave out, never shows the password, asks again with the reason for one too short or typed differently, and the admin it makes can sign in', async () => {
     const email = uniqueEmail('typed');
     const password = `qs-${randomBytes(9).toString('base64url')}-typed`;
     passwords.push(password);
     const terminal = onTerminal('exec node src/cli/admin.ts quickstart --force', server.env);
-    await terminal.shows(/Workspace name \[My workspace\]: /);
+    await terminal.showsNext(/Workspace name \[My workspace\]: /);
     terminal.type('Typed Co\r');
-    await terminal.shows(/Your email address: /);
+    await terminal.showsNext(/Your email address: /);
+    terminal.type('not an email\r');
+    await terminal.showsNext(/"not an email" is not an email address; try again\.[^]*?Your email address: /);
     terminal.type(`${email}\r`);
-    await terminal.shows(/Your name: /);
+    await terminal.showsNext(/Your name: /);
     terminal.type('Tess Typed\r');
-    await terminal.shows(/Password \(at least 8 characters, not shown\): /);
+    await terminal.showsNext(/Password \(at least 8 characters, not shown\): /);
+    terminal.type('short\r');
+    await terminal.showsNext(/A password needs at least 8 characters; try again\.[^]*?Password \(at least 8 characters, not shown\): /);
     terminal.type(`${password}\r`);
-    await terminal.shows(/Password again: /);
+    await terminal.showsNext(/Password again: /);
+    terminal.type(`${password}-not\r`);
+    await terminal.showsNext(/The two passwords differ; type it again\.[^]*?Password \(at least 8 characters, not shown\): /);
+    expect(await workspaceNames(server), 'nothing written while it asks').to.not.include('Typed Co');
     terminal.type(`${password}\r`);
-    expect(await terminal.exited, terminal.screen()).to.equal(0);
-    outputs.push(terminal.screen());
+    await terminal.showsNext(/Password again: /);
+    terminal.type(`${password}\r`);
+    expect(await terminal.exited, terminal.output()).to.equal(0);
+    outputs.push(terminal.output());
 
-    expect(terminal.screen()).to.match(/workspace ws_\S+ \("Typed Co"\)/);
-    const printed = parsePrinted(terminal.screen().replaceAll('\r', ''));
+    expect(terminal.output()).to.match(/workspace ws_\S+ \("Typed Co"\)/);
+    expect(terminal.output()).to.not.contain('short');
+    const printed = parsePrinted(terminal.output().replaceAll('\r', ''));
     const callback = await authorize(new UserAgent(), printed.authorizationUrl, server.origin, { email, password });
     expect(callback.searchParams.get('code'), callback.href).to.be.a('string');
   });
 
-  it('on a terminal, two different passwords create nothing', async () => {
-    const email = uniqueEmail('mistyped');
-    const terminal = onTerminal('exec node src/cli/admin.ts quickstart --force --workspace-name Mistyped', server.env);
-    await terminal.shows(/Your email address: /);
-    terminal.type(`${email}\r`);
-    await terminal.shows(/Your name: /);
-    terminal.type('Mo Mistyped\r');
-    await terminal.shows(/not shown\): /);
-    terminal.type('first-password\r');
-    await terminal.shows(/Password again: /);
-    terminal.type('second-password\r');
-    expect(await terminal.exited).to.equal(1);
-    expect(terminal.screen()).to.contain('the two passwords differ');
-    const workspaces = await server.admin(['workspace', 'list']);
-    expect(workspaces.stdout).to.not.contain('Mistyped');
+  it('an https BASE_URL without a key-encryption key, which the service would refuse, stops it before anything is written', async () => {
+    const before = await workspaceNames(server);
+    const email = uniqueEmail('https');
+    const refused = await quickstart(['--force', '--workspace-name', 'Over https', '--email', email, '--name', 'Hal Https', '--password-stdin'], newPassword(), {
+      ...server.env, BASE_URL: 'https://auth.example.com',
+    });
+    expect(refused.code).to.equal(1);
+    expect(refused.stderr).to.match(/error: the service would not start with these settings: BASE_URL is https, so the key-encryption key must be given.*; nothing was written/);
+    expect(await workspaceNames(server)).to.deep.equal(before);
+  });
+
+  it('a service at the printed URL running on another store than the one given stops it before anything is written there', async () => {
+    const dir = await mkdtemp(join(tmpdir(), 'oauth-other-store-'));
+    const other = `sqlite:${join(dir, 'oauth.sqlite')}`;
+    try {
+      const refused = await quickstart(['--email', uniqueEmail('elsewhere'), '--name', 'Els Where', '--password-stdin'], newPassword(), { ...server.env, STORE: other });
+      expect(refused.code).to.equal(1);
+      expect(refused.stderr).to.contain(`the service at ${server.issuer} runs on another store than the SQLite store at ${join(dir, 'oauth.sqlite')}`);
+      expect(refused.stderr).to.contain('nothing was written');
+      const store = openStore(other);
+      try {
+        expect(await store.accounts.countUsers()).to.equal(0);
+        expect(await store.accounts.listWorkspaces()).to.deep.equal([]);
+      } finally {
+        await store.close();
+      }
+    } finally {
+      await rm(dir, { recursive: true, force: true });
+    }
+  });
+
+  it('--listen with no service answering, or with its port taken, stops it before anything is written, saying why', async () => {
+    const before = await workspaceNames(server);
+    const nobody = `http://127.0.0.1:${await freePort()}`;
+    const down = await quickstart(['--force', '--listen', '--listen-port', '0', '--email', uniqueEmail('down'), '--name', 'Dee Down', '--password-stdin'], newPassword(), {
+      ...server.env, BASE_URL: nobody,
+    });
+    expect(down.code).to.equal(1);
+    expect(down.stderr).to.match(new RegExp(`nothing answers at ${nobody} \\(ECONNREFUSED\\), and --listen exchanges the code there: start the service first`));
+
+    const held = createServer();
+    await new Promise<void>((resolve) => held.listen(0, '127.0.0.1', resolve));
+    const { port } = held.address() as { port: number };
+    try {
+      const taken = await quickstart(['--force', '--listen-port', String(port), '--email', uniqueEmail('taken'), '--name', 'Tak En', '--password-stdin'], newPassword());
+      expect(taken.code).to.equal(1);
+      expect(taken.stderr).to.contain(`127.0.0.1:${port}, where the demo client's browser comes back, is in use: choose another port with --listen-port PORT`);
+      expect(taken.stderr).to.contain('nothing was written');
+    } finally {
+      held.close();
+    }
+    expect(await workspaceNames(server)).to.deep.equal(before);
+
+    const json = await quickstart(['--force', '--listen', '--json', '--email', uniqueEmail('json'), '--name', 'Jay Son', '--password-stdin'], newPassword());
+    expect(json.code).to.equal(2);
+    expect(json.stderr).to.contain('--listen waits for a browser');
   });
 
   it('no password ever appears in what the CLI printed or in the server log', () => {
@@ -336,11 +388,20 @@ describe('admin quickstart with STORE=redis', function () {
     await redis?.stop();
   });
 
-  it('creates the same: the printed sign-in, exchange, client credentials and data API call work', async () => {
+  it('without the key-encryption key it writes nothing (as the service would not start); with it, the rerun creates the same and the printed flow works', async () => {
     const email = uniqueEmail('redis');
-    const password = `qs-${randomBytes(9).toString('base64url')}-pw`;
-    const result = await server.admin(['quickstart', '--email', email, '--name', 'Rae Redis', '--password-stdin'], `${password}\n`);
+    const password = newPassword();
+    const args = ['quickstart', '--email', email, '--name', 'Rae Redis', '--password-stdin'];
+    const { KEY_ENCRYPTION_KEY: _key, ...withoutKey } = server.env;
+    const refused = await runAdmin(withoutKey, args, `${password}\n`);
+    expect(refused.code).to.equal(1);
+    expect(refused.stderr).to.contain(`Creating a workspace, its admin and a demo client in the Redis store at redis://127.0.0.1:${redis.port}/0`);
+    expect(refused.stderr).to.contain('needs a key-encryption key kept outside it: set KEY_ENCRYPTION_KEY or KEY_ENCRYPTION_KEY_FILE; nothing was written');
+    expect(await workspaceNames(server)).to.deep.equal([]);
+
+    const result = await server.admin(args, `${password}\n`);
     expect(result.code, result.stderr).to.equal(0);
+    expect(result.stdout).to.contain(`Created in the Redis store at redis://127.0.0.1:${redis.port}/0: workspace`);
     const printed = parsePrinted(result.stdout);
     const callback = await authorize(new UserAgent(), printed.authorizationUrl, server.origin, { email, password });
     const tokens = await runJson(printed.exchange, { CODE: callback.searchParams.get('code')! });
@@ -348,28 +409,57 @@ describe('admin quickstart with STORE=redis', function () {
     expect(companies).to.have.nested.property('data.companies');
     expect(await runJson(printed.clientCredentials)).to.include.keys('access_token');
   });
+
+  it('a Redis that does not answer is said in one line, and nothing is written', async () => {
+    const unreachable = `redis://127.0.0.1:${await freePort()}/0`;
+    const result = await runAdmin({ ...server.env, STORE: unreachable }, ['quickstart', '--force', '--email', uniqueEmail('gone'), '--name', 'Gon E', '--password-stdin'], `${newPassword()}\n`);
+    expect(result.code).to.equal(1);
+    expect(result.stderr).to.match(new RegExp(`error: the Redis store at ${unreachable} does not answer \\(.+\\); nothing was written\\n$`));
+  });
 });
 
 describe('first start on a terminal', function () {
   this.timeout(30_000);
 
-  it('with no users, the service says in a plain sentence to run quickstart, and still logs the hint', async () => {
+  it('with no users, the service says in a plain sentence to run quickstart with its settings, and run as said in another shell it prints this service\'s URLs and writes to its store', async () => {
     const dir = await mkdtemp(join(tmpdir(), 'oauth-tty-'));
     const port = await freePort();
-    const terminal = onTerminal('exec node src/main.ts', {
+    const database = join(dir, 'data', 'oauth.sqlite');
+    // As a newcomer would: PORT=... npm start, BASE_URL left to follow PORT.
+    const settings = {
       PATH: process.env.PATH ?? '',
       // The key-encryption key is made under HOME: a temporary one, never the real one.
       HOME: join(dir, 'home'),
+    };
+    const terminal = onTerminal('exec node src/main.ts', {
+      ...settings,
       PORT: String(port),
       HOST: '127.0.0.1',
-      BASE_URL: `http://127.0.0.1:${port}`,
-      STORE: `sqlite:${join(dir, 'data', 'oauth.sqlite')}`,
+      STORE: `sqlite:${database}`,
       METRICS_PORT: String(await freePort()),
     });
     try {
-      await terminal.shows(/No users yet\. To create the first workspace, its admin and a demo client to try it with, run:\s+npm run admin -- quickstart/);
+      const [, command] = await terminal.shows(/No users yet\. To create the first workspace, its admin and a demo client to try it with, run:\s+(.*npm run admin -- quickstart)\r?\n/);
+      expect(command).to.equal(`PORT=${port} STORE=sqlite:${database} npm run admin -- quickstart`);
       // The log line stays too (in whichever form the logger gives a terminal).
       await terminal.shows(/no users yet: create the first workspace, its admin and a demo client with the admin CLI/);
+
+      // In another terminal, where none of the service's settings are set.
+      const email = uniqueEmail('announced');
+      const password = newPassword();
+      const run = spawn('sh', ['-c', `${command} --email ${email} --name 'An Nounced' --password-stdin --json`], { cwd: ROOT, env: settings });
+      let stdout = '';
+      run.stdout.on('data', (chunk: Buffer) => { stdout += chunk.toString(); });
+      const ran = watchProcess(run);
+      run.stdin.end(`${password}\n`);
+      expect(await ran.exited, ran.output()).to.equal(0);
+      // npm names the script it runs before the command's own output.
+      const json = JSON.parse(stdout.slice(stdout.indexOf('{'))) as { base_url: string; store: string; authorization: { url: string } };
+      expect(json.base_url).to.equal(`http://localhost:${port}`);
+      expect(json.store).to.equal(`sqlite:${database}`);
+      expect(ran.output(), 'the service answered at the URL, over the same store').to.not.contain('Nothing answers');
+      const callback = await authorize(new UserAgent(), json.authorization.url, `http://localhost:${port}`, { email, password });
+      expect(callback.searchParams.get('code'), callback.href).to.be.a('string');
     } finally {
       terminal.child.kill('SIGTERM');
       await terminal.exited;
