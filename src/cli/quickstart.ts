@@ -72,14 +72,17 @@ interface Plan {
 
 export async function quickstart(ctx: QuickstartContext): Promise<{ text: string; json: unknown }> {
   const plan = readOptions(ctx);
+  // Given all at once, the answers are checked at once; on a terminal, once the checks below pass, as they are typed.
+  const given = plan.interactive ? undefined : await adminFromFlags(ctx.options);
   ctx.note(`Creating a workspace, its admin and a demo client in ${plan.store.description}, for the service at ${plan.baseUrl}.`);
   await checkStore(ctx, plan.store);
+  if (given) refuse(await emailTaken(ctx.accounts, given.email));
   const engine = await buildEngine(ctx);
   await checkService(ctx, plan, engine.keys);
   const listener = plan.listenPort === undefined ? undefined : await listen(plan.listenPort);
   try {
     const redirectUri = listener?.redirectUri ?? `http://127.0.0.1:${DEMO_REDIRECT_PORT}/callback`;
-    const admin = plan.interactive ? await askAdmin(ctx) : await adminFromFlags(ctx);
+    const admin = given ?? await askAdmin(ctx);
     const created = await createRecords({ accounts: ctx.accounts, provider: engine.provider, clients: ctx.store.model('Client') }, admin, redirectUri);
     const output = describeCreated(plan, created, redirectUri, listener !== undefined);
     if (!listener) return output;
@@ -162,9 +165,9 @@ async function checkService(ctx: QuickstartContext, plan: Plan, keys: KeyMateria
   }
   if (service.answers === 'this store') return;
   if (plan.listenPort !== undefined) {
-    throw new QuickstartError(`nothing answers at ${plan.baseUrl} (${service.reason}), and --listen exchanges the code there: start the service first (npm start), or if it runs elsewhere, ${sameSettings}; nothing was written`);
+    throw new QuickstartError(`${service.why}, and --listen exchanges the code there: start the service first (npm start), or if it runs elsewhere, ${sameSettings}; nothing was written`);
   }
-  ctx.note(`Nothing answers at ${plan.baseUrl} yet (${service.reason}). Start the service before opening the URL below; if it already runs with other settings (PORT, BASE_URL, STORE), stop here and ${sameSettings}.`);
+  ctx.note(`${capitalized(service.why)}. Start the service before opening the URL below; if it already runs with other settings (PORT, BASE_URL, STORE), stop here and ${sameSettings}.`);
 }
 
 async function listen(port: number): Promise<CallbackListener> {
@@ -180,9 +183,10 @@ async function listen(port: number): Promise<CallbackListener> {
 /** On a terminal: each answer is checked as it is typed, and asked again with the reason when it will not do. */
 async function askAdmin({ options, accounts }: QuickstartContext): Promise<NewAdmin> {
   const workspaceName = options['workspace-name'] ?? await askUntil(() => ask('Workspace name', DEFAULT_WORKSPACE_NAME), workspaceNameProblem);
-  const email = options.email ?? await askUntil(() => ask('Your email address'), (answer) => emailProblem(accounts, answer));
+  const emailUnusable = async (answer: string) => emailProblem(answer) ?? await emailTaken(accounts, answer);
+  const email = options.email ?? await askUntil(() => ask('Your email address'), emailUnusable);
   const name = options.name ?? await askUntil(() => ask('Your name'), nameProblem);
-  refuse(workspaceNameProblem(workspaceName) ?? await emailProblem(accounts, email) ?? nameProblem(name));
+  refuse(workspaceNameProblem(workspaceName) ?? await emailUnusable(email) ?? nameProblem(name));
   for (;;) {
     const password = await askUntil(() => askHidden(`Password (at least ${MIN_PASSWORD_LENGTH} characters, not shown)`), passwordProblem);
     if (await askHidden('Password again') === password) return { workspaceName, email, name, password };
@@ -190,15 +194,15 @@ async function askAdmin({ options, accounts }: QuickstartContext): Promise<NewAd
   }
 }
 
-/** Without a terminal: the flags and the password on stdin, refused at once when one will not do. */
-async function adminFromFlags({ options, accounts }: QuickstartContext): Promise<NewAdmin> {
+/** Without a terminal: the flags and the password on stdin, refused at once when one will not do (a taken email once the store is known to answer). */
+async function adminFromFlags(options: QuickstartOptions): Promise<NewAdmin> {
   const admin = {
     workspaceName: options['workspace-name'] ?? DEFAULT_WORKSPACE_NAME,
     email: options.email ?? '',
     name: options.name ?? '',
     password: (await text(process.stdin)).replace(/\r?\n$/, ''),
   };
-  refuse(workspaceNameProblem(admin.workspaceName) ?? await emailProblem(accounts, admin.email) ?? nameProblem(admin.name) ?? passwordProblem(admin.password));
+  refuse(workspaceNameProblem(admin.workspaceName) ?? emailProblem(admin.email) ?? nameProblem(admin.name) ?? passwordProblem(admin.password));
   return admin;
 }
 
@@ -223,8 +227,11 @@ function nameProblem(name: string): string | undefined {
   return name.trim() ? undefined : 'a user needs a name';
 }
 
-async function emailProblem(accounts: Accounts, email: string): Promise<string | undefined> {
-  if (!isEmailAddress(email)) return `"${email}" is not an email address`;
+function emailProblem(email: string): string | undefined {
+  return isEmailAddress(email) ? undefined : `"${email}" is not an email address`;
+}
+
+async function emailTaken(accounts: Accounts, email: string): Promise<string | undefined> {
   return await accounts.findUserByEmail(email) ? `a user with email ${email.trim()} already exists` : undefined;
 }
 

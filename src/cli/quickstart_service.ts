@@ -13,7 +13,8 @@ import { ENGINE_ROUTES } from '../engine/routes.ts';
 export type ServiceAnswer =
   | { answers: 'this store' }
   | { answers: 'another store' }
-  | { answers: 'nothing'; reason: string };
+  /** `why`: "nothing answers at <URL> (ECONNREFUSED)", or what answers there is not the service. */
+  | { answers: 'not the service'; why: string };
 
 /** Long enough for a service starting up or far away; a quickstart against no service waits no longer. */
 const PROBE_TIMEOUT_MS = 5000;
@@ -23,11 +24,11 @@ export async function probeService(baseUrl: string, storeKeys: readonly JWK[]): 
   try {
     response = await fetch(`${baseUrl}${ENGINE_ROUTES.jwks}`, { redirect: 'manual', signal: AbortSignal.timeout(PROBE_TIMEOUT_MS) });
   } catch (error) {
-    return { answers: 'nothing', reason: networkReason(error) };
+    return { answers: 'not the service', why: `nothing answers at ${baseUrl} (${networkReason(error)})` };
   }
   const published = await response.json().then((body: unknown) => (body as { keys?: unknown }).keys, () => undefined);
   if (!response.ok || !Array.isArray(published)) {
-    return { answers: 'nothing', reason: `something else answers there: GET ${ENGINE_ROUTES.jwks} gave ${response.status}, not this service's keys` };
+    return { answers: 'not the service', why: `what answers at ${baseUrl} is not this service (${ENGINE_ROUTES.jwks} answered ${response.status}, not a key set)` };
   }
   const ours = new Set(await Promise.all(storeKeys.map((key) => calculateJwkThumbprint(key))));
   const theirs = await Promise.all((published as JWK[]).map((key) => calculateJwkThumbprint(key).catch(() => '')));
