@@ -107,6 +107,8 @@ describe('admin quickstart', function () {
   const outputs: string[] = [];
   /** The demo client quickstart created first, as it printed it (its secret shown once, there). */
   let demo: { clientId: string; clientSecret: string } | undefined;
+  /** An email a refused quickstart was given: creating nothing, it left the email free for the next. */
+  const refusedEmail = uniqueEmail('newcomer');
 
   async function quickstart(args: string[], password?: string, env: Record<string, string> = server.env) {
     if (password) passwords.push(password);
@@ -148,8 +150,8 @@ describe('admin quickstart', function () {
     expect(await workspaceNames(server)).to.deep.equal([]);
   });
 
-  it('refuses at once, before writing anything, a password that breaks the account rules, a bad email or an empty name; the same email then works', async () => {
-    const email = uniqueEmail('checked');
+  it('refuses at once, before writing anything, a password that breaks the account rules, a bad email or an empty name', async () => {
+    const email = refusedEmail;
     const cases: Array<[string[], string, RegExp]> = [
       [['--email', email, '--name', 'Cy Checked'], 'short', /a password needs at least 8 characters; nothing was written/],
       [['--email', 'not-an-email', '--name', 'Cy Checked'], newPassword(), /"not-an-email" is not an email address; nothing was written/],
@@ -165,8 +167,8 @@ describe('admin quickstart', function () {
     expect(await workspaceNames(server)).to.deep.equal([]);
   });
 
-  it('creates a workspace, its admin and a demo client, says which store it wrote to, and the printed URL and curl commands work as printed', async () => {
-    const email = uniqueEmail('newcomer');
+  it('creates a workspace, its admin and a demo client (with the email a refused run was given), says which store it wrote to, and the printed URL and curl commands work as printed', async () => {
+    const email = refusedEmail;
     const password = newPassword();
     const result = await quickstart(['--workspace-name', 'Acme', '--email', email, '--name', 'Ann Newcomer', '--password-stdin'], password);
     expect(result.code, result.stderr).to.equal(0);
@@ -337,7 +339,7 @@ describe('admin quickstart', function () {
     }
   });
 
-  it('--listen with no service answering, or with its port taken, stops it before anything is written, saying why (without --listen, no service is only said)', async () => {
+  it('--listen with no service answering, or with its port taken, stops it before anything is written, saying why', async () => {
     const before = await workspaceNames(server);
     const nobody = `http://127.0.0.1:${await freePort()}`;
     const down = await quickstart(['--force', '--listen', '--listen-port', '0', '--email', uniqueEmail('down'), '--name', 'Dee Down', '--password-stdin'], newPassword(), {
@@ -358,8 +360,10 @@ describe('admin quickstart', function () {
       held.close();
     }
     expect(await workspaceNames(server)).to.deep.equal(before);
+  });
 
-    // Without --listen, the service may be started after: said, and done.
+  it('without --listen, no service answering is only said (it may be started after); --listen has no --json', async () => {
+    const nobody = `http://127.0.0.1:${await freePort()}`;
     const later = await quickstart(['--force', '--workspace-name', 'Started later', '--email', uniqueEmail('later'), '--name', 'Lay Ter', '--password-stdin'], newPassword(), {
       ...server.env, BASE_URL: nobody,
     });
@@ -394,6 +398,16 @@ describe('admin quickstart with STORE=redis', function () {
   after(async () => {
     await server?.stop();
     await redis?.stop();
+  });
+
+  it('the first-start hint carries the Redis store and names the key-encryption key to set as for the service, never its value', async () => {
+    while (!server.logs().includes('no users yet')) await new Promise((resolve) => setTimeout(resolve, 50));
+    const hint = server.logs().split('\n').filter((line) => line.includes('no users yet')).map((line) => JSON.parse(line) as Record<string, unknown>)[0];
+    expect(hint).to.include({
+      command: `BASE_URL=${server.issuer} STORE=redis://127.0.0.1:${redis.port}/0 npm run admin -- quickstart`,
+      set_as_for_the_service: 'KEY_ENCRYPTION_KEY',
+    });
+    expect(server.logs()).to.not.contain(server.env.KEY_ENCRYPTION_KEY);
   });
 
   it('without the key-encryption key it writes nothing (as the service would not start); with it, the rerun creates the same and the printed flow works', async () => {
