@@ -1,6 +1,9 @@
-import { mkdtemp, rm, writeFile } from 'node:fs/promises';
+import { execFile, execFileSync } from 'node:child_process';
+import { copyFile, mkdir, mkdtemp, realpath, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { promisify } from 'node:util';
 
 import { expect } from 'chai';
 
@@ -9,6 +12,8 @@ import { startRedis, type RedisServer } from '../support/redis.ts';
 import { freePort, registerVettedClient, runUntilExit, startOnHeldPort, startServer, type TestServer } from '../support/server.ts';
 import { eventually } from '../support/wait.ts';
 
+const ROOT = fileURLToPath(new URL('../..', import.meta.url));
+const run = promisify(execFile);
 const KEY_ENCRYPTION_KEY = Buffer.alloc(32, 7).toString('base64url');
 /** A stack frame, as a stack trace in a log or an answer would show one. */
 const STACK_FRAME = /\bat .+\.(ts|js):\d+/;
@@ -194,5 +199,64 @@ describe('WORKERS=2 with a configuration error', function () {
     const { port, code, stderr } = await startOnHeldPort((held) => ({ PORT: String(held), METRICS_PORT: '0', WORKERS: '2', LOG_LEVEL: 'silent' }));
     expect(code, 'exited by itself, non-zero').to.equal(1);
     expect(stderr.trim()).to.equal(`configuration error: PORT, HOST: 127.0.0.1 port ${port} is in use by another process (EADDRINUSE)`);
+  });
+});
+
+/** A Node.js older than the service needs: the machine's /usr/bin/node (Debian's), or OLDER_NODE. */
+function olderNode(): string {
+  const node = process.env.OLDER_NODE ?? '/usr/bin/node';
+  let version: string;
+  try {
+    version = execFileSync(node, ['-p', 'process.versions.node'], { encoding: 'utf8' }).trim();
+  } catch {
+    throw new Error(`these tests run the entry points under a Node.js older than 24; none at ${node} (set OLDER_NODE)`);
+  }
+  if (Number(version.split('.')[0]) >= 24) throw new Error(`${node} is Node.js ${version}; these tests need one older than 24 (set OLDER_NODE)`);
+  return node;
+}
+
+describe('the entry points on a Node.js older than 24', function () {
+  this.timeout(60_000);
+
+  let node: string;
+
+  before(() => {
+    node = olderNode();
+  });
+
+  for (const [script, entry] of [['npm start', 'bin/start.js'], ['npm run admin', 'bin/admin.js']] as const) {
+    it(`${script} (${entry}) says in one line that Node.js 24 is needed, and exits 1`, async () => {
+      const { code, stderr } = await runUntilExit({}, { node, entry });
+      expect(code).to.equal(1);
+      const version = execFileSync(node, ['-p', 'process.versions.node'], { encoding: 'utf8' }).trim();
+      expect(stderr).to.equal(`this service needs Node.js 24 or later; this is Node.js ${version} (${await realpath(node)}). See README.md, "Run it".\n`);
+    });
+  }
+
+  it('npm ci refuses to install (engine-strict in .npmrc)', async () => {
+    const dir = await mkdtemp(join(tmpdir(), 'oauth-npm-'));
+    try {
+      for (const file of ['package.json', 'package-lock.json', '.npmrc']) await copyFile(join(ROOT, file), join(dir, file));
+      await mkdir(join(dir, 'cache'));
+      // npm as the older Node.js runs it; offline, and with a cache of its own, it touches nothing outside `dir`.
+      const npm = await realpath('/usr/bin/npm');
+      const refused = await run(node, [npm, 'ci', '--dry-run', '--offline', '--no-audit', '--no-fund'], {
+        cwd: dir, env: { PATH: process.env.PATH ?? '', HOME: dir, npm_config_cache: join(dir, 'cache') }, timeout: 30_000,
+      }).then(() => undefined, (error: { code?: number; stderr?: string }) => error);
+      expect(refused, 'npm ci failed').to.not.equal(undefined);
+      expect(refused!.code).to.equal(1);
+      expect(refused!.stderr).to.contain('EBADENGINE').and.contain('Required: {"node":">=24"}');
+    } finally {
+      await rm(dir, { recursive: true, force: true });
+    }
+  });
+
+  it('on Node.js 24 the same entries run the service and the CLI', async () => {
+    const { port, code, stderr } = await startOnHeldPort((held) => ({ PORT: String(held), METRICS_PORT: '0', LOG_LEVEL: 'silent' }), { entry: 'bin/start.js' });
+    expect(code, 'src/main.ts ran, and refused the held port').to.equal(1);
+    expect(stderr.trim()).to.equal(`configuration error: PORT, HOST: 127.0.0.1 port ${port} is in use by another process (EADDRINUSE)`);
+    const { code: helpCode, stdout } = await runUntilExit({}, { entry: 'bin/admin.js', args: ['--help'] });
+    expect(helpCode).to.equal(0);
+    expect(stdout).to.contain('Usage: npm run admin');
   });
 });
