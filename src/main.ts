@@ -81,8 +81,9 @@ async function prepare(config: Config, logger: Logger): Promise<void> {
 }
 
 /**
- * Listens at once, answering as src/http/starting.ts says until the store has answered (a Redis
- * still starting, or unreachable a while), then serves.
+ * Reads the keys and the revocation list from the store, then listens and serves. A store that
+ * does not answer that first time (Redis still starting, or unreachable a while) does not stop
+ * it: it listens then, answering as src/http/starting.ts says, and serves once the store answers.
  */
 async function serve(config: Config, logger: Logger, alone: boolean): Promise<void> {
   // One registry a process, and the store wrapped once: a service rebuilt with new keys counts on.
@@ -94,10 +95,12 @@ async function serve(config: Config, logger: Logger, alone: boolean): Promise<vo
 
   // Alone, this process serves its own metrics listener, ready before the service answers; a worker's are the supervisor's to serve.
   const metricsServer = alone && metrics && config.metrics?.where === 'local' ? await serveMetrics(config.metrics, () => metrics.scrape(), logger) : undefined;
-  let handle = startingService({ config, store, logger, metrics }).callback();
+  let handle: Handler = startingService({ config, store, logger, metrics }).callback();
   const server: Server = createServer((request, response) => handle(request, response));
-  await listen(server, config.port, config.host, 'PORT, HOST');
-  logger.info('listening', { issuer: config.issuer, port: config.port, store: config.store.split(':')[0], pid: process.pid });
+  const listening = async () => {
+    await listen(server, config.port, config.host, 'PORT, HOST');
+    logger.info('listening', { issuer: config.issuer, port: config.port, store: config.store.split(':')[0], pid: process.pid });
+  };
 
   const waiting = new AbortController();
   let serving: Serving | undefined;
@@ -124,9 +127,11 @@ async function serve(config: Config, logger: Logger, alone: boolean): Promise<vo
     const loaded = await loadKeys(store.settings, keyRing, config.jwksFile);
     await revocations.start();
     return loaded;
-  }, { logger, signal: waiting.signal });
+  }, { logger, signal: waiting.signal, whileWaiting: listening });
   if (!keys) return;
-  serving = startServing({ config, store, keys, revocations, logger, metrics }, (callback) => { handle = callback; });
+  serving = startServing({ config, store, keys, revocations, logger, metrics }, (service) => { handle = service; });
+  // With the store answering at once, the service is what first answers on the port.
+  if (!server.listening) await listening();
   if (alone) await hintWhenEmpty(store.accounts.countUsers(), logger);
 }
 

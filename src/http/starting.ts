@@ -27,10 +27,10 @@ export interface StartingDependencies {
 }
 
 /**
- * What answers on PORT from the moment the service listens until its store has answered once
- * (the keys and the revocation list are read from it): `/healthz` 200 (the process is fine),
- * `/readyz` 503 naming the store, and every other request 503 with Retry-After, as during an
- * outage of the store. Requests are logged and counted as the service's are.
+ * What answers on PORT while the store has not answered since start (the keys and the revocation
+ * list are read from it): `/healthz` 200 (the process is fine), `/readyz` 503 naming the store,
+ * and every other request 503 with Retry-After, as during an outage of the store. Requests are
+ * logged and counted as the service's are.
  */
 export function startingService({ config, store, logger, metrics }: StartingDependencies): Koa {
   const description = `the service is starting: the ${storeName(store)} store does not answer yet; try again shortly`;
@@ -48,15 +48,18 @@ export interface WaitOptions {
   logger: Logger;
   /** Aborted when the service is told to stop while it waits. */
   signal: AbortSignal;
+  /** Run once, when the first attempt has failed: what to do while waiting (listen, so the probes are answered). */
+  whileWaiting: () => Promise<void>;
 }
 
 /**
  * Runs `attempt` (what start-up reads from the store) until the store answers it. Each time the
  * store does not, one warning line (no stack: the store being down is not a bug), then a pause
- * doubling from FIRST_RETRY_MS to LONGEST_RETRY_MS. Any other failure (a key that opens nothing
- * stored) is thrown at once. Undefined when `signal` aborts first.
+ * doubling from FIRST_RETRY_MS to LONGEST_RETRY_MS; after the first, `whileWaiting`. Any other
+ * failure (a key that opens nothing stored, a port in use) is thrown at once. Undefined when
+ * `signal` aborts first.
  */
-export async function whenStoreAnswers<T>(store: Store, attempt: () => Promise<T>, { logger, signal }: WaitOptions): Promise<T | undefined> {
+export async function whenStoreAnswers<T>(store: Store, attempt: () => Promise<T>, { logger, signal, whileWaiting }: WaitOptions): Promise<T | undefined> {
   const name = storeName(store);
   let pause = FIRST_RETRY_MS;
   for (let attempts = 1; ; attempts += 1) {
@@ -72,6 +75,7 @@ export async function whenStoreAnswers<T>(store: Store, attempt: () => Promise<T
         attempt: attempts, retry_in_ms: pause, reason: (error as Error).message,
       });
     }
+    if (attempts === 1) await whileWaiting();
     try {
       await sleep(pause, undefined, { signal });
     } catch {
