@@ -27,10 +27,10 @@ import { stopWorkerOnConfigurationError, superviseWorkers } from './http/workers
 const SHUTDOWN_GRACE_MS = 10_000;
 
 /**
- * Start-up: configuration, the key-encryption key, the store, listen, and once the store answers,
- * the keys and the service; with WORKERS above 1, this process prepares the store once (keys, the
- * first-start hint) and supervises that many workers, each of which serves. A configuration error
- * stops it with one line and exit code 1; a store that does not answer yet does not (serve()).
+ * Start-up: configuration, the key-encryption key, the store, the keys, the service, listen (a
+ * store that does not answer yet is waited for, listening meanwhile: serve()). With WORKERS above
+ * 1, this process prepares the store once (keys, the first-start hint) and supervises that many
+ * workers, each of which serves. A configuration error stops it with one line and exit code 1.
  * Stops cleanly on SIGTERM and SIGINT.
  */
 async function main(): Promise<void> {
@@ -97,12 +97,14 @@ async function serve(config: Config, logger: Logger, alone: boolean): Promise<vo
   const metricsServer = alone && metrics && config.metrics?.where === 'local' ? await serveMetrics(config.metrics, () => metrics.scrape(), logger) : undefined;
   let handle: Handler = startingService({ config, store, logger, metrics }).callback();
   const server: Server = createServer((request, response) => handle(request, response));
+  const waiting = new AbortController();
   const listening = async () => {
     await listen(server, config.port, config.host, 'PORT, HOST');
-    logger.info('listening', { issuer: config.issuer, port: config.port, store: config.store.split(':')[0], pid: process.pid });
+    // Told to stop while it was getting the port: stop() has closed the server already.
+    if (waiting.signal.aborted) server.close();
+    else logger.info('listening', { issuer: config.issuer, port: config.port, store: config.store.split(':')[0], pid: process.pid });
   };
 
-  const waiting = new AbortController();
   let serving: Serving | undefined;
   const stop = async (signal: string) => {
     logger.info('stopping', { signal });

@@ -75,7 +75,7 @@ export async function whenStoreAnswers<T>(store: Store, attempt: () => Promise<T
         attempt: attempts, retry_in_ms: pause, reason: (error as Error).message,
       });
     }
-    if (attempts === 1) await whileWaiting();
+    if (attempts === 1 && !signal.aborted) await whileWaiting();
     try {
       await sleep(pause, undefined, { signal });
     } catch {

@@ -75,9 +75,16 @@ export function superviseWorkers(count: number, logger: Logger): void {
  * says as much.
  */
 export function stopWorkerOnConfigurationError(line: string): void {
+  if (!process.connected || !process.send) {
+    // No supervisor to tell (it is gone): said here, then.
+    process.stderr.write(`${line}\n`);
+    process.exit(CONFIGURATION_ERROR_EXIT);
+  }
   const message: ConfigurationErrorMessage = { configurationError: line };
-  process.send?.(message);
-  setTimeout(() => process.exit(CONFIGURATION_ERROR_EXIT), STOPPED_BY_SUPERVISOR_MS);
+  process.exitCode = CONFIGURATION_ERROR_EXIT;
+  process.send(message);
+  // The channel keeps this process alive until the supervisor stops it; should it not, this does.
+  setTimeout(() => process.exit(CONFIGURATION_ERROR_EXIT), STOPPED_BY_SUPERVISOR_MS).unref();
 }
 
 function isConfigurationError(message: unknown): message is ConfigurationErrorMessage {

@@ -193,10 +193,23 @@ describe('a SQLite store that cannot be opened', function () {
 });
 
 describe('WORKERS=2 with a configuration error', function () {
-  this.timeout(30_000);
+  this.timeout(60_000);
+
+  let dir: string;
+
+  before(async () => {
+    dir = await mkdtemp(join(tmpdir(), 'oauth-workers-'));
+  });
+
+  after(async () => {
+    await rm(dir, { recursive: true, force: true });
+  });
 
   it('says it once and stops every worker instead of replacing them (the port is held)', async () => {
-    const { port, code, stderr } = await startOnHeldPort((held) => ({ PORT: String(held), METRICS_PORT: '0', WORKERS: '2', LOG_LEVEL: 'silent' }));
+    // One SQLite file: the workers read the keys the supervisor made rather than each making its own.
+    const { port, code, stderr } = await startOnHeldPort((held) => ({
+      PORT: String(held), METRICS_PORT: '0', WORKERS: '2', LOG_LEVEL: 'silent', STORE: `sqlite:${join(dir, 'oauth.sqlite')}`, HOME: join(dir, 'home'),
+    }));
     expect(code, 'exited by itself, non-zero').to.equal(1);
     expect(stderr.trim()).to.equal(`configuration error: PORT, HOST: 127.0.0.1 port ${port} is in use by another process (EADDRINUSE)`);
   });
