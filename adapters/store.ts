@@ -305,3 +305,11 @@ export class LastAdminError extends Error {
 export class BackendUnavailableError extends Error {
   override name = 'BackendUnavailableError';
 }
+
+/**
+ * The store a storage URL names cannot be opened at all (a SQLite file that cannot be created,
+ * read or is not a database): waiting would not help, the URL or the file must change.
+ */
+export class StoreOpenError extends Error {
+  override name = 'StoreOpenError';
+}

@@ -1,7 +1,10 @@
 import cluster from 'node:cluster';
 import { createServer, type Server } from 'node:http';
 
+import type Koa from 'koa';
+
 import { openStore } from '../adapters/index.ts';
+import { StoreOpenError } from '../adapters/store.ts';
 import { ConfigError, loadConfig, type Config } from '../config/index.ts';
 import { misspelledSettings } from '../config/misspelled.ts';
 import { createLogger, type Logger } from './shared/logger.ts';
@@ -9,22 +12,27 @@ import { KeyEncryptionError, loadKeyRing } from './keys/key_encryption.ts';
 import { KeyConfigError, loadKeys, type KeyMaterial } from './keys/keys.ts';
 import { watchSigningKeys } from './keys/rotation_watch.ts';
 import { RevocationList } from './tokens/revocation_list.ts';
-import { createService } from './http/app.ts';
+import { createService, type ServiceDependencies } from './http/app.ts';
+import { isBackendOutage } from './http/errors.ts';
+import { storeName } from './http/health.ts';
 import { aggregateWorkerMetrics } from './http/metrics/cluster.ts';
 import { Metrics } from './http/metrics/metrics.ts';
 import { instrumentStore } from './http/metrics/store.ts';
 import { listen, ListenError } from './http/listen.ts';
 import { serveMetrics, stopServingMetrics } from './http/metrics/listener.ts';
-import { superviseWorkers } from './http/workers.ts';
 import { quickstartCommand } from './cli/quickstart_command.ts';
+import { startingService, whenStoreAnswers } from './http/starting.ts';
+import { stopWorkerOnConfigurationError, superviseWorkers } from './http/workers.ts';
 
 /** How long SIGTERM waits for requests in flight before it closes their connections. */
 const SHUTDOWN_GRACE_MS = 10_000;
 
 /**
- * Start-up: configuration, store, keys, the service, listen; with WORKERS above 1, this process
- * prepares the store once (keys, the first-start hint) and supervises that many workers, each of
- * which serves. Stops cleanly on SIGTERM and SIGINT.
+ * Start-up: configuration, the key-encryption key, the store, the keys, the service, listen (a
+ * store that does not answer yet is waited for, listening meanwhile: serve()). With WORKERS above
+ * 1, this process prepares the store once (keys, the first-start hint) and supervises that many
+ * workers, each of which serves. A configuration error stops it with one line and exit code 1.
+ * Stops cleanly on SIGTERM and SIGINT.
  */
 async function main(): Promise<void> {
   const config = loadConfig();
@@ -54,7 +62,10 @@ async function main(): Promise<void> {
   await serve(config, logger, config.workers === 1);
 }
 
-/** Creates what every instance must agree on before the workers start: the keys. */
+/**
+ * Creates what every instance must agree on before the workers start: the keys. A store that does
+ * not answer yet does not hold the workers back: each waits for it, answering the probes meanwhile.
+ */
 async function prepare(config: Config, logger: Logger): Promise<void> {
   // The key first: a start it refuses leaves nothing on disk.
   const keyRing = await loadKeyRing(config, logger);
@@ -62,11 +73,19 @@ async function prepare(config: Config, logger: Logger): Promise<void> {
   try {
     await loadKeys(store.settings, keyRing, config.jwksFile);
     await hintWhenEmpty(store.accounts.countUsers(), config, logger);
+  } catch (error) {
+    if (!isBackendOutage(error)) throw error;
+    logger.warn(`the ${storeName(store)} store does not answer yet; the workers start and wait for it`, { reason: (error as Error).message });
   } finally {
     await store.close();
   }
 }
 
+/**
+ * Reads the keys and the revocation list from the store, then listens and serves. A store that
+ * does not answer that first time (Redis still starting, or unreachable a while) does not stop
+ * it: it listens then, answering as src/http/starting.ts says, and serves once the store answers.
+ */
 async function serve(config: Config, logger: Logger, alone: boolean): Promise<void> {
   // One registry a process, and the store wrapped once: a service rebuilt with new keys counts on.
   const metrics = config.metrics ? new Metrics() : undefined;
@@ -74,27 +93,23 @@ async function serve(config: Config, logger: Logger, alone: boolean): Promise<vo
   // Alone, this process says what it finds on disk; as a worker, the supervisor has said it.
   const opened = openStore(config.store, { warn: alone ? logger.warn : undefined });
   const store = metrics ? instrumentStore(opened, metrics) : opened;
-  const keys = await loadKeys(store.settings, keyRing, config.jwksFile);
-  const revocations = new RevocationList(store.revocations);
-  await revocations.start();
-  const serviceWith = (material: KeyMaterial) => createService({ config, store, keys: material, revocations, logger, metrics }).app.callback();
-  let handle = serviceWith(keys);
-  // The engine takes its keys once: a rotation swaps in a service built with the new set, and
-  // requests in flight finish on the one they started on (src/keys/rotation_watch.ts).
-  const keyWatch = config.jwksFile ? undefined : watchSigningKeys({
-    settings: store.settings, keyRing, policy: config.keyRotation, logger, initial: keys.jwks,
-    onChange: (jwks) => { handle = serviceWith({ ...keys, jwks }); },
-  });
 
   // Alone, this process serves its own metrics listener, ready before the service answers; a worker's are the supervisor's to serve.
   const metricsServer = alone && metrics && config.metrics?.where === 'local' ? await serveMetrics(config.metrics, () => metrics.scrape(), logger) : undefined;
+  let handle: Handler = startingService({ config, store, logger, metrics }).callback();
   const server: Server = createServer((request, response) => handle(request, response));
-  await listen(server, config.port, config.host, 'PORT, HOST');
-  logger.info('listening', { issuer: config.issuer, port: config.port, store: config.store.split(':')[0], pid: process.pid });
-  if (alone) await hintWhenEmpty(store.accounts.countUsers(), config, logger);
+  const waiting = new AbortController();
+  const listening = async () => {
+    await listen(server, config.port, config.host, 'PORT, HOST');
+    // Told to stop while it was getting the port: stop() has closed the server already.
+    if (waiting.signal.aborted) server.close();
+    else logger.info('listening', { issuer: config.issuer, port: config.port, store: config.store.split(':')[0], pid: process.pid });
+  };
 
+  let serving: Serving | undefined;
   const stop = async (signal: string) => {
     logger.info('stopping', { signal });
+    waiting.abort();
     // Stop accepting, let requests in flight finish, then close what is left.
     const closed = new Promise<void>((resolve) => server.close(() => resolve()));
     server.closeIdleConnections();
@@ -102,19 +117,62 @@ async function serve(config: Config, logger: Logger, alone: boolean): Promise<vo
     const deadline = setTimeout(() => server.closeAllConnections(), SHUTDOWN_GRACE_MS);
     await closed;
     clearTimeout(deadline);
-    keyWatch?.stop();
-    revocations.stop();
+    serving?.stop();
     await store.close();
     // A worker's channel to its supervisor would keep it alive.
     cluster.worker?.disconnect();
   };
   process.once('SIGTERM', () => void stop('SIGTERM'));
   process.once('SIGINT', () => void stop('SIGINT'));
+
+  const revocations = new RevocationList(store.revocations);
+  const keys = await whenStoreAnswers(store, async () => {
+    const loaded = await loadKeys(store.settings, keyRing, config.jwksFile);
+    await revocations.start();
+    return loaded;
+  }, { logger, signal: waiting.signal, whileWaiting: listening });
+  if (!keys) return;
+  serving = startServing({ config, store, keys, revocations, logger, metrics }, (service) => { handle = service; });
+  // With the store answering at once, the service is what first answers on the port.
+  if (!server.listening) await listening();
+  if (alone) await hintWhenEmpty(store.accounts.countUsers(), config, logger);
 }
 
-/** With no users yet, says how to make the first ones: in the log, and in plain words to a person at a terminal. */
+/** What answers the server's requests: the starting service's, then the service's. */
+type Handler = ReturnType<Koa['callback']>;
+
+/** The service at work: what stop() ends. */
+interface Serving {
+  stop(): void;
+}
+
+/**
+ * Hands `use` the service, and again each time the signing keys rotate: the engine takes its keys
+ * once, so a rotation swaps in a service built with the new set, and requests in flight finish on
+ * the one they started on (src/keys/rotation_watch.ts).
+ */
+function startServing(dependencies: ServiceDependencies, use: (handler: Handler) => void): Serving {
+  const { config, store, keys, revocations, logger } = dependencies;
+  const serviceWith = (material: KeyMaterial) => createService({ ...dependencies, keys: material }).app.callback();
+  use(serviceWith(keys));
+  const keyWatch = config.jwksFile ? undefined : watchSigningKeys({
+    settings: store.settings, keyRing: keys.keyRing, policy: config.keyRotation, logger, initial: keys.jwks,
+    onChange: (jwks) => use(serviceWith({ ...keys, jwks })),
+  });
+  return {
+    stop() {
+      keyWatch?.stop();
+      revocations.stop();
+    },
+  };
+}
+
+/**
+ * With no users yet, says how to make the first ones: in the log, and in plain words to a person
+ * at a terminal. A store that stops answering just then is not worth stopping for: no hint.
+ */
 async function hintWhenEmpty(users: Promise<number>, config: Config, logger: Logger): Promise<void> {
-  if (await users !== 0) return;
+  if (await users.catch(() => undefined) !== 0) return;
   // Run in another terminal, the quickstart sees none of this process's environment: the command carries what it must share.
   const { command, secretSettings } = quickstartCommand(config, process.env);
   const secrets = secretSettings.join(' and ');
@@ -129,9 +187,18 @@ async function hintWhenEmpty(users: Promise<number>, config: Config, logger: Log
   }
 }
 
-main().catch((error: unknown) => {
+/** The one line a configuration error is said in, or undefined for an error that is not one (a bug: its stack is shown). */
+function configurationError(error: unknown): string | undefined {
+  if (error instanceof StoreOpenError) return `configuration error: STORE: ${error.message}`;
   const known = error instanceof ConfigError || error instanceof KeyConfigError || error instanceof KeyEncryptionError || error instanceof ListenError || error instanceof TypeError;
-  process.stderr.write(`${known ? `configuration error: ${(error as Error).message}` : (error as Error).stack ?? String(error)}\n`);
+  return known ? `configuration error: ${error.message}` : undefined;
+}
+
+main().catch((error: unknown) => {
+  const line = configurationError(error);
+  // A worker leaves its line to the supervisor, which says it once for all of them and stops them.
+  if (line !== undefined && cluster.isWorker) return stopWorkerOnConfigurationError(line);
+  process.stderr.write(`${line ?? (error as Error).stack ?? String(error)}\n`);
   // Exit now: what had started (the metrics listener, the store's timers) would keep a process
   // that can never serve alive, and an orchestrator could neither restart it nor route around it.
   process.exit(1);

@@ -4,7 +4,7 @@ import { DatabaseSync } from 'node:sqlite';
 
 import { nowSeconds } from '../../src/shared/clock.ts';
 import type { Logger } from '../../src/shared/logger.ts';
-import { BackendUnavailableError, LISTED_BY, type ModelStore, type Store } from '../store.ts';
+import { BackendUnavailableError, LISTED_BY, StoreOpenError, type ModelStore, type Store } from '../store.ts';
 import { ACCOUNTS_SCHEMA, SqliteAccountStore } from './accounts.ts';
 import { API_KEYS_SCHEMA, SqliteApiKeyStore, SWEEP_EXPIRED_API_KEYS } from './api_keys.ts';
 import { SqliteConnection } from './connection.ts';
@@ -37,13 +37,7 @@ const OTHERS = 0o077;
  * database. `warn` hears of files that were readable by other users (see ownerOnly).
  */
 export function openSqliteStore(path: string, kind: 'sqlite' | 'memory' = 'sqlite', warn?: Logger['warn']): Store {
-  if (path !== ':memory:') ownerOnly(path, warn);
-  const db = new DatabaseSync(path);
-  db.exec(PRAGMAS + MODELS_SCHEMA + ACCOUNTS_SCHEMA + REVOCATIONS_SCHEMA + SETTINGS_SCHEMA + RECORDS_SCHEMA + API_KEYS_SCHEMA);
-  addColumnIfMissing(db, 'oidc_models', 'uses', 'INTEGER NOT NULL DEFAULT 0');
-  addColumnIfMissing(db, 'oidc_models', 'listed_by', 'TEXT');
-  listRecordsStoredBefore(db);
-  db.exec('CREATE INDEX IF NOT EXISTS oidc_models_listed_by ON oidc_models (model, listed_by) WHERE listed_by IS NOT NULL');
+  const db = openDatabase(path, warn);
   const connection = new SqliteConnection(db);
 
   const sweep = () => connection.write(() => {
@@ -91,6 +85,30 @@ export function openSqliteStore(path: string, kind: 'sqlite' | 'memory' = 'sqlit
       }
     },
   };
+}
+
+/**
+ * The database at `path`, its schema brought up to date. A file that cannot be created or opened,
+ * or is not a database, is a StoreOpenError: unlike a busy or full disk later, retrying would
+ * not help.
+ */
+function openDatabase(path: string, warn: Logger['warn'] | undefined): DatabaseSync {
+  let db: DatabaseSync | undefined;
+  try {
+    if (path !== ':memory:') ownerOnly(path, warn);
+    db = new DatabaseSync(path);
+    db.exec(PRAGMAS + MODELS_SCHEMA + ACCOUNTS_SCHEMA + REVOCATIONS_SCHEMA + SETTINGS_SCHEMA + RECORDS_SCHEMA + API_KEYS_SCHEMA);
+    addColumnIfMissing(db, 'oidc_models', 'uses', 'INTEGER NOT NULL DEFAULT 0');
+    addColumnIfMissing(db, 'oidc_models', 'listed_by', 'TEXT');
+    listRecordsStoredBefore(db);
+    db.exec('CREATE INDEX IF NOT EXISTS oidc_models_listed_by ON oidc_models (model, listed_by) WHERE listed_by IS NOT NULL');
+    return db;
+  } catch (error) {
+    if (db?.isOpen) db.close();
+    // Another process holding the file a while (a worker creating the schema) is no fault of the path's.
+    if (/database (table )?is locked/i.test((error as Error).message)) throw error;
+    throw new StoreOpenError(`the SQLite database ${path} cannot be opened: ${(error as Error).message}`, { cause: error });
+  }
 }
 
 /**

@@ -39,7 +39,7 @@ import { engineEndpoints } from './endpoints/index.ts';
 import { enginePages } from './engine_pages.ts';
 import { logEngineEvents } from './engine_events.ts';
 import { answerErrorsAs, errorMapping } from './errors.ts';
-import { health } from './health.ts';
+import { health, serviceReadiness } from './health.ts';
 import { metricsEndpoint } from './metrics/endpoint.ts';
 import { countEngineEvents } from './metrics/engine.ts';
 import type { Metrics } from './metrics/metrics.ts';
@@ -141,7 +141,7 @@ export function createService({ config, store, keys, revocations, logger, metric
   app.use(errorMapping(logger));
   app.use(commitBeforeResponse(store));
   app.use(securityHeaders([ENGINE_ROUTES.authorization, ENGINE_ROUTES.end_session].map((path) => `${basePath}${path}`)));
-  app.use(health(store, keys.jwks));
+  app.use(health(serviceReadiness(store, keys.jwks)));
   // Only when the operator chose it (METRICS=public): by default the metrics have their own listener (metrics/listener.ts).
   if (metrics && config.metrics?.where === 'public') app.use(metricsEndpoint(() => metrics.scrape(), config.metrics.token, logger));
   app.use(authorizationServerMetadata(basePath));

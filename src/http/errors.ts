@@ -97,13 +97,24 @@ function answerTooLarge(ctx: Context): void {
   ctx.body = errorBody(ctx, 'invalid_request', `the request body is larger than ${ENGINE_BODY_LIMIT / 1024} KiB`);
 }
 
-function answerOutage(ctx: Context): void {
+/**
+ * Answers every request as a storage outage is answered (503 with Retry-After), saying
+ * `description`: what the service answers while it waits for its store at start
+ * (src/http/starting.ts). Nothing failed that the log should hear of: nothing is logged.
+ */
+export function answerUnavailable(description: string): Middleware {
+  return (ctx) => {
+    answerOutage(ctx, description);
+  };
+}
+
+function answerOutage(ctx: Context, description = 'the storage backend is unavailable; try again shortly'): void {
   // Whatever the request set up (a session cookie) was not stored.
   ctx.remove('Set-Cookie');
   ctx.status = 503;
   ctx.set('Retry-After', String(RETRY_AFTER_SECONDS));
   noStore(ctx);
-  const body = errorBody(ctx, 'temporarily_unavailable', 'the storage backend is unavailable; try again shortly');
+  const body = errorBody(ctx, 'temporarily_unavailable', description);
   ctx.body = ctx.accepts('json', 'html') === 'html' && ctx.method === 'GET'
     ? `Service temporarily unavailable; try again shortly.${body.request_id ? ` Reference: ${body.request_id}` : ''}`
     : body;

@@ -10,17 +10,25 @@ export const PROBE_PATHS = new Set(['/healthz', '/readyz']);
 /** How long readiness waits for the store: a hung store makes the probe answer 503 now, not at the prober's timeout. */
 const READY_TIMEOUT_MS = 1000;
 
+/** What `/readyz` reports: ready when the store answers and signing keys are loaded; otherwise what is wrong. */
+export interface Readiness {
+  store: 'ok' | 'unavailable';
+  keys: 'loaded' | 'missing';
+  /** Why the instance is not ready, in words; undefined when it is. */
+  problem?: string;
+}
+
 /**
  * `GET /healthz`, liveness: 200 whenever the process can answer, whatever the store does. An
  * orchestrator restarts an instance that fails it, and restarting every instance during a Redis
- * blip would help nothing.
+ * blip (or while Redis is still starting) would help nothing.
  *
- * `GET /readyz`, readiness: 200 only when the store answers within READY_TIMEOUT_MS and the
- * service holds signing keys; otherwise 503 naming what is wrong. A load balancer takes an
- * instance that fails it out of rotation until it passes again.
+ * `GET /readyz`, readiness: 200 when `readiness` finds the instance ready, otherwise 503 naming
+ * what is wrong. A load balancer takes an instance that fails it out of rotation until it passes
+ * again. The service's readiness is serviceReadiness; before the store has answered once, it is
+ * startingReadiness (src/http/starting.ts).
  */
-export function health(store: Store, jwks: { keys: JWK[] }): Middleware {
-  const keysLoaded = canSign(jwks);
+export function health(readiness: () => Promise<Readiness>): Middleware {
   return async (ctx, next) => {
     if (!PROBE_PATHS.has(ctx.path) || (ctx.method !== 'GET' && ctx.method !== 'HEAD')) return next();
     ctx.state.route = ctx.path;
@@ -29,23 +37,37 @@ export function health(store: Store, jwks: { keys: JWK[] }): Middleware {
       ctx.body = { status: 'ok' };
       return;
     }
-    answerReadiness(ctx, await storeAnswers(store), keysLoaded);
+    answerReadiness(ctx, await readiness());
   };
 }
 
-function answerReadiness(ctx: Context, storeOk: boolean, keysLoaded: boolean): void {
-  const checks = { store: storeOk ? 'ok' : 'unavailable', keys: keysLoaded ? 'loaded' : 'missing' };
-  if (storeOk && keysLoaded) {
+/** Ready when the store answers within READY_TIMEOUT_MS and the service holds a signing key for each algorithm. */
+export function serviceReadiness(store: Store, jwks: { keys: JWK[] }): () => Promise<Readiness> {
+  const keys = canSign(jwks) ? 'loaded' : 'missing';
+  return async () => {
+    if (!await storeAnswers(store)) return { store: 'unavailable', keys, problem: `the ${storeName(store)} store is not answering` };
+    return keys === 'loaded' ? { store: 'ok', keys } : { store: 'ok', keys, problem: 'no signing keys are loaded' };
+  };
+}
+
+/** Before the store has answered once: the keys are kept in it, so neither is there yet. */
+export function startingReadiness(store: Store): () => Promise<Readiness> {
+  const readiness: Readiness = { store: 'unavailable', keys: 'missing', problem: `the ${storeName(store)} store has not answered since the service started; retrying` };
+  return () => Promise.resolve(readiness);
+}
+
+/** The store's kind as people write it, for messages. */
+export function storeName(store: Store): string {
+  return { redis: 'Redis', sqlite: 'SQLite', memory: 'in-memory' }[store.kind];
+}
+
+function answerReadiness(ctx: Context, { problem, ...checks }: Readiness): void {
+  if (problem === undefined) {
     ctx.body = { status: 'ready', ...checks };
     return;
   }
   ctx.status = 503;
-  ctx.body = {
-    status: 'not ready',
-    ...checks,
-    error: 'temporarily_unavailable',
-    error_description: storeOk ? 'no signing keys are loaded' : 'the storage backend is not answering',
-  };
+  ctx.body = { status: 'not ready', ...checks, error: 'temporarily_unavailable', error_description: problem };
 }
 
 async function storeAnswers(store: Store): Promise<boolean> {

@@ -1,4 +1,4 @@
-import cluster from 'node:cluster';
+import cluster, { type Worker } from 'node:cluster';
 
 import type { Logger } from '../shared/logger.ts';
 
@@ -6,25 +6,87 @@ import type { Logger } from '../shared/logger.ts';
 const RESTART_DELAY_MS = 1000;
 
 /**
+ * Exit code of a worker that stopped on a configuration error (EX_CONFIG of sysexits.h): a
+ * replacement would stop the same way, so the supervisor stops instead of replacing it.
+ */
+const CONFIGURATION_ERROR_EXIT = 78;
+
+/** How long a worker that reported a configuration error waits for the supervisor to stop it. */
+const STOPPED_BY_SUPERVISOR_MS = 5000;
+
+/** What a worker sends its supervisor when it cannot start for a configuration error. */
+interface ConfigurationErrorMessage {
+  configurationError: string;
+}
+
+/**
  * `WORKERS=N`: this process forks N workers that each run the whole service on the same port
  * (node:cluster hands them connections in turn) over the one shared store, replaces a worker that
  * dies, and on SIGTERM or SIGINT passes the signal on and exits once every worker has finished.
+ * A worker that cannot start for a configuration error (a port in use, a key that opens nothing)
+ * is not replaced: its one line is said once, every worker is stopped, and this process exits 1,
+ * as a single process would.
  */
 export function superviseWorkers(count: number, logger: Logger): void {
+  const live = new Set<Worker>();
   let stopping = false;
+  let failed = false;
+  const signalAll = (signal: NodeJS.Signals) => {
+    for (const worker of live) worker.process.kill(signal);
+  };
+  const fail = (line: string) => {
+    if (failed) return;
+    failed = true;
+    process.stderr.write(`${line}\n`);
+    signalAll('SIGTERM');
+  };
+  const fork = () => live.add(cluster.fork());
+
+  cluster.on('message', (_worker, message: unknown) => {
+    if (isConfigurationError(message)) fail(message.configurationError);
+  });
   cluster.on('exit', (worker, code, signal) => {
+    live.delete(worker);
+    if (code === CONFIGURATION_ERROR_EXIT) fail('configuration error: a worker stopped on a configuration error it could not report');
+    if (failed) {
+      if (live.size === 0) process.exit(1);
+      return;
+    }
     if (stopping) return;
     logger.error('a worker stopped; starting another', { pid: worker.process.pid, code: code ?? undefined, signal: signal ?? undefined });
-    setTimeout(() => cluster.fork(), RESTART_DELAY_MS).unref();
+    setTimeout(fork, RESTART_DELAY_MS).unref();
   });
-  for (let i = 0; i < count; i += 1) cluster.fork();
+  for (let i = 0; i < count; i += 1) fork();
   logger.info('workers started', { workers: count });
 
   const stop = (signal: NodeJS.Signals) => {
     stopping = true;
     logger.info('stopping workers', { signal });
-    for (const worker of Object.values(cluster.workers ?? {})) worker?.process.kill(signal);
+    signalAll(signal);
   };
   process.once('SIGTERM', () => stop('SIGTERM'));
   process.once('SIGINT', () => stop('SIGINT'));
+}
+
+/**
+ * In a worker that cannot start for a configuration error: hands its one line to the supervisor,
+ * which says it once (every worker meets the same error at about the same time) and stops them
+ * all. Should the supervisor not stop this worker, it exits with CONFIGURATION_ERROR_EXIT, which
+ * says as much.
+ */
+export function stopWorkerOnConfigurationError(line: string): void {
+  if (!process.connected || !process.send) {
+    // No supervisor to tell (it is gone): said here, then.
+    process.stderr.write(`${line}\n`);
+    process.exit(CONFIGURATION_ERROR_EXIT);
+  }
+  const message: ConfigurationErrorMessage = { configurationError: line };
+  process.exitCode = CONFIGURATION_ERROR_EXIT;
+  process.send(message);
+  // The channel keeps this process alive until the supervisor stops it; should it not, this does.
+  setTimeout(() => process.exit(CONFIGURATION_ERROR_EXIT), STOPPED_BY_SUPERVISOR_MS).unref();
+}
+
+function isConfigurationError(message: unknown): message is ConfigurationErrorMessage {
+  return typeof message === 'object' && message !== null && typeof (message as { configurationError?: unknown }).configurationError === 'string';
 }

@@ -70,8 +70,10 @@ async function defaultKey({ created, besideDatabase }: Extract<KeyEncryptionKeyS
     logger.warn('the key-encryption key is kept beside the database, so a copy of the data directory can open the stored keys; move the file out of the data directory and set KEY_ENCRYPTION_KEY_FILE to its new path', {
       file: besideDatabase,
     });
+    // Read first: a file that cannot be read is refused in words before its mode is looked at.
+    const key = await readKeyFile(besideDatabase, 'the key-encryption key file');
     await warnIfShared(besideDatabase, logger);
-    return readKeyFile(besideDatabase, 'the key-encryption key file');
+    return key;
   }
   if (https) {
     throw new KeyEncryptionError('BASE_URL is https, so the key-encryption key must be given: set KEY_ENCRYPTION_KEY_FILE (or KEY_ENCRYPTION_KEY) to a key kept apart from the store and its backups; make one with: openssl rand 32 | basenc --base64url | tr -d =');
@@ -91,9 +93,12 @@ async function defaultKey({ created, besideDatabase }: Extract<KeyEncryptionKeyS
   return readKeyFile(created, 'the key-encryption key file');
 }
 
-/** Whether a file is there; one that cannot be looked at (not ENOENT) counts as there, so that reading it says why it cannot be read. */
+/**
+ * Whether a file is there; one that cannot be looked at counts as there, so that reading it says
+ * why it cannot be read. A path through a file (ENOTDIR) has nothing at its end.
+ */
 async function exists(path: string): Promise<boolean> {
-  return stat(path).then(() => true, (error: NodeJS.ErrnoException) => error.code !== 'ENOENT');
+  return stat(path).then(() => true, (error: NodeJS.ErrnoException) => error.code !== 'ENOENT' && error.code !== 'ENOTDIR');
 }
 
 async function warnIfShared(path: string, logger: Logger): Promise<void> {

@@ -1,18 +1,15 @@
 import { randomUUID } from 'node:crypto';
-import { execFile, execFileSync } from 'node:child_process';
+import { execFileSync } from 'node:child_process';
 import { request } from 'node:http';
-import { createServer } from 'node:net';
-import { fileURLToPath } from 'node:url';
 import { setTimeout as sleep } from 'node:timers/promises';
 
 import { expect } from 'chai';
 
 import { codeRequest, exchangeCode, register, registerClient, tokenRequest, postCredentials } from '../support/oauth.ts';
-import { registerVettedClient, seedUser, startServer, type TestServer } from '../support/server.ts';
+import { registerVettedClient, seedUser, startOnHeldPort, startServer, type TestServer } from '../support/server.ts';
 import { UserAgent, authorize } from '../support/user_agent.ts';
 
 const METRICS_TOKEN = 'scrape-token-0123456789abcdef';
-const ROOT = fileURLToPath(new URL('../..', import.meta.url));
 
 interface Sample {
   name: string;
@@ -276,24 +273,6 @@ for (const where of ['local', 'public'] as const) {
       }
     });
   });
-}
-
-/** Starts the service with the env `withPort` gives for a port another listener holds; its exit code and stderr, once it has exited by itself. */
-async function startOnHeldPort(withPort: (port: number) => Record<string, string>): Promise<{ port: number; code: number | null; stderr: string }> {
-  const holder = createServer();
-  await new Promise<void>((resolve) => holder.listen(0, '127.0.0.1', resolve));
-  const { port } = holder.address() as { port: number };
-  try {
-    return await new Promise((resolve) => {
-      const child = execFile(process.execPath, ['src/main.ts'], {
-        cwd: ROOT,
-        env: { PATH: process.env.PATH ?? '', STORE: 'memory:', HOST: '127.0.0.1', ...withPort(port) },
-        timeout: 20_000,
-      }, (_error, _stdout, stderr) => resolve({ port, code: child.exitCode, stderr }));
-    });
-  } finally {
-    holder.close();
-  }
 }
 
 describe('a port another process holds', function () {

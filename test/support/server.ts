@@ -1,4 +1,4 @@
-import { spawn, type ChildProcess } from 'node:child_process';
+import { execFile, spawn, type ChildProcess } from 'node:child_process';
 import { mkdtemp, rm } from 'node:fs/promises';
 import { createServer } from 'node:net';
 import { tmpdir } from 'node:os';
@@ -49,6 +49,11 @@ export interface ServerOptions {
   basePath?: string;
   /** Share another server's storage URL (several instances, one store). */
   store?: string;
+  /**
+   * What start waits for: `ready` (default), `/readyz` answering 200; `listening`, `/healthz`
+   * answering, for a service that waits for its store.
+   */
+  until?: 'ready' | 'listening';
 }
 
 /** The home directory of the first server on each storage URL, for those started on it after. */
@@ -93,7 +98,7 @@ export async function startServer(options: ServerOptions = {}): Promise<TestServ
     child = spawn(process.execPath, ['src/main.ts'], { cwd: ROOT, env, stdio: ['ignore', 'pipe', 'pipe'] });
     child.stdout!.on('data', (chunk: Buffer) => { output += chunk.toString(); });
     child.stderr!.on('data', (chunk: Buffer) => { output += chunk.toString(); });
-    await waitUntilReady(origin, child, () => output);
+    await waitUntilAnswering(`${origin}${options.until === 'listening' ? '/healthz' : '/readyz'}`, child, () => output);
   };
   const stopChild = async () => {
     const running = child;
@@ -128,13 +133,13 @@ export async function startServer(options: ServerOptions = {}): Promise<TestServ
   };
 }
 
-/** Until `/readyz` says the store answers and the keys are loaded (`/healthz` only says the process runs). */
-async function waitUntilReady(origin: string, child: ChildProcess, output: () => string): Promise<void> {
+/** Until `probe` answers 200: `/readyz` once the store answers and the keys are loaded, `/healthz` once the process listens. */
+async function waitUntilAnswering(probe: string, child: ChildProcess, output: () => string): Promise<void> {
   const deadline = Date.now() + 20_000;
   while (Date.now() < deadline) {
     if (child.exitCode !== null) throw new Error(`server exited with ${child.exitCode}:\n${output()}`);
     try {
-      const response = await fetch(`${origin}/readyz`);
+      const response = await fetch(probe);
       if (response.ok) return;
     } catch {
       // not listening yet
@@ -142,6 +147,43 @@ async function waitUntilReady(origin: string, child: ChildProcess, output: () =>
     await new Promise((resolve) => setTimeout(resolve, 100));
   }
   throw new Error(`server did not become ready:\n${output()}`);
+}
+
+export interface RunOptions {
+  /** The script, relative to the repository: `src/main.ts` unless told, or an entry point of `bin/`. */
+  entry?: string;
+  args?: string[];
+  /** The Node.js to run it with: this one unless told. */
+  node?: string;
+}
+
+/**
+ * Runs the service (`node src/main.ts`, or `options.entry`) on loopback with the memory store and
+ * `env` until it exits by itself, as a start it refuses does: its exit code and output. Killed
+ * after 20 s if it keeps running.
+ */
+export function runUntilExit(env: Record<string, string>, options: RunOptions = {}): Promise<{ code: number | null; stdout: string; stderr: string }> {
+  return new Promise((resolve) => {
+    const child = execFile(options.node ?? process.execPath, [options.entry ?? 'src/main.ts', ...options.args ?? []], {
+      cwd: ROOT,
+      env: { PATH: process.env.PATH ?? '', STORE: 'memory:', HOST: '127.0.0.1', ...env },
+      timeout: 20_000,
+      killSignal: 'SIGKILL',
+    }, (_error, stdout, stderr) => resolve({ code: child.exitCode, stdout, stderr }));
+  });
+}
+
+/** Starts the service (runUntilExit) with the env `withPort` gives for a port another listener holds. */
+export async function startOnHeldPort(withPort: (port: number) => Record<string, string>, options: RunOptions = {}): Promise<{ port: number; code: number | null; stderr: string }> {
+  const holder = createServer();
+  await new Promise<void>((resolve) => holder.listen(0, '127.0.0.1', resolve));
+  const { port } = holder.address() as { port: number };
+  try {
+    const { code, stderr } = await runUntilExit(withPort(port), options);
+    return { port, code, stderr };
+  } finally {
+    holder.close();
+  }
 }
 
 export function runAdmin(env: Record<string, string>, args: string[], stdin?: string): Promise<{ code: number; stdout: string; stderr: string }> {
