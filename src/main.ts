@@ -110,8 +110,10 @@ async function serve(config: Config, logger: Logger, alone: boolean): Promise<vo
   const stop = async (signal: string) => {
     logger.info('stopping', { signal });
     waiting.abort();
-    // Stop accepting, let requests in flight finish, then close what is left.
-    const closed = new Promise<void>((resolve) => server.close(() => resolve()));
+    // Stop accepting, let requests in flight finish, then close what is left. A server still
+    // getting its port is closed once it has it (listening()): closing it before, in a worker,
+    // makes node:cluster throw when the supervisor's answer arrives.
+    const closed = server.listening ? new Promise<void>((resolve) => server.close(() => resolve())) : Promise.resolve();
     server.closeIdleConnections();
     if (metricsServer) await stopServingMetrics(metricsServer);
     const deadline = setTimeout(() => server.closeAllConnections(), SHUTDOWN_GRACE_MS);
