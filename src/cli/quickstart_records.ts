@@ -63,7 +63,7 @@ export async function createRecords({ accounts, provider, clients }: Writers, ad
     const left = await undoAll(undo);
     const why = failure(error);
     if (left.length === 0) throw new QuickstartError(`${why}; what had been written was removed, so quickstart can run again`);
-    throw new QuickstartError(`${why}; removing what had been written failed too, so these remain: ${left.join(', ')}; delete them once the store answers, before running quickstart again`);
+    throw new QuickstartError(`${why}; removing what had been written failed too, so these remain: ${left.join(', ')}; once the store answers, remove them (npm run admin -- workspace delete --workspace ID, user delete --email EMAIL) before running quickstart again`);
   }
 }
 
