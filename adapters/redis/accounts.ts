@@ -57,8 +57,8 @@ export class RedisAccountStore implements AccountStore {
 
   async createWorkspace(workspace: Workspace) {
     const stored: Workspace = { id: workspace.id, name: workspace.name, createdAt: workspace.createdAt };
-    const created = await this.#redis.run((client) => createWorkspace.run(client,
-      [this.#keys.workspace(workspace.id), this.#keys.workspaces()],
+    const keys = [this.#keys.workspace(workspace.id), this.#keys.workspaces()];
+    const created = await this.#redis.runDurable(keys, (client) => createWorkspace.run(client, keys,
       [JSON.stringify(stored), workspace.createdAt, workspace.id]));
     if (created === 0) throw new DuplicateError(`a workspace with id ${workspace.id} already exists`);
   }
@@ -87,9 +87,8 @@ export class RedisAccountStore implements AccountStore {
       passwordHash: user.passwordHash,
       createdAt: user.createdAt,
     };
-    const created = await this.#redis.run((client) => createUser.run(client,
-      [this.#keys.user(user.id), this.#keys.email(user.email), this.#keys.users()],
-      [JSON.stringify(stored), user.id]));
+    const keys = [this.#keys.user(user.id), this.#keys.email(user.email), this.#keys.users()];
+    const created = await this.#redis.runDurable(keys, (client) => createUser.run(client, keys, [JSON.stringify(stored), user.id]));
     if (created === 0) throw new DuplicateError(`a user with email ${user.email} already exists`);
     if (created === -1) throw new DuplicateError(`a user with id ${user.id} already exists`);
   }
@@ -110,9 +109,8 @@ export class RedisAccountStore implements AccountStore {
   }
 
   async putMembership(membership: Membership) {
-    const stored = await this.#redis.run((client) => putMembership.run(client,
-      [this.#keys.memberships(membership.userId), this.#keys.workspace(membership.workspaceId), this.#keys.user(membership.userId)],
-      [membership.workspaceId, membership.role]));
+    const keys = [this.#keys.memberships(membership.userId), this.#keys.workspace(membership.workspaceId), this.#keys.user(membership.userId)];
+    const stored = await this.#redis.runDurable(keys, (client) => putMembership.run(client, keys, [membership.workspaceId, membership.role]));
     if (stored === 0) throw new Error(`cannot add user ${membership.userId} to workspace ${membership.workspaceId}: one of them does not exist`);
   }
 

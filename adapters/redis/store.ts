@@ -7,11 +7,13 @@ import { redisRateLimiters } from './rate_limits.ts';
 import { RedisRecordStore } from './records.ts';
 import { RedisRevocationStore } from './revocations.ts';
 import { RedisSettingStore } from './settings.ts';
-import type { ModelStore, Store } from '../store.ts';
+import type { ModelStore, ReplicaWait, Store } from '../store.ts';
 
 export interface RedisStoreOptions {
   /** Starts every key, so several services (or tests) can share one Redis. Default `oauth:`. */
   keyPrefix?: string;
+  /** REDIS_WAIT_REPLICAS: writes wait for replicas (connection.ts runDurable). */
+  replicaWait?: ReplicaWait | undefined;
 }
 
 /**
@@ -22,7 +24,7 @@ export interface RedisStoreOptions {
 export function openRedisStore(url: string, options: RedisStoreOptions = {}): Store {
   const keys = new RedisKeys(options.keyPrefix ?? 'oauth:');
   const client = connectRedis(url);
-  const redis = new RedisConnection(client);
+  const redis = new RedisConnection(client, options.replicaWait && { client: connectRedis(url), wait: options.replicaWait });
   const models = new Map<string, ModelStore>();
 
   return {
@@ -44,7 +46,7 @@ export function openRedisStore(url: string, options: RedisStoreOptions = {}): St
     async ping() {
       await redis.run((client) => client.ping());
     },
-    // Redis acknowledges each write before its promise resolves: nothing is left pending.
+    // Each write is acknowledged (with REDIS_WAIT_REPLICAS, held by the replicas) before its promise resolves: nothing is left pending.
     committed: () => Promise.resolve(),
     close: () => redis.close(),
   };

@@ -268,7 +268,7 @@ async function run(argv: string[]): Promise<number> {
   }
 
   const config = loadConfig();
-  const store = openStore(config.store);
+  const store = openStore(config.store, config.durability);
   try {
     const output = await command({ store, accounts: new Accounts(store.accounts), options }, args);
     process.stdout.write(`${options.json ? JSON.stringify(output.json, null, 2) : output.text}\n`);

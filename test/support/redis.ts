@@ -11,7 +11,8 @@ import { freePort } from './server.ts';
 
 /**
  * Real Redis processes for tests, on free loopback ports, in temporary directories that are
- * removed when they stop: one server, a master watched by sentinels, a three-node cluster.
+ * removed when they stop: one server, a primary and its replica, a master watched by sentinels, a
+ * three-node cluster (with replicas if asked).
  * Nothing is persisted (`--save ''`, no AOF).
  */
 
@@ -118,29 +119,82 @@ export async function startSentinel(count = 2): Promise<RedisDeployment & { mast
   };
 }
 
-/** `size` masters (no replicas) sharing the 16384 slots; resolves once every node reports cluster_state:ok. */
-export async function startCluster(size = 3): Promise<RedisDeployment> {
-  const nodes: RedisServer[] = [];
+/** A primary and one server replicating it (`replicaof`): resolves once the replica has synchronised. */
+export async function startReplicated(): Promise<RedisDeployment & { primary: RedisServer; replica: RedisServer }> {
+  const primary = await startRedis();
+  let replica: RedisServer | undefined;
   try {
-    for (let i = 0; i < size; i += 1) {
+    replica = await startRedis(['--replicaof', '127.0.0.1', String(primary.port)]);
+    await untilSynchronised(replica);
+  } catch (error) {
+    await replica?.stop();
+    await primary.stop();
+    throw error;
+  }
+  return {
+    url: primary.url,
+    primary,
+    replica,
+    stop: async () => {
+      await replica.stop();
+      await primary.stop();
+    },
+  };
+}
+
+/** Until a replica reports its link to its primary up (and so has loaded the primary's data). */
+export async function untilSynchronised(replica: RedisServer): Promise<void> {
+  await waitFor(async () => /master_link_status:up/.test(await redisCli(replica.port, 'info', 'replication')), `the replica on port ${replica.port} to synchronise`);
+}
+
+/** One primary of a cluster and the servers replicating it. */
+export interface Shard {
+  primary: RedisServer;
+  replicas: RedisServer[];
+}
+
+/**
+ * `size` masters sharing the 16384 slots, each with `replicasEach` replicas; resolves once every
+ * node reports cluster_state:ok and every replica has synchronised.
+ */
+export async function startCluster(size = 3, replicasEach = 0): Promise<RedisDeployment & { shards: Shard[] }> {
+  const nodes: RedisServer[] = [];
+  let shards: Shard[];
+  try {
+    for (let i = 0; i < size * (1 + replicasEach); i += 1) {
       // The cluster bus gets a free port of its own rather than the default port + 10000, which may be taken or out of range.
       const busPort = await freePort();
       nodes.push(await startRedis(['--cluster-enabled', 'yes', '--cluster-config-file', 'nodes.conf', '--cluster-port', String(busPort), '--cluster-node-timeout', '2000']));
     }
-    await run('redis-cli', ['--cluster', 'create', ...nodes.map(({ port }) => `127.0.0.1:${port}`), '--cluster-replicas', '0', '--cluster-yes'], { timeout: 30_000 });
+    await run('redis-cli', ['--cluster', 'create', ...nodes.map(({ port }) => `127.0.0.1:${port}`), '--cluster-replicas', String(replicasEach), '--cluster-yes'], { timeout: 30_000 });
     for (const node of nodes) {
       await waitFor(async () => /cluster_state:ok/.test(await redisCli(node.port, 'cluster', 'info')), `cluster node ${node.port} to be ok`);
     }
+    shards = await shardsOf(nodes);
+    for (const replica of shards.flatMap((shard) => shard.replicas)) await untilSynchronised(replica);
   } catch (error) {
     await Promise.all(nodes.map((node) => node.stop()));
     throw error;
   }
   return {
+    shards,
     url: `redis+cluster://${nodes.map(({ port }) => `127.0.0.1:${port}`).join(',')}`,
     stop: async () => {
       await Promise.all(nodes.map((node) => node.stop()));
     },
   };
+}
+
+/** The cluster's nodes by the primary each is or replicates (as `redis-cli --cluster create` paired them). */
+async function shardsOf(nodes: RedisServer[]): Promise<Shard[]> {
+  const roles = await Promise.all(nodes.map(async (node) => {
+    const info = await redisCli(node.port, 'info', 'replication');
+    return { node, primaryPort: /^role:slave/m.test(info) ? Number(/^master_port:(\d+)/m.exec(info)?.[1]) : undefined };
+  }));
+  return roles.filter(({ primaryPort }) => primaryPort === undefined).map(({ node }) => ({
+    primary: node,
+    replicas: roles.filter(({ primaryPort }) => primaryPort === node.port).map((role) => role.node),
+  }));
 }
 
 /** A connected client of its own, to look at the keys a store wrote; the caller disconnects it. */
