@@ -2,7 +2,6 @@ import { Cluster, Command, type Redis } from 'ioredis';
 
 import { systemClock } from '../../src/shared/clock.ts';
 import { BackendUnavailableError, type ReplicaWait } from '../store.ts';
-import type { RedisClient } from './connection.ts';
 
 /**
  * Durable writes on Redis (REDIS_WAIT_REPLICAS): a write is acknowledged only once `replicas`
@@ -29,6 +28,9 @@ const ANSWER_SLACK_MS = 1000;
 /** While a connection is behind: how often a write may ask whether its replicas have caught up, and how long that WAIT may take. */
 const PROBE_INTERVAL_MS = 1000;
 const PROBE_TIMEOUT_MS = 50;
+
+/** A connection.ts RedisClient (not imported from there: connection.ts imports this file). */
+type RedisClient = Redis | Cluster;
 
 interface Flight {
   /** The last write (Link.written) this WAIT covers: those finished before it was sent. */
