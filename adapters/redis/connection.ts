@@ -25,25 +25,30 @@ const reconnectDelay = (attempt: number) => Math.min(attempt * 100, 1000);
  * autoResendUnfulfilledCommands false): a write the caller was told had failed must not be
  * applied later behind its back. RESP2 is spoken because every Redis server understands it.
  */
-function nodeOptions(target: RedisTarget): RedisOptions {
+function nodeOptions(target: RedisTarget, commandTimeout: number): RedisOptions {
   return {
     ...(target.username ? { username: target.username } : {}),
     ...(target.password ? { password: target.password } : {}),
     connectTimeout: CONNECT_TIMEOUT_MS,
-    commandTimeout: COMMAND_TIMEOUT_MS,
+    commandTimeout,
     maxRetriesPerRequest: 0,
     autoResendUnfulfilledCommands: false,
     protocol: 2,
   };
 }
 
-/** A client for a storage URL; it starts connecting at once, in the background. */
-export function connectRedis(url: string): RedisClient {
+/**
+ * A client for a storage URL; it starts connecting at once, in the background. `queuedBehindMs`:
+ * how long a command may wait on its connection behind another that holds it (a WAIT), on top of
+ * the time any command is given.
+ */
+export function connectRedis(url: string, queuedBehindMs = 0): RedisClient {
   const target = parseRedisUrl(url);
+  const commandTimeout = COMMAND_TIMEOUT_MS + queuedBehindMs;
   switch (target.mode) {
     case 'standalone':
       return new Redis({
-        ...nodeOptions(target),
+        ...nodeOptions(target, commandTimeout),
         host: target.node.host,
         port: target.node.port,
         db: target.db,
@@ -53,7 +58,7 @@ export function connectRedis(url: string): RedisClient {
       });
     case 'sentinel':
       return new Redis({
-        ...nodeOptions(target),
+        ...nodeOptions(target, commandTimeout),
         sentinels: target.sentinels,
         name: target.name,
         db: target.db,
@@ -64,7 +69,7 @@ export function connectRedis(url: string): RedisClient {
       });
     case 'cluster': {
       const options: ClusterOptions = {
-        redisOptions: nodeOptions(target),
+        redisOptions: nodeOptions(target, commandTimeout),
         enableOfflineQueue: false,
         clusterRetryStrategy: reconnectDelay,
         slotsRefreshTimeout: CONNECT_TIMEOUT_MS,

@@ -101,19 +101,18 @@ export class ReplicaConfirmation {
     return { node, socket, link };
   }
 
-  /** Before a write: refused while the connection is behind, unless a short WAIT finds the replicas caught up. */
+  /**
+   * Before a write: it is not sent while a WAIT is in flight on its connection (it would queue
+   * behind it, and be made even if the WAIT then finds the replicas behind), and it is refused
+   * while the connection is behind, unless a short WAIT finds the replicas caught up.
+   */
   async #ready(target: Target): Promise<void> {
     const { link } = target;
+    while (link.inFlight) await link.inFlight.outcome;
     if (!link.behind) return;
-    let failure: BackendUnavailableError | undefined;
-    if (link.inFlight) {
-      failure = await link.inFlight.outcome;
-    } else if (systemClock() - link.probedAt < PROBE_INTERVAL_MS) {
-      failure = this.#unconfirmed('have not confirmed the last writes yet');
-    } else {
-      link.probedAt = systemClock();
-      failure = await this.#send(target, Math.min(PROBE_TIMEOUT_MS, this.#wait.timeoutMs));
-    }
+    if (systemClock() - link.probedAt < PROBE_INTERVAL_MS) throw this.#unconfirmed('have not confirmed the last writes yet');
+    link.probedAt = systemClock();
+    const failure = await this.#send(target, Math.min(PROBE_TIMEOUT_MS, this.#wait.timeoutMs));
     if (failure) throw failure;
   }
 

@@ -24,7 +24,9 @@ export interface RedisStoreOptions {
 export function openRedisStore(url: string, options: RedisStoreOptions = {}): Store {
   const keys = new RedisKeys(options.keyPrefix ?? 'oauth:');
   const client = connectRedis(url);
-  const redis = new RedisConnection(client, options.replicaWait && { client: connectRedis(url), wait: options.replicaWait });
+  // The connection of the writes that wait for replicas: a write may queue behind a WAIT as long as it takes.
+  const durable = options.replicaWait && { client: connectRedis(url, options.replicaWait.timeoutMs), wait: options.replicaWait };
+  const redis = new RedisConnection(client, durable);
   const models = new Map<string, ModelStore>();
 
   return {

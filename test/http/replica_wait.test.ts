@@ -32,7 +32,7 @@ describe('REDIS_WAIT_REPLICAS: the service while its Redis replica does not conf
 
   before(async () => {
     redis = await startReplicated();
-    server = await startServer({ store: redis.url, env: { KEY_ENCRYPTION_KEY, REDIS_WAIT_REPLICAS: '1', REDIS_WAIT_TIMEOUT: '300ms' } });
+    server = await startServer({ store: redis.url, env: { KEY_ENCRYPTION_KEY, REDIS_WAIT_REPLICAS: '1', REDIS_WAIT_TIMEOUT: '1s' } });
     user = await seedUser(server);
     client = await registerClient(server.issuer, { client_name: 'Replicated App' });
   });

@@ -8,10 +8,11 @@ import { RedisKeys } from '../../adapters/redis/keys.ts';
 import { keySlot } from '../../adapters/redis/replication.ts';
 import { BackendUnavailableError, type Store } from '../../adapters/store.ts';
 import { rawRedis, redisCli, startCluster, startReplicated, type Shard } from '../support/redis.ts';
-import { eventually } from '../support/wait.ts';
+import { eventually, sleep } from '../support/wait.ts';
 
 const now = () => Math.floor(Date.now() / 1000);
-const WAIT = { replicas: 1, timeoutMs: 300 };
+// Generous: a replica on a busy test machine may take a while to acknowledge; refusals wait this long.
+const WAIT = { replicas: 1, timeoutMs: 1000 };
 
 /** Every kind of write the store acknowledges only once a replica holds it, each on records of its own. */
 const DURABLE_WRITES: Array<[string, (store: Store) => Promise<unknown>]> = [
@@ -112,6 +113,62 @@ describe('redis store: writes wait for a replica (REDIS_WAIT_REPLICAS)', functio
       }
       // Acknowledged, so on the replica.
       expect(await redisCli(deployment.replica.port, 'hexists', keys.record('AuthorizationCode', 'code-1'), 'c')).to.equal('1');
+    });
+  });
+
+  describe('a failover to the replica', () => {
+    let deployment: Awaited<ReturnType<typeof startReplicated>>;
+
+    before(async () => {
+      deployment = await startReplicated();
+    });
+
+    after(async () => {
+      await deployment?.stop();
+    });
+
+    it('loses no acknowledged write: the replica lags, the primary is killed, the replica promoted holds every write and use the store acknowledged', async () => {
+      const store = openStore(deployment.url, { keyPrefix: 'failover:', replicaWait: WAIT });
+      const codes = Array.from({ length: 200 }, (_, i) => `code-${i}`);
+      const acknowledged = { stored: [] as string[], consumed: [] as string[] };
+      try {
+        for (const code of codes) await store.model('AuthorizationCode').upsert(code, {}, 600);
+        let stopped = false;
+        let next = 0;
+        const worker = async () => {
+          while (!stopped) {
+            const i = next;
+            next += 1;
+            const stored = `token-${i}`;
+            if (await refusal(store.model('AccessToken').upsert(stored, {}, 600)) === undefined) acknowledged.stored.push(stored);
+            const code = codes[i % codes.length]!;
+            if (i < codes.length && await refusal(store.model('AuthorizationCode').consume(code)) === undefined) acknowledged.consumed.push(code);
+          }
+        };
+        const workers = Array.from({ length: 8 }, worker);
+        await eventually('writes acknowledged', () => acknowledged.stored.length >= 20, 10_000, 10);
+        // The replica falls behind (frozen, and cut off: what its socket had buffered is all it will get), writes go on
+        // against the primary, then the primary dies.
+        deployment.replica.pause();
+        await redisCli(deployment.primary.port, 'client', 'kill', 'type', 'replica');
+        await sleep(WAIT.timeoutMs * 2);
+        await deployment.primary.kill();
+        stopped = true;
+        await Promise.all(workers);
+      } finally {
+        deployment.replica.resume();
+        await store.close();
+      }
+
+      await redisCli(deployment.replica.port, 'replicaof', 'no', 'one');
+      const promoted = openStore(deployment.replica.url, { keyPrefix: 'failover:' });
+      try {
+        for (const id of acknowledged.stored) expect(await promoted.model('AccessToken').find(id), id).to.not.equal(undefined);
+        for (const code of acknowledged.consumed) expect(await promoted.model('AuthorizationCode').find(code), code).to.have.property('consumed');
+      } finally {
+        await promoted.close();
+      }
+      expect(acknowledged.consumed.length).to.be.greaterThan(0);
     });
   });
 

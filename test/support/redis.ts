@@ -29,6 +29,8 @@ export interface RedisServer extends RedisDeployment {
   down(): Promise<void>;
   /** Starts it again on the same port, empty. */
   up(): Promise<void>;
+  /** Kills the process (SIGKILL: nothing flushed, no replica waited for); the port stays reserved for up(). */
+  kill(): Promise<void>;
   /** Freezes the process (SIGSTOP): connections stay open, nothing is answered. */
   pause(): void;
   resume(): void;
@@ -69,6 +71,14 @@ export async function startRedis(extra: string[] = []): Promise<RedisServer> {
     port,
     up,
     down,
+    kill: async () => {
+      const running = child;
+      child = undefined;
+      if (!running || running.exitCode !== null || running.signalCode !== null) return;
+      const exited = new Promise<void>((resolve) => running.once('exit', () => resolve()));
+      running.kill('SIGKILL');
+      await exited;
+    },
     pause: () => child?.kill('SIGSTOP'),
     resume: () => child?.kill('SIGCONT'),
     stop: async () => {
