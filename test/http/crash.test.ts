@@ -1,29 +1,11 @@
 import { expect } from 'chai';
 
 import { api, createApiKey } from '../support/data_api.ts';
-import { codeRequest, exchangeCode, introspect, postCredentials, registerClient, tokenRequest, type RegisteredClient } from '../support/oauth.ts';
+import { newChain, rotated, untilStopped, type Chain, type TokenSet } from '../support/drill.ts';
+import { codeRequest, exchangeCode, introspect, postCredentials, registerClient, revokeToken, tokenRequest, type RegisteredClient } from '../support/oauth.ts';
 import { seedUser, startServer, type SeededUser, type TestServer } from '../support/server.ts';
 import { UserAgent, authorize } from '../support/user_agent.ts';
-import { eventually, sleep } from '../support/wait.ts';
-
-interface Tokens {
-  access_token: string;
-  refresh_token: string;
-}
-
-/** A refresh-token chain as its client knows it. */
-interface Chain {
-  /** The last refresh token the client received. */
-  refreshToken: string;
-  /** Those it rotated away from: each answered with the next. */
-  consumed: string[];
-  /** A request of it was sent and is not answered yet. */
-  inFlight: boolean;
-  /** A request of it was in flight when the server was killed: the server may have rotated it, or not. */
-  unanswered: boolean;
-}
-
-const random = (min: number, max: number) => min + Math.floor(Math.random() * (max - min));
+import { eventually } from '../support/wait.ts';
 
 /**
  * The crash drill: the service on a SQLite file under steady mixed load, killed with SIGKILL in the
@@ -48,11 +30,6 @@ describe('SQLite: a crash under load loses no acknowledged write', function () {
 
   const credentials = () => postCredentials(client);
   const refresh = (refreshToken: string) => tokenRequest(server.issuer, { grant_type: 'refresh_token', refresh_token: refreshToken, ...credentials() });
-  const revoke = (token: string) => fetch(`${server.issuer}/oauth/revoke`, {
-    method: 'POST',
-    headers: { 'content-type': 'application/x-www-form-urlencoded' },
-    body: new URLSearchParams({ token, ...credentials() }).toString(),
-  });
 
   it('keeps every rotation, revocation, code exchange and record it answered before SIGKILL, and lets no used code or refresh token be redeemed again', async () => {
     const workspaceId = user.workspaces[0]!.id;
@@ -67,9 +44,8 @@ describe('SQLite: a crash under load loses no acknowledged write', function () {
     const exchange = async (minted: { code: string; verifier: string }) => {
       const response = await exchangeCode(server.issuer, client, minted.code, minted.verifier);
       expect(response.status).to.equal(200);
-      return response.json() as Promise<Tokens>;
+      return response.json() as Promise<TokenSet>;
     };
-    const newChain = (tokens: Tokens): Chain => ({ refreshToken: tokens.refresh_token, consumed: [], inFlight: false, unanswered: false });
 
     const rotating: Chain[] = [];
     for (let i = 0; i < 6; i += 1) rotating.push(newChain(await exchange(await mintCode())));
@@ -79,32 +55,21 @@ describe('SQLite: a crash under load loses no acknowledged write', function () {
     const acknowledged = {
       exchanged: [] as Array<{ code: string; verifier: string; chain: Chain }>,
       revokedAccessTokens: [] as string[],
-      revokedGrants: [] as Tokens[],
+      revokedGrants: [] as TokenSet[],
       records: [] as string[],
     };
     const accessTokens: string[] = [];
     const unexpected: string[] = [];
-    let stopped = false;
-
-    /** Runs `step` until the load stops; a request the dead server leaves unanswered ends the worker. */
-    const worker = async (step: () => Promise<void>) => {
-      while (!stopped) {
-        try {
-          await step();
-        } catch (error) {
-          if (stopped) return;
-          throw error;
-        }
-        await sleep(random(5, 30));
-      }
-    };
+    // Until the kill: a request the dead server leaves unanswered then ends its worker.
+    const load = { stopped: false };
+    const worker = (step: () => Promise<void>) => untilStopped(load, step);
     const rotate = (chain: Chain) => worker(async () => {
       chain.inFlight = true;
       let response: Response;
       try {
         response = await refresh(chain.refreshToken);
       } catch (error) {
-        if (stopped) chain.unanswered = true;
+        if (load.stopped) chain.inDoubt = true;
         throw error;
       }
       chain.inFlight = false;
@@ -112,9 +77,8 @@ describe('SQLite: a crash under load loses no acknowledged write', function () {
         unexpected.push(`refresh: ${response.status} ${await response.text()}`);
         return;
       }
-      const tokens = await response.json() as Tokens;
-      chain.consumed.push(chain.refreshToken);
-      chain.refreshToken = tokens.refresh_token;
+      const tokens = await response.json() as TokenSet;
+      rotated(chain, tokens);
       accessTokens.push(tokens.access_token);
     });
     const codeAgent = new UserAgent();
@@ -125,13 +89,13 @@ describe('SQLite: a crash under load loses no acknowledged write', function () {
         unexpected.push(`code exchange: ${response.status} ${await response.text()}`);
         return;
       }
-      acknowledged.exchanged.push({ ...minted, chain: newChain(await response.json() as Tokens) });
+      acknowledged.exchanged.push({ ...minted, chain: newChain(await response.json() as TokenSet) });
     });
     const revokeTokens = worker(async () => {
       const grant = toRevoke.shift();
       const token = grant?.refresh_token ?? accessTokens.shift();
       if (!token) return;
-      const response = await revoke(token);
+      const response = await revokeToken(server.issuer, client, token);
       if (response.status !== 200) {
         unexpected.push(`revocation: ${response.status} ${await response.text()}`);
         return;
@@ -160,7 +124,7 @@ describe('SQLite: a crash under load loses no acknowledged write', function () {
       && rotating.filter((chain) => !chain.inFlight).length >= 2, 30_000, 5).catch((error: unknown) => {
       throw new Error(`${(error as Error).message}: ${progress()}`);
     });
-    stopped = true;
+    load.stopped = true;
     const crashed = server.crash();
     await Promise.all(workers);
     await crashed;
@@ -171,14 +135,14 @@ describe('SQLite: a crash under load loses no acknowledged write', function () {
     // Each chain's last refresh token still works; one whose rotation was in flight at the kill may have been rotated, never half.
     for (const chain of [...rotating, ...acknowledged.exchanged.map(({ chain }) => chain)]) {
       const response = await refresh(chain.refreshToken);
-      if (!chain.unanswered) {
+      if (!chain.inDoubt) {
         expect(response.status, `the last refresh token received: ${await response.clone().text()}`).to.equal(200);
       } else if (response.status !== 200) {
         expect(response.status).to.equal(400);
         expect(await response.json()).to.include({ error: 'invalid_grant' });
       }
     }
-    expect(rotating.filter((chain) => !chain.unanswered).length, 'chains answered before the kill').to.be.at.least(2);
+    expect(rotating.filter((chain) => !chain.inDoubt).length, 'chains answered before the kill').to.be.at.least(2);
 
     for (const id of acknowledged.records) expect((await api(server, `/rest/companies/${id}`, { credential: apiKey })).status, id).to.equal(200);
     for (const token of acknowledged.revokedAccessTokens) expect(await introspect(server.issuer, credentials(), token)).to.deep.equal({ active: false });

@@ -1,17 +1,13 @@
 import { expect } from 'chai';
 
-import { codeRequest, exchangeCode, introspect, postCredentials, registerClient, tokenRequest, type RegisteredClient } from '../support/oauth.ts';
+import { codeRequest, exchangeCode, introspect, postCredentials, registerClient, revokeToken, tokenRequest, type RegisteredClient } from '../support/oauth.ts';
+import type { TokenSet } from '../support/drill.ts';
 import { startReplicated } from '../support/redis.ts';
 import { seedUser, startServer, type SeededUser, type TestServer } from '../support/server.ts';
 import { UserAgent, authorize } from '../support/user_agent.ts';
 import { eventually } from '../support/wait.ts';
 
 const KEY_ENCRYPTION_KEY = Buffer.alloc(32, 21).toString('base64url');
-
-interface Tokens {
-  access_token: string;
-  refresh_token: string;
-}
 
 /** A refusal for want of the replicas: 503, Retry-After, the JSON error, and nothing issued. */
 async function expectUnavailable(response: Response): Promise<void> {
@@ -48,25 +44,21 @@ describe('REDIS_WAIT_REPLICAS: the service while its Redis replica does not conf
     return { code: callback.searchParams.get('code')!, verifier };
   }
 
-  async function tokens(): Promise<Tokens> {
+  async function tokens(): Promise<TokenSet> {
     const { code: value, verifier } = await code();
     const response = await exchangeCode(server.issuer, client, value, verifier);
     expect(response.status).to.equal(200);
-    return response.json() as Promise<Tokens>;
+    return response.json() as Promise<TokenSet>;
   }
 
   const refresh = (refreshToken: string) => tokenRequest(server.issuer, { grant_type: 'refresh_token', refresh_token: refreshToken, ...postCredentials(client) });
-  const revoke = (token: string) => fetch(`${server.issuer}/oauth/revoke`, {
-    method: 'POST',
-    headers: { 'content-type': 'application/x-www-form-urlencoded' },
-    body: new URLSearchParams({ token, ...postCredentials(client) }).toString(),
-  });
+  const revoke = (token: string) => revokeToken(server.issuer, client, token);
 
   it('issues tokens while the replica confirms; answers 503 with Retry-After, never a token, while it does not; and issues again once it has caught up', async () => {
     const issued = await tokens();
     const refreshed = await refresh(issued.refresh_token);
     expect(refreshed.status).to.equal(200);
-    const chain = await refreshed.json() as Tokens;
+    const chain = await refreshed.json() as TokenSet;
     const pending = await code();
 
     redis.replica.pause();

@@ -27,8 +27,8 @@ export interface RedisServer extends RedisDeployment {
   port: number;
   /** Stops the process (an outage: connections drop, new ones are refused); the port stays reserved for up(). */
   down(): Promise<void>;
-  /** Starts it again on the same port, empty. */
-  up(): Promise<void>;
+  /** Starts it again on the same port, empty (with `extra` options for this start, e.g. `--replicaof`). */
+  up(extra?: string[]): Promise<void>;
   /** Kills the process (SIGKILL: nothing flushed, no replica waited for); the port stays reserved for up(). */
   kill(): Promise<void>;
   /** Freezes the process (SIGSTOP): connections stay open, nothing is answered. */
@@ -53,11 +53,12 @@ export async function redisCli(port: number, ...args: string[]): Promise<string>
 export async function startRedis(extra: string[] = []): Promise<RedisServer> {
   const dir = await mkdtemp(join(tmpdir(), 'redis-'));
   const port = await freePort();
-  const args = ['--port', String(port), '--bind', '127.0.0.1', '--save', '', '--appendonly', 'no', '--dir', dir, ...extra];
+  // A replica that connects is sent the data at once, not after the 5 s Redis waits by default for others to join it.
+  const args = ['--port', String(port), '--bind', '127.0.0.1', '--save', '', '--appendonly', 'no', '--dir', dir, '--repl-diskless-sync-delay', '0', ...extra];
   let child: ChildProcess | undefined;
 
-  const up = async () => {
-    child = await launch('redis-server', args, dir);
+  const up = async (again: string[] = []) => {
+    child = await launch('redis-server', [...args, ...again], dir);
     await waitFor(async () => await redisCli(port, 'ping') === 'PONG', `redis-server on port ${port} to answer`, child);
   };
   const down = async () => {
@@ -89,11 +90,22 @@ export async function startRedis(extra: string[] = []): Promise<RedisServer> {
   };
 }
 
-/** A master and `count` sentinels monitoring it as `mymaster`; resolves once every sentinel knows the master. */
-export async function startSentinel(count = 2): Promise<RedisDeployment & { master: RedisServer }> {
+/**
+ * A master and `count` sentinels monitoring it as `mymaster`; resolves once every sentinel knows the
+ * master. With `replica`, a server replicating the master too, and (three sentinels or more) a
+ * majority needed to fail over: it resolves once every sentinel knows the replica and the others,
+ * so that a failover can happen.
+ */
+export async function startSentinel(count = 2, { replica: withReplica = false } = {}): Promise<RedisDeployment & { master: RedisServer; replica?: RedisServer }> {
   const master = await startRedis();
   const sentinels: Array<{ child: ChildProcess; dir: string; port: number }> = [];
+  const quorum = count >= 3 ? Math.floor(count / 2) + 1 : 1;
+  let replica: RedisServer | undefined;
   try {
+    if (withReplica) {
+      replica = await startRedis(['--replicaof', '127.0.0.1', String(master.port)]);
+      await untilSynchronised(replica);
+    }
     for (let i = 0; i < count; i += 1) {
       const dir = await mkdtemp(join(tmpdir(), 'sentinel-'));
       const port = await freePort();
@@ -103,8 +115,9 @@ export async function startSentinel(count = 2): Promise<RedisDeployment & { mast
         `port ${port}`,
         'bind 127.0.0.1',
         `dir ${dir}`,
-        `sentinel monitor mymaster 127.0.0.1 ${master.port} 1`,
+        `sentinel monitor mymaster 127.0.0.1 ${master.port} ${quorum}`,
         'sentinel down-after-milliseconds mymaster 2000',
+        'sentinel failover-timeout mymaster 10000',
         '',
       ].join('\n'));
       const child = await launch('redis-server', [config, '--sentinel'], dir);
@@ -114,19 +127,41 @@ export async function startSentinel(count = 2): Promise<RedisDeployment & { mast
         return address.split('\n').join(':') === `127.0.0.1:${master.port}`;
       }, `sentinel on port ${port} to know the master`, child);
     }
+    if (replica) {
+      for (const { port, child } of sentinels) {
+        await waitFor(async () => (await redisCli(port, 'sentinel', 'replicas', 'mymaster')).includes(String(replica!.port))
+          && /^OK/.test(await redisCli(port, 'sentinel', 'ckquorum', 'mymaster')), `sentinel on port ${port} to know the replica and the other sentinels`, child);
+      }
+    }
   } catch (error) {
     await stopAll(sentinels);
+    await replica?.stop();
     await master.stop();
     throw error;
   }
   return {
     url: `redis+sentinel://${sentinels.map(({ port }) => `127.0.0.1:${port}`).join(',')}/mymaster`,
     master,
+    ...(replica ? { replica } : {}),
     stop: async () => {
       await stopAll(sentinels);
+      await replica?.stop();
       await master.stop();
     },
   };
+}
+
+/** The address the sentinels of a `redis+sentinel:` URL give for `mymaster` now (`host:port`), as the first that answers says. */
+export async function sentinelMaster(url: string): Promise<string | undefined> {
+  for (const address of url.replace(/^redis\+sentinel:\/\//, '').split('/')[0]!.split(',')) {
+    try {
+      const reply = await redisCli(Number(address.split(':')[1]), 'sentinel', 'get-master-addr-by-name', 'mymaster');
+      return reply.split('\n').join(':');
+    } catch {
+      // that sentinel does not answer: ask the next
+    }
+  }
+  return undefined;
 }
 
 /** A primary and one server replicating it (`replicaof`): resolves once the replica has synchronised. */
