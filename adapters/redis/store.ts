@@ -48,7 +48,7 @@ export function openRedisStore(url: string, options: RedisStoreOptions = {}): St
     async ping() {
       await redis.run((client) => client.ping());
     },
-    // Each write is acknowledged (with REDIS_WAIT_REPLICAS, held by the replicas) before its promise resolves: nothing is left pending.
+    // Each write is acknowledged before its promise resolves (with REDIS_WAIT_REPLICAS, once replicas hold it): nothing is pending.
     committed: () => Promise.resolve(),
     close: () => redis.close(),
   };
