@@ -4,14 +4,14 @@ import type { Logger } from '../src/shared/logger.ts';
 import { openRedisStore } from './redis/store.ts';
 import { isRedisUrl, parseRedisUrl, REDIS_SCHEMES, shownRedisUrl } from './redis/url.ts';
 import { openSqliteStore } from './sqlite/store.ts';
-import type { Store } from './store.ts';
+import type { Store, StoreDurability } from './store.ts';
 
 export type { Store } from './store.ts';
 
 /** The storage URL schemes the service understands, for configuration validation and messages. */
 export const STORE_SCHEMES = ['sqlite:', 'memory:', ...REDIS_SCHEMES] as const;
 
-export interface OpenStoreOptions {
+export interface OpenStoreOptions extends Partial<StoreDurability> {
   /** Redis only: starts every key (default `oauth:`), so several services or tests can share one Redis. */
   keyPrefix?: string;
   /** SQLite only: hears of database files or their directory left readable by other users. */
@@ -25,10 +25,10 @@ export interface OpenStoreOptions {
  * which connects in the background.
  */
 export function openStore(url: string, options: OpenStoreOptions = {}): Store {
-  if (url === 'memory:') return openSqliteStore(':memory:', 'memory');
+  if (url === 'memory:') return openSqliteStore(':memory:', { kind: 'memory' });
   if (isRedisUrl(url)) return openRedisStore(url, options);
   const path = sqliteFile(url);
-  if (path) return openSqliteStore(path, 'sqlite', options.warn);
+  if (path) return openSqliteStore(path, { warn: options.warn, synchronous: options.sqliteSynchronous });
   throw new TypeError(`unsupported storage URL "${url}"; use one of ${STORE_SCHEMES.join(', ')}`);
 }
 

@@ -286,6 +286,35 @@ export interface Store {
   close(): Promise<void>;
 }
 
+/**
+ * How long a write takes to be kept, beyond what each backend always does (SQLite commits before
+ * a response; Redis answers once the primary has applied it).
+ */
+export interface StoreDurability {
+  /**
+   * Redis: acknowledge a write only once this many replicas hold it (WAIT after the write, on the
+   * connection and node that made it), so a failover to one of them cannot lose it; undefined: off
+   * (replication stays asynchronous). Ignored by the other backends (configuration refuses it).
+   */
+  readonly replicaWait: ReplicaWait | undefined;
+  /**
+   * SQLite's `synchronous` in WAL mode. `normal`: a commit survives the process crashing, and may
+   * be lost with the last few others when the machine loses power or the OS crashes; `full`: it
+   * survives that too, at the cost of an fsync per commit (per group of commits: see the connection).
+   */
+  readonly sqliteSynchronous: SqliteSynchronous;
+}
+
+export interface ReplicaWait {
+  /** Replicas that must hold a write before it is acknowledged (at least 1). */
+  readonly replicas: number;
+  /** How long to wait for them (ms) before the write is refused as BackendUnavailableError. */
+  readonly timeoutMs: number;
+}
+
+export type SqliteSynchronous = 'normal' | 'full';
+export const SQLITE_SYNCHRONOUS: readonly SqliteSynchronous[] = ['normal', 'full'];
+
 export class DuplicateError extends Error {
   override name = 'DuplicateError';
 }

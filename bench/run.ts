@@ -16,7 +16,7 @@ import { formatReport, jsonReport, summarize, type RunSettings } from './report/
 import { runScenario, worstCaseSeconds, type ScenarioRun } from './load/rounds.ts';
 import { SCENARIO_NAMES, SCENARIOS, type Scenario, type ScenarioName } from './load/scenarios.ts';
 import { startService } from './service/start.ts';
-import { STORE_KINDS, isStoreKind, type StoreKind } from './service/stores.ts';
+import { STORE_KINDS, hasDurableVariant, isStoreKind, type StoreKind } from './service/stores.ts';
 import type { Target } from './load/target.ts';
 
 const USAGE = `Usage: npm run bench -- [options]
@@ -35,6 +35,8 @@ const USAGE = `Usage: npm run bench -- [options]
   --workers N           run the service with WORKERS=N (default 1; the baseline stays one process)
   --without-off         leave out service_off, the service with RATE_LIMITS=off METRICS=off that
                         shows what counting costs (on by default)
+  --durable             also measure service_durable: the service on its store's durable variant,
+                        SQLITE_SYNCHRONOUS=full (sqlite), or a replica and REDIS_WAIT_REPLICAS=1 (redis)
   --profile DIR         write each server's CPU profile (node --cpu-prof) under DIR/<server>/;
                         summarise one with: node bench/report/profile_summary.ts FILE.cpuprofile
   -h, --help`;
@@ -47,6 +49,8 @@ interface BenchOptions extends RunSettings {
   profile: string | undefined;
   /** Also measure the service with RATE_LIMITS=off METRICS=off (service_off). */
   withOff: boolean;
+  /** Also measure the service on its store's durable variant (service_durable). */
+  durable: boolean;
 }
 
 class UsageError extends Error {
@@ -70,6 +74,7 @@ function parseOptions(argv: string[]): BenchOptions | undefined {
       profile: { type: 'string' },
       workers: { type: 'string', default: '1' },
       'without-off': { type: 'boolean', default: false },
+      durable: { type: 'boolean', default: false },
       help: { type: 'boolean', short: 'h', default: false },
     },
   });
@@ -79,6 +84,7 @@ function parseOptions(argv: string[]): BenchOptions | undefined {
   const unknown = scenarios.filter((name) => !(SCENARIO_NAMES as readonly string[]).includes(name));
   if (unknown.length) throw new UsageError(`unknown scenario ${unknown.join(', ')}; known: ${SCENARIO_NAMES.join(', ')}`);
   if (!isStoreKind(values.store)) throw new UsageError(`--store must be one of ${STORE_KINDS.join(', ')}, got "${values.store}"`);
+  if (values.durable && !hasDurableVariant(values.store)) throw new UsageError(`--durable needs a store that can be made more durable (sqlite, redis), not ${values.store}`);
   return {
     duration: number('--duration', values.duration, { min: 1 }),
     connections: number('--connections', values.connections, { min: 1, integer: true }),
@@ -93,6 +99,7 @@ function parseOptions(argv: string[]): BenchOptions | undefined {
     profile: values.profile,
     workers: number('--workers', values.workers, { min: 1, integer: true }),
     withOff: !values['without-off'],
+    durable: values.durable,
   };
 }
 
@@ -121,7 +128,7 @@ async function main(): Promise<number> {
 
   // The whole run is bounded: every phase has a limit, and this catches anything that hangs anyway.
   const scenarios = options.scenarios.map((name) => SCENARIOS[name]);
-  const services = options.withOff ? 2 : 1;
+  const services = 1 + (options.withOff ? 1 : 0) + (options.durable ? 1 : 0);
   const bound = 120 + scenarios.reduce((sum, scenario) => sum + worstCaseSeconds(scenario, options, services + (scenario.serviceOnly ? 0 : 1)), 0);
   const watchdog = setTimeout(() => void abort(`the run exceeded its time bound of ${bound} s`, 3), bound * 1000);
   progress(`${scenarios.map((s) => s.name).join(', ')}; at most ${Math.ceil(bound / 60)} min`);
@@ -142,10 +149,12 @@ async function measure(options: BenchOptions, scenarios: readonly Scenario[], pr
 
   // The data API scenarios measure the service alone: without others, the baseline is not started.
   const needsBaseline = scenarios.some((scenario) => !scenario.serviceOnly);
-  progress(`starting the service (STORE ${options.store})${options.withOff ? ', the service with RATE_LIMITS=off METRICS=off' : ''}${needsBaseline ? ' and the baseline' : ''}`);
+  progress(`starting the service (STORE ${options.store})${options.withOff ? ', the service with RATE_LIMITS=off METRICS=off' : ''}`
+    + `${options.durable ? ', the service on the durable variant of its store' : ''}${needsBaseline ? ' and the baseline' : ''}`);
   const service = { store: options.store, logLevel: options.logLevel, workers: options.workers };
   const targets: Target[] = [await startService({ ...service, side: 'service' })];
   if (options.withOff) targets.push(await startService({ ...service, side: 'service_off' }));
+  if (options.durable) targets.push(await startService({ ...service, side: 'service_durable' }));
   if (needsBaseline) targets.push(await startBaseline());
 
   const runs: ScenarioRun[] = [];

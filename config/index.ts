@@ -2,6 +2,8 @@ import { homedir } from 'node:os';
 import { isAbsolute, join } from 'node:path';
 
 import { sqliteFile } from '../adapters/index.ts';
+import type { StoreDurability } from '../adapters/store.ts';
+import { isRedisUrl } from '../adapters/redis/url.ts';
 import { ConfigError } from './parsers.ts';
 import { read, type Env } from './schema.ts';
 import type { Config, KeyEncryptionKeySource, KeyRotationPolicy, MetricsSettings, RateLimits } from './types.ts';
@@ -26,6 +28,7 @@ export function loadConfig(env: Env = process.env): Config {
     host: read(env, 'HOST'),
     workers: read(env, 'WORKERS'),
     store,
+    durability: durability(env, store),
     proxyHops: read(env, 'TRUST_PROXY'),
     logLevel: read(env, 'LOG_LEVEL'),
     metrics: metrics(env, port),
@@ -42,6 +45,20 @@ export function loadConfig(env: Env = process.env): Config {
     previousKeyEncryptionKeys: read(env, 'KEY_ENCRYPTION_KEY_PREVIOUS') ?? [],
     keyRotation: keyRotation(env),
   };
+}
+
+/** Each backend's own setting is refused with the other backend, where it would silently do nothing. */
+function durability(env: Env, store: string): StoreDurability {
+  const replicas = read(env, 'REDIS_WAIT_REPLICAS');
+  const timeoutMs = read(env, 'REDIS_WAIT_TIMEOUT');
+  const sqliteSynchronous = read(env, 'SQLITE_SYNCHRONOUS');
+  if (replicas > 0 && !isRedisUrl(store)) {
+    throw new ConfigError('REDIS_WAIT_REPLICAS waits for Redis replicas, and STORE is not a Redis URL (on SQLite, SQLITE_SYNCHRONOUS=full makes commits survive a power loss)');
+  }
+  if (sqliteSynchronous !== 'normal' && !sqliteFile(store)) {
+    throw new ConfigError('SQLITE_SYNCHRONOUS applies to a sqlite: STORE (on Redis, REDIS_WAIT_REPLICAS makes writes survive a failover)');
+  }
+  return { replicaWait: replicas > 0 ? { replicas, timeoutMs } : undefined, sqliteSynchronous };
 }
 
 /** Every METRICS_* is checked, whatever METRICS says, so a typo is found before it matters. */

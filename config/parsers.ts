@@ -61,6 +61,27 @@ export function atLeast(minimum: number, why: string, parse: Parser<number>): Pa
   };
 }
 
+/** `500ms` or `2s` as milliseconds, from `minimum` to `maximum` ms: a unit is required, a bare number could be read either way. */
+export function milliseconds(minimum: number, maximum: number): Parser<number> {
+  return (value, name) => {
+    const match = /^\s*(\d{1,9})\s*(ms|s)\s*$/i.exec(value);
+    const ms = match ? Number(match[1]) * (match[2]!.toLowerCase() === 's' ? 1000 : 1) : Number.NaN;
+    if (!(ms >= minimum && ms <= maximum)) {
+      throw new ConfigError(`${name} must be a duration with its unit from ${minimum}ms to ${maximum / 1000}s, such as 500ms or 2s, got "${value}"`);
+    }
+    return ms;
+  };
+}
+
+/** A whole number from 0 to `maximum`. */
+export function wholeNumber(maximum: number): Parser<number> {
+  return (value, name) => {
+    const number = Number(value);
+    if (!/^\s*\d{1,9}\s*$/.test(value) || number > maximum) throw new ConfigError(`${name} must be a whole number from 0 to ${maximum}, got "${value}"`);
+    return number;
+  };
+}
+
 export const port: Parser<number> = (value, name) => {
   const number = Number(value);
   if (!/^\d+$/.test(value) || number < 0 || number > 65535) throw new ConfigError(`${name} must be a whole number from 0 to 65535, got "${value}"`);

@@ -1,7 +1,8 @@
 import { LIFETIMES, MIN_PREPUBLISH_SECONDS } from './lifetimes.ts';
 import {
-  absolutePath, atLeast, baseUrl, bearerToken, choice, count, days, domain, duration, encryptionKey, encryptionKeys, hostPort, ipv6Prefix, list, metricsMode, onOff, origin, orOff, type Parser, port, proxyHops, rate, registrationMode, storeUrl, text, workers,
+  absolutePath, atLeast, baseUrl, bearerToken, choice, count, days, domain, duration, encryptionKey, encryptionKeys, hostPort, ipv6Prefix, list, metricsMode, milliseconds, onOff, origin, orOff, type Parser, port, proxyHops, rate, registrationMode, storeUrl, text, wholeNumber, workers,
 } from './parsers.ts';
+import { SQLITE_SYNCHRONOUS } from '../adapters/store.ts';
 import type { LogLevel, PkcePolicy } from './types.ts';
 
 /**
@@ -81,6 +82,21 @@ export const SCHEMA = {
     'sqlite:./data/oauth.sqlite',
     'Storage: `sqlite:<path>` (embedded), `redis://…`, `rediss://…`, `redis+sentinel://…`, `redis+cluster://…` (see [Production on Redis](#production-on-redis)), or `memory:` (gone on exit; tests)',
     storeUrl,
+  ),
+  REDIS_WAIT_REPLICAS: withDefault(
+    '0',
+    'Redis only: a write is acknowledged only once this many replicas hold it (Redis `WAIT` on the node that made it), so a failover to one of them cannot lose it: a code or refresh token used up, a token or client issued, a revocation, an API key, a key rotation. When they do not confirm within `REDIS_WAIT_TIMEOUT`, the request answers `503` with `Retry-After` and hands out nothing. `0`: off (Redis replicates asynchronously: a failover may lose the last writes). See [Failure modes](failure-modes.md#redis-failover)',
+    wholeNumber(100),
+  ),
+  REDIS_WAIT_TIMEOUT: withDefault(
+    '500ms',
+    'How long a write waits for `REDIS_WAIT_REPLICAS` replicas before it is refused with `503`: `500ms`, `2s` (1ms to 10s). A healthy replica on the same network confirms within a round trip',
+    milliseconds(1, 10_000),
+  ),
+  SQLITE_SYNCHRONOUS: withDefault(
+    'normal',
+    'SQLite only. `normal`: every acknowledged write survives the process being killed, but the last ones may be lost if the machine loses power or the OS crashes; `full`: they survive that too, for an fsync per commit. See [Failure modes](failure-modes.md#sqlite-crashes-and-power-loss)',
+    choice(SQLITE_SYNCHRONOUS),
   ),
   REGISTRATION: withDefault(
     'open',

@@ -1,3 +1,5 @@
+import type { StoreDurability } from '../adapters/store.ts';
+
 /** The configuration the service runs with, as loadConfig (config/index.ts) hands it down. */
 
 export type LogLevel = 'debug' | 'info' | 'warn' | 'error' | 'silent';
@@ -17,6 +19,8 @@ export interface Config {
   readonly workers: number;
   /** Storage URL: `sqlite:<path>`, `memory:`, or Redis (`redis://`, `rediss://`, `redis+sentinel://`, `redis+cluster://`). */
   readonly store: string;
+  /** What a write waits for before it is acknowledged (REDIS_WAIT_REPLICAS, REDIS_WAIT_TIMEOUT, SQLITE_SYNCHRONOUS). */
+  readonly durability: StoreDurability;
   /**
    * How many reverse proxies stand in front (0: none). Their X-Forwarded-For (the client address,
    * counted from the right) and X-Forwarded-Proto are believed; the host never is (URLs come from BASE_URL).

@@ -69,7 +69,7 @@ async function main(): Promise<void> {
 async function prepare(config: Config, logger: Logger): Promise<void> {
   // The key first: a start it refuses leaves nothing on disk.
   const keyRing = await loadKeyRing(config, logger);
-  const store = openStore(config.store, { warn: logger.warn });
+  const store = openStore(config.store, { ...config.durability, warn: logger.warn });
   try {
     await loadKeys(store.settings, keyRing, config.jwksFile);
     await hintWhenEmpty(store.accounts.countUsers(), config, logger);
@@ -91,7 +91,7 @@ async function serve(config: Config, logger: Logger, alone: boolean): Promise<vo
   const metrics = config.metrics ? new Metrics() : undefined;
   const keyRing = await loadKeyRing(config, logger);
   // Alone, this process says what it finds on disk; as a worker, the supervisor has said it.
-  const opened = openStore(config.store, { warn: alone ? logger.warn : undefined });
+  const opened = openStore(config.store, { ...config.durability, warn: alone ? logger.warn : undefined });
   const store = metrics ? instrumentStore(opened, metrics) : opened;
 
   // Alone, this process serves its own metrics listener, ready before the service answers; a worker's are the supervisor's to serve.

@@ -177,8 +177,8 @@ export class RedisAccountStore implements AccountStore {
 
   async createWorkspace(workspace: Workspace) {
     const stored: Workspace = { id: workspace.id, name: workspace.name, createdAt: workspace.createdAt };
-    const created = await this.#redis.run((client) => createWorkspace.run(client,
-      [this.#keys.workspace(workspace.id), this.#keys.workspaces()],
+    const keys = [this.#keys.workspace(workspace.id), this.#keys.workspaces()];
+    const created = await this.#redis.runDurable(keys, (client) => createWorkspace.run(client, keys,
       [JSON.stringify(stored), workspace.createdAt, workspace.id]));
     if (created === 0) throw new DuplicateError(`a workspace with id ${workspace.id} already exists`);
   }
@@ -207,9 +207,8 @@ export class RedisAccountStore implements AccountStore {
       passwordHash: user.passwordHash,
       createdAt: user.createdAt,
     };
-    const created = await this.#redis.run((client) => createUser.run(client,
-      [this.#keys.user(user.id), this.#keys.email(user.email), this.#keys.users()],
-      [JSON.stringify(stored), user.id]));
+    const keys = [this.#keys.user(user.id), this.#keys.email(user.email), this.#keys.users()];
+    const created = await this.#redis.runDurable(keys, (client) => createUser.run(client, keys, [JSON.stringify(stored), user.id]));
     if (created === 0) throw new DuplicateError(`a user with email ${user.email} already exists`);
     if (created === -1) throw new DuplicateError(`a user with id ${user.id} already exists`);
   }
@@ -243,7 +242,7 @@ export class RedisAccountStore implements AccountStore {
   async setPasswordHash(userId: string, passwordHash: string) {
     const key = this.#keys.user(userId);
     for (let attempt = 0; attempt < ATTEMPTS; attempt += 1) {
-      const replaced = await this.#redis.run(async (client) => {
+      const replaced = await this.#redis.runDurable([this.#keys.users()], async (client) => {
         const json = await client.get(key);
         if (json === null) return undefined;
         const user = { ...JSON.parse(json) as User, passwordHash };
@@ -257,7 +256,7 @@ export class RedisAccountStore implements AccountStore {
   async deleteUser(userId: string) {
     await this.#membersIndexed();
     for (let attempt = 0; attempt < ATTEMPTS; attempt += 1) {
-      const [result, workspaceId] = await this.#redis.run(async (client) => {
+      const [result, workspaceId] = await this.#redis.runDurable([this.#keys.users()], async (client) => {
         const user = parse<User>(await client.get(this.#keys.user(userId)));
         if (!user) return [0];
         const workspaceIds = await client.hkeys(this.#keys.memberships(userId));
@@ -274,7 +273,7 @@ export class RedisAccountStore implements AccountStore {
   async deleteWorkspace(id: string) {
     await this.#membersIndexed();
     for (let attempt = 0; attempt < ATTEMPTS; attempt += 1) {
-      const result = await this.#redis.run(async (client) => {
+      const result = await this.#redis.runDurable([this.#keys.users()], async (client) => {
         const userIds = await client.hkeys(this.#keys.members(id));
         return deleteWorkspace.run(client,
           [this.#keys.workspace(id), this.#keys.workspaces(), this.#keys.members(id), ...userIds.map((userId) => this.#keys.memberships(userId))],
@@ -287,16 +286,15 @@ export class RedisAccountStore implements AccountStore {
 
   async putMembership(membership: Membership) {
     await this.#membersIndexed();
-    const stored = await this.#redis.run((client) => putMembership.run(client,
-      [this.#keys.memberships(membership.userId), this.#keys.workspace(membership.workspaceId), this.#keys.user(membership.userId), this.#keys.members(membership.workspaceId)],
-      [membership.workspaceId, membership.role, membership.userId]));
+    const keys = [this.#keys.memberships(membership.userId), this.#keys.workspace(membership.workspaceId), this.#keys.user(membership.userId), this.#keys.members(membership.workspaceId)];
+    const stored = await this.#redis.runDurable(keys, (client) => putMembership.run(client, keys, [membership.workspaceId, membership.role, membership.userId]));
     if (stored === 0) throw new Error(`cannot add user ${membership.userId} to workspace ${membership.workspaceId}: one of them does not exist`);
     if (stored === -1) throw new LastAdminError(membership.workspaceId);
   }
 
   async removeMembership(userId: string, workspaceId: string) {
     await this.#membersIndexed();
-    const removed = await this.#redis.run((client) => removeMembership.run(client,
+    const removed = await this.#redis.runDurable([this.#keys.users()], (client) => removeMembership.run(client,
       [this.#keys.memberships(userId), this.#keys.members(workspaceId)], [workspaceId, userId]));
     if (removed === -1) throw new LastAdminError(workspaceId);
     return removed === 1;

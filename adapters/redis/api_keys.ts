@@ -89,8 +89,8 @@ export class RedisApiKeyStore implements ApiKeyStore {
   }
 
   async create(key: ApiKeyRecord) {
-    const created = await this.#redis.run((client) => createApiKey.run(client,
-      [this.#keys.apiKey(key.id), this.#keys.apiKeyDigest(key.digest), this.#keys.apiKeys(key.workspaceId)],
+    const keys = [this.#keys.apiKey(key.id), this.#keys.apiKeyDigest(key.digest), this.#keys.apiKeys(key.workspaceId)];
+    const created = await this.#redis.runDurable(keys, (client) => createApiKey.run(client, keys,
       [key.id, key.workspaceId, key.name, key.digest, key.hint, key.createdAt, key.expiresAt ?? '']));
     if (created === 0) throw new DuplicateError('an API key with this digest exists');
     if (created === -1) throw new DuplicateError(`an API key with id ${key.id} exists`);
@@ -122,7 +122,7 @@ export class RedisApiKeyStore implements ApiKeyStore {
   }
 
   delete(id: string) {
-    return this.#redis.run(async (client) => {
+    return this.#redis.runDurable([this.#keys.apiKey(id)], async (client) => {
       for (;;) {
         const [digest, workspaceId] = await client.hmget(this.#keys.apiKey(id), 'd', 'w');
         if (!digest || !workspaceId) return false;

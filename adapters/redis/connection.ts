@@ -2,8 +2,9 @@ import { createHash } from 'node:crypto';
 
 import { Cluster, Redis, type ClusterOptions, type RedisOptions } from 'ioredis';
 
+import { ReplicaConfirmation } from './replication.ts';
 import { parseRedisUrl, type RedisTarget } from './url.ts';
-import { BackendUnavailableError, DuplicateError } from '../store.ts';
+import { BackendUnavailableError, DuplicateError, type ReplicaWait } from '../store.ts';
 
 /** One server, a Sentinel-managed master, or a cluster: the commands the store uses are the same on each. */
 export type RedisClient = Redis | Cluster;
@@ -24,25 +25,30 @@ const reconnectDelay = (attempt: number) => Math.min(attempt * 100, 1000);
  * autoResendUnfulfilledCommands false): a write the caller was told had failed must not be
  * applied later behind its back. RESP2 is spoken because every Redis server understands it.
  */
-function nodeOptions(target: RedisTarget): RedisOptions {
+function nodeOptions(target: RedisTarget, commandTimeout: number): RedisOptions {
   return {
     ...(target.username ? { username: target.username } : {}),
     ...(target.password ? { password: target.password } : {}),
     connectTimeout: CONNECT_TIMEOUT_MS,
-    commandTimeout: COMMAND_TIMEOUT_MS,
+    commandTimeout,
     maxRetriesPerRequest: 0,
     autoResendUnfulfilledCommands: false,
     protocol: 2,
   };
 }
 
-/** A client for a storage URL; it starts connecting at once, in the background. */
-export function connectRedis(url: string): RedisClient {
+/**
+ * A client for a storage URL; it starts connecting at once, in the background. `queuedBehindMs`:
+ * how long a command may wait on its connection behind another that holds it (a WAIT), on top of
+ * the time any command is given.
+ */
+export function connectRedis(url: string, queuedBehindMs = 0): RedisClient {
   const target = parseRedisUrl(url);
+  const commandTimeout = COMMAND_TIMEOUT_MS + queuedBehindMs;
   switch (target.mode) {
     case 'standalone':
       return new Redis({
-        ...nodeOptions(target),
+        ...nodeOptions(target, commandTimeout),
         host: target.node.host,
         port: target.node.port,
         db: target.db,
@@ -52,7 +58,7 @@ export function connectRedis(url: string): RedisClient {
       });
     case 'sentinel':
       return new Redis({
-        ...nodeOptions(target),
+        ...nodeOptions(target, commandTimeout),
         sentinels: target.sentinels,
         name: target.name,
         db: target.db,
@@ -63,7 +69,7 @@ export function connectRedis(url: string): RedisClient {
       });
     case 'cluster': {
       const options: ClusterOptions = {
-        redisOptions: nodeOptions(target),
+        redisOptions: nodeOptions(target, commandTimeout),
         enableOfflineQueue: false,
         clusterRetryStrategy: reconnectDelay,
         slotsRefreshTimeout: CONNECT_TIMEOUT_MS,
@@ -75,19 +81,29 @@ export function connectRedis(url: string): RedisClient {
   }
 }
 
+/** A write's work: `alsoWrote` names keys it wrote beyond those it was started with (found as it went). */
+export type DurableWork<T> = (client: RedisClient, alsoWrote: (keys: readonly string[]) => void) => Promise<T>;
+
 /**
- * The store's one connection: runs work once the connection is ready (waiting a bounded time
+ * The store's connection: runs work once the connection is ready (waiting a bounded time
  * while it is being established or re-established) and reports Redis being unreachable as
  * BackendUnavailableError, which the HTTP layer answers with 503.
+ *
+ * With `durable` (REDIS_WAIT_REPLICAS), writes run by runDurable go through a connection of
+ * their own, on which each is followed by a WAIT for the replicas (replication.ts): a WAIT holds
+ * the commands behind it on its connection, and reads, counters and the revocation list's polling
+ * should not queue behind one.
  */
 export class RedisConnection {
   readonly #client: RedisClient;
+  readonly #durable: { connection: RedisConnection; replicas: ReplicaConfirmation } | undefined;
   readonly #waiting = new Set<() => void>();
   #lastError: string | undefined;
   #closed = false;
 
-  constructor(client: RedisClient) {
+  constructor(client: RedisClient, durable?: { client: RedisClient; wait: ReplicaWait }) {
     this.#client = client;
+    this.#durable = durable && { connection: new RedisConnection(durable.client), replicas: new ReplicaConfirmation(durable.wait) };
     // Listening is also what keeps ioredis from printing every failed reconnect as unhandled.
     client.on('error', (error: Error) => { this.#lastError = error.message; });
     if (client instanceof Cluster) client.on('node error', (error: Error) => { this.#lastError = error.message; });
@@ -107,9 +123,21 @@ export class RedisConnection {
     }
   }
 
+  /**
+   * Runs a write that must survive a failover: with REDIS_WAIT_REPLICAS, it resolves only once
+   * that many replicas hold what it wrote to `keys` (and to those it names through `alsoWrote`),
+   * and rejects with BackendUnavailableError when they do not confirm in time; without, as run().
+   */
+  runDurable<T>(keys: readonly string[], work: DurableWork<T>): Promise<T> {
+    if (!this.#durable) return this.run((client) => work(client, () => undefined));
+    const { connection, replicas } = this.#durable;
+    return connection.run((client) => replicas.durably(client, keys, work));
+  }
+
   async close(): Promise<void> {
     if (this.#closed) return;
     this.#closed = true;
+    await this.#durable?.connection.close();
     this.#wake();
     try {
       // QUIT lets Redis finish what this connection sent; a Redis that does not answer is not waited for.

@@ -106,20 +106,30 @@ export class RedisModelStore implements ModelStore {
     const userCode = nonEmpty(payload.userCode);
     const listed = listedValue(this.#model, payload);
     const record = JSON.stringify(payload);
-    await this.#redis.run(async (client) => {
+    const recordKey = this.#keys.record(this.#model, id);
+    const grantIndex = grantId && this.#keys.grant(this.#model, grantId);
+    const uidKey = uid && this.#keys.uid(this.#model, uid);
+    const userCodeKey = userCode && this.#keys.userCode(this.#model, userCode);
+    const listKey = this.#keys.list(this.#model);
+    const listedKey = listed && this.#keys.listedBy(this.#model, listed);
+    const written = [recordKey, grantIndex, uidKey, userCodeKey, expiresAt === undefined && listKey, listedKey].filter((key) => typeof key === 'string');
+    await this.#redis.runDurable(written, async (client, alsoWrote) => {
       // Lookup entries before the record: one whose record is missing is skipped when read, while
       // a record missing from its grant's index would survive revokeByGrantId.
       const lookups: Array<Promise<unknown>> = [];
-      if (grantId) lookups.push(addGrantMember.run(client, [this.#keys.grant(this.#model, grantId)], [id, expiresAt ?? '+inf']));
-      if (uid) lookups.push(setLookup(client, this.#keys.uid(this.#model, uid), id, expiresAt));
-      if (userCode) lookups.push(setLookup(client, this.#keys.userCode(this.#model, userCode), id, expiresAt));
-      if (expiresAt === undefined) lookups.push(client.zadd(this.#keys.list(this.#model), 'NX', systemClock(), id));
+      if (grantIndex) lookups.push(addGrantMember.run(client, [grantIndex], [id, expiresAt ?? '+inf']));
+      if (uidKey) lookups.push(setLookup(client, uidKey, id, expiresAt));
+      if (userCodeKey) lookups.push(setLookup(client, userCodeKey, id, expiresAt));
+      if (expiresAt === undefined) lookups.push(client.zadd(listKey, 'NX', systemClock(), id));
       // Scored by expiry, like a grant's index: the entry goes with the record, the key with its last member.
-      if (listed) lookups.push(addGrantMember.run(client, [this.#keys.listedBy(this.#model, listed)], [id, expiresAt ?? '+inf']));
+      if (listedKey) lookups.push(addGrantMember.run(client, [listedKey], [id, expiresAt ?? '+inf']));
       await Promise.all(lookups);
-      const previousTtl = await upsertRecord.run(client, [this.#keys.record(this.#model, id)], [record, expiresAt ?? '', grantId ?? '']);
+      const previousTtl = await upsertRecord.run(client, [recordKey], [record, expiresAt ?? '', grantId ?? '']);
       // Kept without a lifetime before, with one now: no longer one of the records list() shows.
-      if (expiresAt !== undefined && previousTtl === -1) await client.zrem(this.#keys.list(this.#model), id);
+      if (expiresAt !== undefined && previousTtl === -1) {
+        await client.zrem(listKey, id);
+        alsoWrote([listKey]);
+      }
     });
   }
 
@@ -136,30 +146,36 @@ export class RedisModelStore implements ModelStore {
   }
 
   async consume(id: string) {
-    const consumed = await this.#redis.run((client) => consumeRecord.run(client, [this.#keys.record(this.#model, id)], [nowSeconds()]));
+    const record = this.#keys.record(this.#model, id);
+    const consumed = await this.#redis.runDurable([record], (client) => consumeRecord.run(client, [record], [nowSeconds()]));
     return consumed === 1;
   }
 
   async countUse(id: string, limit: number) {
-    const uses = await this.#redis.run((client) => countRecordUse.run(client, [this.#keys.record(this.#model, id)], [limit]));
+    const record = this.#keys.record(this.#model, id);
+    const uses = await this.#redis.runDurable([record], (client) => countRecordUse.run(client, [record], [limit]));
     return Number(uses);
   }
 
+  /** Durable for the record: a lookup entry left behind by a lost removal names a record that is gone, and is skipped. */
   async destroy(id: string) {
-    await this.#redis.run(async (client) => {
-      const taken = await takeRecord.run(client, [this.#keys.record(this.#model, id)], ['']);
+    const record = this.#keys.record(this.#model, id);
+    await this.#redis.runDurable([record], async (client) => {
+      const taken = await takeRecord.run(client, [record], ['']);
       if (taken) await this.#removeLookups(client, id, taken as [string, number], true);
     });
   }
 
   async revokeByGrantId(grantId: string) {
-    await this.#redis.run(async (client) => {
-      const index = this.#keys.grant(this.#model, grantId);
+    const index = this.#keys.grant(this.#model, grantId);
+    await this.#redis.runDurable([index], async (client, alsoWrote) => {
       const members = await liveGrantMembers.run(client, [index], []) as string[];
       if (!members.length) return;
       await Promise.all(members.map(async (id) => {
         // Only records still of this grant: an id re-stored under another grant keeps its record.
-        const taken = await takeRecord.run(client, [this.#keys.record(this.#model, id)], [grantId]);
+        const record = this.#keys.record(this.#model, id);
+        const taken = await takeRecord.run(client, [record], [grantId]);
+        alsoWrote([record]);
         if (taken) await this.#removeLookups(client, id, taken as [string, number], false);
       }));
       // The members read, not the whole key: a record added to the grant meanwhile stays indexed.

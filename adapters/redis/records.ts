@@ -92,8 +92,8 @@ export class RedisRecordStore implements RecordStore {
   async create(workspaceId: string, object: string, record: Omit<DataRecord, 'position'>) {
     const values = withoutNulls(record.values);
     const fields = Object.entries(values).flatMap(([name, value]) => [VALUE + name, JSON.stringify(value)]);
-    const position = await this.#redis.run((client) => createRecord.run(client, this.#recordKeys(workspaceId, object, record.id),
-      [record.id, record.createdAt, record.updatedAt, ...fields]));
+    const keys = this.#recordKeys(workspaceId, object, record.id);
+    const position = await this.#redis.runDurable(keys, (client) => createRecord.run(client, keys, [record.id, record.createdAt, record.updatedAt, ...fields]));
     if (position === null) throw new DuplicateError(`a record ${record.id} of ${object} already exists`);
     return { id: record.id, position: Number(position), createdAt: record.createdAt, updatedAt: record.updatedAt, values };
   }
@@ -132,12 +132,14 @@ export class RedisRecordStore implements RecordStore {
     const set = Object.entries(changes).filter(([, value]) => value !== null && value !== undefined);
     const cleared = Object.entries(changes).filter(([, value]) => value === null).map(([name]) => VALUE + name);
     const args = [updatedAt, set.length, ...set.flatMap(([name, value]) => [VALUE + name, JSON.stringify(value)]), ...cleared];
-    const flat = await this.#redis.run((client) => updateRecord.run(client, [this.#keys.dataRecord(workspaceId, object, id)], args)) as string[] | null;
+    const key = this.#keys.dataRecord(workspaceId, object, id);
+    const flat = await this.#redis.runDurable([key], (client) => updateRecord.run(client, [key], args)) as string[] | null;
     return flat === null ? undefined : toRecord(id, pairs(flat));
   }
 
   async delete(workspaceId: string, object: string, id: string) {
-    const deleted = await this.#redis.run((client) => deleteRecord.run(client, this.#recordKeys(workspaceId, object, id), [id]));
+    const keys = this.#recordKeys(workspaceId, object, id);
+    const deleted = await this.#redis.runDurable(keys, (client) => deleteRecord.run(client, keys, [id]));
     return deleted === 1;
   }
 
@@ -146,7 +148,7 @@ export class RedisRecordStore implements RecordStore {
     const position = this.#keys.dataPosition(workspaceId, object);
     let deleted = 0;
     for (;;) {
-      const batch = await this.#redis.run(async (client) => {
+      const batch = await this.#redis.runDurable([order], async (client) => {
         const ids = await client.zrange(order, 0, String(DELETE_BATCH - 1));
         if (!ids.length) return undefined;
         return Number(await deleteRecords.run(client, [order, position, ...ids.map((id) => this.#keys.dataRecord(workspaceId, object, id))], ids));

@@ -71,8 +71,8 @@ export class RedisRevocationStore implements RevocationStore {
   }
 
   async add(entry: RevocationEntry) {
-    await this.#redis.run((client) => addRevocation.run(client, this.#keys.revocations(),
-      [entry.key, entry.owner ?? '', entry.issuedBefore, entry.expiresAt]));
+    const keys = this.#keys.revocations();
+    await this.#redis.runDurable(keys, (client) => addRevocation.run(client, keys, [entry.key, entry.owner ?? '', entry.issuedBefore, entry.expiresAt]));
   }
 
   changesSince(cursor: number) {

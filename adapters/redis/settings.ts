@@ -30,14 +30,17 @@ export class RedisSettingStore implements SettingStore {
   }
 
   async setIfAbsent(name: string, value: string) {
-    return this.#redis.run(async (client) => await setIfAbsent.run(client, [this.#keys.settings()], [name, value]) as string);
+    const key = this.#keys.settings();
+    return this.#redis.runDurable([key], async (client) => await setIfAbsent.run(client, [key], [name, value]) as string);
   }
 
   async put(name: string, value: string) {
-    await this.#redis.run((client) => client.hset(this.#keys.settings(), name, value));
+    const key = this.#keys.settings();
+    await this.#redis.runDurable([key], (client) => client.hset(key, name, value));
   }
 
   async compareAndSet(name: string, expected: string, value: string) {
-    return this.#redis.run(async (client) => await compareAndSetSetting.run(client, [this.#keys.settings()], [name, expected, value]) === 1);
+    const key = this.#keys.settings();
+    return this.#redis.runDurable([key], async (client) => await compareAndSetSetting.run(client, [key], [name, expected, value]) === 1);
   }
 }

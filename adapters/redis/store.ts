@@ -7,11 +7,13 @@ import { redisRateLimiters } from './rate_limits.ts';
 import { RedisRecordStore } from './records.ts';
 import { RedisRevocationStore } from './revocations.ts';
 import { RedisSettingStore } from './settings.ts';
-import type { ModelStore, Store } from '../store.ts';
+import type { ModelStore, ReplicaWait, Store } from '../store.ts';
 
 export interface RedisStoreOptions {
   /** Starts every key, so several services (or tests) can share one Redis. Default `oauth:`. */
   keyPrefix?: string;
+  /** REDIS_WAIT_REPLICAS: writes wait for replicas (connection.ts runDurable). */
+  replicaWait?: ReplicaWait | undefined;
 }
 
 /**
@@ -22,7 +24,9 @@ export interface RedisStoreOptions {
 export function openRedisStore(url: string, options: RedisStoreOptions = {}): Store {
   const keys = new RedisKeys(options.keyPrefix ?? 'oauth:');
   const client = connectRedis(url);
-  const redis = new RedisConnection(client);
+  // The connection of the writes that wait for replicas: a write may queue behind a WAIT as long as it takes.
+  const durable = options.replicaWait && { client: connectRedis(url, options.replicaWait.timeoutMs), wait: options.replicaWait };
+  const redis = new RedisConnection(client, durable);
   const models = new Map<string, ModelStore>();
 
   return {
@@ -44,7 +48,7 @@ export function openRedisStore(url: string, options: RedisStoreOptions = {}): St
     async ping() {
       await redis.run((client) => client.ping());
     },
-    // Redis acknowledges each write before its promise resolves: nothing is left pending.
+    // Each write is acknowledged before its promise resolves (with REDIS_WAIT_REPLICAS, once replicas hold it): nothing is pending.
     committed: () => Promise.resolve(),
     close: () => redis.close(),
   };

@@ -4,7 +4,7 @@ import { DatabaseSync } from 'node:sqlite';
 
 import { nowSeconds } from '../../src/shared/clock.ts';
 import type { Logger } from '../../src/shared/logger.ts';
-import { BackendUnavailableError, LISTED_BY, StoreOpenError, type ModelStore, type Store } from '../store.ts';
+import { BackendUnavailableError, LISTED_BY, StoreOpenError, type ModelStore, type SqliteSynchronous, type Store } from '../store.ts';
 import { ACCOUNTS_SCHEMA, SqliteAccountStore } from './accounts.ts';
 import { API_KEYS_SCHEMA, SqliteApiKeyStore, SWEEP_EXPIRED_API_KEYS } from './api_keys.ts';
 import { SqliteConnection } from './connection.ts';
@@ -14,9 +14,15 @@ import { RECORDS_SCHEMA, SqliteRecordStore } from './records.ts';
 import { REVOCATIONS_SCHEMA, SqliteRevocationStore } from './revocations.ts';
 import { SETTINGS_SCHEMA, SqliteSettingStore } from './settings.ts';
 
-const PRAGMAS = `
+/**
+ * WAL, with `synchronous` NORMAL (the default) or FULL. In WAL mode a commit is appended to the
+ * `-wal` file before COMMIT returns, so it survives the process being killed either way; NORMAL
+ * leaves flushing that file to the disk to the OS (and fsyncs it at checkpoints), so a power loss
+ * or an OS crash may take the last commits with it, while FULL fsyncs the WAL at every commit.
+ */
+const pragmas = (synchronous: SqliteSynchronous) => `
 PRAGMA journal_mode = WAL;
-PRAGMA synchronous = NORMAL;
+PRAGMA synchronous = ${synchronous === 'full' ? 'FULL' : 'NORMAL'};
 PRAGMA foreign_keys = ON;
 PRAGMA busy_timeout = 5000;
 `;
@@ -32,12 +38,18 @@ const FILE_MODE = 0o600;
 const DIRECTORY_MODE = 0o700;
 const OTHERS = 0o077;
 
-/**
- * Opens (creating if needed) the SQLite database at `path`; `:memory:` gives a private in-process
- * database. `warn` hears of files that were readable by other users (see ownerOnly).
- */
-export function openSqliteStore(path: string, kind: 'sqlite' | 'memory' = 'sqlite', warn?: Logger['warn']): Store {
-  const db = openDatabase(path, warn);
+export interface SqliteStoreOptions {
+  /** `memory` for a private in-process database (`:memory:`). Default `sqlite`. */
+  kind?: 'sqlite' | 'memory';
+  /** Hears of files that were readable by other users (see ownerOnly). */
+  warn?: Logger['warn'];
+  /** Default `normal`. */
+  synchronous?: SqliteSynchronous;
+}
+
+/** Opens (creating if needed) the SQLite database at `path`; `:memory:` gives a private in-process database. */
+export function openSqliteStore(path: string, { kind = 'sqlite', warn, synchronous = 'normal' }: SqliteStoreOptions = {}): Store {
+  const db = openDatabase(path, warn, synchronous);
   const connection = new SqliteConnection(db);
 
   const sweep = () => connection.write(() => {
@@ -92,12 +104,12 @@ export function openSqliteStore(path: string, kind: 'sqlite' | 'memory' = 'sqlit
  * or is not a database, is a StoreOpenError: unlike a busy or full disk later, retrying would
  * not help.
  */
-function openDatabase(path: string, warn: Logger['warn'] | undefined): DatabaseSync {
+function openDatabase(path: string, warn: Logger['warn'] | undefined, synchronous: SqliteSynchronous): DatabaseSync {
   let db: DatabaseSync | undefined;
   try {
     if (path !== ':memory:') ownerOnly(path, warn);
     db = new DatabaseSync(path);
-    db.exec(PRAGMAS + MODELS_SCHEMA + ACCOUNTS_SCHEMA + REVOCATIONS_SCHEMA + SETTINGS_SCHEMA + RECORDS_SCHEMA + API_KEYS_SCHEMA);
+    db.exec(pragmas(synchronous) + MODELS_SCHEMA + ACCOUNTS_SCHEMA + REVOCATIONS_SCHEMA + SETTINGS_SCHEMA + RECORDS_SCHEMA + API_KEYS_SCHEMA);
     addColumnIfMissing(db, 'oidc_models', 'uses', 'INTEGER NOT NULL DEFAULT 0');
     addColumnIfMissing(db, 'oidc_models', 'listed_by', 'TEXT');
     listRecordsStoredBefore(db);

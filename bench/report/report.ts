@@ -50,8 +50,15 @@ export interface ScenarioSummary {
   offRatio?: number;
   /** The service's req/s over its own with RATE_LIMITS=off METRICS=off: 1 minus what counting costs. */
   againstOff?: number;
-  /** The baseline is absent for a service-only scenario (the data API: the bare engine has none); service_off without --without-off. */
-  sides: { service: SideSummary; service_off?: SideSummary; baseline?: SideSummary };
+  /** The same for the service on its store's durable variant (--durable). */
+  durableRatio?: number;
+  /** service_durable's req/s over the service's: 1 minus what durability costs. */
+  durableAgainstService?: number;
+  /**
+   * The baseline is absent for a service-only scenario (the data API: the bare engine has none);
+   * service_off with --without-off; service_durable without --durable.
+   */
+  sides: { service: SideSummary; service_off?: SideSummary; service_durable?: SideSummary; baseline?: SideSummary };
   /** Service-only: the service's req/s over the machine's single-core ES256 verifications/s (from crypto_limits.ts). */
   perEs256Verification?: number;
   /** Whether the credential's check is cached in the measured case. */
@@ -95,15 +102,18 @@ function summarizeSide(results: readonly LoadResult[], rssBefore: number | undef
 export function summarize(run: ScenarioRun, crypto: CryptoLimits | undefined): ScenarioSummary {
   const service = summarizeSide(run.rounds.service, run.rssBefore.service);
   const off = run.rounds.service_off.length ? summarizeSide(run.rounds.service_off, run.rssBefore.service_off) : undefined;
+  const durable = run.rounds.service_durable.length ? summarizeSide(run.rounds.service_durable, run.rssBefore.service_durable) : undefined;
   const common = {
     scenario: run.scenario,
     summary: run.summary,
     ...(off ? { againstOff: service.requestsPerSecond / off.requestsPerSecond } : {}),
+    ...(durable ? { durableAgainstService: durable.requestsPerSecond / service.requestsPerSecond } : {}),
   };
+  const variants = { ...(off ? { service_off: off } : {}), ...(durable ? { service_durable: durable } : {}) };
   if (run.serviceOnly) {
     return {
       ...common,
-      sides: { service, ...(off ? { service_off: off } : {}) },
+      sides: { service, ...variants },
       ...(crypto ? { perEs256Verification: service.requestsPerSecond / crypto.es256VerifyPerSecond } : {}),
       ...(run.caching ? { caching: run.caching } : {}),
     };
@@ -113,7 +123,8 @@ export function summarize(run: ScenarioRun, crypto: CryptoLimits | undefined): S
     ...common,
     ratio: service.requestsPerSecond / baseline.requestsPerSecond,
     ...(off ? { offRatio: off.requestsPerSecond / baseline.requestsPerSecond } : {}),
-    sides: { service, ...(off ? { service_off: off } : {}), baseline },
+    ...(durable ? { durableRatio: durable.requestsPerSecond / baseline.requestsPerSecond } : {}),
+    sides: { service, ...variants, baseline },
   };
 }
 
@@ -133,18 +144,25 @@ const thousands = (value: number) => Math.round(value).toLocaleString('en-US');
 type Columns = Array<[header: string, width: number]>;
 
 const COLUMNS: Columns = [
-  ['scenario', 19], ['server', 12], ['req/s', 8], ['/base', 7], ['/off', 6], ['p50 ms', 8], ['p99 ms', 8], ['errors', 7],
+  ['scenario', 19], ['server', 15], ['req/s', 8], ['/base', 7], ['/off', 6], ['p50 ms', 8], ['p99 ms', 8], ['errors', 7],
   ['RSS MB', 8], ['srv cores', 10], ['srv main', 9], ['bench cores', 12], ['req/s by round', 0],
 ];
 
 /** Service-only scenarios: no baseline, so req/s against one core's ES256 verifications/s instead. */
 const SERVICE_ONLY_COLUMNS: Columns = [
-  ['scenario', 23], ['server', 12], ['req/s', 8], ['/ES256 verify', 14], ['/off', 6], ['p50 ms', 8], ['p99 ms', 8], ['errors', 7],
+  ['scenario', 23], ['server', 15], ['req/s', 8], ['/ES256 verify', 14], ['/off', 6], ['p50 ms', 8], ['p99 ms', 8], ['errors', 7],
   ['RSS MB', 8], ['srv cores', 10], ['srv main', 9], ['bench cores', 12], ['req/s by round', 0],
 ];
 
 /** The service's req/s over its own without rate limits and metrics, on the service's row. */
 const againstOff = (summary: ScenarioSummary, side: Side) => (side === 'service' && summary.againstOff !== undefined ? `${fixed(summary.againstOff, 2)}x` : '');
+
+/** The ratio to the baseline a side's row shows. */
+function baseRatio(summary: ScenarioSummary, side: Side): number | undefined {
+  if (side === 'service') return summary.ratio;
+  if (side === 'service_off') return summary.offRatio;
+  return side === 'service_durable' ? summary.durableRatio : undefined;
+}
 
 function row(cells: string[], columns: Columns = COLUMNS): string {
   return cells.map((cell, i) => {
@@ -177,6 +195,10 @@ export function formatReport(machine: MachineInfo, crypto: CryptoLimits | undefi
   if (summaries.some((summary) => summary.sides.service_off)) {
     lines.push('           service_off: the service with RATE_LIMITS=off METRICS=off; /base: req/s over the baseline\'s; /off: the service\'s over service_off\'s');
   }
+  if (summaries.some((summary) => summary.sides.service_durable)) {
+    lines.push(`           service_durable: the service with ${settings.store === 'redis' ? 'a replica and REDIS_WAIT_REPLICAS=1' : 'SQLITE_SYNCHRONOUS=full'}; `
+      + 'its req/s over the service\'s in the notes (1 minus what durability costs)');
+  }
   if (summaries.some((summary) => !summary.sides.baseline)) {
     lines.push('           (data API scenarios: the service alone; errors: non-2xx, socket errors, timeouts, and 2xx without records)');
   }
@@ -190,7 +212,7 @@ export function formatReport(machine: MachineInfo, crypto: CryptoLimits | undefi
     lines.push(row(COLUMNS.map(([header]) => header)));
     for (const summary of compared) {
       for (const [side, s] of measuredSides(summary)) {
-        const ratio = side === 'service' ? summary.ratio : side === 'service_off' ? summary.offRatio : undefined;
+        const ratio = baseRatio(summary, side);
         lines.push(row([
           side === 'service' ? summary.scenario : '',
           side,
@@ -222,6 +244,11 @@ export function formatReport(machine: MachineInfo, crypto: CryptoLimits | undefi
   for (const summary of summaries) {
     notes.push(`${summary.scenario}: ${summary.summary}`);
     if (summary.caching) notes.push(`  measured case: ${summary.caching}`);
+    const durable = summary.sides.service_durable;
+    if (durable && summary.durableAgainstService !== undefined) {
+      notes.push(`  service_durable: ${fixed(summary.durableAgainstService, 2)}x the service's req/s; p50 ${fixed(summary.sides.service.latencyP50, 1)} -> ${fixed(durable.latencyP50, 1)} ms, `
+        + `p99 ${fixed(summary.sides.service.latencyP99, 1)} -> ${fixed(durable.latencyP99, 1)} ms`);
+    }
     if (summary.scenario === 'rss') {
       const growth = measuredSides(summary).map(([side, s]) => `${side} ${mb(s.rssBeforeBytes)} -> ${mb(s.rssAfterBytes)} MB after ${thousands(s.requests)} tokens`);
       notes.push(`  RSS: ${growth.join('; ')}`);

@@ -16,8 +16,8 @@ export interface ServiceOptions {
   logLevel: string;
   /** The service's WORKERS: processes serving the port. */
   workers: number;
-  /** `service_off`: with RATE_LIMITS=off and METRICS=off. */
-  side: 'service' | 'service_off';
+  /** `service_off`: with RATE_LIMITS=off and METRICS=off; `service_durable`: on the store's durable variant (stores.ts). */
+  side: 'service' | 'service_off' | 'service_durable';
 }
 
 /**
@@ -27,7 +27,7 @@ export interface ServiceOptions {
  * The data API scenarios' API key is made when first asked for (`dataApiKey`).
  */
 export async function startService(options: ServiceOptions): Promise<Target> {
-  const plan = await storePlan(options.store, await tempDir('oauth-bench-'));
+  const plan = await storePlan(options.store, await tempDir('oauth-bench-'), options.side === 'service_durable');
   onCleanUp(plan.stop);
   const port = await freePort();
   const issuer = `http://127.0.0.1:${port}`;

@@ -1,6 +1,6 @@
 import { join } from 'node:path';
 
-import { startRedis } from '../../test/support/redis.ts';
+import { startRedis, untilSynchronised } from '../../test/support/redis.ts';
 
 /**
  * Which storage the service runs on during a bench, and what that means for starting and seeding it.
@@ -8,6 +8,11 @@ import { startRedis } from '../../test/support/redis.ts';
  * while the service runs; a memory store exists only inside the service's process, so a preload
  * seeds it in there (bench/service/memory_preload.ts). `redis` starts a redis-server of the bench's own
  * with the persistence a production deployment would use (AOF, fsync every second).
+ *
+ * `durable` (the `service_durable` side, `--durable`): what makes an acknowledged write survive the
+ * worst the backend can meet, at its cost: SQLite with SQLITE_SYNCHRONOUS=full (an fsync per commit,
+ * for power loss), Redis with a replica beside it and REDIS_WAIT_REPLICAS=1 (a WAIT per write, for a
+ * failover). A memory store has neither.
  */
 
 export const STORE_KINDS = ['sqlite', 'memory', 'redis'] as const;
@@ -34,18 +39,32 @@ const nothingToStop = async () => undefined;
  */
 const BENCH_KEY_ENCRYPTION_KEY = Buffer.alloc(32, 11).toString('base64url');
 
-export async function storePlan(kind: StoreKind, tempDir: string): Promise<StorePlan> {
+/** The stores `durable` applies to. */
+export function hasDurableVariant(kind: StoreKind): boolean {
+  return kind !== 'memory';
+}
+
+export async function storePlan(kind: StoreKind, tempDir: string, durable = false): Promise<StorePlan> {
+  if (durable && !hasDurableVariant(kind)) throw new TypeError(`the ${kind} store has no durable variant`);
   switch (kind) {
-    case 'sqlite':
-      return { kind, url: `sqlite:${join(tempDir, 'oauth.sqlite')}`, nodeArgs: ['src/main.ts'], seededFromOutside: true, env: { KEY_ENCRYPTION_KEY: BENCH_KEY_ENCRYPTION_KEY }, stop: nothingToStop };
+    case 'sqlite': {
+      const env = { KEY_ENCRYPTION_KEY: BENCH_KEY_ENCRYPTION_KEY, ...(durable ? { SQLITE_SYNCHRONOUS: 'full' } : {}) };
+      return { kind, url: `sqlite:${join(tempDir, 'oauth.sqlite')}`, nodeArgs: ['src/main.ts'], seededFromOutside: true, env, stop: nothingToStop };
+    }
     case 'memory':
       // One key for the service and the admin CLI the preload runs in its process: left unset, each
       // would make its own for `memory:`, and the CLI could not open the keys the service sealed.
       return { kind, url: 'memory:', nodeArgs: ['--import', './bench/service/memory_preload.ts', 'src/main.ts'], seededFromOutside: false, env: { KEY_ENCRYPTION_KEY: BENCH_KEY_ENCRYPTION_KEY }, stop: nothingToStop };
     case 'redis': {
       const redis = await startRedis(['--appendonly', 'yes', '--appendfsync', 'everysec']);
-      const env = { KEY_ENCRYPTION_KEY: BENCH_KEY_ENCRYPTION_KEY };
-      return { kind, url: redis.url, nodeArgs: ['src/main.ts'], seededFromOutside: true, env, stop: () => redis.stop() };
+      const replica = durable ? await startRedis(['--replicaof', '127.0.0.1', String(redis.port)]) : undefined;
+      if (replica) await untilSynchronised(replica);
+      const env = { KEY_ENCRYPTION_KEY: BENCH_KEY_ENCRYPTION_KEY, ...(durable ? { REDIS_WAIT_REPLICAS: '1' } : {}) };
+      const stop = async () => {
+        await replica?.stop();
+        await redis.stop();
+      };
+      return { kind, url: redis.url, nodeArgs: ['src/main.ts'], seededFromOutside: true, env, stop };
     }
   }
 }

@@ -168,7 +168,7 @@ async function run(argv: string[]): Promise<number> {
   if (unexpected) return usageError(unexpected, positionals);
 
   const config = loadConfig();
-  const store = openStore(config.store);
+  const store = openStore(config.store, config.durability);
   try {
     const accounts = new Accounts(store.accounts);
     const output = await command.run({ config, store, accounts, options, args, engine: () => engine(config, store, accounts) });

@@ -12,7 +12,7 @@ import { RateLimiterRes } from 'rate-limiter-flexible';
 import { openStore, type OpenStoreOptions } from '../../adapters/index.ts';
 import { RedisKeys } from '../../adapters/redis/keys.ts';
 import { BackendUnavailableError, DuplicateError, LastAdminError, type ApiKeyRecord, type Store } from '../../adapters/store.ts';
-import { keysUnder, rawRedis, startCluster, startRedis, startSentinel, type RedisDeployment } from '../support/redis.ts';
+import { keysUnder, rawRedis, startCluster, startRedis, startReplicated, startSentinel, type RedisDeployment } from '../support/redis.ts';
 import { sleep } from '../support/wait.ts';
 
 interface Backend {
@@ -28,13 +28,13 @@ interface Backend {
 }
 
 /** A Redis deployment started for its describe block; each test writes under a key prefix of its own. */
-function redisBackend(name: string, start: () => Promise<RedisDeployment>): Backend {
+function redisBackend(name: string, start: () => Promise<RedisDeployment>, options: OpenStoreOptions = {}): Backend {
   let deployment: RedisDeployment | undefined;
   return {
     name,
     shared: true,
     redis: true,
-    target: (dir) => ({ url: deployment!.url, options: { keyPrefix: `test:${basename(dir)}:` } }),
+    target: (dir) => ({ url: deployment!.url, options: { ...options, keyPrefix: `test:${basename(dir)}:` } }),
     start: async () => { deployment = await start(); },
     stop: async () => { await deployment?.stop(); },
   };
@@ -49,6 +49,10 @@ const BACKENDS: Backend[] = [
   redisBackend('redis', () => startRedis()),
   redisBackend('redis sentinel', () => startSentinel()),
   redisBackend('redis cluster', () => startCluster()),
+  // Every write followed by a WAIT (REDIS_WAIT_REPLICAS), on one server and on each primary of a cluster.
+  redisBackend('redis, writes wait for a replica', () => startReplicated(), { replicaWait: { replicas: 1, timeoutMs: 2000 } }),
+  redisBackend('redis cluster with replicas, writes wait for one', () => startCluster(3, 1), { replicaWait: { replicas: 1, timeoutMs: 2000 } }),
+  { name: 'sqlite file, synchronous full', target: (dir) => ({ url: `sqlite:${join(dir, 'contract.sqlite')}`, options: { sqliteSynchronous: 'full' } }), shared: true },
 ];
 
 const open = (backend: Backend, dir: string) => {

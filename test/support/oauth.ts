@@ -131,6 +131,15 @@ export async function exchangeCode(
   }));
 }
 
+/** POST /oauth/revoke (RFC 7009) of `token` by the client, with client_secret_post credentials; asserts nothing. */
+export async function revokeToken(issuer: string, client: { client_id: string; client_secret?: string }, token: string): Promise<Response> {
+  return fetch(`${issuer}/oauth/revoke`, {
+    method: 'POST',
+    headers: { 'content-type': 'application/x-www-form-urlencoded' },
+    body: new URLSearchParams({ token, ...postCredentials(client) }).toString(),
+  });
+}
+
 /** POST /oauth/introspect with the given client credentials in the body; the parsed 200 body or throws. */
 export async function introspect(issuer: string, credentials: Record<string, string>, token: string): Promise<Record<string, unknown>> {
   const response = await fetch(`${issuer}/oauth/introspect`, {

@@ -11,7 +11,8 @@ import { freePort } from './server.ts';
 
 /**
  * Real Redis processes for tests, on free loopback ports, in temporary directories that are
- * removed when they stop: one server, a master watched by sentinels, a three-node cluster.
+ * removed when they stop: one server, a primary and its replica, a master watched by sentinels, a
+ * three-node cluster (with replicas if asked).
  * Nothing is persisted (`--save ''`, no AOF).
  */
 
@@ -26,8 +27,10 @@ export interface RedisServer extends RedisDeployment {
   port: number;
   /** Stops the process (an outage: connections drop, new ones are refused); the port stays reserved for up(). */
   down(): Promise<void>;
-  /** Starts it again on the same port, empty. */
-  up(): Promise<void>;
+  /** Starts it again on the same port, empty (with `extra` options for this start, e.g. `--replicaof`). */
+  up(extra?: string[]): Promise<void>;
+  /** Kills the process (SIGKILL: nothing flushed, no replica waited for); the port stays reserved for up(). */
+  kill(): Promise<void>;
   /** Freezes the process (SIGSTOP): connections stay open, nothing is answered. */
   pause(): void;
   resume(): void;
@@ -50,11 +53,12 @@ export async function redisCli(port: number, ...args: string[]): Promise<string>
 export async function startRedis(extra: string[] = []): Promise<RedisServer> {
   const dir = await mkdtemp(join(tmpdir(), 'redis-'));
   const port = await freePort();
-  const args = ['--port', String(port), '--bind', '127.0.0.1', '--save', '', '--appendonly', 'no', '--dir', dir, ...extra];
+  // A replica that connects is sent the data at once, not after the 5 s Redis waits by default for others to join it.
+  const args = ['--port', String(port), '--bind', '127.0.0.1', '--save', '', '--appendonly', 'no', '--dir', dir, '--repl-diskless-sync-delay', '0', ...extra];
   let child: ChildProcess | undefined;
 
-  const up = async () => {
-    child = await launch('redis-server', args, dir);
+  const up = async (again: string[] = []) => {
+    child = await launch('redis-server', [...args, ...again], dir);
     await waitFor(async () => await redisCli(port, 'ping') === 'PONG', `redis-server on port ${port} to answer`, child);
   };
   const down = async () => {
@@ -68,6 +72,14 @@ export async function startRedis(extra: string[] = []): Promise<RedisServer> {
     port,
     up,
     down,
+    kill: async () => {
+      const running = child;
+      child = undefined;
+      if (!running || running.exitCode !== null || running.signalCode !== null) return;
+      const exited = new Promise<void>((resolve) => running.once('exit', () => resolve()));
+      running.kill('SIGKILL');
+      await exited;
+    },
     pause: () => child?.kill('SIGSTOP'),
     resume: () => child?.kill('SIGCONT'),
     stop: async () => {
@@ -78,11 +90,22 @@ export async function startRedis(extra: string[] = []): Promise<RedisServer> {
   };
 }
 
-/** A master and `count` sentinels monitoring it as `mymaster`; resolves once every sentinel knows the master. */
-export async function startSentinel(count = 2): Promise<RedisDeployment & { master: RedisServer }> {
+/**
+ * A master and `count` sentinels monitoring it as `mymaster`; resolves once every sentinel knows the
+ * master. With `replica`, a server replicating the master too, and (three sentinels or more) a
+ * majority needed to fail over: it resolves once every sentinel knows the replica and the others,
+ * so that a failover can happen.
+ */
+export async function startSentinel(count = 2, { replica: withReplica = false } = {}): Promise<RedisDeployment & { master: RedisServer; replica?: RedisServer }> {
   const master = await startRedis();
   const sentinels: Array<{ child: ChildProcess; dir: string; port: number }> = [];
+  const quorum = count >= 3 ? Math.floor(count / 2) + 1 : 1;
+  let replica: RedisServer | undefined;
   try {
+    if (withReplica) {
+      replica = await startRedis(['--replicaof', '127.0.0.1', String(master.port)]);
+      await untilSynchronised(replica);
+    }
     for (let i = 0; i < count; i += 1) {
       const dir = await mkdtemp(join(tmpdir(), 'sentinel-'));
       const port = await freePort();
@@ -92,8 +115,9 @@ export async function startSentinel(count = 2): Promise<RedisDeployment & { mast
         `port ${port}`,
         'bind 127.0.0.1',
         `dir ${dir}`,
-        `sentinel monitor mymaster 127.0.0.1 ${master.port} 1`,
+        `sentinel monitor mymaster 127.0.0.1 ${master.port} ${quorum}`,
         'sentinel down-after-milliseconds mymaster 2000',
+        'sentinel failover-timeout mymaster 10000',
         '',
       ].join('\n'));
       const child = await launch('redis-server', [config, '--sentinel'], dir);
@@ -103,44 +127,119 @@ export async function startSentinel(count = 2): Promise<RedisDeployment & { mast
         return address.split('\n').join(':') === `127.0.0.1:${master.port}`;
       }, `sentinel on port ${port} to know the master`, child);
     }
+    if (replica) {
+      for (const { port, child } of sentinels) {
+        await waitFor(async () => (await redisCli(port, 'sentinel', 'replicas', 'mymaster')).includes(String(replica!.port))
+          && /^OK/.test(await redisCli(port, 'sentinel', 'ckquorum', 'mymaster')), `sentinel on port ${port} to know the replica and the other sentinels`, child);
+      }
+    }
   } catch (error) {
     await stopAll(sentinels);
+    await replica?.stop();
     await master.stop();
     throw error;
   }
   return {
     url: `redis+sentinel://${sentinels.map(({ port }) => `127.0.0.1:${port}`).join(',')}/mymaster`,
     master,
+    ...(replica ? { replica } : {}),
     stop: async () => {
       await stopAll(sentinels);
+      await replica?.stop();
       await master.stop();
     },
   };
 }
 
-/** `size` masters (no replicas) sharing the 16384 slots; resolves once every node reports cluster_state:ok. */
-export async function startCluster(size = 3): Promise<RedisDeployment> {
-  const nodes: RedisServer[] = [];
+/** The address the sentinels of a `redis+sentinel:` URL give for `mymaster` now (`host:port`), as the first that answers says. */
+export async function sentinelMaster(url: string): Promise<string | undefined> {
+  for (const address of url.replace(/^redis\+sentinel:\/\//, '').split('/')[0]!.split(',')) {
+    try {
+      const reply = await redisCli(Number(address.split(':')[1]), 'sentinel', 'get-master-addr-by-name', 'mymaster');
+      return reply.split('\n').join(':');
+    } catch {
+      // that sentinel does not answer: ask the next
+    }
+  }
+  return undefined;
+}
+
+/** A primary and one server replicating it (`replicaof`): resolves once the replica has synchronised. */
+export async function startReplicated(): Promise<RedisDeployment & { primary: RedisServer; replica: RedisServer }> {
+  const primary = await startRedis();
+  let replica: RedisServer | undefined;
   try {
-    for (let i = 0; i < size; i += 1) {
+    replica = await startRedis(['--replicaof', '127.0.0.1', String(primary.port)]);
+    await untilSynchronised(replica);
+  } catch (error) {
+    await replica?.stop();
+    await primary.stop();
+    throw error;
+  }
+  return {
+    url: primary.url,
+    primary,
+    replica,
+    stop: async () => {
+      await replica.stop();
+      await primary.stop();
+    },
+  };
+}
+
+/** Until a replica reports its link to its primary up (and so has loaded the primary's data). */
+export async function untilSynchronised(replica: RedisServer): Promise<void> {
+  await waitFor(async () => /master_link_status:up/.test(await redisCli(replica.port, 'info', 'replication')), `the replica on port ${replica.port} to synchronise`);
+}
+
+/** One primary of a cluster and the servers replicating it. */
+export interface Shard {
+  primary: RedisServer;
+  replicas: RedisServer[];
+}
+
+/**
+ * `size` masters sharing the 16384 slots, each with `replicasEach` replicas; resolves once every
+ * node reports cluster_state:ok and every replica has synchronised.
+ */
+export async function startCluster(size = 3, replicasEach = 0): Promise<RedisDeployment & { shards: Shard[] }> {
+  const nodes: RedisServer[] = [];
+  let shards: Shard[];
+  try {
+    for (let i = 0; i < size * (1 + replicasEach); i += 1) {
       // The cluster bus gets a free port of its own rather than the default port + 10000, which may be taken or out of range.
       const busPort = await freePort();
       nodes.push(await startRedis(['--cluster-enabled', 'yes', '--cluster-config-file', 'nodes.conf', '--cluster-port', String(busPort), '--cluster-node-timeout', '2000']));
     }
-    await run('redis-cli', ['--cluster', 'create', ...nodes.map(({ port }) => `127.0.0.1:${port}`), '--cluster-replicas', '0', '--cluster-yes'], { timeout: 30_000 });
+    await run('redis-cli', ['--cluster', 'create', ...nodes.map(({ port }) => `127.0.0.1:${port}`), '--cluster-replicas', String(replicasEach), '--cluster-yes'], { timeout: 30_000 });
     for (const node of nodes) {
       await waitFor(async () => /cluster_state:ok/.test(await redisCli(node.port, 'cluster', 'info')), `cluster node ${node.port} to be ok`);
     }
+    shards = await shardsOf(nodes);
+    for (const replica of shards.flatMap((shard) => shard.replicas)) await untilSynchronised(replica);
   } catch (error) {
     await Promise.all(nodes.map((node) => node.stop()));
     throw error;
   }
   return {
+    shards,
     url: `redis+cluster://${nodes.map(({ port }) => `127.0.0.1:${port}`).join(',')}`,
     stop: async () => {
       await Promise.all(nodes.map((node) => node.stop()));
     },
   };
+}
+
+/** The cluster's nodes by the primary each is or replicates (as `redis-cli --cluster create` paired them). */
+async function shardsOf(nodes: RedisServer[]): Promise<Shard[]> {
+  const roles = await Promise.all(nodes.map(async (node) => {
+    const info = await redisCli(node.port, 'info', 'replication');
+    return { node, primaryPort: /^role:slave/m.test(info) ? Number(/^master_port:(\d+)/m.exec(info)?.[1]) : undefined };
+  }));
+  return roles.filter(({ primaryPort }) => primaryPort === undefined).map(({ node }) => ({
+    primary: node,
+    replicas: roles.filter(({ primaryPort }) => primaryPort === node.port).map((role) => role.node),
+  }));
 }
 
 /** A connected client of its own, to look at the keys a store wrote; the caller disconnects it. */

@@ -34,6 +34,8 @@ export interface TestServer {
   logs(): string;
   /** Stops the process (SIGTERM) and starts a new one on the same port and file. */
   restart(): Promise<void>;
+  /** Kills the process at once (SIGKILL: no shutdown, nothing flushed), resolving once it is gone; restart() starts it again. */
+  crash(): Promise<void>;
   stop(): Promise<void>;
   /** The server process's id (with WORKERS above 1, the supervising process). */
   pid(): number | undefined;
@@ -123,6 +125,13 @@ export async function startServer(options: ServerOptions = {}): Promise<TestServ
     restart: async () => {
       await stopChild();
       await start();
+    },
+    crash: async () => {
+      const running = child;
+      if (!running || running.exitCode !== null || running.signalCode !== null) return;
+      const exited = new Promise<void>((resolve) => running.once('exit', () => resolve()));
+      running.kill('SIGKILL');
+      await exited;
     },
     stop: async () => {
       await stopChild();

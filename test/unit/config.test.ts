@@ -154,6 +154,26 @@ describe('configuration', () => {
     expect(loadConfig({ RATE_LIMIT_IPV6_PREFIX: '128' }).rateLimits?.ipv6Prefix).to.equal(128);
   });
 
+  it('waits for Redis replicas only on a Redis store, and sets SQLite\'s synchronous only on a SQLite one', () => {
+    expect(loadConfig({}).durability).to.deep.equal({ replicaWait: undefined, sqliteSynchronous: 'normal' });
+    const redis = { STORE: 'redis+sentinel://10.0.0.1:26379,10.0.0.2:26379/mymaster' };
+    expect(loadConfig({ ...redis, REDIS_WAIT_REPLICAS: '1' }).durability.replicaWait).to.deep.equal({ replicas: 1, timeoutMs: 500 });
+    expect(loadConfig({ ...redis, REDIS_WAIT_REPLICAS: '2', REDIS_WAIT_TIMEOUT: '2s' }).durability.replicaWait).to.deep.equal({ replicas: 2, timeoutMs: 2000 });
+    expect(loadConfig({ ...redis, REDIS_WAIT_REPLICAS: '1', REDIS_WAIT_TIMEOUT: '250ms' }).durability.replicaWait).to.deep.equal({ replicas: 1, timeoutMs: 250 });
+    expect(loadConfig({ ...redis, REDIS_WAIT_REPLICAS: '0', REDIS_WAIT_TIMEOUT: '2s' }).durability.replicaWait).to.equal(undefined);
+    expect(loadConfig({ SQLITE_SYNCHRONOUS: 'FULL' }).durability.sqliteSynchronous).to.equal('full');
+
+    for (const store of ['sqlite:./data/oauth.sqlite', 'memory:']) {
+      expect(configError({ STORE: store, REDIS_WAIT_REPLICAS: '1' }), store).to.match(/^REDIS_WAIT_REPLICAS waits for Redis replicas, and STORE is not a Redis URL/);
+    }
+    expect(configError({ ...redis, SQLITE_SYNCHRONOUS: 'full' })).to.match(/^SQLITE_SYNCHRONOUS applies to a sqlite: STORE/);
+    expect(configError({ STORE: 'memory:', SQLITE_SYNCHRONOUS: 'full' })).to.match(/^SQLITE_SYNCHRONOUS applies to a sqlite: STORE/);
+    for (const value of ['-1', 'one', '1.5', '101']) expect(configError({ ...redis, REDIS_WAIT_REPLICAS: value }), value).to.match(/^REDIS_WAIT_REPLICAS must be a whole number from 0 to 100/);
+    // A bare number is refused: 500 would be 500 seconds to every other duration, and surely meant as milliseconds here.
+    for (const value of ['500', '0ms', '11s', 'fast', '1m']) expect(configError({ ...redis, REDIS_WAIT_TIMEOUT: value }), value).to.match(/^REDIS_WAIT_TIMEOUT must be a duration with its unit from 1ms to 10s/);
+    expect(configError({ SQLITE_SYNCHRONOUS: 'extra' })).to.match(/^SQLITE_SYNCHRONOUS must be one of normal, full/);
+  });
+
   it('stops the service at start with a message naming the bad variable', () => {
     const result = spawnSync(process.execPath, ['src/main.ts'], {
       cwd: ROOT,
@@ -164,6 +184,17 @@ describe('configuration', () => {
     expect(result.status).to.equal(1);
     expect(result.stderr).to.match(/configuration error: PORT must be/);
     expect(result.stderr).to.not.match(/\n\s+at /);
+
+    // Replicas to wait for on SQLite: refused in one line rather than ignored, as the operator expects writes to wait.
+    const waiting = spawnSync(process.execPath, ['src/main.ts'], {
+      cwd: ROOT,
+      env: { PATH: process.env.PATH ?? '', STORE: 'memory:', REDIS_WAIT_REPLICAS: '1' },
+      encoding: 'utf8',
+      timeout: 20_000,
+    });
+    expect(waiting.status).to.equal(1);
+    expect(waiting.stderr.trim().split('\n')).to.have.length(1);
+    expect(waiting.stderr).to.match(/^configuration error: REDIS_WAIT_REPLICAS waits for Redis replicas/);
   });
 });
 
