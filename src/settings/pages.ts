@@ -7,9 +7,9 @@ import { ENGINE_ROUTES } from '../engine/routes.ts';
 import { MAX_NAME_LENGTH, type ApiKeys, type NewApiKey } from '../api_keys/api_keys.ts';
 import { DEFAULT_EXPIRY, EXPIRY_CHOICES } from './api_key_form.ts';
 import { COPY_SCRIPT_PATH } from './assets.ts';
-import type { ConnectedApps } from './connected_apps.ts';
+import type { ConnectedApp, ConnectedApps } from './connected_apps.ts';
 import { SETTINGS_PATH } from '../clients/first_party.ts';
-import { shownTime } from './times.ts';
+import { shownTime, type ShownTime } from './times.ts';
 import { boundClients } from './workspace_clients.ts';
 
 export interface PagesDependencies {
@@ -33,7 +33,30 @@ const DONE: Record<string, string> = {
   'key-revoked': 'API key revoked. It no longer works.',
 };
 
-/** The settings area's three pages, rendered in the pages' layout (views/settings*.ejs). */
+/** One line of what a confirmation page shows of the thing about to change: a time, or words. */
+interface Fact {
+  term: string;
+  text: string;
+  time?: ShownTime | undefined;
+}
+
+/**
+ * A destructive action asked once more, on a page of its own (GET): what is about to change and
+ * what follows, a POST form carrying the session's token that does it, and a way back that
+ * changes nothing. Works without JavaScript.
+ */
+export interface Confirmation {
+  title: string;
+  explanation: string[];
+  facts: Fact[];
+  /** Where the form posts, and the fields naming what it acts on. */
+  action: string;
+  fields: Record<string, string>;
+  confirm: string;
+  cancel: { href: string; label: string };
+}
+
+/** The settings area's pages, rendered in the pages' layout (views/settings*.ejs). */
 export class SettingsPages {
   readonly #deps: PagesDependencies;
   readonly #home: string;
@@ -44,13 +67,13 @@ export class SettingsPages {
   }
 
   /** Connected applications, and the user's workspaces (an admin's link to manage each). */
-  async home(ctx: Context, user: User, csrfToken: string, done: unknown): Promise<void> {
+  async home(ctx: Context, user: User, done: unknown): Promise<void> {
     const { accounts, connectedApps } = this.#deps;
     const [workspaces, apps] = await Promise.all([accounts.workspacesOf(user.id), connectedApps.of(user.id)]);
     const names = new Map(workspaces.map(({ id, name }) => [id, name]));
     await this.#render(ctx, 'settings', 'Settings', user, {
       message: doneMessage(done),
-      csrfToken,
+      // Asks first: the form leads to a confirmation page (GET), so it carries no token.
       revokeAction: `${this.#home}/applications/revoke`,
       apps: await Promise.all(apps.map(async (app) => ({
         ...app,
@@ -92,6 +115,56 @@ export class SettingsPages {
       back: `${this.#home}/workspaces/${workspace.id}`,
       scriptUrl,
     }, scriptUrl);
+  }
+
+  /** Revoking an application's access, asked once more. */
+  async confirmAppRevocation(ctx: Context, user: User, app: ConnectedApp, csrfToken: string): Promise<void> {
+    const workspace = app.workspaceId ? await this.#deps.accounts.getWorkspace(app.workspaceId) : undefined;
+    await this.confirm(ctx, user, csrfToken, {
+      title: `Revoke access of ${app.clientName}?`,
+      explanation: [
+        `${app.clientName} will no longer be able to use your account${workspace ? ` in ${workspace.name}` : ''}: the tokens it holds stop working at once.`,
+        'To use it again, you would have to allow it again when it asks.',
+      ],
+      facts: [
+        { term: 'Workspace', text: workspace?.name ?? 'A workspace you are no longer in' },
+        { term: 'Can', text: app.access.join('; ') || 'Nothing beyond knowing who you are' },
+        { term: 'Allowed', text: 'Unknown', time: shownTime(app.grantedAt) },
+        { term: 'Last used', text: 'Not yet', time: shownTime(app.lastUsedAt) },
+      ],
+      action: `${this.#home}/applications/revoke`,
+      fields: { grant: app.grantId },
+      confirm: 'Revoke access',
+      cancel: { href: this.#home, label: 'Keep its access' },
+    });
+  }
+
+  /** Revoking one of a workspace's API keys, asked once more. */
+  async confirmKeyRevocation(ctx: Context, user: User, workspace: WorkspaceRef, key: ApiKeyRecord, csrfToken: string): Promise<void> {
+    const page = `${this.#home}/workspaces/${workspace.id}`;
+    const shown = shownKey(key);
+    await this.confirm(ctx, user, csrfToken, {
+      title: `Revoke the API key “${key.name}”?`,
+      explanation: [
+        `Every script or service that uses this key is refused from then on, everywhere within seconds. A revoked key cannot be restored: to give access again, create a new key.`,
+      ],
+      facts: [
+        { term: 'Workspace', text: workspace.name },
+        { term: 'Key', text: `${shown.hint}…` },
+        { term: 'Created', text: 'Unknown', time: shown.created },
+        { term: 'Expires', text: 'Never', time: shown.expires },
+        { term: 'Last used', text: 'Never', time: shown.lastUsed },
+      ],
+      action: `${page}/api-keys/revoke`,
+      fields: { key: key.id },
+      confirm: 'Revoke the key',
+      cancel: { href: page, label: 'Keep the key' },
+    });
+  }
+
+  /** A confirmation page (views/settings_confirm.ejs). */
+  async confirm(ctx: Context, user: User, csrfToken: string, confirmation: Confirmation): Promise<void> {
+    await this.#render(ctx, 'settings_confirm', confirmation.title, user, { ...confirmation, csrfToken });
   }
 
   async #render(ctx: Context, view: string, title: string, user: User, data: Record<string, unknown>, scriptSrc?: string): Promise<void> {

@@ -49,6 +49,7 @@ export function inSettingsArea(basePath: string): (path: string) => boolean {
  * workspace admin the workspace's API keys and the clients bound to it. Server-rendered pages
  * behind the engine's own sign-in; every form is a POST carrying a token bound to the session,
  * answered with a redirect (303) to the page it came from, except the one that shows a new key.
+ * Whatever cannot be undone is asked first on a confirmation page of its own (a GET).
  */
 export function settingsRouter(dependencies: SettingsDependencies): Router {
   const { provider, accounts, store, grantWorkspaces, grantActivity, issuer, basePath } = dependencies;
@@ -67,18 +68,25 @@ export function settingsRouter(dependencies: SettingsDependencies): Router {
     // A response this browser did not ask for (or a sign-in overtaken by one in another tab): a
     // browser that is signed in all the same goes to the settings home, any other sees why not.
     const next = await signIn.finish(ctx) ?? (await signedIn(provider, accounts, ctx) ? home : undefined);
-    if (!next) throw new HttpError(400, 'session_expired', `Open ${issuer}${SETTINGS_PATH} to sign in again`);
+    if (!next) throw new HttpError(400, 'session_expired', 'This sign-in did not start in this browser, or it took too long. Go back to settings to sign in again.');
     ctx.status = 303;
     ctx.redirect(next);
   });
 
-  router.get('/', requireSignIn, (ctx) => pages.home(ctx, signedInOf(ctx).user, formToken(ctx), ctx.query.done));
+  router.get('/', requireSignIn, (ctx) => pages.home(ctx, signedInOf(ctx).user, ctx.query.done));
+
+  // Every destructive action: GET asks (a page with the form), POST does it.
+  router.get('/applications/revoke', requireSignIn, async (ctx) => {
+    const { user } = signedInOf(ctx);
+    const grantId = ctx.query.grant;
+    const app = typeof grantId === 'string' ? await connectedApps.find(user.id, grantId) : undefined;
+    if (!app) throw noSuchApp();
+    return pages.confirmAppRevocation(ctx, user, app, formToken(ctx));
+  });
 
   router.post('/applications/revoke', requireSignIn, form, checkForm, async (ctx) => {
     const grantId = (ctx.request.body as FormBody).grant;
-    if (typeof grantId !== 'string' || !await connectedApps.revoke(signedInOf(ctx).user.id, grantId)) {
-      throw new HttpError(404, 'not_found', 'You have not allowed this application, or its access was already revoked.');
-    }
+    if (typeof grantId !== 'string' || !await connectedApps.revoke(signedInOf(ctx).user.id, grantId)) throw noSuchApp();
     await revokedEverywhere(ctx, home, 'app-revoked');
   });
 
@@ -98,17 +106,26 @@ export function settingsRouter(dependencies: SettingsDependencies): Router {
     return pages.keyCreated(ctx, signedIn.user, workspace, created);
   });
 
+  router.get('/workspaces/:workspaceId/api-keys/revoke', requireSignIn, requireAdmin, async (ctx) => {
+    const { signedIn, workspace } = adminOf(ctx);
+    const keyId = ctx.query.key;
+    const key = typeof keyId === 'string' ? await admin.findKey(workspace.id, keyId) : undefined;
+    if (!key) throw noSuchKey();
+    return pages.confirmKeyRevocation(ctx, signedIn.user, workspace, key, formToken(ctx));
+  });
+
   router.post('/workspaces/:workspaceId/api-keys/revoke', requireSignIn, requireAdmin, form, checkForm, async (ctx) => {
     const { workspace } = adminOf(ctx);
     const keyId = (ctx.request.body as FormBody).key;
-    if (typeof keyId !== 'string' || !await admin.revokeKey(workspace.id, keyId)) {
-      throw new HttpError(404, 'not_found', 'This workspace has no such API key: it may have been revoked already, or have expired.');
-    }
+    if (typeof keyId !== 'string' || !await admin.revokeKey(workspace.id, keyId)) throw noSuchKey();
     await revokedEverywhere(ctx, `${home}/workspaces/${workspace.id}`, 'key-revoked');
   });
 
   return router;
 }
+
+const noSuchApp = () => new HttpError(404, 'not_found', 'You have not allowed this application, or its access was already revoked.');
+const noSuchKey = () => new HttpError(404, 'not_found', 'This workspace has no such API key: it may have been revoked already, or have expired.');
 
 /**
  * After a revocation: this instance refuses at once, every other within PROPAGATION_BOUND_MS; the
