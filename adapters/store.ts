@@ -41,11 +41,20 @@ export interface ModelStore {
 
 /**
  * The payload field each model's records can be listed by (ModelStore.listBy): a grant by its user
- * (the settings area's connected applications), a client by the workspace it is bound to. Every
- * backend indexes these models, and only these: an index entry is a write, and a grant or a client
- * is stored at consent or registration, never per token. An entry lives and goes with its record.
+ * (the settings area's connected applications), a client by the workspace it is bound to, a
+ * sign-in session by its user and a grant's workspace binding and an initial access token by their
+ * workspace (what ending a user's access or deleting a workspace must find). Every backend indexes
+ * these models, and only these: an index entry is a write, and each of these is stored at sign-in,
+ * consent, registration or by the operator, never per token. An entry lives and goes with its record.
  */
-export const LISTED_BY: Readonly<Record<string, string>> = { Grant: 'accountId', Client: 'workspace_id', RegistrationAccessToken: 'clientId' };
+export const LISTED_BY: Readonly<Record<string, string>> = {
+  Grant: 'accountId',
+  Client: 'workspace_id',
+  RegistrationAccessToken: 'clientId',
+  Session: 'accountId',
+  GrantWorkspace: 'workspaceId',
+  InitialAccessToken: 'workspaceId',
+};
 
 /** The value a record is listed by (LISTED_BY), if its model is listed and the record has one. */
 export function listedValue(model: string, payload: ModelPayload): string | undefined {
@@ -81,18 +90,41 @@ export interface Membership {
   role: Role;
 }
 
+/**
+ * Workspaces, users and memberships.
+ *
+ * One rule holds on every backend, checked and applied in one atomic step so that concurrent
+ * changes cannot both pass it (two admins demoting each other): a workspace that has an admin
+ * keeps one. A change that would take the last one away (demoting or removing them, deleting the
+ * user) is refused with LastAdminError and changes nothing.
+ */
 export interface AccountStore {
   createWorkspace(workspace: Workspace): Promise<void>;
   getWorkspace(id: string): Promise<Workspace | undefined>;
   listWorkspaces(): Promise<Workspace[]>;
+  /** Deletes the workspace and every membership of it; false when there was no such workspace. */
+  deleteWorkspace(id: string): Promise<boolean>;
   /** Rejects with DuplicateError when the email is taken (case-insensitively). */
   createUser(user: User): Promise<void>;
   getUser(id: string): Promise<User | undefined>;
   findUserByEmail(email: string): Promise<User | undefined>;
   countUsers(): Promise<number>;
-  /** Creates or changes the user's role in the workspace. */
+  /** Every user, oldest first (by createdAt, then id). */
+  listUsers(): Promise<User[]>;
+  /** Replaces the user's password hash; false when there is no such user. */
+  setPasswordHash(userId: string, passwordHash: string): Promise<boolean>;
+  /**
+   * Deletes the user and their memberships; false when there was no such user. LastAdminError
+   * (nothing deleted) when they are the last admin of a workspace.
+   */
+  deleteUser(userId: string): Promise<boolean>;
+  /** Creates or changes the user's role in the workspace; LastAdminError when it demotes its last admin. */
   putMembership(membership: Membership): Promise<void>;
+  /** Ends the user's membership; false when there was none. LastAdminError when they are its last admin. */
+  removeMembership(userId: string, workspaceId: string): Promise<boolean>;
   listMemberships(userId: string): Promise<Membership[]>;
+  /** The workspace's memberships, in no particular order. */
+  listMembers(workspaceId: string): Promise<Membership[]>;
   /** The user's membership of one workspace (one lookup: every token issuance reads it). */
   getMembership(userId: string, workspaceId: string): Promise<Membership | undefined>;
 }
@@ -177,6 +209,8 @@ export interface RecordStore {
   update(workspaceId: string, object: string, id: string, changes: Record<string, unknown>, updatedAt: string): Promise<DataRecord | undefined>;
   /** False when there was no such record. */
   delete(workspaceId: string, object: string, id: string): Promise<boolean>;
+  /** Deletes every record of this object in the workspace (a deleted workspace's); resolves how many there were. */
+  deleteAll(workspaceId: string, object: string): Promise<number>;
 }
 
 /** For every backend: absent and null mean the same, so only set fields are stored, as an update's merge leaves them. */
@@ -254,6 +288,17 @@ export interface Store {
 
 export class DuplicateError extends Error {
   override name = 'DuplicateError';
+}
+
+/** A change refused because it would leave the workspace without an admin (AccountStore). */
+export class LastAdminError extends Error {
+  override name = 'LastAdminError';
+  readonly workspaceId: string;
+
+  constructor(workspaceId: string) {
+    super(`the change would leave workspace ${workspaceId} without an admin`);
+    this.workspaceId = workspaceId;
+  }
 }
 
 /** The backend cannot be reached; the HTTP layer answers 503. */

@@ -89,6 +89,16 @@ export class RedisKeys {
     return `${this.#prefix}{accounts}:memberships:${userId}`;
   }
 
+  /** Hash: user id -> role, one per workspace: the same memberships as memberships(), by workspace, written in the same steps. */
+  members(workspaceId: string): string {
+    return `${this.#prefix}{accounts}:members:${workspaceId}`;
+  }
+
+  /** String, set once members() holds the memberships stored before it was kept (accounts.ts). */
+  membersIndexed(): string {
+    return `${this.#prefix}{accounts}:members-indexed`;
+  }
+
   /**
    * Prefix of one rate limiter's keys: rate-limiter-flexible adds `:<key>` (a digest, see
    * src/rate_limits/). String: the points counted. TTL: the limiter's window, or a lock's

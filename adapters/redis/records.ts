@@ -53,6 +53,26 @@ end
 return 1
 `);
 
+/**
+ * Deletes records of one object, as deleteRecord does each. KEYS: order, position, then the
+ * records. ARGV: the records' ids. Returns how many there were.
+ */
+const deleteRecords = new Script(`
+local deleted = 0
+for i = 1, #ARGV do
+  deleted = deleted + redis.call('DEL', KEYS[2 + i])
+  redis.call('ZREM', KEYS[1], ARGV[i])
+end
+if redis.call('EXISTS', KEYS[1]) == 0 then
+  local last = redis.call('GET', KEYS[2])
+  if last then redis.call('PEXPIREAT', KEYS[2], string.format('%d', tonumber(last) + 1)) end
+end
+return deleted
+`);
+
+/** How many records deleteAll deletes in one step: each step holds Redis for its length. */
+const DELETE_BATCH = 100;
+
 /** Hash fields of a record that hold its values: a prefix of their own, so no field name can be taken for the metadata. */
 const VALUE = 'v:';
 
@@ -119,6 +139,21 @@ export class RedisRecordStore implements RecordStore {
   async delete(workspaceId: string, object: string, id: string) {
     const deleted = await this.#redis.run((client) => deleteRecord.run(client, this.#recordKeys(workspaceId, object, id), [id]));
     return deleted === 1;
+  }
+
+  async deleteAll(workspaceId: string, object: string) {
+    const order = this.#keys.dataOrder(workspaceId, object);
+    const position = this.#keys.dataPosition(workspaceId, object);
+    let deleted = 0;
+    for (;;) {
+      const batch = await this.#redis.run(async (client) => {
+        const ids = await client.zrange(order, 0, String(DELETE_BATCH - 1));
+        if (!ids.length) return undefined;
+        return Number(await deleteRecords.run(client, [order, position, ...ids.map((id) => this.#keys.dataRecord(workspaceId, object, id))], ids));
+      });
+      if (batch === undefined) return deleted;
+      deleted += batch;
+    }
   }
 
   /** KEYS of createRecord and deleteRecord: record, order, position. */

@@ -1,4 +1,4 @@
-import { DuplicateError, type AccountStore, type Membership, type Role, type User, type Workspace } from '../store.ts';
+import { DuplicateError, LastAdminError, type AccountStore, type Membership, type Role, type User, type Workspace } from '../store.ts';
 import { isUniqueViolation, type SqliteConnection } from './connection.ts';
 
 /** Workspaces, users and memberships. */
@@ -98,10 +98,66 @@ export class SqliteAccountStore implements AccountStore {
     return row.n;
   }
 
+  async deleteWorkspace(id: string) {
+    // Its memberships go with it (ON DELETE CASCADE).
+    const result = await this.#db.write(() => this.#db.statement('DELETE FROM workspaces WHERE id = ?').run(id));
+    return result.changes === 1;
+  }
+
+  async listUsers() {
+    return this.#db.read(() => this.#db.statement('SELECT * FROM users ORDER BY created_at, id').all()).map((row) => toUser(row)!);
+  }
+
+  async setPasswordHash(userId: string, passwordHash: string) {
+    const result = await this.#db.write(() => this.#db.statement('UPDATE users SET password_hash = ? WHERE id = ?').run(passwordHash, userId));
+    return result.changes === 1;
+  }
+
+  async deleteUser(userId: string) {
+    // Checked and deleted in one transaction (the write lock held from its start), so no concurrent
+    // change can take the other admin away between the check and the delete.
+    const result = await this.#db.write(() => {
+      const adminOf = this.#db.statement("SELECT workspace_id FROM memberships WHERE user_id = ? AND role = 'admin'").all(userId) as Array<{ workspace_id: string }>;
+      for (const { workspace_id: workspaceId } of adminOf) this.#keepsAnAdmin(userId, workspaceId);
+      // Their memberships go with them (ON DELETE CASCADE).
+      return this.#db.statement('DELETE FROM users WHERE id = ?').run(userId);
+    });
+    return result.changes === 1;
+  }
+
   async putMembership(membership: Membership) {
-    await this.#db.write(() => this.#db.statement(`INSERT INTO memberships (user_id, workspace_id, role) VALUES (?, ?, ?)
-      ON CONFLICT (user_id, workspace_id) DO UPDATE SET role = excluded.role`)
-      .run(membership.userId, membership.workspaceId, membership.role));
+    await this.#db.write(() => {
+      if (membership.role !== 'admin' && this.#roleOf(membership.userId, membership.workspaceId) === 'admin') {
+        this.#keepsAnAdmin(membership.userId, membership.workspaceId);
+      }
+      this.#db.statement(`INSERT INTO memberships (user_id, workspace_id, role) VALUES (?, ?, ?)
+        ON CONFLICT (user_id, workspace_id) DO UPDATE SET role = excluded.role`)
+        .run(membership.userId, membership.workspaceId, membership.role);
+    });
+  }
+
+  async removeMembership(userId: string, workspaceId: string) {
+    const result = await this.#db.write(() => {
+      if (this.#roleOf(userId, workspaceId) === 'admin') this.#keepsAnAdmin(userId, workspaceId);
+      return this.#db.statement('DELETE FROM memberships WHERE user_id = ? AND workspace_id = ?').run(userId, workspaceId);
+    });
+    return result.changes === 1;
+  }
+
+  async listMembers(workspaceId: string) {
+    const rows = this.#db.read(() => this.#db.statement('SELECT user_id, role FROM memberships WHERE workspace_id = ?').all(workspaceId)) as Array<{ user_id: string; role: Role }>;
+    return rows.map((row) => ({ userId: row.user_id, workspaceId, role: row.role }));
+  }
+
+  /** Within a write: throws LastAdminError unless the workspace has an admin other than the user. Before anything is written, so nothing is. */
+  #keepsAnAdmin(userId: string, workspaceId: string): void {
+    const other = this.#db.statement("SELECT 1 FROM memberships WHERE workspace_id = ? AND role = 'admin' AND user_id <> ? LIMIT 1").get(workspaceId, userId);
+    if (!other) throw new LastAdminError(workspaceId);
+  }
+
+  #roleOf(userId: string, workspaceId: string): Role | undefined {
+    const row = this.#db.statement('SELECT role FROM memberships WHERE user_id = ? AND workspace_id = ?').get(userId, workspaceId) as { role: Role } | undefined;
+    return row?.role;
   }
 
   async getMembership(userId: string, workspaceId: string) {

@@ -34,6 +34,7 @@ const SQL = {
   // json_patch is RFC 7396 merge patch: a null member removes the field, as the interface asks.
   update: `UPDATE records SET data = json_patch(data, ?), updated_at = ? WHERE workspace_id = ? AND object = ? AND id = ? RETURNING ${COLUMNS}`,
   delete: 'DELETE FROM records WHERE workspace_id = ? AND object = ? AND id = ?',
+  deleteAll: 'DELETE FROM records WHERE workspace_id = ? AND object = ?',
 } as const;
 
 export class SqliteRecordStore implements RecordStore {
@@ -82,6 +83,11 @@ export class SqliteRecordStore implements RecordStore {
   async delete(workspaceId: string, object: string, id: string) {
     const result = await this.#db.write(() => this.#db.statement(SQL.delete).run(workspaceId, object, id));
     return result.changes === 1;
+  }
+
+  async deleteAll(workspaceId: string, object: string) {
+    const result = await this.#db.write(() => this.#db.statement(SQL.deleteAll).run(workspaceId, object));
+    return Number(result.changes);
   }
 }
 

@@ -41,7 +41,8 @@ export function openSqliteStore(path: string, kind: 'sqlite' | 'memory' = 'sqlit
   const db = new DatabaseSync(path);
   db.exec(PRAGMAS + MODELS_SCHEMA + ACCOUNTS_SCHEMA + REVOCATIONS_SCHEMA + SETTINGS_SCHEMA + RECORDS_SCHEMA + API_KEYS_SCHEMA);
   addColumnIfMissing(db, 'oidc_models', 'uses', 'INTEGER NOT NULL DEFAULT 0');
-  if (addColumnIfMissing(db, 'oidc_models', 'listed_by', 'TEXT')) listRecordsStoredBefore(db);
+  addColumnIfMissing(db, 'oidc_models', 'listed_by', 'TEXT');
+  listRecordsStoredBefore(db);
   db.exec('CREATE INDEX IF NOT EXISTS oidc_models_listed_by ON oidc_models (model, listed_by) WHERE listed_by IS NOT NULL');
   const connection = new SqliteConnection(db);
 
@@ -146,8 +147,17 @@ function addColumnIfMissing(db: DatabaseSync, table: string, column: string, def
   }
 }
 
-/** A database made before records were listed (LISTED_BY): its grants and clients are indexed once, as it is opened. */
+/**
+ * The version of LISTED_BY a database's records are indexed for (SQLite's user_version): 0 before
+ * records were listed or before sessions, grant workspaces and initial access tokens were.
+ */
+const LISTED_BY_VERSION = 1;
+
+/** A database made before a model was listed (LISTED_BY): the records it holds are indexed once, as it is opened. */
 function listRecordsStoredBefore(db: DatabaseSync): void {
+  const { user_version: version } = db.prepare('PRAGMA user_version').get() as { user_version: number };
+  if (version >= LISTED_BY_VERSION) return;
   const update = db.prepare("UPDATE oidc_models SET listed_by = json_extract(payload, '$.' || ?) WHERE model = ? AND listed_by IS NULL");
   for (const [model, field] of Object.entries(LISTED_BY)) update.run(field, model);
+  db.exec(`PRAGMA user_version = ${LISTED_BY_VERSION}`);
 }

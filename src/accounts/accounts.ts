@@ -1,4 +1,4 @@
-import { DuplicateError, ROLES, type AccountStore, type Membership, type Role, type User, type Workspace } from '../../adapters/store.ts';
+import { DuplicateError, LastAdminError, ROLES, type AccountStore, type Membership, type Role, type User, type Workspace } from '../../adapters/store.ts';
 import { newId } from './ids.ts';
 import { decoyHash, hashPassword, verifyPassword } from './passwords.ts';
 import { nowSeconds } from '../shared/clock.ts';
@@ -10,6 +10,18 @@ export class AccountError extends Error {
 
 /** A workspace as one of its members sees it: with the member's role there. */
 export type WorkspaceMembership = Workspace & { role: Role };
+
+/** A user with the workspaces they belong to, as an operator lists them. */
+export interface UserWithMemberships {
+  user: User;
+  memberships: WorkspaceMembership[];
+}
+
+/** One member of a workspace. */
+export interface Member {
+  user: User;
+  role: Role;
+}
 
 export interface NewUser {
   email: string;
@@ -49,18 +61,27 @@ export class Accounts {
   /** Creates a user who belongs to a workspace; checks everything first, so a refusal writes nothing. */
   async createMember(input: NewUser, workspaceId: string, role: string): Promise<{ user: User; membership: Membership }> {
     if (!isRole(role)) throw new AccountError(`role must be one of ${ROLES.join(', ')}, got "${role}"`);
-    if (!await this.#store.getWorkspace(workspaceId)) throw new AccountError(`no workspace with id ${workspaceId}`);
+    await this.#existingWorkspace(workspaceId);
     const user = await this.createUser(input);
     return { user, membership: await this.addMember(user.id, workspaceId, role) };
+  }
+
+  /**
+   * Deletes the workspace and every membership of it: its people stay, with their other
+   * workspaces. What else belongs to it (clients, API keys, grants, records) is not the accounts'
+   * to delete: src/cli/workspace_commands.ts deletes it.
+   */
+  async deleteWorkspace(workspaceId: string): Promise<Workspace> {
+    const workspace = await this.#existingWorkspace(workspaceId);
+    if (!await this.#store.deleteWorkspace(workspaceId)) throw new AccountError(`no workspace with id ${workspaceId}`);
+    return workspace;
   }
 
   async createUser(input: NewUser): Promise<User> {
     const email = input.email.trim();
     if (!EMAIL.test(email)) throw new AccountError(`"${input.email}" is not an email address`);
     if (!input.name.trim()) throw new AccountError('a user needs a name');
-    if (input.password.length < MIN_PASSWORD_LENGTH) {
-      throw new AccountError(`a password needs at least ${MIN_PASSWORD_LENGTH} characters`);
-    }
+    checkPassword(input.password);
     const user: User = {
       id: newId('usr'),
       email,
@@ -83,17 +104,81 @@ export class Accounts {
     return this.#store.getUser(id);
   }
 
+  /** The user with this email (compared case-insensitively), if any. */
+  findUserByEmail(email: string) {
+    return this.#store.findUserByEmail(email.trim());
+  }
+
   countUsers() {
     return this.#store.countUsers();
   }
 
+  /** Every user, oldest first, with their workspaces; with `workspaceId`, only that workspace's members. */
+  async listUsers(workspaceId?: string): Promise<UserWithMemberships[]> {
+    let users: User[];
+    if (workspaceId === undefined) {
+      users = await this.#store.listUsers();
+    } else {
+      await this.#existingWorkspace(workspaceId);
+      users = (await this.listMembers(workspaceId)).map(({ user }) => user);
+    }
+    return Promise.all(users.map(async (user) => ({ user, memberships: await this.workspacesOf(user.id) })));
+  }
+
+  /** Replaces the user's password, checked as createUser checks one. */
+  async setPassword(userId: string, password: string): Promise<void> {
+    checkPassword(password);
+    const passwordHash = await hashPassword(password);
+    if (!await this.#store.setPasswordHash(userId, passwordHash)) throw new AccountError(`no user with id ${userId}`);
+  }
+
+  /**
+   * Deletes the user and their memberships; refused while they are the last admin of a workspace.
+   * Their sessions and grants are the engine's: src/engine/user_access.ts ends them.
+   */
+  async deleteUser(userId: string): Promise<User> {
+    const user = await this.#existingUser(userId);
+    if (!await this.#keepingAnAdmin(user, () => this.#store.deleteUser(userId))) throw new AccountError(`no user with id ${userId}`);
+    return user;
+  }
+
+  /** Makes the user a member of the workspace with `role`, or changes their role there if they are one. */
   async addMember(userId: string, workspaceId: string, role: string): Promise<Membership> {
     if (!isRole(role)) throw new AccountError(`role must be one of ${ROLES.join(', ')}, got "${role}"`);
-    if (!await this.#store.getWorkspace(workspaceId)) throw new AccountError(`no workspace with id ${workspaceId}`);
-    if (!await this.#store.getUser(userId)) throw new AccountError(`no user with id ${userId}`);
+    await this.#existingWorkspace(workspaceId);
+    const user = await this.#existingUser(userId);
     const membership = { userId, workspaceId, role };
-    await this.#store.putMembership(membership);
+    await this.#keepingAnAdmin(user, () => this.#store.putMembership(membership));
     return membership;
+  }
+
+  /** Changes the role of a member of the workspace; refused when it would demote its last admin. */
+  async setRole(userId: string, workspaceId: string, role: string): Promise<Membership> {
+    if (!isRole(role)) throw new AccountError(`role must be one of ${ROLES.join(', ')}, got "${role}"`);
+    const { user } = await this.#existingMembership(userId, workspaceId);
+    const membership = { userId, workspaceId, role };
+    await this.#keepingAnAdmin(user, () => this.#store.putMembership(membership));
+    return membership;
+  }
+
+  /** Ends the user's membership of the workspace; refused when they are its last admin. */
+  async removeMember(userId: string, workspaceId: string): Promise<Membership> {
+    const { user, membership } = await this.#existingMembership(userId, workspaceId);
+    if (!await this.#keepingAnAdmin(user, () => this.#store.removeMembership(userId, workspaceId))) {
+      throw new AccountError(`${user.email} is not a member of workspace ${workspaceId}`);
+    }
+    return membership;
+  }
+
+  /** The workspace's members, oldest user first. */
+  async listMembers(workspaceId: string): Promise<Member[]> {
+    const memberships = await this.#store.listMembers(workspaceId);
+    const members = await Promise.all(memberships.map(async ({ userId, role }) => {
+      const user = await this.#store.getUser(userId);
+      return user && { user, role };
+    }));
+    return members.filter((member) => member !== undefined)
+      .sort((a, b) => a.user.createdAt - b.user.createdAt || (a.user.id < b.user.id ? -1 : a.user.id > b.user.id ? 1 : 0));
   }
 
   /** The workspaces a user belongs to, with their role in each. */
@@ -124,6 +209,42 @@ export class Accounts {
     const valid = await verifyPassword(password, user?.passwordHash ?? await decoyHash());
     return user && valid ? user : undefined;
   }
+
+  /** Runs a store change, refused in words when it would leave a workspace without an admin. */
+  async #keepingAnAdmin<T>(user: User, change: () => Promise<T>): Promise<T> {
+    try {
+      return await change();
+    } catch (error) {
+      if (!(error instanceof LastAdminError)) throw error;
+      const workspace = await this.#store.getWorkspace(error.workspaceId);
+      const named = workspace ? `${workspace.id} ("${workspace.name}")` : error.workspaceId;
+      throw new AccountError(`${user.email} is the last admin of workspace ${named}: make another member an admin first, or delete the workspace`);
+    }
+  }
+
+  async #existingWorkspace(workspaceId: string): Promise<Workspace> {
+    const workspace = await this.#store.getWorkspace(workspaceId);
+    if (!workspace) throw new AccountError(`no workspace with id ${workspaceId}`);
+    return workspace;
+  }
+
+  async #existingUser(userId: string): Promise<User> {
+    const user = await this.#store.getUser(userId);
+    if (!user) throw new AccountError(`no user with id ${userId}`);
+    return user;
+  }
+
+  async #existingMembership(userId: string, workspaceId: string): Promise<{ user: User; membership: Membership }> {
+    await this.#existingWorkspace(workspaceId);
+    const user = await this.#existingUser(userId);
+    const membership = await this.#store.getMembership(userId, workspaceId);
+    if (!membership) throw new AccountError(`${user.email} is not a member of workspace ${workspaceId}`);
+    return { user, membership };
+  }
+}
+
+function checkPassword(password: string): void {
+  if (password.length < MIN_PASSWORD_LENGTH) throw new AccountError(`a password needs at least ${MIN_PASSWORD_LENGTH} characters`);
 }
 
 export function isRole(value: string): value is Role {

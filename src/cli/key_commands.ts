@@ -1,25 +1,20 @@
 import { setTimeout as sleep } from 'node:timers/promises';
 
 import type { Store } from '../../adapters/store.ts';
-import type { Config } from '../../config/index.ts';
-import type { Logger } from '../shared/logger.ts';
+import { loadConfig, type Config } from '../../config/index.ts';
+import { createLogger, type Logger } from '../shared/logger.ts';
 import { loadKeyRing } from '../keys/key_encryption.ts';
 import { KEY_SET_POLL_MS, keyStatuses, newKeys, RotationPendingError, type KeyStatus } from '../keys/rotation.ts';
 import { isoTime, nowSeconds } from '../shared/clock.ts';
 import { KeySetConflictError, loadKeySet, rotateKeySet } from '../keys/rotation_store.ts';
 import { readJwksFile } from '../keys/keys.ts';
+import type { Command, Output } from './command.ts';
 
-/** The admin CLI's `keys rotate` and `keys list`; src/cli/admin.ts prints what these return. */
+/** The admin CLI's `keys rotate` and `keys list`: the signing keys. */
 
 /** A refusal to show the operator, exit code 1. */
 export class KeyAdminError extends Error {
   override name = 'KeyAdminError';
-}
-
-/** What an admin CLI command returns: the text it prints, or the JSON with --json. */
-export interface Output {
-  text: string;
-  json: unknown;
 }
 
 /**
@@ -97,3 +92,22 @@ function table(statuses: KeyStatus[]): string {
     `removed ${status.removedAt === undefined ? '-' : isoTime(status.removedAt)}`,
   ].join('\t')).join('\n');
 }
+
+export const KEY_COMMANDS: readonly Command[] = [
+  {
+    name: 'keys rotate',
+    synopsis: '[--now]',
+    description: 'Publishes new ES256 and RS256 signing keys at once; they sign after KEY_PREPUBLISH, and the keys they\n'
+      + 'replace verify for KEY_RETENTION after that. --now: they sign as soon as every instance has them.\n'
+      + 'Returns once every instance publishes them.',
+    options: ['now'],
+    run: ({ store, options }) => rotateSigningKeys(store, loadConfig(), createLogger('error'), options.now === true),
+  },
+  {
+    name: 'keys list',
+    synopsis: '',
+    description: 'Every signing key with its state and dates (or the keys of JWKS_FILE).',
+    options: [],
+    run: ({ store }) => listSigningKeys(store, loadConfig(), createLogger('error')),
+  },
+];

@@ -1,13 +1,12 @@
-import { setTimeout as sleep } from 'node:timers/promises';
-
 import type { Store } from '../../adapters/store.ts';
-import type { ProtectedResources } from '../clients/protected_resources.ts';
-import { createResourceServer, INTROSPECTION_AUDIENCE, type ResourceServerAuthMethod } from '../clients/resource_servers.ts';
+import { ResourceError, type ProtectedResources } from '../clients/protected_resources.ts';
+import {
+  createResourceServer, INTROSPECTION_AUDIENCE, RESOURCE_SERVER_AUTH_METHODS, isResourceServerAuthMethod, type ResourceServerAuthMethod,
+} from '../clients/resource_servers.ts';
 import type { OAuthServer } from '../engine/provider.ts';
 import { isoTime, nowSeconds } from '../shared/clock.ts';
-import { PROPAGATION_BOUND_MS } from '../shared/propagation.ts';
 import { revocationEntries } from '../tokens/revocation_list.ts';
-import type { Output } from './key_commands.ts';
+import { UsageError, required, waitForPropagation, type Command, type Output } from './command.ts';
 
 /**
  * The admin CLI's `resource-server` commands: the APIs this server issues tokens for (RFC 8707),
@@ -79,10 +78,49 @@ export async function deleteResourceServer(store: Store, resources: ProtectedRes
     await clients.destroy(id);
     await store.revocations.add(revocationEntries.deletedClient(id, now));
   }
-  // "Deleted" means every running instance refuses it (a little over the bound: timers may fire early).
-  await sleep(PROPAGATION_BOUND_MS + 50);
+  await waitForPropagation();
   return {
     text: `deleted ${resource} (${removed.name})${introspecting.length ? ` and its resource server ${introspecting.map(({ id }) => id).join(', ')}` : ''}; its tokens are refused from now`,
     json: { deleted: resource, introspection_clients: introspecting.map(({ id }) => id) },
   };
 }
+
+export const RESOURCE_SERVER_COMMANDS: readonly Command[] = [
+  {
+    name: 'resource-server create',
+    synopsis: `--name NAME [--resource URI] [--scope api|profile ...]\n[--auth-method ${RESOURCE_SERVER_AUTH_METHODS.join('|')}]`,
+    description: 'Registers the API at --resource (RFC 8707; without it, credentials for the data API), and a\n'
+      + 'confidential client that may introspect the access tokens for it. Its secret is shown once.',
+    options: ['name', 'resource', 'scope', 'auth-method'],
+    async run({ options, engine }) {
+      const name = required(options, 'name');
+      const authMethod = options['auth-method'] ?? 'client_secret_basic';
+      if (!isResourceServerAuthMethod(authMethod)) throw new UsageError(`--auth-method must be one of ${RESOURCE_SERVER_AUTH_METHODS.join(', ')}`);
+      const scopes = (options.scope ?? []).flatMap((value) => value.split(/[\s,]+/)).filter(Boolean);
+      return createResourceServerCommand(await engine(), { name, resource: options.resource, scopes, authMethod });
+    },
+  },
+  {
+    name: 'resource-server list',
+    synopsis: '',
+    description: 'Every API tokens are issued for, and the clients that may introspect its tokens.',
+    options: [],
+    async run({ store, engine }) {
+      return listResourceServers(store, (await engine()).resources);
+    },
+  },
+  {
+    name: 'resource-server delete',
+    synopsis: 'RESOURCE_URI',
+    description: 'Stops issuing tokens for the API and deletes its resource servers; the tokens already issued for it\n'
+      + 'are refused on every instance by the time the command returns.',
+    options: [],
+    arguments: 1,
+    async run({ store, engine, args: [resource] }) {
+      if (!resource) throw new UsageError('name the API: resource-server delete RESOURCE_URI');
+      const deleted = await deleteResourceServer(store, (await engine()).resources, resource);
+      if (!deleted) throw new ResourceError(`no API registered as ${resource} (the data API and /mcp are served here and cannot be deleted)`);
+      return deleted;
+    },
+  },
+];

@@ -18,16 +18,18 @@ import { nowSeconds } from '../shared/clock.ts';
  *   with its last use, so from then on the token is unknown (401 invalid_token).
  */
 export const MAX_USES_FIELD = 'maxUses';
+/** The workspace the token registers clients for, also kept in the record so a workspace's tokens can be listed (LISTED_BY). */
+export const WORKSPACE_FIELD = 'workspaceId';
 
 /** The most registrations one token may allow. */
 export const MAX_INITIAL_ACCESS_TOKEN_USES = 10_000;
 
-/** The engine keeps only the fields its models declare; the InitialAccessToken also keeps `maxUses`. */
+/** The engine keeps only the fields its models declare; the InitialAccessToken also keeps `maxUses` and `workspaceId`. */
 export function countedInitialAccessTokens(provider: Provider): void {
   const model = provider.InitialAccessToken as unknown as { IN_PAYLOAD: readonly string[] };
-  const fields = model.IN_PAYLOAD;
-  if (!fields.includes(MAX_USES_FIELD)) {
-    Object.defineProperty(model, 'IN_PAYLOAD', { value: Object.freeze([...fields, MAX_USES_FIELD]), configurable: true });
+  const added = [MAX_USES_FIELD, WORKSPACE_FIELD].filter((field) => !model.IN_PAYLOAD.includes(field));
+  if (added.length) {
+    Object.defineProperty(model, 'IN_PAYLOAD', { value: Object.freeze([...model.IN_PAYLOAD, ...added]), configurable: true });
   }
 }
 
@@ -45,7 +47,7 @@ export async function createInitialAccessToken(
 ): Promise<CreatedInitialAccessToken> {
   const jti = `${workspaceId}.${randomBytes(32).toString('base64url')}`;
   const expiresAt = nowSeconds() + expiresIn;
-  const token = await new provider.InitialAccessToken({ jti, exp: expiresAt, [MAX_USES_FIELD]: uses }).save();
+  const token = await new provider.InitialAccessToken({ jti, exp: expiresAt, [MAX_USES_FIELD]: uses, [WORKSPACE_FIELD]: workspaceId }).save();
   return { token, expiresAt, uses };
 }
 

@@ -40,6 +40,11 @@ interface SealedSecrets {
   userCode?: string;
 }
 
+/** The store id of a record of the engine's `model` whose id is `id`: needs no key, so lookups outlive key rotations. */
+export function storedId(model: string, id: string): string {
+  return SECRET_ID_MODELS.has(model) ? digest(id) : id;
+}
+
 export class RecordsAtRest {
   readonly #keys: KeyRing;
 
@@ -49,7 +54,7 @@ export class RecordsAtRest {
 
   /** The store id of a record. */
   id(model: string, id: string): string {
-    return SECRET_ID_MODELS.has(model) ? digest(id) : id;
+    return storedId(model, id);
   }
 
   /** The store's user-code index value. */

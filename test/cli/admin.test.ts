@@ -6,9 +6,14 @@ import { decodeJwt } from 'jose';
 import { openStore } from '../../adapters/index.ts';
 import * as oauth from 'oauth4webapi';
 
-import { REDIRECT_URI, codeRequest, exchangeCode, introspect, postCredentials, registerClient, tokenRequest } from '../support/oauth.ts';
-import { startServer, type TestServer } from '../support/server.ts';
+import { PROPAGATION_BOUND_MS } from '../../src/shared/propagation.ts';
+import { api, clientCredentialsToken, createApiKey } from '../support/data_api.ts';
+import {
+  REDIRECT_URI, codeRequest, exchangeCode, introspect, postCredentials, register, registerClient, tokenRequest, type RegisteredClient,
+} from '../support/oauth.ts';
+import { initialAccessToken, registerVettedClient, startServer, type TestServer } from '../support/server.ts';
 import { UserAgent, authorize } from '../support/user_agent.ts';
+import { eventually } from '../support/wait.ts';
 
 /**
  * The admin CLI (`node src/cli/admin.ts`), run as a real process against the same SQLite file as
@@ -37,6 +42,23 @@ const insecure = { [oauth.allowInsecureRequests]: true } as const;
 /** A Node.js stack frame, e.g. "    at run (file:///.../admin.ts:12:3)". */
 const STACK_FRAME = /^\s+at .+(:\d+:\d+\)?|\(node:.+\))$/m;
 
+/**
+ * Every command's --json output names its fields one way, snake_case as OAuth does, and gives
+ * every time (a field ending in `_at`, a key's `signs_from` and `signs_until`) in ISO 8601:
+ * checked on every output the tests below print.
+ */
+function expectJsonManners(command: string, value: unknown, path = ''): void {
+  if (Array.isArray(value)) value.forEach((item, i) => expectJsonManners(command, item, `${path}[${i}]`));
+  if (value === null || typeof value !== 'object' || Array.isArray(value)) return;
+  for (const [name, field] of Object.entries(value)) {
+    expect(name, `${command}: ${path}.${name}`).to.match(/^[a-z][a-z0-9]*(_[a-z0-9]+)*$/);
+    if (/_at$|^signs_(from|until)$/.test(name) && field !== null) {
+      expect(field, `${command}: ${path}.${name}`).to.be.a('string').and.match(/^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(\.\d+)?Z$/);
+    }
+    expectJsonManners(command, field, `${path}.${name}`);
+  }
+}
+
 function uniqueEmail(label: string): string {
   return `${label}-${randomBytes(4).toString('hex')}@example.com`;
 }
@@ -54,7 +76,25 @@ describe('admin CLI', function () {
   async function admin(args: string[], stdin?: string): Promise<CliResult> {
     const result = await server.admin(args, stdin);
     outputs.push(result.stdout, result.stderr);
+    if (result.code === 0 && args.includes('--json')) expectJsonManners(args.slice(0, 2).join(' '), JSON.parse(result.stdout));
     return result;
+  }
+
+  /** A run that must succeed with --json: what it printed. */
+  async function adminJson<T>(args: string[], stdin?: string): Promise<T> {
+    const result = await admin([...args, '--json'], stdin);
+    expect(result.code, `${args.join(' ')}: ${result.stderr}`).to.equal(0);
+    return JSON.parse(result.stdout) as T;
+  }
+
+  /** A refusal: exit 1, one line `error: ...` on stderr. */
+  async function refused(args: string[], stdin?: string): Promise<string> {
+    const result = await failing(args, stdin);
+    expect(result.code, result.stderr).to.equal(1);
+    const lines = result.stderr.trimEnd().split('\n');
+    expect(lines, result.stderr).to.have.length(1);
+    expect(lines[0]).to.match(/^error: /);
+    return lines[0]!;
   }
 
   /** A run that must fail: non-zero exit, a message on stderr, nothing on stdout, no stack trace. */
@@ -93,20 +133,56 @@ describe('admin CLI', function () {
     await server?.stop();
   });
 
-  it('--help exits 0 and prints the usage', async () => {
+  it('--help exits 0 and prints the usage of every command', async () => {
     const result = await admin(['--help']);
     expect(result.code).to.equal(0);
     expect(result.stdout).to.match(/usage/i);
-    for (const command of ['workspace create', 'workspace list', 'user create', 'iat create', 'client list', 'client delete', 'resource-server create']) {
-      expect(result.stdout).to.contain(command);
+    for (const command of [
+      'quickstart', 'workspace create', 'workspace list', 'workspace delete', 'user create', 'user list', 'user set-password', 'user delete',
+      'member add', 'member set-role', 'member remove', 'iat create', 'client list', 'client delete', 'resource-server create',
+      'resource-server list', 'resource-server delete', 'api-key create', 'api-key list', 'api-key revoke', 'keys rotate', 'keys list',
+    ]) {
+      expect(result.stdout).to.contain(`  ${command}`);
     }
     expect(result.stdout).to.contain('--password-stdin');
   });
 
-  it('an unknown command fails with a message naming it', async () => {
-    const result = await failing(['frobnicate', 'now']);
-    expect(result.stderr).to.contain('frobnicate');
-    expect(result.stderr).to.match(/usage/i);
+  it('<command> --help prints that command\'s usage only, and <group> --help its group\'s', async () => {
+    const command = await admin(['user', 'delete', '--help']);
+    expect(command.code, command.stderr).to.equal(0);
+    expect(command.stdout).to.match(/^Usage: npm run admin -- user delete /);
+    expect(command.stdout).to.contain('--email EMAIL').and.to.contain('last admin');
+    for (const other of ['user create', 'user list', 'workspace create', 'member add']) expect(command.stdout).not.to.contain(other);
+
+    const group = await admin(['member', '--help']);
+    expect(group.code, group.stderr).to.equal(0);
+    for (const name of ['member add', 'member set-role', 'member remove']) expect(group.stdout).to.contain(name);
+    for (const other of ['user create', 'workspace delete']) expect(group.stdout).not.to.contain(other);
+
+    // With the options a run would take, too.
+    const withOptions = await admin(['api-key', 'create', '--workspace', 'ws_x', '--help']);
+    expect(withOptions.code).to.equal(0);
+    expect(withOptions.stdout).to.contain('api-key create').and.not.to.contain('api-key list');
+  });
+
+  it('a command called wrongly fails (exit 2) with one error line and one line pointing to its --help, never the whole usage', async function () {
+    this.timeout(90_000);
+    const cases: Array<[string[], RegExp, string]> = [
+      [['user', 'delete', '--role', 'admin'], /user delete does not take --role/, 'user delete'],
+      [['user', 'delete'], /--email/, 'user delete'],
+      [['member', 'remove', '--workspace', 'ws_x', '--email', 'a@example.com', '--bogus'], /unknown option --bogus/, 'member remove'],
+      [['workspace', 'delete', 'extra', '--workspace', 'ws_x'], /unexpected argument "extra"/, 'workspace delete'],
+      [['user'], /"user" needs one of: create, list, set-password, delete/, 'user'],
+      [['frobnicate', 'now'], /unknown command "frobnicate now"/, ''],
+    ];
+    for (const [args, message, help] of cases) {
+      const result = await failing(args);
+      expect(result.code, args.join(' ')).to.equal(2);
+      const lines = result.stderr.trimEnd().split('\n');
+      expect(lines, result.stderr).to.have.length(2);
+      expect(lines[0]).to.match(/^error: /).and.to.match(message);
+      expect(lines[1]).to.equal(`Run "npm run admin --${help ? ` ${help}` : ''} --help" for usage.`);
+    }
   });
 
   describe('workspaces', () => {
@@ -341,6 +417,260 @@ describe('admin CLI', function () {
       for (const method of ['none', 'private_key_jwt']) {
         expect((await failing(['resource-server', 'create', '--name', 'Gateway', '--auth-method', method])).stderr).to.contain('--auth-method');
       }
+    });
+  });
+
+  describe('people and workspaces', function () {
+    // Each test runs the CLI (a process of its own) a dozen times or more.
+    this.timeout(180_000);
+
+    /** The refusal a token gets at the data API once it is revoked: polled, as each instance sees a revocation within the bound. */
+    const REFUSED_WITHIN_MS = PROPAGATION_BOUND_MS + 1000;
+    const dataApiStatus = async (credential: string) => (await api(server, '/rest/companies', { credential })).status;
+    const refusedSoon = (what: string, credential: string) => eventually(what, async () => await dataApiStatus(credential) === 401, REFUSED_WITHIN_MS, 100);
+
+    interface Person {
+      id: string;
+      email: string;
+      password: string;
+    }
+
+    async function person(workspaceId: string, role: string, label: string): Promise<Person> {
+      const email = uniqueEmail(label);
+      const password = `pw-${randomBytes(6).toString('hex')}`;
+      const created = await createUser(workspaceId, email, password, role);
+      expect(created.code, created.stderr).to.equal(0);
+      return { id: (JSON.parse(created.stdout) as { id: string }).id, email, password };
+    }
+
+    /** Signs in through the login and consent pages with `agent`, choosing `workspaceId`, and redeems the code. */
+    async function signIn(agent: UserAgent, client: RegisteredClient, who: Person, workspaceId?: string): Promise<{ access_token: string; refresh_token: string }> {
+      const request = codeRequest(server.issuer, client.client_id);
+      const callback = await authorize(agent, request.url, server.origin, { email: who.email, password: who.password, ...(workspaceId ? { workspace: workspaceId } : {}) });
+      const code = callback.searchParams.get('code');
+      expect(code, callback.href).to.be.a('string');
+      const response = await exchangeCode(server.issuer, client, code!, request.verifier);
+      expect(response.status).to.equal(200);
+      return response.json() as Promise<{ access_token: string; refresh_token: string }>;
+    }
+
+    /** Whether the browser is still signed in: prompt=none gets a code, or login_required (the client is vetted, so the error comes back). */
+    async function stillSignedIn(agent: UserAgent, client: RegisteredClient): Promise<boolean> {
+      const { url } = await agent.follow(codeRequest(server.issuer, client.client_id, { prompt: 'none' }).url, server.origin);
+      const callback = new URL(url);
+      if (callback.searchParams.get('code')) return true;
+      expect(callback.searchParams.get('error'), url).to.equal('login_required');
+      return false;
+    }
+
+    /** Whether the password signs in at the login page (401 with the form again when it does not). */
+    async function passwordWorks(client: RegisteredClient, email: string, password: string): Promise<boolean> {
+      const agent = new UserAgent();
+      const { response } = await agent.follow(codeRequest(server.issuer, client.client_id).url, server.origin);
+      const html = await response.text();
+      const action = /<form method="post" action="([^"]+)"/.exec(html)![1]!;
+      const csrf = /name="csrf" value="([^"]*)"/.exec(html)![1]!;
+      const posted = await agent.request(new URL(action, server.origin).href, { form: { csrf, email, password } });
+      return posted.headers.get('location') !== null;
+    }
+
+    const refresh = (client: RegisteredClient, refreshToken: string) =>
+      tokenRequest(server.issuer, { grant_type: 'refresh_token', refresh_token: refreshToken, ...postCredentials(client) });
+
+    const codeClient = () => registerVettedClient(server, { grant_types: ['authorization_code', 'refresh_token'] });
+
+    let workspace: WorkspaceJson;
+    let admin1: Person;
+
+    before(async () => {
+      workspace = await createWorkspace('Globex');
+      admin1 = await person(workspace.id, 'admin', 'globex-admin');
+    });
+
+    it('user list shows every user with their workspaces and roles; --workspace only that workspace\'s members', async () => {
+      const viewer = await person(workspace.id, 'viewer', 'globex-viewer');
+      const other = await createWorkspace('Elsewhere');
+      const outsider = await person(other.id, 'member', 'elsewhere');
+      type Listed = { id: string; email: string; created_at: string; memberships: Array<{ workspace_id: string; workspace_name: string; role: string }> };
+
+      const everyone = await adminJson<Listed[]>(['user', 'list']);
+      const shown = everyone.find(({ id }) => id === viewer.id);
+      expect(shown).to.deep.include({ email: viewer.email, memberships: [{ workspace_id: workspace.id, workspace_name: 'Globex', role: 'viewer' }] });
+      expect(everyone.map(({ id }) => id)).to.include.members([admin1.id, outsider.id]);
+      const created = everyone.map(({ created_at }) => Date.parse(created_at));
+      expect(created).to.deep.equal([...created].sort((a, b) => a - b));
+
+      const members = await adminJson<Listed[]>(['user', 'list', '--workspace', workspace.id]);
+      expect(members.map(({ id }) => id)).to.include.members([admin1.id, viewer.id]).and.not.to.include(outsider.id);
+
+      const text = await admin(['user', 'list', '--workspace', other.id]);
+      expect(text.stdout).to.contain(outsider.email).and.to.contain(`${other.id} (member)`).and.not.to.contain(viewer.email);
+      expect(await refused(['user', 'list', '--workspace', 'ws_nowhere'])).to.contain('ws_nowhere');
+    });
+
+    it('user set-password replaces the password (checked as at creation) and signs the user out of every browser', async () => {
+      const client = await codeClient();
+      const user = await person(workspace.id, 'member', 'reset');
+      const agent = new UserAgent();
+      await signIn(agent, client, user);
+      expect(await stillSignedIn(agent, client)).to.equal(true);
+
+      passwords.push('short');
+      expect(await refused(['user', 'set-password', '--email', user.email, '--password-stdin'], 'short\n')).to.match(/8 characters/);
+      expect(await refused(['user', 'set-password', '--email', uniqueEmail('nobody'), '--password-stdin'], 'long-enough-1\n')).to.contain('no user with email');
+      expect((await failing(['user', 'set-password', '--email', user.email])).stderr).to.contain('--password-stdin');
+
+      const newPassword = `new-${randomBytes(6).toString('hex')}`;
+      passwords.push(newPassword);
+      const result = await adminJson<{ id: string; sessions_ended: number }>(['user', 'set-password', '--email', user.email.toUpperCase(), '--password-stdin'], `${newPassword}\n`);
+      expect(result).to.deep.include({ id: user.id, sessions_ended: 1 });
+      expect(await stillSignedIn(agent, client)).to.equal(false);
+      expect(await passwordWorks(client, user.email, user.password)).to.equal(false);
+      expect(await passwordWorks(client, user.email, newPassword)).to.equal(true);
+    });
+
+    it('user delete ends the user\'s sessions and grants: their tokens are refused within the propagation bound; the workspace\'s API keys stay', async () => {
+      const client = await codeClient();
+      const user = await person(workspace.id, 'member', 'leaver');
+      const agent = new UserAgent();
+      const tokens = await signIn(agent, client, user);
+      const key = await createApiKey(server, workspace.id, { name: 'stays' });
+      expect(await dataApiStatus(tokens.access_token)).to.equal(200);
+
+      const deleted = await adminJson<Record<string, unknown>>(['user', 'delete', '--email', user.email]);
+      expect(deleted).to.deep.equal({ deleted: user.id, email: user.email, memberships_ended: 1, sessions_ended: 1, grants_revoked: 1 });
+
+      await refusedSoon('the deleted user\'s access token is refused', tokens.access_token);
+      const refreshed = await refresh(client, tokens.refresh_token);
+      expect(refreshed.status).to.equal(400);
+      expect((await refreshed.json() as { error: string }).error).to.equal('invalid_grant');
+      expect(await stillSignedIn(agent, client)).to.equal(false);
+      expect(await passwordWorks(client, user.email, user.password)).to.equal(false);
+      expect(await dataApiStatus(key.key)).to.equal(200);
+      expect((await adminJson<Array<{ id: string }>>(['user', 'list'])).map(({ id }) => id)).not.to.include(user.id);
+      expect(await refused(['user', 'delete', '--user', user.id])).to.contain(user.id);
+    });
+
+    it('user delete, member remove and member set-role refuse to take a workspace\'s last admin away, in one line saying what to do', async () => {
+      const lone = await createWorkspace('Lone Ltd');
+      const boss = await person(lone.id, 'admin', 'boss');
+      for (const args of [
+        ['user', 'delete', '--email', boss.email],
+        ['member', 'remove', '--workspace', lone.id, '--email', boss.email],
+        ['member', 'set-role', '--workspace', lone.id, '--email', boss.email, '--role', 'member'],
+      ]) {
+        const line = await refused(args);
+        expect(line, args.join(' ')).to.equal(`error: ${boss.email} is the last admin of workspace ${lone.id} ("Lone Ltd"): make another member an admin first, or delete the workspace`);
+      }
+      const listed = await adminJson<Array<{ id: string; memberships: Array<{ role: string }> }>>(['user', 'list', '--workspace', lone.id]);
+      expect(listed).to.have.length(1);
+      expect(listed[0]!.memberships).to.deep.equal([{ workspace_id: lone.id, workspace_name: 'Lone Ltd', role: 'admin' }]);
+    });
+
+    it('member add (by --email or --user), set-role and remove; remove revokes the grants given for that workspace only', async () => {
+      const second = await createWorkspace('Second Co');
+      await person(second.id, 'admin', 'second-admin');
+      const user = await person(workspace.id, 'member', 'mover');
+
+      expect(await adminJson(['member', 'add', '--workspace', second.id, '--email', user.email, '--role', 'viewer']))
+        .to.deep.equal({ user_id: user.id, workspace_id: second.id, role: 'viewer' });
+      expect(await adminJson(['member', 'set-role', '--workspace', second.id, '--user', user.id, '--role', 'member']))
+        .to.deep.equal({ user_id: user.id, workspace_id: second.id, role: 'member' });
+      // Today's form, by user id, still works (and changes a role too).
+      const legacy = await admin(['member', 'add', '--user', user.id, '--workspace', second.id, '--role', 'member']);
+      expect(legacy.code, legacy.stderr).to.equal(0);
+      const stranger = await person((await createWorkspace('Stranger Inc')).id, 'admin', 'stranger');
+      expect(await refused(['member', 'set-role', '--workspace', second.id, '--email', stranger.email, '--role', 'viewer'])).to.contain('not a member');
+      expect(await refused(['member', 'remove', '--workspace', second.id, '--email', stranger.email])).to.contain('not a member');
+      expect(await refused(['member', 'add', '--workspace', second.id, '--email', user.email, '--role', 'owner'])).to.contain('owner');
+      expect(await refused(['member', 'add', '--workspace', second.id, '--email', uniqueEmail('ghost'), '--role', 'viewer'])).to.contain('no user with email');
+
+      // A token for each workspace, through two applications.
+      const [first, other] = [await codeClient(), await codeClient()];
+      const forFirst = await signIn(new UserAgent(), first, user, workspace.id);
+      const forSecond = await signIn(new UserAgent(), other, user, second.id);
+      expect(decodeJwt(forSecond.access_token).workspace_id).to.equal(second.id);
+      for (const token of [forFirst, forSecond]) expect(await dataApiStatus(token.access_token)).to.equal(200);
+
+      const removed = await adminJson(['member', 'remove', '--workspace', second.id, '--email', user.email]);
+      expect(removed).to.deep.equal({ user_id: user.id, workspace_id: second.id, role: 'member', removed: true, grants_revoked: 1 });
+      await refusedSoon('the removed member\'s token for the workspace is refused', forSecond.access_token);
+      expect((await refresh(other, forSecond.refresh_token)).status).to.equal(400);
+      expect(await dataApiStatus(forFirst.access_token)).to.equal(200);
+      expect((await refresh(first, forFirst.refresh_token)).status).to.equal(200);
+    });
+
+    it('workspace delete deletes its memberships, clients, API keys, initial access tokens, grants and records: their tokens and keys are refused', async () => {
+      const doomed = await createWorkspace('Doomed Corp');
+      const owner = await person(doomed.id, 'admin', 'doomed-admin');
+      await adminJson(['member', 'add', '--workspace', workspace.id, '--email', owner.email, '--role', 'viewer']);
+      const machine = await clientCredentialsToken(server, doomed.id);
+      const key = await createApiKey(server, doomed.id);
+      const userClient = await codeClient();
+      const userTokens = await signIn(new UserAgent(), userClient, owner, doomed.id);
+      const unused = await initialAccessToken(server, doomed.id);
+      const created = await api(server, '/rest/companies', { credential: key.key, json: { name: 'Doomed Record' } });
+      expect(created.status).to.equal(201);
+      for (const credential of [machine.access_token, key.key, userTokens.access_token]) expect(await dataApiStatus(credential)).to.equal(200);
+
+      const deleted = await adminJson<Record<string, unknown>>(['workspace', 'delete', '--workspace', doomed.id]);
+      expect(deleted).to.deep.equal({
+        deleted: doomed.id,
+        name: 'Doomed Corp',
+        memberships_ended: 1,
+        clients_deleted: [machine.client.client_id],
+        api_keys_revoked: [key.id],
+        initial_access_tokens_deleted: 1,
+        grants_revoked: 1,
+        records_deleted: { companies: 1, people: 0 },
+      });
+
+      await refusedSoon('the deleted workspace\'s client_credentials token is refused', machine.access_token);
+      await refusedSoon('the deleted workspace\'s API key is refused', key.key);
+      await refusedSoon('a token a user got for the deleted workspace is refused', userTokens.access_token);
+      const again = await tokenRequest(server.issuer, { grant_type: 'client_credentials', scope: 'api', ...postCredentials(machine.client) });
+      expect(again.status).to.equal(401);
+      expect((await register(server.issuer, {}, unused)).status).to.equal(401);
+      expect((await listClients()).map(({ client_id }) => client_id)).not.to.include(machine.client.client_id);
+      expect((await adminJson<WorkspaceJson[]>(['workspace', 'list'])).map(({ id }) => id)).not.to.include(doomed.id);
+      // Its people keep their accounts and other workspaces.
+      const owned = (await adminJson<Array<{ id: string; memberships: Array<{ workspace_id: string }> }>>(['user', 'list'])).find(({ id }) => id === owner.id);
+      expect(owned?.memberships.map(({ workspace_id }) => workspace_id)).to.deep.equal([workspace.id]);
+      expect(await refused(['workspace', 'delete', '--workspace', doomed.id])).to.equal(`error: no workspace with id ${doomed.id}`);
+    });
+
+    it('an initial access token of a deleted workspace registers nothing, also one the deletion did not find', async () => {
+      const gone = await createWorkspace('Gone GmbH');
+      const token = await initialAccessToken(server, gone.id);
+      // As a token made before tokens were listed by workspace: its record does not name it.
+      const store = openStore(server.store);
+      try {
+        await store.accounts.deleteWorkspace(gone.id);
+      } finally {
+        await store.close();
+      }
+      const response = await register(server.issuer, {}, token);
+      expect(response.status).to.equal(401);
+      expect((await response.json() as { error: string }).error).to.equal('invalid_token');
+    });
+  });
+
+  describe('output', function () {
+    this.timeout(120_000);
+
+    it('the commands no other test runs with --json name their fields in snake_case and give times in ISO 8601 too', async () => {
+      // Every --json output is checked as it is printed (expectJsonManners); these are the ones left.
+      const { id: workspaceId } = await createWorkspace('Json Ltd');
+      const apiKey = await adminJson<{ id: string }>(['api-key', 'create', '--workspace', workspaceId, '--name', 'json']);
+      await adminJson(['api-key', 'list', '--workspace', workspaceId]);
+      await adminJson(['api-key', 'revoke', apiKey.id]);
+      await adminJson(['iat', 'create', '--workspace', workspaceId]);
+      await adminJson(['keys', 'list']);
+      await adminJson(['resource-server', 'create', '--name', 'Json API']);
+      await adminJson(['resource-server', 'list']);
+      await adminJson(['client', 'list']);
+      const doomed = await registerClient(server.issuer, { client_name: 'Json Doomed' });
+      await adminJson(['client', 'delete', doomed.client_id]);
     });
   });
 

@@ -11,7 +11,7 @@ import { RateLimiterRes } from 'rate-limiter-flexible';
 
 import { openStore, type OpenStoreOptions } from '../../adapters/index.ts';
 import { RedisKeys } from '../../adapters/redis/keys.ts';
-import { BackendUnavailableError, DuplicateError, type ApiKeyRecord, type Store } from '../../adapters/store.ts';
+import { BackendUnavailableError, DuplicateError, LastAdminError, type ApiKeyRecord, type Store } from '../../adapters/store.ts';
 import { keysUnder, rawRedis, startCluster, startRedis, startSentinel, type RedisDeployment } from '../support/redis.ts';
 import { sleep } from '../support/wait.ts';
 
@@ -230,6 +230,16 @@ for (const backend of BACKENDS) {
         await store.model('RefreshToken').upsert('r1', { accountId: 'usr_1', grantId: 'g1' }, 60);
         const ids = async (model: string, value: string) => (await store.model(model).listBy(value)).map(({ id }) => id).sort();
 
+        await store.model('Session').upsert('s1', { accountId: 'usr_1', uid: 'u1' }, 60);
+        await store.model('Session').upsert('s2', { uid: 'u2' }, 60);
+        await store.model('GrantWorkspace').upsert('g1', { grantId: 'g1', workspaceId: 'ws_1' }, 60);
+        await store.model('InitialAccessToken').upsert('iat1', { workspaceId: 'ws_1', maxUses: 1 }, 60);
+        expect(await ids('Session', 'usr_1')).to.deep.equal(['s1']);
+        expect(await ids('GrantWorkspace', 'ws_1')).to.deep.equal(['g1']);
+        expect(await ids('InitialAccessToken', 'ws_1')).to.deep.equal(['iat1']);
+        await store.model('Session').destroy('s1');
+        expect(await ids('Session', 'usr_1')).to.deep.equal([]);
+
         expect(await ids('Grant', 'usr_1')).to.deep.equal(['g1', 'g2']);
         expect((await grants.listBy('usr_2'))).to.deep.equal([{ id: 'g3', payload: { accountId: 'usr_2', clientId: 'c1' } }]);
         expect(await ids('Client', 'ws_1')).to.deep.equal(['c1']);
@@ -291,6 +301,151 @@ for (const backend of BACKENDS) {
         }
         expect(error).to.be.instanceOf(DuplicateError);
         expect(await store.accounts.countUsers()).to.equal(1);
+      });
+
+      /** Workspace ws_1 with users usr_1 (created first) to usr_<count>, each with the role given, in order. */
+      async function seedMembers(roles: Array<'admin' | 'member' | 'viewer'>): Promise<void> {
+        await store.accounts.createWorkspace({ id: 'ws_1', name: 'Acme', createdAt: 1 });
+        for (const [i, role] of roles.entries()) {
+          await store.accounts.createUser({ id: `usr_${i + 1}`, email: `user${i + 1}@example.com`, name: `User ${i + 1}`, passwordHash: 'h', createdAt: 10 - i });
+          await store.accounts.putMembership({ userId: `usr_${i + 1}`, workspaceId: 'ws_1', role });
+        }
+      }
+
+      async function refusal(change: Promise<unknown>): Promise<unknown> {
+        try {
+          await change;
+        } catch (error) {
+          return error;
+        }
+        return undefined;
+      }
+
+      const members = async (workspaceId = 'ws_1') => (await store.accounts.listMembers(workspaceId))
+        .map(({ userId, role }) => `${userId}:${role}`).sort();
+
+      it('lists users oldest first, a workspace\'s members, and replaces a password hash', async () => {
+        await seedMembers(['admin', 'viewer']);
+        await store.accounts.createUser({ id: 'usr_0', email: 'zed@example.com', name: 'Zed', passwordHash: 'h', createdAt: 9 });
+        expect((await store.accounts.listUsers()).map(({ id }) => id)).to.deep.equal(['usr_0', 'usr_2', 'usr_1']);
+        expect(await members()).to.deep.equal(['usr_1:admin', 'usr_2:viewer']);
+        expect(await store.accounts.listMembers('ws_2')).to.deep.equal([]);
+
+        expect(await store.accounts.setPasswordHash('usr_2', 'new-hash')).to.equal(true);
+        expect(await store.accounts.getUser('usr_2')).to.deep.equal({ id: 'usr_2', email: 'user2@example.com', name: 'User 2', passwordHash: 'new-hash', createdAt: 9 });
+        expect(await store.accounts.setPasswordHash('usr_9', 'new-hash')).to.equal(false);
+      });
+
+      it('removes and changes memberships, but never demotes or removes the last admin of a workspace', async () => {
+        await seedMembers(['admin', 'member', 'viewer']);
+        for (const change of [
+          store.accounts.putMembership({ userId: 'usr_1', workspaceId: 'ws_1', role: 'member' }),
+          store.accounts.removeMembership('usr_1', 'ws_1'),
+          store.accounts.deleteUser('usr_1'),
+        ]) {
+          const error = await refusal(change);
+          expect(error).to.be.instanceOf(LastAdminError);
+          expect((error as LastAdminError).workspaceId).to.equal('ws_1');
+        }
+        expect(await members()).to.deep.equal(['usr_1:admin', 'usr_2:member', 'usr_3:viewer']);
+        expect(await store.accounts.getUser('usr_1')).to.not.equal(undefined);
+
+        expect(await store.accounts.removeMembership('usr_3', 'ws_1')).to.equal(true);
+        expect(await store.accounts.removeMembership('usr_3', 'ws_1')).to.equal(false);
+        expect(await store.accounts.getMembership('usr_3', 'ws_1')).to.equal(undefined);
+        await store.accounts.putMembership({ userId: 'usr_2', workspaceId: 'ws_1', role: 'admin' });
+        // With another admin, the first may go.
+        await store.accounts.putMembership({ userId: 'usr_1', workspaceId: 'ws_1', role: 'viewer' });
+        expect(await members()).to.deep.equal(['usr_1:viewer', 'usr_2:admin']);
+        expect(await store.accounts.listMemberships('usr_1')).to.deep.equal([{ userId: 'usr_1', workspaceId: 'ws_1', role: 'viewer' }]);
+        expect(await refusal(store.accounts.removeMembership('usr_2', 'ws_1'))).to.be.instanceOf(LastAdminError);
+      });
+
+      it('lets a workspace that has no admin lose its members', async () => {
+        await seedMembers(['member', 'viewer']);
+        expect(await store.accounts.removeMembership('usr_1', 'ws_1')).to.equal(true);
+        expect(await store.accounts.deleteUser('usr_2')).to.equal(true);
+        expect(await members()).to.deep.equal([]);
+      });
+
+      /** Workspace ws_<round> with admins a<round> and b<round>. */
+      async function twoAdmins(round: number): Promise<void> {
+        await store.accounts.createWorkspace({ id: `ws_${round}`, name: 'Race', createdAt: 1 });
+        for (const user of [`a${round}`, `b${round}`]) {
+          await store.accounts.createUser({ id: user, email: `${user}@example.com`, name: user, passwordHash: 'h', createdAt: 1 });
+          await store.accounts.putMembership({ userId: user, workspaceId: `ws_${round}`, role: 'admin' });
+        }
+      }
+
+      const admins = async (workspaceId: string) => (await members(workspaceId)).filter((member) => member.endsWith(':admin'));
+
+      it('of two admins demoting, removing or deleting each other at once, lets exactly one win', async () => {
+        for (const [round, other] of ['demote', 'remove', 'delete'].entries()) {
+          await twoAdmins(round);
+          const outcomes = await Promise.allSettled([
+            store.accounts.putMembership({ userId: `a${round}`, workspaceId: `ws_${round}`, role: 'member' }),
+            other === 'demote' ? store.accounts.putMembership({ userId: `b${round}`, workspaceId: `ws_${round}`, role: 'viewer' })
+              : other === 'remove' ? store.accounts.removeMembership(`b${round}`, `ws_${round}`) : store.accounts.deleteUser(`b${round}`),
+          ]);
+          expect(outcomes.filter(({ status }) => status === 'fulfilled'), other).to.have.length(1);
+          const refused = outcomes.find((outcome): outcome is PromiseRejectedResult => outcome.status === 'rejected');
+          expect(refused?.reason, other).to.be.instanceOf(LastAdminError);
+          expect(await admins(`ws_${round}`), other).to.have.length(1);
+        }
+      });
+
+      // A memory store is private to its process: there is no second store to race.
+      if (backend.shared) it('of two admins demoting, removing or deleting each other from separate processes, lets exactly one win', async function () {
+        this.timeout(60_000);
+        const { url, options } = backend.target(dir);
+        for (const [round, other] of ['demote', 'remove', 'delete'].entries()) {
+          await twoAdmins(round);
+          await store.committed();
+          const results = await inProcesses('account_change_child.ts', [
+            [url, options?.keyPrefix ?? '', 'demote', `a${round}`, `ws_${round}`],
+            [url, options?.keyPrefix ?? '', other, `b${round}`, `ws_${round}`],
+          ]);
+          expect(results.slice().sort(), other).to.deep.equal(['LastAdminError', 'done']);
+          expect(await admins(`ws_${round}`), other).to.have.length(1);
+        }
+      });
+
+      it('deletes a user with their memberships, and frees their email', async () => {
+        await seedMembers(['admin', 'member']);
+        await store.accounts.createWorkspace({ id: 'ws_2', name: 'Beta', createdAt: 2 });
+        await store.accounts.putMembership({ userId: 'usr_2', workspaceId: 'ws_2', role: 'admin' });
+        await store.accounts.putMembership({ userId: 'usr_1', workspaceId: 'ws_2', role: 'admin' });
+
+        expect(await store.accounts.deleteUser('usr_2')).to.equal(true);
+        expect(await store.accounts.deleteUser('usr_2')).to.equal(false);
+        expect(await store.accounts.getUser('usr_2')).to.equal(undefined);
+        expect(await store.accounts.findUserByEmail('USER2@example.com')).to.equal(undefined);
+        expect(await store.accounts.getMembership('usr_2', 'ws_1')).to.equal(undefined);
+        expect(await store.accounts.listMemberships('usr_2')).to.deep.equal([]);
+        expect(await members('ws_1')).to.deep.equal(['usr_1:admin']);
+        expect(await members('ws_2')).to.deep.equal(['usr_1:admin']);
+        expect(await store.accounts.countUsers()).to.equal(1);
+        expect((await store.accounts.listUsers()).map(({ id }) => id)).to.deep.equal(['usr_1']);
+        await store.accounts.createUser({ id: 'usr_3', email: 'user2@example.com', name: 'Again', passwordHash: 'h', createdAt: 3 });
+        expect((await store.accounts.findUserByEmail('user2@example.com'))?.id).to.equal('usr_3');
+      });
+
+      it('deletes a workspace with its memberships, and its people keep their other workspaces', async () => {
+        await seedMembers(['admin', 'member']);
+        await store.accounts.createWorkspace({ id: 'ws_2', name: 'Beta', createdAt: 2 });
+        await store.accounts.putMembership({ userId: 'usr_2', workspaceId: 'ws_2', role: 'admin' });
+
+        expect(await store.accounts.deleteWorkspace('ws_1')).to.equal(true);
+        expect(await store.accounts.deleteWorkspace('ws_1')).to.equal(false);
+        expect(await store.accounts.getWorkspace('ws_1')).to.equal(undefined);
+        expect((await store.accounts.listWorkspaces()).map(({ id }) => id)).to.deep.equal(['ws_2']);
+        expect(await store.accounts.listMembers('ws_1')).to.deep.equal([]);
+        expect(await store.accounts.getMembership('usr_1', 'ws_1')).to.equal(undefined);
+        expect(await store.accounts.listMemberships('usr_1')).to.deep.equal([]);
+        expect(await store.accounts.listMemberships('usr_2')).to.deep.equal([{ userId: 'usr_2', workspaceId: 'ws_2', role: 'admin' }]);
+        // Nobody joins a workspace that is gone; its former last admin may now be deleted.
+        expect(await refusal(store.accounts.putMembership({ userId: 'usr_1', workspaceId: 'ws_1', role: 'admin' }))).to.be.instanceOf(Error);
+        expect(await store.accounts.deleteUser('usr_1')).to.equal(true);
       });
     });
 
@@ -413,6 +568,20 @@ for (const backend of BACKENDS) {
         expect(last.records.map((r) => r.id)).to.deep.equal(['c5']);
         expect(last.hasMore).to.equal(false);
         expect((await store.records.list('ws_1', 'people', 0, 2))).to.deep.equal({ records: [], total: 0, hasMore: false });
+      });
+
+      it('deletes every record of an object in a workspace, and nothing of another workspace or object', async () => {
+        const at = new Date().toISOString();
+        for (let i = 0; i < 230; i += 1) await store.records.create('ws_1', 'companies', { id: `c${i}`, createdAt: at, updatedAt: at, values: { name: `C${i}` } });
+        await store.records.create('ws_1', 'people', { id: 'p1', createdAt: at, updatedAt: at, values: { firstName: 'Ann' } });
+        await store.records.create('ws_2', 'companies', { id: 'c1', createdAt: at, updatedAt: at, values: { name: 'Other' } });
+
+        expect(await store.records.deleteAll('ws_1', 'companies')).to.equal(230);
+        expect(await store.records.deleteAll('ws_1', 'companies')).to.equal(0);
+        expect(await store.records.list('ws_1', 'companies', 0, 10)).to.deep.equal({ records: [], total: 0, hasMore: false });
+        expect(await store.records.get('ws_1', 'companies', 'c1')).to.equal(undefined);
+        expect((await store.records.list('ws_1', 'people', 0, 10)).total).to.equal(1);
+        expect((await store.records.list('ws_2', 'companies', 0, 10)).total).to.equal(1);
       });
 
       it('never gives a position twice, also once every record of the object was deleted', async () => {
@@ -643,6 +812,55 @@ for (const backend of BACKENDS) {
         expect([...(await keys()).keys()]).to.deep.equal([]);
       });
 
+      it('finds the memberships stored before they were kept by workspace, and keeps the last admin of their workspaces', async () => {
+        await store.accounts.createWorkspace({ id: 'ws_1', name: 'Acme', createdAt: 1 });
+        for (const id of ['usr_1', 'usr_2']) {
+          await store.accounts.createUser({ id, email: `${id}@example.com`, name: id, passwordHash: 'h', createdAt: 1 });
+          await store.accounts.putMembership({ userId: id, workspaceId: 'ws_1', role: id === 'usr_1' ? 'admin' : 'member' });
+        }
+        const { url, options } = backend.target(dir);
+        const keys = new RedisKeys(options!.keyPrefix!);
+        const client = await rawRedis(url);
+        try {
+          // As an earlier version left them: memberships by user only.
+          await client.del(keys.members('ws_1'), keys.membersIndexed());
+        } finally {
+          client.disconnect();
+        }
+        const reopened = open(backend, dir);
+        try {
+          expect((await reopened.accounts.listMembers('ws_1')).map(({ userId, role }) => `${userId}:${role}`).sort()).to.deep.equal(['usr_1:admin', 'usr_2:member']);
+          let error: unknown;
+          try {
+            await reopened.accounts.removeMembership('usr_1', 'ws_1');
+          } catch (caught) {
+            error = caught;
+          }
+          expect(error).to.be.instanceOf(LastAdminError);
+        } finally {
+          await reopened.close();
+        }
+      });
+
+      it('leaves no account key behind once every user and workspace is deleted', async () => {
+        await store.accounts.createWorkspace({ id: 'ws_1', name: 'Acme', createdAt: 1 });
+        await store.accounts.createWorkspace({ id: 'ws_2', name: 'Beta', createdAt: 1 });
+        for (const id of ['usr_1', 'usr_2']) {
+          await store.accounts.createUser({ id, email: `${id}@example.com`, name: id, passwordHash: 'h', createdAt: 1 });
+          await store.accounts.putMembership({ userId: id, workspaceId: 'ws_1', role: 'admin' });
+          await store.accounts.putMembership({ userId: id, workspaceId: 'ws_2', role: 'member' });
+        }
+        await store.accounts.setPasswordHash('usr_1', 'h2');
+        await store.accounts.removeMembership('usr_2', 'ws_2');
+        expect(await store.accounts.deleteUser('usr_2')).to.equal(true);
+        expect(await store.accounts.deleteWorkspace('ws_1')).to.equal(true);
+        expect(await store.accounts.deleteUser('usr_1')).to.equal(true);
+        expect(await store.accounts.deleteWorkspace('ws_2')).to.equal(true);
+        const { options } = backend.target(dir);
+        // Only the mark that memberships are kept by workspace, set once.
+        expect([...(await keys()).keys()]).to.deep.equal([`${options!.keyPrefix!}{accounts}:members-indexed`]);
+      });
+
       it('leaves no key behind once a grant is revoked and its other records destroyed', async () => {
         for (const name of ['AccessToken', 'RefreshToken', 'AuthorizationCode']) {
           await store.model(name).upsert('one', { grantId: 'g1' }, 60);
@@ -752,7 +970,33 @@ describe('sqlite store file', () => {
       try {
         expect(await store.model('Grant').listBy('usr_1')).to.deep.equal([{ id: 'g1', payload: { accountId: 'usr_1' } }]);
         expect((await store.model('Client').listBy('ws_1')).map(({ id }) => id)).to.deep.equal(['c1']);
-        expect(await store.model('Session').listBy('usr_1')).to.deep.equal([]);
+        expect((await store.model('Session').listBy('usr_1')).map(({ id }) => id)).to.deep.equal(['s1']);
+        expect(await store.model('AccessToken').listBy('usr_1')).to.deep.equal([]);
+      } finally {
+        await store.close();
+      }
+    } finally {
+      await rm(dir, { recursive: true, force: true });
+    }
+  });
+
+  it('opens a database made before sessions, grant workspaces and initial access tokens were listed, and lists those it held', async () => {
+    const dir = await mkdtemp(join(tmpdir(), 'store-'));
+    try {
+      const path = join(dir, 'old.sqlite');
+      // As the version that listed grants and clients only left it: the column there, sessions not in it.
+      const first = openStore(`sqlite:${path}`);
+      await first.close();
+      const old = new DatabaseSync(path);
+      old.exec('PRAGMA user_version = 0');
+      const insert = old.prepare('INSERT INTO oidc_models (model, id, payload, expires_at) VALUES (?, ?, ?, ?)');
+      insert.run('Session', 's1', '{"accountId":"usr_1"}', Math.floor(Date.now() / 1000) + 60);
+      insert.run('GrantWorkspace', 'g1', '{"grantId":"g1","workspaceId":"ws_1"}', Math.floor(Date.now() / 1000) + 60);
+      old.close();
+      const store = openStore(`sqlite:${path}`);
+      try {
+        expect((await store.model('Session').listBy('usr_1')).map(({ id }) => id)).to.deep.equal(['s1']);
+        expect((await store.model('GrantWorkspace').listBy('ws_1')).map(({ id }) => id)).to.deep.equal(['g1']);
       } finally {
         await store.close();
       }
@@ -786,11 +1030,19 @@ describe('sqlite store file', () => {
  * Runs `count` processes that each open the store and consume every id at the same moment (or,
  * given `useLimit`, count a use of each); their results, per process.
  */
-async function consumeInProcesses(count: number, url: string, keyPrefix: string, model: string, ids: string[], useLimit?: number): Promise<Array<Array<boolean | number>>> {
-  const script = fileURLToPath(new URL('./consume_child.ts', import.meta.url));
-  const consumers = Array.from({ length: count }, (_, i) => {
-    const args = [script, url, keyPrefix, model, ids.join(','), ...(useLimit === undefined ? [] : [String(useLimit)])];
-    const child = spawn(process.execPath, args, { stdio: ['pipe', 'pipe', 'inherit'] });
+function consumeInProcesses(count: number, url: string, keyPrefix: string, model: string, ids: string[], useLimit?: number): Promise<Array<Array<boolean | number>>> {
+  const args = [url, keyPrefix, model, ids.join(','), ...(useLimit === undefined ? [] : [String(useLimit)])];
+  return inProcesses('consume_child.ts', Array.from({ length: count }, () => args));
+}
+
+/**
+ * Runs a child script of this folder once per argument list, all started together once each has
+ * said it is ready; what each printed as its result (JSON), in the same order.
+ */
+async function inProcesses<T>(name: string, argLists: string[][]): Promise<T[]> {
+  const script = fileURLToPath(new URL(`./${name}`, import.meta.url));
+  const children = argLists.map((args, i) => {
+    const child = spawn(process.execPath, [script, ...args], { stdio: ['pipe', 'pipe', 'inherit'] });
     let output = '';
     const closed = once(child, 'close');
     const ready = new Promise<void>((resolve, reject) => {
@@ -798,16 +1050,16 @@ async function consumeInProcesses(count: number, url: string, keyPrefix: string,
         output += chunk.toString();
         if (output.startsWith('ready\n')) resolve();
       });
-      closed.then(() => reject(new Error(`consumer ${i} exited before it was ready: ${output}`)), reject);
+      closed.then(() => reject(new Error(`${name} ${i} exited before it was ready: ${output}`)), reject);
     });
     return { child, ready, closed, output: () => output };
   });
   try {
-    await Promise.all(consumers.map(({ ready }) => ready));
-    for (const { child } of consumers) child.stdin.end('go\n');
-    await Promise.all(consumers.map(({ closed }) => closed));
-    return consumers.map(({ output }) => JSON.parse(output().split('\n')[1]!) as Array<boolean | number>);
+    await Promise.all(children.map(({ ready }) => ready));
+    for (const { child } of children) child.stdin.end('go\n');
+    await Promise.all(children.map(({ closed }) => closed));
+    return children.map(({ output }) => JSON.parse(output().split('\n')[1]!) as T);
   } finally {
-    for (const { child } of consumers) if (child.exitCode === null) child.kill();
+    for (const { child } of children) if (child.exitCode === null) child.kill();
   }
 }

@@ -1,6 +1,7 @@
 import type { Middleware } from 'koa';
 import type { Provider } from 'oidc-provider';
 
+import type { Accounts } from '../../accounts/accounts.ts';
 import { findInitialAccessToken } from '../../clients/initial_access_tokens.ts';
 import { REDIRECT_URIS_ADDED_METADATA, UNUSED_UNTIL_METADATA } from '../../clients/registration.ts';
 import { REGISTRATION_BODY_MAX } from '../../clients/registration_hygiene.ts';
@@ -10,6 +11,7 @@ import { HttpError } from '../../shared/http_error.ts';
 
 export interface RegistrationEndpointDependencies {
   provider: Provider;
+  accounts: Accounts;
   rateLimits: RateLimiting;
 }
 
@@ -21,14 +23,14 @@ export interface RegistrationEndpointDependencies {
  * 1. CORS: browser-based clients (MCP hosts running in a page) register from another origin;
  * 2. a body over REGISTRATION_BODY_MAX is refused before anything reads it;
  * 3. the rate limit: registrations per client address (src/rate_limits/);
- * 4. an initial access token, when one is presented, must be live: its workspace binds the
- *    client, and the registration uses it up once the client is stored.
+ * 4. an initial access token, when one is presented, must be live and its workspace still exist:
+ *    the workspace binds the client, and the registration uses the token up once the client is stored.
  * After the engine:
  * 5. the response shows the client's metadata, not what the server keeps about it.
  */
-export function registrationEndpoint({ provider, rateLimits }: RegistrationEndpointDependencies): { preflight: Middleware; post: Middleware[] } {
+export function registrationEndpoint({ provider, accounts, rateLimits }: RegistrationEndpointDependencies): { preflight: Middleware; post: Middleware[] } {
   const cors = bearerCors('POST');
-  return { preflight: cors, post: [cors, registrationBodyLimit, rateLimits.registration, hideServerKeptMetadata, registrationWorkspace(provider)] };
+  return { preflight: cors, post: [cors, registrationBodyLimit, rateLimits.registration, hideServerKeptMetadata, registrationWorkspace(provider, accounts)] };
 }
 
 /**
@@ -57,14 +59,15 @@ export const hideServerKeptMetadata: Middleware = async (ctx, next) => {
  * before the engine handles the request, and marks the registration as one that uses the token
  * (counted when the client is stored: src/clients/initial_access_tokens.ts). With open
  * registration the token is optional but, when present, must be valid: a bad, expired or used-up
- * one is refused rather than silently ignored.
+ * one is refused rather than silently ignored. So is one whose workspace was deleted (`workspace
+ * delete` deletes the workspace's tokens; one made before they were listed by workspace is not).
  */
-function registrationWorkspace(provider: Provider): Middleware {
+function registrationWorkspace(provider: Provider, accounts: Accounts): Middleware {
   return async (ctx, next) => {
     const token = /^Bearer\s+(\S+)$/i.exec(ctx.get('authorization'))?.[1];
     if (token) {
       const iat = await findInitialAccessToken(provider, token);
-      if (!iat) {
+      if (!iat || (iat.workspace !== undefined && !await accounts.getWorkspace(iat.workspace))) {
         const description = 'initial access token is invalid, expired or used up';
         throw new HttpError(401, 'invalid_token', description, { 'WWW-Authenticate': `Bearer error="invalid_token", error_description="${description}"` });
       }

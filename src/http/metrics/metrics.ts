@@ -15,7 +15,7 @@ const METHODS = new Set(['GET', 'HEAD', 'POST', 'PUT', 'PATCH', 'DELETE', 'OPTIO
 const CODE = /^[a-z_]{1,40}$/;
 /** Grant types are URIs too (`urn:ietf:params:oauth:grant-type:device_code`). */
 const GRANT_TYPE = /^[a-z_]{1,40}$|^urn:[a-z0-9:._-]{1,80}$/;
-const STORE_ERRORS = new Set(['BackendUnavailableError', 'DuplicateError']);
+const STORE_ERRORS = new Set(['BackendUnavailableError', 'DuplicateError', 'LastAdminError']);
 
 /** One store operation's timer and error count, made once when the store is wrapped (store.ts). */
 export interface StoreOperationMetrics {

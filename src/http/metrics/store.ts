@@ -11,12 +11,13 @@ const MODEL_METHODS: EveryMethod<ModelStore> = {
   destroy: true, revokeByGrantId: true, list: true, listBy: true,
 };
 const ACCOUNT_METHODS: EveryMethod<AccountStore> = {
-  createWorkspace: true, getWorkspace: true, listWorkspaces: true, createUser: true, getUser: true, findUserByEmail: true,
-  countUsers: true, putMembership: true, listMemberships: true, getMembership: true,
+  createWorkspace: true, getWorkspace: true, listWorkspaces: true, deleteWorkspace: true, createUser: true, getUser: true, findUserByEmail: true,
+  countUsers: true, listUsers: true, setPasswordHash: true, deleteUser: true, putMembership: true, removeMembership: true,
+  listMemberships: true, listMembers: true, getMembership: true,
 };
 const SETTING_METHODS: EveryMethod<SettingStore> = { get: true, setIfAbsent: true, put: true, compareAndSet: true };
 const REVOCATION_METHODS: EveryMethod<RevocationStore> = { add: true, changesSince: true };
-const RECORD_METHODS: EveryMethod<RecordStore> = { create: true, get: true, existing: true, list: true, update: true, delete: true };
+const RECORD_METHODS: EveryMethod<RecordStore> = { create: true, get: true, existing: true, list: true, update: true, delete: true, deleteAll: true };
 const API_KEY_METHODS: EveryMethod<ApiKeyStore> = { create: true, findByDigest: true, get: true, list: true, delete: true, touch: true };
 
 type AsyncMethod = (...args: unknown[]) => Promise<unknown>;

@@ -1,0 +1,58 @@
+import type { Store } from '../../adapters/store.ts';
+import { AccountError } from '../accounts/accounts.ts';
+import { WORKSPACE_METADATA } from '../clients/registration.ts';
+import { INTROSPECTION_AUDIENCE } from '../clients/resource_servers.ts';
+import { nowSeconds } from '../shared/clock.ts';
+import { revocationEntries } from '../tokens/revocation_list.ts';
+import { UsageError, waitForPropagation, type Command } from './command.ts';
+
+/** The admin CLI's `client` commands: the registered clients, and deleting one with its tokens. */
+
+const list: Command = {
+  name: 'client list',
+  synopsis: '',
+  description: 'Every registered client (resource servers too), oldest first: never a secret.',
+  options: [],
+  async run({ store }) {
+    const clients = (await store.model('Client').list()).map(({ payload }) => ({
+      client_id: payload.client_id,
+      client_name: payload.client_name,
+      grant_types: payload.grant_types,
+      redirect_uris: payload.redirect_uris,
+      token_endpoint_auth_method: payload.token_endpoint_auth_method,
+      [WORKSPACE_METADATA]: payload[WORKSPACE_METADATA],
+      [INTROSPECTION_AUDIENCE]: payload[INTROSPECTION_AUDIENCE],
+    }));
+    const lines = clients.map((c) => `${String(c.client_id)}\t${String(c.client_name ?? '')}\t${(c.grant_types as string[] | undefined)?.join(',') ?? ''}`);
+    return { text: lines.join('\n') || '(no clients)', json: clients };
+  },
+};
+
+const remove: Command = {
+  name: 'client delete',
+  synopsis: 'CLIENT_ID',
+  description: 'Deletes the client; its access tokens are refused on every instance by the time the command returns.\n'
+    + 'An id beginning with "-" goes after --: client delete -- -id.',
+  options: [],
+  arguments: 1,
+  async run({ store, args: [clientId] }) {
+    if (!clientId) throw new UsageError('name the client: client delete CLIENT_ID');
+    if (!await deleteClient(store, clientId)) throw new AccountError(`no client with id ${clientId}`);
+    await waitForPropagation();
+    return { text: `deleted client ${clientId}`, json: { deleted: clientId } };
+  },
+};
+
+export const CLIENT_COMMANDS: readonly Command[] = [list, remove];
+
+/**
+ * Deletes a client and refuses its access tokens, which are never stored, through the revocation
+ * list on every instance (within PROPAGATION_BOUND_MS). False when there is no such client.
+ */
+export async function deleteClient(store: Store, clientId: string): Promise<boolean> {
+  const clients = store.model('Client');
+  if (!await clients.find(clientId)) return false;
+  await clients.destroy(clientId);
+  await store.revocations.add(revocationEntries.deletedClient(clientId, nowSeconds()));
+  return true;
+}

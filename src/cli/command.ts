@@ -1,0 +1,129 @@
+import { text } from 'node:stream/consumers';
+import { setTimeout as sleep } from 'node:timers/promises';
+import type { parseArgs } from 'node:util';
+
+import type { Store, User } from '../../adapters/store.ts';
+import { AccountError, type Accounts } from '../accounts/accounts.ts';
+import type { OAuthServer } from '../engine/provider.ts';
+import { isoTime } from '../shared/clock.ts';
+import { PROPAGATION_BOUND_MS } from '../shared/propagation.ts';
+
+/**
+ * What every admin CLI command is made of: its name, usage and options, declared beside it in its
+ * group's file (workspace_commands.ts, user_commands.ts...), and run by admin.ts.
+ */
+
+/** What an admin CLI command returns: the text it prints, or the JSON with --json (snake_case names, ISO 8601 times). */
+export interface Output {
+  text: string;
+  json: unknown;
+}
+
+/** A mistake in how the command was called: exit code 2, with a pointer to the command's --help. */
+export class UsageError extends Error {
+  override name = 'UsageError';
+}
+
+/** Every option any command takes; each command names those it accepts (Command.options). */
+export const OPTIONS = {
+  name: { type: 'string' },
+  email: { type: 'string' },
+  workspace: { type: 'string' },
+  user: { type: 'string' },
+  role: { type: 'string' },
+  'given-name': { type: 'string' },
+  'family-name': { type: 'string' },
+  'password-stdin': { type: 'boolean' },
+  'expires-in': { type: 'string' },
+  uses: { type: 'string' },
+  'auth-method': { type: 'string' },
+  resource: { type: 'string' },
+  scope: { type: 'string', multiple: true },
+  now: { type: 'boolean' },
+  'workspace-name': { type: 'string' },
+  'base-url': { type: 'string' },
+  force: { type: 'boolean' },
+  json: { type: 'boolean' },
+  help: { type: 'boolean', short: 'h' },
+} as const;
+
+export type OptionName = keyof typeof OPTIONS;
+export type Options = ReturnType<typeof parseArgs<{ options: typeof OPTIONS; allowPositionals: true }>>['values'];
+
+export interface CommandContext {
+  store: Store;
+  accounts: Accounts;
+  options: Options;
+  /** The positional arguments after the command's name. */
+  args: string[];
+  /** The engine, configured as the service configures it, for the records only it can write. */
+  engine: () => Promise<OAuthServer>;
+}
+
+export interface Command {
+  /** How it is called: `user delete`, or one word (`quickstart`). */
+  name: string;
+  /** What follows the name in its usage line: its arguments and options (`--json` and `--help` go without saying). */
+  synopsis: string;
+  /** What it does, for its --help: a few lines. */
+  description: string;
+  /** The options it takes besides --json and --help. */
+  options: readonly OptionName[];
+  /** How many positional arguments it takes (none unless said). */
+  arguments?: number;
+  run(ctx: CommandContext): Promise<Output>;
+}
+
+/** The value of a string option the command cannot do without. */
+export function required(options: Options, name: 'name' | 'email' | 'workspace' | 'user' | 'role'): string {
+  const value = options[name];
+  if (typeof value !== 'string' || value === '') throw new UsageError(`--${name} is required`);
+  return value;
+}
+
+/** The password given on standard input (--password-stdin), without its final line break; never taken as an argument. */
+export async function passwordFromStdin(options: Options): Promise<string> {
+  if (!options['password-stdin']) throw new UsageError('give the password on standard input with --password-stdin (never as an argument)');
+  return (await text(process.stdin)).replace(/\r?\n$/, '');
+}
+
+/** The id given with --workspace, once it is known to name a workspace. */
+export async function existingWorkspace(accounts: Accounts, options: Options): Promise<string> {
+  const workspaceId = required(options, 'workspace');
+  if (!await accounts.getWorkspace(workspaceId)) throw new AccountError(`no workspace with id ${workspaceId}`);
+  return workspaceId;
+}
+
+/** The user named by --email or by --user (their id): one of the two. */
+export async function namedUser(accounts: Accounts, options: Options): Promise<User> {
+  if (options.email !== undefined && options.user !== undefined) throw new UsageError('name the user with --email or --user, not both');
+  if (options.user !== undefined) {
+    const user = await accounts.getUser(required(options, 'user'));
+    if (!user) throw new AccountError(`no user with id ${options.user}`);
+    return user;
+  }
+  if (options.email === undefined) throw new UsageError('--email is required (or --user with the user\'s id)');
+  const user = await accounts.findUserByEmail(required(options, 'email'));
+  if (!user) throw new AccountError(`no user with email ${options.email}`);
+  return user;
+}
+
+/** A user as the CLI shows one: never the password hash. */
+export function shownUser(user: User) {
+  return {
+    id: user.id,
+    email: user.email,
+    name: user.name,
+    given_name: user.givenName ?? null,
+    family_name: user.familyName ?? null,
+    created_at: isoTime(user.createdAt),
+  };
+}
+
+/**
+ * Waits until every running instance has seen a revocation or deletion: "deleted" means refused
+ * everywhere by the time the command returns (a little over the bound: timers may fire early).
+ */
+export function waitForPropagation(): Promise<void> {
+  return sleep(PROPAGATION_BOUND_MS + 50);
+}

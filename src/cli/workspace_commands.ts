@@ -1,0 +1,115 @@
+import type { Store, Workspace } from '../../adapters/store.ts';
+import { ApiKeys } from '../api_keys/api_keys.ts';
+import { UserAccess } from '../engine/user_access.ts';
+import { OBJECTS } from '../resource/objects.ts';
+import { isoTime } from '../shared/clock.ts';
+import { deleteClient } from './client_commands.ts';
+import { existingWorkspace, required, waitForPropagation, type Command } from './command.ts';
+
+/** The admin CLI's `workspace` commands. */
+
+const create: Command = {
+  name: 'workspace create',
+  synopsis: '--name NAME',
+  description: 'A new workspace; add its first admin with "user create" or "member add".',
+  options: ['name'],
+  async run({ accounts, options }) {
+    const workspace = await accounts.createWorkspace(required(options, 'name'));
+    return { text: `created workspace ${workspace.id} (${workspace.name})`, json: shownWorkspace(workspace) };
+  },
+};
+
+const list: Command = {
+  name: 'workspace list',
+  synopsis: '',
+  description: 'Every workspace, oldest first.',
+  options: [],
+  async run({ accounts }) {
+    const workspaces = await accounts.listWorkspaces();
+    return { text: workspaces.map((w) => `${w.id}\t${w.name}`).join('\n') || '(no workspaces)', json: workspaces.map(shownWorkspace) };
+  },
+};
+
+const remove: Command = {
+  name: 'workspace delete',
+  synopsis: '--workspace WORKSPACE_ID',
+  description: [
+    'Deletes the workspace and everything bound to it: its memberships (its people keep their accounts and',
+    'other workspaces), its clients, API keys and initial access tokens, the grants given for it, and its',
+    'data records. Every token and key of it is refused on every instance by the time the command returns.',
+  ].join('\n'),
+  options: ['workspace'],
+  async run({ store, accounts, options, engine }) {
+    const workspaceId = await existingWorkspace(accounts, options);
+    const workspace = (await accounts.getWorkspace(workspaceId))!;
+    const members = (await accounts.listMembers(workspaceId)).length;
+    const access = new UserAccess({ store, ...await engine() });
+    // What is bound to it goes first, so a failure leaves a workspace to delete again; and once
+    // more after it, for what an admin made meanwhile.
+    const before = await deleteBoundTo(store, access, workspaceId);
+    await accounts.deleteWorkspace(workspaceId);
+    const deleted = merge(before, await deleteBoundTo(store, access, workspaceId));
+    await waitForPropagation();
+    const records = Object.values(deleted.records).reduce((sum, count) => sum + count, 0);
+    return {
+      text: `deleted workspace ${workspaceId} (${workspace.name}): ${members} memberships (its people keep their accounts), `
+        + `${deleted.clients.length} clients, ${deleted.apiKeys.length} API keys, ${deleted.initialAccessTokens} initial access tokens, `
+        + `${deleted.grants} grants, ${records} data records; their tokens and keys are refused from now`,
+      json: {
+        deleted: workspaceId,
+        name: workspace.name,
+        memberships_ended: members,
+        clients_deleted: deleted.clients,
+        api_keys_revoked: deleted.apiKeys,
+        initial_access_tokens_deleted: deleted.initialAccessTokens,
+        grants_revoked: deleted.grants,
+        records_deleted: deleted.records,
+      },
+    };
+  },
+};
+
+export const WORKSPACE_COMMANDS: readonly Command[] = [create, list, remove];
+
+function shownWorkspace(workspace: Workspace) {
+  return { id: workspace.id, name: workspace.name, created_at: isoTime(workspace.createdAt) };
+}
+
+interface Deleted {
+  clients: string[];
+  apiKeys: string[];
+  initialAccessTokens: number;
+  grants: number;
+  /** Per object type (`companies`, `people`). */
+  records: Record<string, number>;
+}
+
+/**
+ * Everything bound to the workspace besides its memberships: no client registers with its tokens
+ * any more, its clients' tokens and its grants' are refused through the revocation list, its keys
+ * are deleted (refused once instances forget them, within the propagation bound).
+ */
+async function deleteBoundTo(store: Store, access: UserAccess, workspaceId: string): Promise<Deleted> {
+  const tokens = store.model('InitialAccessToken');
+  const initialAccessTokens = await tokens.listBy(workspaceId);
+  for (const { id } of initialAccessTokens) await tokens.destroy(id);
+  const clients = (await store.model('Client').listBy(workspaceId)).map(({ id }) => id);
+  for (const clientId of clients) await deleteClient(store, clientId);
+  const apiKeys = new ApiKeys(store.apiKeys);
+  const keys = (await apiKeys.list(workspaceId)).map(({ id }) => id);
+  for (const keyId of keys) await apiKeys.revoke(keyId);
+  const grants = await access.revokeWorkspaceGrants(workspaceId);
+  const records: Record<string, number> = {};
+  for (const { namePlural } of OBJECTS) records[namePlural] = await store.records.deleteAll(workspaceId, namePlural);
+  return { clients, apiKeys: keys, initialAccessTokens: initialAccessTokens.length, grants, records };
+}
+
+function merge(first: Deleted, second: Deleted): Deleted {
+  return {
+    clients: [...first.clients, ...second.clients],
+    apiKeys: [...first.apiKeys, ...second.apiKeys],
+    initialAccessTokens: first.initialAccessTokens + second.initialAccessTokens,
+    grants: first.grants + second.grants,
+    records: Object.fromEntries(Object.entries(first.records).map(([object, count]) => [object, count + (second.records[object] ?? 0)])),
+  };
+}
