@@ -32,7 +32,7 @@ export interface NewUser {
 }
 
 const EMAIL = /^[^\s@]+@[^\s@]+\.[^\s@]+$/;
-const MIN_PASSWORD_LENGTH = 8;
+export const MIN_PASSWORD_LENGTH = 8;
 
 /** Workspaces, users and memberships: the identity model behind logins and tokens. */
 export class Accounts {

@@ -17,6 +17,7 @@ import { recordAuthorizationErrors } from '../engine/authorization_errors.ts';
 import { buildProvider } from '../engine/provider.ts';
 import { mcpAudience } from '../engine/resource_indicators.ts';
 import { ENGINE_ROUTES, INTERACTION_PATH } from '../engine/routes.ts';
+import { UserAccess } from '../engine/user_access.ts';
 import { recordGrantUse } from '../grants/activity.ts';
 import { interactionRouter } from '../interactions/router.ts';
 import type { KeyMaterial } from '../keys/keys.ts';
@@ -133,7 +134,10 @@ export function createService({ config, store, keys, revocations, logger, metric
   const interactions = interactionRouter({
     provider, accounts, grantWorkspaces, resources, defaultResource: audience, basePath, csrf: new CsrfTokens(keys.cookieKeys[0]!), signIns: rateLimits.signIns,
   });
-  const settings = settingsRouter({ provider, accounts, store, grantWorkspaces, grantActivity, apiKeys, csrfKey: keys.cookieKeys[0]!, issuer, basePath });
+  const settings = settingsRouter({
+    provider, accounts, store, grantWorkspaces, grantActivity, apiKeys, csrfKey: keys.cookieKeys[0]!, issuer, basePath,
+    userAccess: new UserAccess({ provider, store, grantWorkspaces }), signIns: rateLimits.signIns,
+  });
   const pages = (router: Router) => compose([answerErrorsAs('page'), router.routes() as Middleware]);
   const site = siteOf(config.service, issuer);
   const interactionPages = atOrUnder(`${basePath}${INTERACTION_PATH}`);

@@ -5,18 +5,22 @@ import type { Context } from 'koa';
 import type { Provider } from 'oidc-provider';
 
 import type { Store } from '../../adapters/store.ts';
-import type { Accounts } from '../accounts/accounts.ts';
+import type { Accounts, Member } from '../accounts/accounts.ts';
 import { CsrfTokens } from '../pages/csrf.ts';
 import { HttpError } from '../shared/http_error.ts';
 import type { GrantActivity } from '../grants/activity.ts';
 import type { GrantWorkspaces } from '../grants/workspaces.ts';
 import { PROPAGATION_BOUND_MS } from '../shared/propagation.ts';
 import type { ApiKeys } from '../api_keys/api_keys.ts';
+import type { UserAccess } from '../engine/user_access.ts';
+import type { SignIns } from '../rate_limits/limits.ts';
 import { copyScript, COPY_SCRIPT_PATH } from './assets.ts';
 import { ConnectedApps } from './connected_apps.ts';
 import { formBody } from '../pages/form_body.ts';
 import { adminOf, settingsGuards, signedInOf } from './guards.ts';
+import { noSuchRole, roleOf, WorkspaceMembers, type MemberChange } from './members.ts';
 import { SettingsPages } from './pages.ts';
+import { PasswordChange } from './password.ts';
 import { signedIn } from './session.ts';
 import { SettingsSignIn } from './sign_in.ts';
 import { SETTINGS_PATH } from '../clients/first_party.ts';
@@ -32,6 +36,10 @@ export interface SettingsDependencies {
   apiKeys: ApiKeys;
   /** Keys the forms' tokens (csrf) with: the cookie key, as the login and consent forms do. */
   csrfKey: string;
+  /** Ends a user's other sessions (a password change) and a removed member's grants for the workspace. */
+  userAccess: UserAccess;
+  /** The current password is checked as a sign-in is: the same limits and locks. */
+  signIns: SignIns;
   issuer: string;
   basePath: string;
 }
@@ -58,6 +66,8 @@ export function settingsRouter(dependencies: SettingsDependencies): Router {
   const signIn = new SettingsSignIn(provider, issuer, basePath);
   const pages = new SettingsPages({ ...dependencies, connectedApps, clients: store.model('Client') });
   const admin = new WorkspaceAdmin(dependencies);
+  const members = new WorkspaceMembers(dependencies);
+  const passwords = new PasswordChange(dependencies);
   const { requireSignIn, checkForm, requireAdmin, formToken } = settingsGuards({ provider, accounts, csrf: new CsrfTokens(dependencies.csrfKey), signIn });
   const form = formBody();
   const router = new Router({ prefix: home });
@@ -87,7 +97,22 @@ export function settingsRouter(dependencies: SettingsDependencies): Router {
   router.post('/applications/revoke', requireSignIn, form, checkForm, async (ctx) => {
     const grantId = (ctx.request.body as FormBody).grant;
     if (typeof grantId !== 'string' || !await connectedApps.revoke(signedInOf(ctx).user.id, grantId)) throw noSuchApp();
-    await revokedEverywhere(ctx, home, 'app-revoked');
+    await doneEverywhere(ctx, home, 'app-revoked');
+  });
+
+  router.get('/password', requireSignIn, (ctx) => pages.password(ctx, signedInOf(ctx).user, formToken(ctx)));
+
+  router.post('/password', requireSignIn, form, checkForm, async (ctx) => {
+    const { user, sessionId } = signedInOf(ctx);
+    const refusal = await passwords.change(user, sessionId, ctx.request.body as FormBody, ctx.ip);
+    if (refusal) {
+      ctx.status = refusal.status;
+      if (refusal.retryAfter !== undefined) ctx.set('Retry-After', String(refusal.retryAfter));
+      return pages.password(ctx, user, formToken(ctx), refusal);
+    }
+    // The other sessions are deleted from the store, which every instance reads: nothing to wait for.
+    ctx.status = 303;
+    ctx.redirect(`${home}?done=password-changed`);
   });
 
   router.get('/workspaces/:workspaceId', requireSignIn, requireAdmin, (ctx) => {
@@ -118,7 +143,65 @@ export function settingsRouter(dependencies: SettingsDependencies): Router {
     const { workspace } = adminOf(ctx);
     const keyId = (ctx.request.body as FormBody).key;
     if (typeof keyId !== 'string' || !await admin.revokeKey(workspace.id, keyId)) throw noSuchKey();
-    await revokedEverywhere(ctx, `${home}/workspaces/${workspace.id}`, 'key-revoked');
+    await doneEverywhere(ctx, `${home}/workspaces/${workspace.id}`, 'key-revoked');
+  });
+
+  const membersPage = (workspaceId: string) => `${home}/workspaces/${workspaceId}/members`;
+
+  /** The members page again, saying why a change was refused (a 409 for the last admin). */
+  const refusedOnMembersPage = async (ctx: Context, refusal: { status: number; error: string }) => {
+    const { signedIn, workspace } = adminOf(ctx);
+    ctx.status = refusal.status;
+    return pages.members(ctx, signedIn.user, workspace, await members.list(workspace.id), { error: refusal.error });
+  };
+
+  /**
+   * Where the admin goes once a membership changed: back to the members page, or to the settings
+   * home when the change took their own admin role away (the members page is no longer theirs).
+   */
+  const afterChange = (ctx: Context, change: MemberChange<Member>, kind: 'role' | 'removal') => {
+    if ('refused' in change) return refusedOnMembersPage(ctx, change.refused);
+    const { signedIn, workspace } = adminOf(ctx);
+    const stillAdmin = change.done.user.id !== signedIn.user.id || (kind === 'role' && change.done.role === 'admin');
+    if (!stillAdmin) return doneEverywhere(ctx, home, kind === 'removal' ? 'left-workspace' : 'left-admin');
+    return doneEverywhere(ctx, membersPage(workspace.id), kind === 'removal' ? 'member-removed' : 'role-changed');
+  };
+
+  router.get('/workspaces/:workspaceId/members', requireSignIn, requireAdmin, async (ctx) => {
+    const { signedIn, workspace } = adminOf(ctx);
+    return pages.members(ctx, signedIn.user, workspace, await members.list(workspace.id), { done: ctx.query.done });
+  });
+
+  router.get('/workspaces/:workspaceId/members/:userId/role', requireSignIn, requireAdmin, async (ctx) => {
+    const { signedIn, workspace } = adminOf(ctx);
+    const role = roleOf(ctx.query.role);
+    if (!role) return refusedOnMembersPage(ctx, noSuchRole());
+    const checked = await members.check(workspace.id, String(ctx.params.userId), { role });
+    if ('refused' in checked) return refusedOnMembersPage(ctx, checked.refused);
+    if (checked.done.role === role) {
+      ctx.status = 303;
+      return ctx.redirect(`${membersPage(workspace.id)}?done=role-unchanged`);
+    }
+    return pages.confirmRoleChange(ctx, signedIn.user, workspace, checked.done, role, formToken(ctx));
+  });
+
+  router.post('/workspaces/:workspaceId/members/:userId/role', requireSignIn, requireAdmin, form, checkForm, async (ctx) => {
+    const { workspace } = adminOf(ctx);
+    const change = await members.setRole(workspace.id, String(ctx.params.userId), (ctx.request.body as FormBody).role);
+    return afterChange(ctx, change, 'role');
+  });
+
+  router.get('/workspaces/:workspaceId/members/:userId/remove', requireSignIn, requireAdmin, async (ctx) => {
+    const { signedIn, workspace } = adminOf(ctx);
+    const checked = await members.check(workspace.id, String(ctx.params.userId), 'remove');
+    if ('refused' in checked) return refusedOnMembersPage(ctx, checked.refused);
+    return pages.confirmRemoval(ctx, signedIn.user, workspace, checked.done, formToken(ctx));
+  });
+
+  router.post('/workspaces/:workspaceId/members/:userId/remove', requireSignIn, requireAdmin, form, checkForm, async (ctx) => {
+    const { workspace } = adminOf(ctx);
+    const change = await members.remove(workspace.id, String(ctx.params.userId));
+    return afterChange(ctx, change, 'removal');
   });
 
   return router;
@@ -128,10 +211,11 @@ const noSuchApp = () => new HttpError(404, 'not_found', 'You have not allowed th
 const noSuchKey = () => new HttpError(404, 'not_found', 'This workspace has no such API key: it may have been revoked already, or have expired.');
 
 /**
- * After a revocation: this instance refuses at once, every other within PROPAGATION_BOUND_MS; the
- * answer waits that long (as the admin CLI does), so "revoked" on the page means revoked everywhere.
+ * After a revocation or a change of membership: this instance applies it at once, every other
+ * within PROPAGATION_BOUND_MS (the revocation list, the API key cache, live roles); the answer
+ * waits that long (as the admin CLI does), so "revoked" on the page means revoked everywhere.
  */
-async function revokedEverywhere(ctx: Context, path: string, done: string): Promise<void> {
+async function doneEverywhere(ctx: Context, path: string, done: string): Promise<void> {
   await sleep(PROPAGATION_BOUND_MS);
   ctx.status = 303;
   ctx.redirect(`${path}?done=${done}`);
