@@ -15,7 +15,7 @@ import type { Config, KeyEncryptionKeySource, KeyRotationPolicy, MetricsSettings
  */
 
 export { ConfigError } from './parsers.ts';
-export type { Config, KeyEncryptionKeySource, KeyRotationPolicy, LogLevel, MetadataDocumentSettings, MetricsSettings, PkcePolicy, Rate, RateLimits, RegistrationMode } from './types.ts';
+export type { Config, KeyEncryptionKeySource, KeyRotationPolicy, LogLevel, MetadataDocumentSettings, MetricsSettings, PkcePolicy, Rate, RateLimits, RegistrationMode, ServiceIdentity } from './types.ts';
 
 export function loadConfig(env: Env = process.env): Config {
   const port = read(env, 'PORT');
@@ -30,6 +30,7 @@ export function loadConfig(env: Env = process.env): Config {
     store,
     durability: durability(env, store),
     proxyHops: read(env, 'TRUST_PROXY'),
+    service: { name: read(env, 'SERVICE_NAME'), logoUrl: read(env, 'SERVICE_LOGO_URL'), documentationUrl: read(env, 'SERVICE_DOCUMENTATION_URL') },
     logLevel: read(env, 'LOG_LEVEL'),
     metrics: metrics(env, port),
     registration: read(env, 'REGISTRATION'),

@@ -208,6 +208,36 @@ export function list<T>(parse: Parser<T>): Parser<T[]> {
   return (value, name) => value.split(',').map((item) => item.trim()).filter(Boolean).map((item) => parse(item, name));
 }
 
+/** A name to show people: 1 to 60 characters, no control characters. */
+export const serviceName: Parser<string> = (value, name) => {
+  const trimmed = value.trim();
+  if (!trimmed || trimmed.length > 60 || /[\u0000-\u001f\u007f]/.test(trimmed)) throw new ConfigError(`${name} must be 1 to 60 characters, without control characters`);
+  return trimmed;
+};
+
+/** A host a Content-Security-Policy may name as it is: a DNS name or an address, nothing the URL parser merely lets through. */
+const PLAIN_HOST = /^(?:[a-z0-9-]+(?:\.[a-z0-9-]+)*\.?|\[[0-9a-f:.]+\])$/;
+
+/** An absolute https URL without credentials or fragment, whose host can be written into a policy. */
+function isPlainHttpsUrl(url: URL | null): url is URL {
+  return url !== null && url.protocol === 'https:' && !url.username && !url.password && !url.hash && PLAIN_HOST.test(url.hostname);
+}
+
+export const httpsUrl: Parser<string> = (value, name) => {
+  const url = URL.parse(value);
+  if (!isPlainHttpsUrl(url)) throw new ConfigError(`${name} must be an https URL such as https://example.com/docs (no credentials or fragment), got "${value}"`);
+  return url.href;
+};
+
+/** An https URL (as httpsUrl), or a path on the issuer's host (`/brand/logo.svg`), kept as the path and query. */
+export const imageUrl: Parser<string> = (value, name) => {
+  const path = value.startsWith('/') && !value.startsWith('//') && !value.includes('\\') ? URL.parse(value, 'https://host.invalid') : null;
+  if (path && path.host === 'host.invalid' && !path.hash) return `${path.pathname}${path.search}`;
+  const url = URL.parse(value);
+  if (isPlainHttpsUrl(url)) return url.href;
+  throw new ConfigError(`${name} must be an https URL (https://cdn.example.com/logo.svg) or a path starting with / (/brand/logo.svg), got "${value}"`);
+};
+
 /** An http(s) origin: scheme, host and port, nothing else (`https://app.example.com`). */
 export const origin: Parser<string> = (value, name) => {
   const url = URL.parse(value);

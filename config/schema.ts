@@ -1,6 +1,6 @@
 import { LIFETIMES, MIN_PREPUBLISH_SECONDS } from './lifetimes.ts';
 import {
-  absolutePath, atLeast, baseUrl, bearerToken, choice, count, days, domain, duration, encryptionKey, encryptionKeys, hostPort, ipv6Prefix, list, metricsMode, milliseconds, onOff, origin, orOff, type Parser, port, proxyHops, rate, registrationMode, storeUrl, text, wholeNumber, workers,
+  absolutePath, atLeast, baseUrl, bearerToken, choice, count, days, domain, duration, encryptionKey, encryptionKeys, hostPort, httpsUrl, imageUrl, ipv6Prefix, list, metricsMode, milliseconds, onOff, origin, orOff, type Parser, port, proxyHops, rate, registrationMode, serviceName, storeUrl, text, wholeNumber, workers,
 } from './parsers.ts';
 import { SQLITE_SYNCHRONOUS } from '../adapters/store.ts';
 import type { LogLevel, PkcePolicy } from './types.ts';
@@ -98,6 +98,19 @@ export const SCHEMA = {
     'SQLite only. `normal`: every acknowledged write survives the process being killed, but the last ones may be lost if the machine loses power or the OS crashes; `full`: they survive that too, for an fsync per commit. See [Failure modes](failure-modes.md#sqlite-crashes-and-power-loss)',
     choice(SQLITE_SYNCHRONOUS),
   ),
+  SERVICE_NAME: withDefault(
+    'Workspace OAuth server',
+    'The name every page shows in its header, and the home page (`BASE_URL`) in its title: 1 to 60 characters',
+    serviceName,
+  ),
+  SERVICE_LOGO_URL: optional(
+    'A logo shown beside `SERVICE_NAME` on every page: an `https` URL, or a path on `BASE_URL`\'s host (`/brand/logo.svg`, served by what stands in front of the service). The pages\' Content-Security-Policy allows images from its origin alone',
+    imageUrl, '— (the name alone)',
+  ),
+  SERVICE_DOCUMENTATION_URL: optional(
+    'An `https` page the home page links to as the documentation (for example where this project\'s API guide is published)',
+    httpsUrl, '— (no link)',
+  ),
   REGISTRATION: withDefault(
     'open',
     '`open`: anyone may register (an initial access token is optional and binds the client to a workspace); `initial_access_token`: every registration needs one',
@@ -165,7 +178,7 @@ export const SCHEMA = {
   ),
   TRUST_PROXY: withDefault(
     'false',
-    'How many reverse proxies stand in front: `false` (none), `true` (one) or a number. The client address is then read from `X-Forwarded-For`, that many entries from the right (logs, rate limits); never the host: every URL the service emits (discovery, `registration_client_uri`, redirects) comes from `BASE_URL` whatever `Host` or `X-Forwarded-Host` a request names, so open the service at `BASE_URL` (in development, `localhost` and `127.0.0.1` are different hosts to a browser). With an `https` `BASE_URL` every cookie is `Secure` and HSTS is sent (`max-age=31536000; includeSubDomains`: serve every subdomain of the issuer\'s host over https), proxy header or not',
+    'How many reverse proxies stand in front: `false` (none), `true` (one) or a number. The client address is then read from `X-Forwarded-For`, that many entries from the right (logs, rate limits); never the host: every URL the service emits (discovery, `registration_client_uri`, redirects) comes from `BASE_URL` whatever `Host` or `X-Forwarded-Host` a request names, and a page (home, sign-in, consent, settings, authorization, sign-out) asked for under another name for `BASE_URL`\'s port (`127.0.0.1` for `localhost`; with `TRUST_PROXY`, the proxy\'s `X-Forwarded-Host`) is redirected (302) to the same path on `BASE_URL`; a `Host` naming another port (the proxy\'s upstream address) is answered as `BASE_URL`. With an `https` `BASE_URL` every cookie is `Secure` and HSTS is sent (`max-age=31536000; includeSubDomains`: serve every subdomain of the issuer\'s host over https), proxy header or not',
     proxyHops,
   ),
   LOG_LEVEL: withDefault(

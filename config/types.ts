@@ -7,6 +7,14 @@ export type RegistrationMode = 'open' | 'initial_access_token';
 /** `all`: every authorization request needs PKCE. `public`: a confidential client's OpenID Connect request may omit it. */
 export type PkcePolicy = 'all' | 'public';
 
+export interface ServiceIdentity {
+  readonly name: string;
+  /** An https URL, or a path on the issuer's host; undefined: the name alone. */
+  readonly logoUrl: string | undefined;
+  /** An https page the home page links to as the documentation. */
+  readonly documentationUrl: string | undefined;
+}
+
 export interface Config {
   /** The issuer identifier: BASE_URL without a trailing slash, e.g. `https://auth.example.com/auth`. */
   readonly issuer: string;
@@ -23,9 +31,12 @@ export interface Config {
   readonly durability: StoreDurability;
   /**
    * How many reverse proxies stand in front (0: none). Their X-Forwarded-For (the client address,
-   * counted from the right) and X-Forwarded-Proto are believed; the host never is (URLs come from BASE_URL).
+   * counted from the right) and X-Forwarded-Proto are believed; the host never is (URLs come from
+   * BASE_URL), except to send a browser asking for a page under another name to BASE_URL (src/http/page_host.ts).
    */
   readonly proxyHops: number;
+  /** How the pages name the service (SERVICE_NAME, SERVICE_LOGO_URL, SERVICE_DOCUMENTATION_URL). */
+  readonly service: ServiceIdentity;
   readonly logLevel: LogLevel;
   /** Prometheus metrics at `/metrics` (src/http/metrics/), and where they are served; undefined with METRICS=off. */
   readonly metrics: MetricsSettings | undefined;

@@ -17,10 +17,12 @@ import { recordAuthorizationErrors } from '../engine/authorization_errors.ts';
 import { buildProvider } from '../engine/provider.ts';
 import { mcpAudience } from '../engine/resource_indicators.ts';
 import { ENGINE_ROUTES, INTERACTION_PATH } from '../engine/routes.ts';
+import { UserAccess } from '../engine/user_access.ts';
 import { recordGrantUse } from '../grants/activity.ts';
 import { interactionRouter } from '../interactions/router.ts';
 import type { KeyMaterial } from '../keys/keys.ts';
 import { CsrfTokens } from '../pages/csrf.ts';
+import { describeSite, siteOf } from '../pages/site.ts';
 import { createNewInteractionLimit, createRateLimits } from '../rate_limits/limits.ts';
 import { dataApi } from '../resource/data_api.ts';
 import { mcpEndpoint, mcpHosts } from '../resource/mcp.ts';
@@ -40,11 +42,13 @@ import { enginePages } from './engine_pages.ts';
 import { logEngineEvents } from './engine_events.ts';
 import { answerErrorsAs, errorMapping } from './errors.ts';
 import { health, serviceReadiness } from './health.ts';
+import { atHomePage, homePage } from './home_page.ts';
 import { metricsEndpoint } from './metrics/endpoint.ts';
 import { countEngineEvents } from './metrics/engine.ts';
 import type { Metrics } from './metrics/metrics.ts';
 import { countRequests } from './metrics/requests.ts';
 import { atOrUnder, onlyWhere } from './path_guard.ts';
+import { pagesAtIssuerHost } from './page_host.ts';
 import { pinOrigin } from './pinned_origin.ts';
 import { requestId } from './request_id.ts';
 import { logRequests } from './request_log.ts';
@@ -75,8 +79,9 @@ const VIEWS = fileURLToPath(new URL('../../views', import.meta.url));
  * The Koa host. Every request goes through the stack below, top to bottom, until something
  * answers it (docs/architecture.md draws it):
  *
- *   request id -> timing (request log, metrics) -> error mapping -> wait for the store's commit
- *   -> security headers -> /healthz, /readyz -> /metrics (METRICS=public only) -> discovery aliases
+ *   request id -> the site (the pages' name and logo) -> timing (request log, metrics) -> error mapping
+ *   -> wait for the store's commit -> security headers -> /healthz, /readyz -> /metrics (METRICS=public only)
+ *   -> pages only at BASE_URL's host -> home page -> discovery aliases
  *   -> protected resource metadata -> data API (/rest) -> MCP (/mcp) -> login and consent pages (/interaction)
  *   -> the host's steps at the engine's endpoints (src/http/endpoints/) -> settings area (/settings)
  *   -> held error redirects (around /oauth/authorize) -> the engine, mounted at the issuer's path.
@@ -129,14 +134,24 @@ export function createService({ config, store, keys, revocations, logger, metric
   const interactions = interactionRouter({
     provider, accounts, grantWorkspaces, resources, defaultResource: audience, basePath, csrf: new CsrfTokens(keys.cookieKeys[0]!), signIns: rateLimits.signIns,
   });
-  const settings = settingsRouter({ provider, accounts, store, grantWorkspaces, grantActivity, apiKeys, csrfKey: keys.cookieKeys[0]!, issuer, basePath });
+  const settings = settingsRouter({
+    provider, accounts, store, grantWorkspaces, grantActivity, apiKeys, csrfKey: keys.cookieKeys[0]!, issuer, basePath,
+    userAccess: new UserAccess({ provider, store, grantWorkspaces }), signIns: rateLimits.signIns,
+  });
   const pages = (router: Router) => compose([answerErrorsAs('page'), router.routes() as Middleware]);
+  const site = siteOf(config.service, issuer);
+  const interactionPages = atOrUnder(`${basePath}${INTERACTION_PATH}`);
+  const settingsPages = inSettingsArea(basePath);
+  const enginePagePaths = [ENGINE_ROUTES.authorization, ENGINE_ROUTES.end_session].map((path) => atOrUnder(`${basePath}${path}`));
+  const isHome = atHomePage(site);
+  const isPage = (path: string) => isHome(path) || interactionPages(path) || settingsPages(path) || enginePagePaths.some((under) => under(path));
 
   // The engine runs on this app's context (koa-mount), so cookies it signs use these keys.
   const app = new Koa({ proxy: config.proxyHops > 0, maxIpsCount: config.proxyHops, keys: keys.cookieKeys });
   pinOrigin(app, issuer);
   render(app, { root: VIEWS, layout: 'layout', viewExt: 'ejs', cache: true });
   app.use(requestId(config.proxyHops > 0));
+  app.use(describeSite(site));
   app.use(timeRequests([logRequests(logger), ...(metrics ? [countRequests(metrics, basePath)] : [])]));
   app.use(errorMapping(logger));
   app.use(commitBeforeResponse(store));
@@ -144,13 +159,15 @@ export function createService({ config, store, keys, revocations, logger, metric
   app.use(health(serviceReadiness(store, keys.jwks)));
   // Only when the operator chose it (METRICS=public): by default the metrics have their own listener (metrics/listener.ts).
   if (metrics && config.metrics?.where === 'public') app.use(metricsEndpoint(() => metrics.scrape(), config.metrics.token, logger));
+  app.use(pagesAtIssuerHost(issuer, config.proxyHops > 0, isPage));
+  app.use(homePage(site, issuer));
   app.use(authorizationServerMetadata(basePath));
   app.use(onlyWhere((path) => resourceMetadata.paths.has(path), resourceMetadata.middleware));
   app.use(onlyWhere(atOrUnder(restPath), data));
   app.use(onlyWhere(atOrUnder(mcpPath), mcp));
-  app.use(onlyWhere(atOrUnder(`${basePath}${INTERACTION_PATH}`), pages(interactions)));
+  app.use(onlyWhere(interactionPages, pages(interactions)));
   app.use(onlyWhere(endpoints.handles, endpoints.routes));
-  app.use(onlyWhere(inSettingsArea(basePath), pages(settings)));
+  app.use(onlyWhere(settingsPages, pages(settings)));
   app.use(onlyWhere(atOrUnder(`${basePath}${ENGINE_ROUTES.authorization}`), holdErrorRedirects(issuer)));
   app.use(mount(basePath || '/', provider as unknown as Koa));
   return { app, provider, accounts };

@@ -1,7 +1,10 @@
+import { errors, type KoaContextWithOIDC } from 'oidc-provider';
+
 import type { Accounts } from '../accounts/accounts.ts';
 import type { EnginePages } from '../engine/provider.ts';
 import { logoutPages } from '../interactions/logout.ts';
 import { renderErrorPage } from '../pages/render.ts';
+import { inWords } from '../shared/words.ts';
 import { markErrorPageShown } from './endpoints/authorization.ts';
 import { isBackendOutage } from './errors.ts';
 
@@ -14,10 +17,31 @@ export function enginePages(accounts: Accounts, issuer: string): EnginePages {
   return {
     renderError: async (ctx, out, error) => {
       if (isBackendOutage(error)) ctx.status = 503;
-      const code = isBackendOutage(error) ? 'temporarily_unavailable' : String(out.error ?? 'server_error');
       markErrorPageShown(ctx);
-      await renderErrorPage(ctx, code, typeof out.error_description === 'string' ? out.error_description : undefined);
+      const { code, description } = shownError(ctx, String(out.error ?? 'server_error'), error);
+      await renderErrorPage(ctx, code, description);
     },
     ...logoutPages({ accounts, issuer }),
   };
+}
+
+const SIGN_OUT_REFUSED = 'The application asked to sign you out in a way this server cannot accept, for example to send you afterwards to an address it has not registered. '
+  + 'Nothing changed: you were not signed out and not sent anywhere. Go back to the application and try again; if this happens again, tell its developer.';
+
+/**
+ * What the page says of an engine error: its code, and where the code alone would mislead, a
+ * sentence of the host's. The engine's own `error_description` ("client is invalid") is for
+ * developers: the log has it (engine_events.ts), under the reference the page shows.
+ */
+function shownError(ctx: KoaContextWithOIDC, code: string, error: unknown): { code: string; description?: string } {
+  if (isBackendOutage(error)) return { code: 'temporarily_unavailable' };
+  // The engine's resume found no interaction cookie: the sign-in was finished or abandoned elsewhere.
+  if (error instanceof errors.SessionNotFound) return { code: 'session_expired' };
+  if (ctx.status === 429) {
+    const wait = Number(ctx.response.get('Retry-After'));
+    const when = Number.isInteger(wait) && wait > 0 ? `in ${inWords(wait)}` : 'later';
+    return { code, description: `Too many sign-in pages were opened from your network in a short time. Try again ${when}.` };
+  }
+  if (ctx.oidc?.route?.startsWith('end_session') && code === 'invalid_request') return { code, description: SIGN_OUT_REFUSED };
+  return { code };
 }

@@ -1,6 +1,7 @@
 import type { PresentedInitialAccessToken } from '../clients/initial_access_tokens.ts';
 import type { AuthorizationError } from '../engine/authorization_errors.ts';
 import type { LogoutReturn } from '../interactions/logout_return.ts';
+import type { Site } from '../pages/site.ts';
 import type { Principal } from '../resource/principal.ts';
 import type { SignedIn } from '../settings/session.ts';
 import type { ErrorFormat } from './errors.ts';
@@ -14,6 +15,8 @@ declare module 'koa' {
   interface DefaultState {
     /** The request's id (request_id.ts), in `X-Request-Id`, every log line and every error body. */
     requestId?: string;
+    /** The service's name, logo and pages, for every page's layout (src/pages/site.ts). */
+    site?: Site;
     /** How a refusal is answered (errors.ts): JSON unless the section below says `page`. */
     errorFormat?: ErrorFormat;
     /** The route template the request is counted under, where no router names one (metrics/routes.ts). */

@@ -72,7 +72,7 @@ export async function showConsent(ctx: Context, deps: ConsentDependencies, detai
     action: `${basePath}${INTERACTION_PATH}/${details.uid}/consent`,
     csrfToken: csrf.issue(details.uid),
     error,
-  }, { formAction: target.formAction, imgSrc: client.logo?.origin });
+  }, { formAction: target.formAction, imgSrc: client.logo && [client.logo.origin] });
 }
 
 /**

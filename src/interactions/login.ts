@@ -18,15 +18,18 @@ export interface LoginPageDependencies {
 /** The sign-in page, again with what was typed and why it failed when `form` says so. */
 export async function showLogin(ctx: Context, { provider, csrf, basePath }: LoginPageDependencies, details: Details, form: { email?: string; error?: string } = {}) {
   const client = await findClient(provider, details);
+  const email = form.email ?? loginHint(details);
   await renderPage(ctx, 'login', 'Sign in', {
     clientName: client.name,
     client,
     action: `${basePath}${INTERACTION_PATH}/${details.uid}/login`,
     csrfToken: csrf.issue(details.uid),
     // OpenID Connect Core 3.1.2.1: login_hint is how the client names the account it expects.
-    email: form.email ?? loginHint(details),
+    email,
     error: form.error,
-  }, { formAction: redirectTarget(String(details.params.redirect_uri)).formAction, imgSrc: client.logo?.origin });
+    // After a failed sign-in the email is kept: the password is what to type again, so the cursor waits there.
+    focusPassword: Boolean(form.error && email),
+  }, { formAction: redirectTarget(String(details.params.redirect_uri)).formAction, imgSrc: client.logo && [client.logo.origin] });
 }
 
 function loginHint(details: Details): string {

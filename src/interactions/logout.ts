@@ -37,7 +37,7 @@ export function logoutPages({ accounts, issuer }: LogoutDependencies): Pick<Engi
         heldReturn: ctx.state.heldLogoutReturn,
         // The engine's form (its confirm URL and xsrf value); the page's buttons submit it.
         logoutForm: form,
-      }, { formAction: target?.formAction ?? [], imgSrc: client?.logo?.origin });
+      }, { formAction: target?.formAction ?? [], imgSrc: client?.logo && [client.logo.origin] });
     },
     postLogoutSuccessSource: async (ctx) => {
       // "Stay signed in" lands here too (when the client gave no post_logout_redirect_uri): say which happened.

@@ -4,10 +4,10 @@ export interface HtmlPolicy {
   /** Extra `form-action` sources: where a form's redirects may lead (the client's redirect URI). */
   formAction?: string[];
   /**
-   * The one origin the page may load images from (the client's logo), as `cspOrigin` gives it.
-   * Without it the page loads no image at all.
+   * The origins the page may load images from (the client's logo, the service's), as `cspOrigin`
+   * gives them. Without any the page loads no image at all.
    */
-  imgSrc?: string;
+  imgSrc?: readonly string[];
   /**
    * The one script file the page may load, as a full URL (the settings area's copy button), as
    * SCRIPT_URL checks it. Without it the page runs no script; inline script is never allowed.
@@ -31,12 +31,13 @@ export function cspOrigin(url: URL): string | undefined {
 
 /**
  * The policy for a rendered page: its own inline style only, forms posting to us (and
- * redirecting to the client), and images from the client logo's origin when the page shows one.
+ * redirecting to the client), and images from the origins of the logos the page shows.
  */
 export function htmlContentSecurityPolicy(nonce: string, policy: HtmlPolicy = {}): string {
   const formAction = ["'self'", ...(policy.formAction ?? [])].join(' ');
-  if (policy.imgSrc !== undefined && !CSP_ORIGIN.test(policy.imgSrc)) throw new Error(`not an origin a policy may name: ${policy.imgSrc}`);
-  const imgSrc = policy.imgSrc ? `; img-src ${policy.imgSrc}` : '';
+  const images = [...new Set(policy.imgSrc ?? [])];
+  for (const origin of images) if (!CSP_ORIGIN.test(origin)) throw new Error(`not an origin a policy may name: ${origin}`);
+  const imgSrc = images.length ? `; img-src ${images.join(' ')}` : '';
   if (policy.scriptSrc !== undefined && !SCRIPT_URL.test(policy.scriptSrc)) throw new Error(`not a script URL a policy may name: ${policy.scriptSrc}`);
   const scriptSrc = policy.scriptSrc ? `; script-src ${policy.scriptSrc}` : '';
   return `default-src 'none'; style-src 'nonce-${nonce}'${imgSrc}${scriptSrc}; form-action ${formAction}; frame-ancestors 'none'; base-uri 'none'`;

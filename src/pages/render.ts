@@ -4,46 +4,89 @@ import type { Context } from 'koa';
 
 import { noStore } from '../shared/no_store.ts';
 import { htmlContentSecurityPolicy, type HtmlPolicy } from './csp.ts';
+import { siteOfRequest } from './site.ts';
 
-/** Renders a view inside the layout, with the page's Content-Security-Policy and no caching. */
-export async function renderPage(ctx: Context, view: string, title: string, data: Record<string, unknown>, policy?: HtmlPolicy): Promise<void> {
+/**
+ * Renders a view inside the layout (which shows the service's name and logo, `ctx.state.site`),
+ * with the page's Content-Security-Policy and no caching.
+ */
+export async function renderPage(ctx: Context, view: string, title: string, data: Record<string, unknown>, policy: HtmlPolicy = {}): Promise<void> {
+  const site = siteOfRequest(ctx);
   const nonce = randomBytes(16).toString('base64');
-  ctx.set('Content-Security-Policy', htmlContentSecurityPolicy(nonce, policy));
+  const imgSrc = [...(site.logo ? [site.logo.origin] : []), ...(policy.imgSrc ?? [])];
+  ctx.set('Content-Security-Policy', htmlContentSecurityPolicy(nonce, { ...policy, imgSrc }));
   noStore(ctx);
   ctx.type = 'html';
   await ctx.render(view, { ...data, title, cspNonce: nonce });
 }
 
-/** Headings for the error codes the pages use; a message of its own, or (when empty) the description alone. */
-const ERROR_HEADINGS: Record<string, { heading: string; message: string }> = {
-  access_denied: { heading: 'Not allowed', message: '' },
-  not_found: { heading: 'Not found', message: '' },
+/** What an error page says when the refusal brings no sentence of its own: what happened, and what to do next. */
+interface ErrorText {
+  heading: string;
+  message: string;
+  next: string;
+}
+
+const ERROR_TEXTS: Record<string, ErrorText> = {
+  access_denied: { heading: 'Not allowed', message: 'You are not allowed to do this.', next: '' },
+  not_found: { heading: 'Not found', message: 'There is nothing at this address.', next: '' },
   invalid_client: {
     heading: 'Unknown application',
     message: 'The application that sent you here is not registered with this server. Nothing was shared with it.',
+    next: 'Go back to the application and try again. If this happens again, tell its developer: the application has to register with this server first.',
   },
   invalid_redirect_uri: {
     heading: 'Unregistered return address',
     message: 'The application asked to send you to an address it has not registered, so you were not sent anywhere.',
+    next: 'Go back to the application and tell its developer: it has to use a return address it registered.',
   },
   invalid_request: {
     heading: 'Invalid request',
-    message: 'The application sent a request this server cannot process.',
+    message: 'The application sent a request this server cannot process. Nothing was shared with it.',
+    next: 'Go back to the application and try again. If this happens again, tell its developer, quoting the reference below.',
   },
   session_expired: {
     heading: 'This page has expired',
-    message: 'The sign-in took too long or was already completed. Go back to the application and start again.',
+    message: 'The sign-in took too long or was already completed.',
+    next: 'Go back to the application and start again.',
   },
   temporarily_unavailable: {
     heading: 'Service unavailable',
-    message: 'The service is temporarily unavailable. Try again in a moment.',
+    message: 'The service is temporarily unavailable.',
+    next: 'Try again in a moment.',
   },
 };
 
-/** The error page: for errors that must not redirect back to the client. */
+/** Any refusal with 429, whatever its code (`temporarily_unavailable` for a rate limit, RFC 6749). */
+const TOO_MANY: ErrorText = {
+  heading: 'Too many requests',
+  message: 'Too many requests came from your network in a short time.',
+  next: 'Wait a while, then try again.',
+};
+
+const UNKNOWN_ERROR: ErrorText = {
+  heading: 'Something went wrong',
+  message: 'This server could not complete the request.',
+  next: 'Try again in a moment. If this keeps happening, tell the administrator of this service, quoting the reference below.',
+};
+
+/**
+ * The error page, for errors that must not redirect back to the client. `description` is a
+ * sentence written for the person reading (the host's refusals), saying what happened and what to
+ * do; without one the page says what the code means in plain words. The engine's own
+ * descriptions are never shown (src/http/engine_pages.ts): they are written for developers, and
+ * the log has them under the page's reference. Every error page links back: to the settings area
+ * from its pages, else to the service's home page.
+ */
 export async function renderErrorPage(ctx: Context, error: string, description?: string): Promise<void> {
-  const known = ERROR_HEADINGS[error];
-  const heading = known?.heading ?? 'Something went wrong';
-  const message = known?.message ? `${known.message}${description ? ` (${description})` : ''}` : (description ?? 'The request could not be completed.');
-  await renderPage(ctx, 'error', heading, { heading, message, error });
+  const text = ctx.status === 429 ? TOO_MANY : ERROR_TEXTS[error] ?? UNKNOWN_ERROR;
+  const site = siteOfRequest(ctx);
+  const inSettings = ctx.path === site.settings || ctx.path.startsWith(`${site.settings}/`);
+  await renderPage(ctx, 'error', text.heading, {
+    heading: text.heading,
+    message: description || text.message,
+    next: description ? '' : text.next,
+    error,
+    back: inSettings ? { href: site.settings, label: 'Back to settings' } : { href: site.home, label: `Go to the ${site.name} home page` },
+  });
 }

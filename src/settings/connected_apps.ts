@@ -46,6 +46,11 @@ export class ConnectedApps {
     return apps.filter((app) => app !== undefined).sort((a, b) => (b.grantedAt ?? 0) - (a.grantedAt ?? 0));
   }
 
+  /** One application the user allowed, by its grant; undefined for someone else's grant, or one gone. */
+  async find(accountId: string, grantId: string): Promise<ConnectedApp | undefined> {
+    return (await this.of(accountId)).find((app) => app.grantId === grantId);
+  }
+
   /** Revokes the user's grant; false when the user has no such grant (someone else's, or gone). */
   async revoke(accountId: string, grantId: string): Promise<boolean> {
     const { provider } = this.#deps;

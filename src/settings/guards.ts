@@ -65,7 +65,7 @@ export function settingsGuards({ provider, accounts, csrf, signIn }: GuardDepend
       const { user } = signedInOf(ctx);
       const workspace = await accounts.membershipIn(user.id, String(ctx.params.workspaceId));
       if (!workspace) throw new HttpError(404, 'not_found', 'You are not a member of this workspace, or there is no such workspace.');
-      if (workspace.role !== 'admin') throw new HttpError(403, 'access_denied', 'Only an admin of this workspace can manage its API keys and applications.');
+      if (workspace.role !== 'admin') throw new HttpError(403, 'access_denied', 'Only an admin of this workspace can manage its members, API keys and applications.');
       ctx.state.workspace = workspace;
       await next();
     },

@@ -1,15 +1,18 @@
 import type { Context } from 'koa';
 
 import type { ApiKeyRecord, ModelStore, Role, User } from '../../adapters/store.ts';
-import type { Accounts } from '../accounts/accounts.ts';
+import type { Accounts, Member } from '../accounts/accounts.ts';
+import { MIN_PASSWORD_LENGTH } from '../accounts/passwords.ts';
 import { renderPage } from '../pages/render.ts';
 import { ENGINE_ROUTES } from '../engine/routes.ts';
 import { MAX_NAME_LENGTH, type ApiKeys, type NewApiKey } from '../api_keys/api_keys.ts';
 import { DEFAULT_EXPIRY, EXPIRY_CHOICES } from './api_key_form.ts';
 import { COPY_SCRIPT_PATH } from './assets.ts';
-import type { ConnectedApps } from './connected_apps.ts';
+import type { ConnectedApp, ConnectedApps } from './connected_apps.ts';
+import { article, ROLE_DESCRIPTIONS } from './members.ts';
+import type { PasswordRefusal } from './password.ts';
 import { SETTINGS_PATH } from '../clients/first_party.ts';
-import { shownTime } from './times.ts';
+import { shownTime, type ShownTime } from './times.ts';
 import { boundClients } from './workspace_clients.ts';
 
 export interface PagesDependencies {
@@ -31,9 +34,38 @@ interface WorkspaceRef {
 const DONE: Record<string, string> = {
   'app-revoked': 'Access revoked. The application’s tokens no longer work; it would have to ask you again.',
   'key-revoked': 'API key revoked. It no longer works.',
+  'password-changed': 'Password changed. Every other browser signed in as you has been signed out; this one stays signed in.',
+  'role-changed': 'Role changed. It applies everywhere now, to the applications the member allowed too.',
+  'role-unchanged': 'Nothing changed: that was already their role.',
+  'member-removed': 'Member removed. They no longer reach this workspace, and the applications they allowed for it lost their access.',
+  'left-admin': 'Your role changed: you no longer manage that workspace.',
+  'left-workspace': 'You left the workspace. The applications you allowed for it lost their access.',
 };
 
-/** The settings area's three pages, rendered in the pages' layout (views/settings*.ejs). */
+/** One line of what a confirmation page shows of the thing about to change: a time, or words. */
+interface Fact {
+  term: string;
+  text: string;
+  time?: ShownTime | undefined;
+}
+
+/**
+ * A destructive action asked once more, on a page of its own (GET): what is about to change and
+ * what follows, a POST form carrying the session's token that does it, and a way back that
+ * changes nothing. Works without JavaScript.
+ */
+export interface Confirmation {
+  title: string;
+  explanation: string[];
+  facts: Fact[];
+  /** Where the form posts, and the fields naming what it acts on. */
+  action: string;
+  fields: Record<string, string>;
+  confirm: string;
+  cancel: { href: string; label: string };
+}
+
+/** The settings area's pages, rendered in the pages' layout (views/settings*.ejs). */
 export class SettingsPages {
   readonly #deps: PagesDependencies;
   readonly #home: string;
@@ -44,13 +76,13 @@ export class SettingsPages {
   }
 
   /** Connected applications, and the user's workspaces (an admin's link to manage each). */
-  async home(ctx: Context, user: User, csrfToken: string, done: unknown): Promise<void> {
+  async home(ctx: Context, user: User, done: unknown): Promise<void> {
     const { accounts, connectedApps } = this.#deps;
     const [workspaces, apps] = await Promise.all([accounts.workspacesOf(user.id), connectedApps.of(user.id)]);
     const names = new Map(workspaces.map(({ id, name }) => [id, name]));
     await this.#render(ctx, 'settings', 'Settings', user, {
       message: doneMessage(done),
-      csrfToken,
+      // Asks first: the form leads to a confirmation page (GET), so it carries no token.
       revokeAction: `${this.#home}/applications/revoke`,
       apps: await Promise.all(apps.map(async (app) => ({
         ...app,
@@ -58,7 +90,97 @@ export class SettingsPages {
         granted: shownTime(app.grantedAt),
         lastUsed: shownTime(app.lastUsedAt),
       }))),
-      workspaces: workspaces.map(({ id, name, role }) => ({ name, role, manage: role === 'admin' ? `${this.#home}/workspaces/${id}` : undefined })),
+      workspaces: workspaces.map(({ id, name, role }) => ({
+        name,
+        role,
+        manage: role === 'admin' ? `${this.#home}/workspaces/${id}` : undefined,
+        members: role === 'admin' ? `${this.#home}/workspaces/${id}/members` : undefined,
+      })),
+      passwordPage: `${this.#home}/password`,
+    });
+  }
+
+  /** The user's own password: the current one, and the new one twice. */
+  async password(ctx: Context, user: User, csrfToken: string, refusal?: PasswordRefusal): Promise<void> {
+    await this.#render(ctx, 'settings_password', 'Change your password', user, {
+      csrfToken,
+      action: `${this.#home}/password`,
+      // Password managers file the new password under this account (a hidden username field).
+      email: user.email,
+      minLength: MIN_PASSWORD_LENGTH,
+      error: refusal?.error,
+      // The field to fix has the focus, and names the error.
+      field: refusal?.field,
+    });
+  }
+
+  /** An admin's page of a workspace's members: each one's name, email and role, and the ways to change them. */
+  async members(ctx: Context, user: User, workspace: WorkspaceRef, members: Member[], form: { done?: unknown; error?: string }): Promise<void> {
+    const page = `${this.#home}/workspaces/${workspace.id}/members`;
+    await this.#render(ctx, 'settings_members', `${workspace.name}: members`, user, {
+      workspace,
+      message: doneMessage(form.done),
+      error: form.error,
+      back: `${this.#home}/workspaces/${workspace.id}`,
+      roles: Object.entries(ROLE_DESCRIPTIONS).map(([role, description]) => ({ role, description })),
+      members: members.map((member, index) => ({
+        index,
+        name: member.user.name,
+        email: member.user.email,
+        role: member.role,
+        you: member.user.id === user.id,
+        // Both ask first (GET: a confirmation page), so these forms carry no token.
+        roleAction: `${page}/${member.user.id}/role`,
+        removeAction: `${page}/${member.user.id}/remove`,
+      })),
+    });
+  }
+
+  /** Changing a member's role, asked once more. */
+  async confirmRoleChange(ctx: Context, user: User, workspace: WorkspaceRef, member: Member, role: Role, csrfToken: string): Promise<void> {
+    const page = `${this.#home}/workspaces/${workspace.id}/members`;
+    const name = member.user.name;
+    const self = member.user.id === user.id;
+    await this.confirm(ctx, user, csrfToken, {
+      title: self ? `Make yourself ${article(role)} ${role}?` : `Make ${name} ${article(role)} ${role}?`,
+      explanation: [
+        `As ${article(role)} ${role} of ${workspace.name}, ${self ? 'you' : 'they'} ${ROLE_DESCRIPTIONS[role]}.`,
+        ...(self && role !== 'admin' ? ['You will no longer be able to manage this workspace: another admin would have to make you one again.'] : []),
+        'The applications they allowed keep working within what the new role allows, everywhere within seconds.',
+      ],
+      facts: [
+        { term: 'Name', text: name },
+        { term: 'Email', text: member.user.email },
+        { term: 'Role now', text: member.role },
+        { term: 'New role', text: role },
+      ],
+      action: `${page}/${member.user.id}/role`,
+      fields: { role },
+      confirm: `Make ${self ? 'me' : 'them'} ${article(role)} ${role}`,
+      cancel: { href: page, label: 'Keep the role as it is' },
+    });
+  }
+
+  /** Removing a member from the workspace, asked once more. */
+  async confirmRemoval(ctx: Context, user: User, workspace: WorkspaceRef, member: Member, csrfToken: string): Promise<void> {
+    const page = `${this.#home}/workspaces/${workspace.id}/members`;
+    const self = member.user.id === user.id;
+    const name = self ? 'yourself' : member.user.name;
+    await this.confirm(ctx, user, csrfToken, {
+      title: `Remove ${name} from ${workspace.name}?`,
+      explanation: [
+        `${self ? 'You' : member.user.name} will no longer reach ${workspace.name}’s data: the applications ${self ? 'you' : 'they'} allowed for it lose their access at once.`,
+        `${self ? 'Your' : 'Their'} account stays, with any other workspace ${self ? 'you belong' : 'they belong'} to. Only an admin can add ${self ? 'you' : 'them'} again.`,
+      ],
+      facts: [
+        { term: 'Name', text: member.user.name },
+        { term: 'Email', text: member.user.email },
+        { term: 'Role', text: member.role },
+      ],
+      action: `${page}/${member.user.id}/remove`,
+      fields: {},
+      confirm: `Remove ${self ? 'me' : 'them'} from the workspace`,
+      cancel: { href: page, label: self ? 'Stay in the workspace' : 'Keep them' },
     });
   }
 
@@ -71,6 +193,7 @@ export class SettingsPages {
       message: doneMessage(form.done),
       error: form.error,
       csrfToken,
+      membersPage: `${page}/members`,
       createAction: `${page}/api-keys`,
       revokeAction: `${page}/api-keys/revoke`,
       name: form.name ?? '',
@@ -92,6 +215,56 @@ export class SettingsPages {
       back: `${this.#home}/workspaces/${workspace.id}`,
       scriptUrl,
     }, scriptUrl);
+  }
+
+  /** Revoking an application's access, asked once more. */
+  async confirmAppRevocation(ctx: Context, user: User, app: ConnectedApp, csrfToken: string): Promise<void> {
+    const workspace = app.workspaceId ? await this.#deps.accounts.getWorkspace(app.workspaceId) : undefined;
+    await this.confirm(ctx, user, csrfToken, {
+      title: `Revoke access of ${app.clientName}?`,
+      explanation: [
+        `${app.clientName} will no longer be able to use your account${workspace ? ` in ${workspace.name}` : ''}: the tokens it holds stop working at once.`,
+        'To use it again, you would have to allow it again when it asks.',
+      ],
+      facts: [
+        { term: 'Workspace', text: workspace?.name ?? 'A workspace you are no longer in' },
+        { term: 'Can', text: app.access.join('; ') || 'Nothing beyond knowing who you are' },
+        { term: 'Allowed', text: 'Unknown', time: shownTime(app.grantedAt) },
+        { term: 'Last used', text: 'Not yet', time: shownTime(app.lastUsedAt) },
+      ],
+      action: `${this.#home}/applications/revoke`,
+      fields: { grant: app.grantId },
+      confirm: 'Revoke access',
+      cancel: { href: this.#home, label: 'Keep its access' },
+    });
+  }
+
+  /** Revoking one of a workspace's API keys, asked once more. */
+  async confirmKeyRevocation(ctx: Context, user: User, workspace: WorkspaceRef, key: ApiKeyRecord, csrfToken: string): Promise<void> {
+    const page = `${this.#home}/workspaces/${workspace.id}`;
+    const shown = shownKey(key);
+    await this.confirm(ctx, user, csrfToken, {
+      title: `Revoke the API key “${key.name}”?`,
+      explanation: [
+        `Every script or service that uses this key is refused from then on, everywhere within seconds. A revoked key cannot be restored: to give access again, create a new key.`,
+      ],
+      facts: [
+        { term: 'Workspace', text: workspace.name },
+        { term: 'Key', text: `${shown.hint}…` },
+        { term: 'Created', text: 'Unknown', time: shown.created },
+        { term: 'Expires', text: 'Never', time: shown.expires },
+        { term: 'Last used', text: 'Never', time: shown.lastUsed },
+      ],
+      action: `${page}/api-keys/revoke`,
+      fields: { key: key.id },
+      confirm: 'Revoke the key',
+      cancel: { href: page, label: 'Keep the key' },
+    });
+  }
+
+  /** A confirmation page (views/settings_confirm.ejs). */
+  async confirm(ctx: Context, user: User, csrfToken: string, confirmation: Confirmation): Promise<void> {
+    await this.#render(ctx, 'settings_confirm', confirmation.title, user, { ...confirmation, csrfToken });
   }
 
   async #render(ctx: Context, view: string, title: string, user: User, data: Record<string, unknown>, scriptSrc?: string): Promise<void> {

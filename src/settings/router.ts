@@ -5,18 +5,22 @@ import type { Context } from 'koa';
 import type { Provider } from 'oidc-provider';
 
 import type { Store } from '../../adapters/store.ts';
-import type { Accounts } from '../accounts/accounts.ts';
+import type { Accounts, Member } from '../accounts/accounts.ts';
 import { CsrfTokens } from '../pages/csrf.ts';
 import { HttpError } from '../shared/http_error.ts';
 import type { GrantActivity } from '../grants/activity.ts';
 import type { GrantWorkspaces } from '../grants/workspaces.ts';
 import { PROPAGATION_BOUND_MS } from '../shared/propagation.ts';
 import type { ApiKeys } from '../api_keys/api_keys.ts';
+import type { UserAccess } from '../engine/user_access.ts';
+import type { SignIns } from '../rate_limits/limits.ts';
 import { copyScript, COPY_SCRIPT_PATH } from './assets.ts';
 import { ConnectedApps } from './connected_apps.ts';
 import { formBody } from '../pages/form_body.ts';
 import { adminOf, settingsGuards, signedInOf } from './guards.ts';
+import { noSuchRole, roleOf, WorkspaceMembers, type MemberChange } from './members.ts';
 import { SettingsPages } from './pages.ts';
+import { PasswordChange } from './password.ts';
 import { signedIn } from './session.ts';
 import { SettingsSignIn } from './sign_in.ts';
 import { SETTINGS_PATH } from '../clients/first_party.ts';
@@ -32,6 +36,10 @@ export interface SettingsDependencies {
   apiKeys: ApiKeys;
   /** Keys the forms' tokens (csrf) with: the cookie key, as the login and consent forms do. */
   csrfKey: string;
+  /** Ends a user's other sessions (a password change) and a removed member's grants for the workspace. */
+  userAccess: UserAccess;
+  /** The current password is checked as a sign-in is: the same limits and locks. */
+  signIns: SignIns;
   issuer: string;
   basePath: string;
 }
@@ -49,6 +57,7 @@ export function inSettingsArea(basePath: string): (path: string) => boolean {
  * workspace admin the workspace's API keys and the clients bound to it. Server-rendered pages
  * behind the engine's own sign-in; every form is a POST carrying a token bound to the session,
  * answered with a redirect (303) to the page it came from, except the one that shows a new key.
+ * Whatever cannot be undone is asked first on a confirmation page of its own (a GET).
  */
 export function settingsRouter(dependencies: SettingsDependencies): Router {
   const { provider, accounts, store, grantWorkspaces, grantActivity, issuer, basePath } = dependencies;
@@ -57,6 +66,8 @@ export function settingsRouter(dependencies: SettingsDependencies): Router {
   const signIn = new SettingsSignIn(provider, issuer, basePath);
   const pages = new SettingsPages({ ...dependencies, connectedApps, clients: store.model('Client') });
   const admin = new WorkspaceAdmin(dependencies);
+  const members = new WorkspaceMembers(dependencies);
+  const passwords = new PasswordChange(dependencies);
   const { requireSignIn, checkForm, requireAdmin, formToken } = settingsGuards({ provider, accounts, csrf: new CsrfTokens(dependencies.csrfKey), signIn });
   const form = formBody();
   const router = new Router({ prefix: home });
@@ -67,19 +78,41 @@ export function settingsRouter(dependencies: SettingsDependencies): Router {
     // A response this browser did not ask for (or a sign-in overtaken by one in another tab): a
     // browser that is signed in all the same goes to the settings home, any other sees why not.
     const next = await signIn.finish(ctx) ?? (await signedIn(provider, accounts, ctx) ? home : undefined);
-    if (!next) throw new HttpError(400, 'session_expired', `Open ${issuer}${SETTINGS_PATH} to sign in again`);
+    if (!next) throw new HttpError(400, 'session_expired', 'This sign-in did not start in this browser, or it took too long. Go back to settings to sign in again.');
     ctx.status = 303;
     ctx.redirect(next);
   });
 
-  router.get('/', requireSignIn, (ctx) => pages.home(ctx, signedInOf(ctx).user, formToken(ctx), ctx.query.done));
+  router.get('/', requireSignIn, (ctx) => pages.home(ctx, signedInOf(ctx).user, ctx.query.done));
+
+  // Every destructive action: GET asks (a page with the form), POST does it.
+  router.get('/applications/revoke', requireSignIn, async (ctx) => {
+    const { user } = signedInOf(ctx);
+    const grantId = ctx.query.grant;
+    const app = typeof grantId === 'string' ? await connectedApps.find(user.id, grantId) : undefined;
+    if (!app) throw noSuchApp();
+    return pages.confirmAppRevocation(ctx, user, app, formToken(ctx));
+  });
 
   router.post('/applications/revoke', requireSignIn, form, checkForm, async (ctx) => {
     const grantId = (ctx.request.body as FormBody).grant;
-    if (typeof grantId !== 'string' || !await connectedApps.revoke(signedInOf(ctx).user.id, grantId)) {
-      throw new HttpError(404, 'not_found', 'You have not allowed this application, or its access was already revoked.');
+    if (typeof grantId !== 'string' || !await connectedApps.revoke(signedInOf(ctx).user.id, grantId)) throw noSuchApp();
+    await doneEverywhere(ctx, home, 'app-revoked');
+  });
+
+  router.get('/password', requireSignIn, (ctx) => pages.password(ctx, signedInOf(ctx).user, formToken(ctx)));
+
+  router.post('/password', requireSignIn, form, checkForm, async (ctx) => {
+    const { user, sessionId } = signedInOf(ctx);
+    const refusal = await passwords.change(user, sessionId, ctx.request.body as FormBody, ctx.ip);
+    if (refusal) {
+      ctx.status = refusal.status;
+      if (refusal.retryAfter !== undefined) ctx.set('Retry-After', String(refusal.retryAfter));
+      return pages.password(ctx, user, formToken(ctx), refusal);
     }
-    await revokedEverywhere(ctx, home, 'app-revoked');
+    // The other sessions are deleted from the store, which every instance reads: nothing to wait for.
+    ctx.status = 303;
+    ctx.redirect(`${home}?done=password-changed`);
   });
 
   router.get('/workspaces/:workspaceId', requireSignIn, requireAdmin, (ctx) => {
@@ -98,23 +131,91 @@ export function settingsRouter(dependencies: SettingsDependencies): Router {
     return pages.keyCreated(ctx, signedIn.user, workspace, created);
   });
 
+  router.get('/workspaces/:workspaceId/api-keys/revoke', requireSignIn, requireAdmin, async (ctx) => {
+    const { signedIn, workspace } = adminOf(ctx);
+    const keyId = ctx.query.key;
+    const key = typeof keyId === 'string' ? await admin.findKey(workspace.id, keyId) : undefined;
+    if (!key) throw noSuchKey();
+    return pages.confirmKeyRevocation(ctx, signedIn.user, workspace, key, formToken(ctx));
+  });
+
   router.post('/workspaces/:workspaceId/api-keys/revoke', requireSignIn, requireAdmin, form, checkForm, async (ctx) => {
     const { workspace } = adminOf(ctx);
     const keyId = (ctx.request.body as FormBody).key;
-    if (typeof keyId !== 'string' || !await admin.revokeKey(workspace.id, keyId)) {
-      throw new HttpError(404, 'not_found', 'This workspace has no such API key: it may have been revoked already, or have expired.');
+    if (typeof keyId !== 'string' || !await admin.revokeKey(workspace.id, keyId)) throw noSuchKey();
+    await doneEverywhere(ctx, `${home}/workspaces/${workspace.id}`, 'key-revoked');
+  });
+
+  const membersPage = (workspaceId: string) => `${home}/workspaces/${workspaceId}/members`;
+
+  /** The members page again, saying why a change was refused (a 409 for the last admin). */
+  const refusedOnMembersPage = async (ctx: Context, refusal: { status: number; error: string }) => {
+    const { signedIn, workspace } = adminOf(ctx);
+    ctx.status = refusal.status;
+    return pages.members(ctx, signedIn.user, workspace, await members.list(workspace.id), { error: refusal.error });
+  };
+
+  /**
+   * Where the admin goes once a membership changed: back to the members page, or to the settings
+   * home when the change took their own admin role away (the members page is no longer theirs).
+   */
+  const afterChange = (ctx: Context, change: MemberChange<Member>, kind: 'role' | 'removal') => {
+    if ('refused' in change) return refusedOnMembersPage(ctx, change.refused);
+    const { signedIn, workspace } = adminOf(ctx);
+    const stillAdmin = change.done.user.id !== signedIn.user.id || (kind === 'role' && change.done.role === 'admin');
+    if (!stillAdmin) return doneEverywhere(ctx, home, kind === 'removal' ? 'left-workspace' : 'left-admin');
+    return doneEverywhere(ctx, membersPage(workspace.id), kind === 'removal' ? 'member-removed' : 'role-changed');
+  };
+
+  router.get('/workspaces/:workspaceId/members', requireSignIn, requireAdmin, async (ctx) => {
+    const { signedIn, workspace } = adminOf(ctx);
+    return pages.members(ctx, signedIn.user, workspace, await members.list(workspace.id), { done: ctx.query.done });
+  });
+
+  router.get('/workspaces/:workspaceId/members/:userId/role', requireSignIn, requireAdmin, async (ctx) => {
+    const { signedIn, workspace } = adminOf(ctx);
+    const role = roleOf(ctx.query.role);
+    if (!role) return refusedOnMembersPage(ctx, noSuchRole());
+    const checked = await members.check(workspace.id, String(ctx.params.userId), { role });
+    if ('refused' in checked) return refusedOnMembersPage(ctx, checked.refused);
+    if (checked.done.role === role) {
+      ctx.status = 303;
+      return ctx.redirect(`${membersPage(workspace.id)}?done=role-unchanged`);
     }
-    await revokedEverywhere(ctx, `${home}/workspaces/${workspace.id}`, 'key-revoked');
+    return pages.confirmRoleChange(ctx, signedIn.user, workspace, checked.done, role, formToken(ctx));
+  });
+
+  router.post('/workspaces/:workspaceId/members/:userId/role', requireSignIn, requireAdmin, form, checkForm, async (ctx) => {
+    const { workspace } = adminOf(ctx);
+    const change = await members.setRole(workspace.id, String(ctx.params.userId), (ctx.request.body as FormBody).role);
+    return afterChange(ctx, change, 'role');
+  });
+
+  router.get('/workspaces/:workspaceId/members/:userId/remove', requireSignIn, requireAdmin, async (ctx) => {
+    const { signedIn, workspace } = adminOf(ctx);
+    const checked = await members.check(workspace.id, String(ctx.params.userId), 'remove');
+    if ('refused' in checked) return refusedOnMembersPage(ctx, checked.refused);
+    return pages.confirmRemoval(ctx, signedIn.user, workspace, checked.done, formToken(ctx));
+  });
+
+  router.post('/workspaces/:workspaceId/members/:userId/remove', requireSignIn, requireAdmin, form, checkForm, async (ctx) => {
+    const { workspace } = adminOf(ctx);
+    const change = await members.remove(workspace.id, String(ctx.params.userId));
+    return afterChange(ctx, change, 'removal');
   });
 
   return router;
 }
 
+const noSuchApp = () => new HttpError(404, 'not_found', 'You have not allowed this application, or its access was already revoked.');
+const noSuchKey = () => new HttpError(404, 'not_found', 'This workspace has no such API key: it may have been revoked already, or have expired.');
+
 /**
- * After a revocation: this instance refuses at once, every other within PROPAGATION_BOUND_MS; the
- * answer waits that long (as the admin CLI does), so "revoked" on the page means revoked everywhere.
+ * After a revocation or a change of membership: this instance applies it at once, every other
+ * within PROPAGATION_BOUND_MS (the revocation list, the API key cache, live roles); the answer
+ * waits that long (as the admin CLI does), so "revoked" on the page means revoked everywhere.
  */
-async function revokedEverywhere(ctx: Context, path: string, done: string): Promise<void> {
+async function doneEverywhere(ctx: Context, path: string, done: string): Promise<void> {
   await sleep(PROPAGATION_BOUND_MS);
   ctx.status = 303;
   ctx.redirect(`${path}?done=${done}`);

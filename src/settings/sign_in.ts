@@ -11,7 +11,7 @@ const STATE_COOKIE = 'settings_sign_in';
 /** As long as a login page may stay open (LIFETIMES.Interaction). */
 const STATE_MAX_AGE_MS = 10 * 60 * 1000;
 /** Pages a sign-in may return to: the settings area's own pages, nothing else (no open redirect). */
-const RETURNABLE = /^\/settings(?:\/workspaces\/[A-Za-z0-9_-]{1,64})?$/;
+const RETURNABLE = /^\/settings(?:\/password|\/workspaces\/[A-Za-z0-9_-]{1,64}(?:\/members)?)?$/;
 
 interface SignInState {
   state: string;

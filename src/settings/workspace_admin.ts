@@ -1,3 +1,4 @@
+import type { ApiKeyRecord } from '../../adapters/store.ts';
 import { ApiKeyError, type ApiKeys, type NewApiKey } from '../api_keys/api_keys.ts';
 import { readApiKeyForm } from './api_key_form.ts';
 
@@ -29,8 +30,13 @@ export class WorkspaceAdmin {
    * none. This instance refuses it at once; every other within 2 s (ApiKeys).
    */
   async revokeKey(workspaceId: string, keyId: string): Promise<boolean> {
-    const key = await this.#apiKeys.get(keyId);
-    if (!key || key.workspaceId !== workspaceId) return false;
+    if (!await this.findKey(workspaceId, keyId)) return false;
     return (await this.#apiKeys.revoke(keyId)) !== undefined;
+  }
+
+  /** One of the workspace's keys; undefined for a key of another workspace, or none. */
+  async findKey(workspaceId: string, keyId: string): Promise<ApiKeyRecord | undefined> {
+    const key = await this.#apiKeys.get(keyId);
+    return key?.workspaceId === workspaceId ? key : undefined;
   }
 }

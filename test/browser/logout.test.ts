@@ -175,7 +175,10 @@ describe('sign-out pages in a browser', function () {
     const response = await tab.page.goto(logoutUrl({ client_id: app.client_id, post_logout_redirect_uri: `${APP_ORIGIN}/not-registered`, state: 'x' }));
     expect(response!.status()).to.equal(400);
     await heading(tab.page, 'Invalid request').waitFor();
-    expect(await tab.page.locator('main').innerText()).to.include('post_logout_redirect_uri not registered');
+    const text = await tab.page.locator('main').innerText();
+    expect(text, 'in plain words').to.include('an address it has not registered').and.include('you were not signed out');
+    expect(text, 'not the engine\'s words').to.not.include('post_logout_redirect_uri');
+    expect(await tab.page.getByRole('link', { name: /home page$/ }).count(), 'a way on').to.equal(1);
     expect(await tab.page.getByRole('button', { name: 'Sign out', exact: true }).count()).to.equal(0);
     expect(tab.app.paths()).to.deep.equal(['/callback']);
     expect(await nextAuthorization(tab), 'still signed in').to.equal('signed in');

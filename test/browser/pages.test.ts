@@ -9,7 +9,9 @@ import { cspOrigin, htmlContentSecurityPolicy } from '../../src/pages/csp.ts';
 import { captureRedirect, launchBrowser, newPage, signIn } from '../support/browser.ts';
 import { REDIRECT_URI, codeRequest, registerClient, type RegisteredClient } from '../support/oauth.ts';
 import { PHONE, axeViolations, checkPage, imagesSettled } from '../support/page_audit.ts';
+import { startDocumentServer, type DocumentServer } from '../support/document_server.ts';
 import { seedUser, startServer, type TestServer } from '../support/server.ts';
+import { testCertificates, type TestCertificates } from '../support/tls.ts';
 
 /**
  * A PNG drawn in code (RGBA, no compression library beyond zlib): a blue disc with a white ring,
@@ -136,6 +138,7 @@ describe('login, consent and error pages: the application\'s logo and documents,
     ...metadata,
   });
 
+  const focusedId = (page: Page) => page.evaluate(() => document.activeElement?.id);
   const loginHeading = (page: Page) => page.getByRole('heading', { level: 1, name: 'Sign in' });
   const consentHeading = (page: Page) => page.getByRole('heading', { level: 1, name: /^Authorize\b/ });
 
@@ -244,7 +247,7 @@ describe('login, consent and error pages: the application\'s logo and documents,
       expect(await page.getByLabel('Password').count(), 'no login: the session is reused').to.equal(0);
       expectNoImages(plainConsent!);
       expect(await page.locator('img').count()).to.equal(0);
-      expect(await page.getByRole('link').filter({ hasNotText: /^Sign out$/ }).count(), 'no documents (the one link is Sign out)').to.equal(0);
+      expect(await page.locator('main').getByRole('link').filter({ hasNotText: /^Sign out$/ }).count(), 'no documents (the one link is Sign out)').to.equal(0);
       expect(await page.locator('main').innerText()).to.not.include('First App');
 
       // The second application's login page, in a fresh browser: its own logo, from its own origin only.
@@ -274,7 +277,7 @@ describe('login, consent and error pages: the application\'s logo and documents,
       });
       expect(cspOrigin(new URL('http://[::1]:8080/x'))).to.equal('http://[::1]:8080');
       expect(cspOrigin(new URL('http://a,b/'))).to.equal(undefined);
-      expect(() => htmlContentSecurityPolicy('n', { imgSrc: 'http://a;b' })).to.throw();
+      expect(() => htmlContentSecurityPolicy('n', { imgSrc: ['http://a;b'] })).to.throw();
       expect(htmlContentSecurityPolicy('n', {})).to.not.include('img-src');
     });
   });
@@ -293,13 +296,19 @@ describe('login, consent and error pages: the application\'s logo and documents,
 
       await page.goto(codeRequest(server.issuer, client.client_id).url);
       await loginHeading(page).waitFor();
+      expect(await focusedId(page), 'the email is typed first').to.equal('email');
       await checkPage(page, 'login');
 
       await signIn(page, user, 'not-the-password');
       await page.getByRole('alert').waitFor();
+      expect(await focusedId(page), 'after a wrong password, the cursor waits in the password field').to.equal('password');
+      expect(await page.getByLabel('Email').inputValue(), 'the email is kept').to.equal(user.email);
+      expect(await page.getByLabel('Password').getAttribute('aria-describedby'), 'the field names the error').to.equal(await page.getByRole('alert').getAttribute('id'));
       await checkPage(page, 'login-error');
 
-      await signIn(page, user);
+      // The password typed straight away, where the cursor is, signs in.
+      await page.keyboard.type(user.password);
+      await page.keyboard.press('Enter');
       await consentHeading(page).waitFor();
       await checkPage(page, 'consent-one');
     });
@@ -361,5 +370,138 @@ describe('login, consent and error pages: the application\'s logo and documents,
       await page.getByRole('heading', { level: 1 }).waitFor();
       await checkPage(page, 'error');
     });
+
+    it('the home page: what the service is, the way to the settings area, the discovery documents', async function () {
+      const page = await open();
+      const response = await page.goto(`${server.issuer}/`);
+      expect(response!.status()).to.equal(200);
+      expect(await page.title()).to.equal('Workspace OAuth server');
+      await page.getByRole('heading', { level: 1, name: 'Workspace OAuth server' }).waitFor();
+      expect(await page.locator('img').count(), 'no logo configured: none shown').to.equal(0);
+      expect(await page.getByRole('link', { name: 'Documentation' }).count(), 'no documentation configured: no link').to.equal(0);
+      for (const name of ['Authorization server metadata', 'OpenID Connect discovery']) {
+        const href = await page.getByRole('link', { name }).getAttribute('href');
+        const document = await fetch(href!);
+        expect(document.status, `${name}: ${href}`).to.equal(200);
+        expect(((await document.json()) as { issuer: string }).issuer).to.equal(server.issuer);
+      }
+      await checkPage(page, 'home');
+      await page.getByRole('link', { name: 'Sign in to your settings' }).click();
+      await loginHeading(page).waitFor();
+    });
+  });
+
+  describe('error pages', function () {
+    /** Words of the engine's own descriptions, which are for developers and never shown. */
+    const ENGINE_PHRASES = [/client is invalid/i, /did not match any of the client's registered/i, /missing required parameter/i, /\(.*\binvalid\b.*\)/i];
+
+    async function expectPlainErrorPage(page: Page, heading: string): Promise<void> {
+      await page.getByRole('heading', { level: 1, name: heading }).waitFor();
+      const text = await page.locator('main').innerText();
+      for (const phrase of ENGINE_PHRASES) expect(text, `no engine phrase ${phrase}`).to.not.match(phrase);
+      expect(text, 'says what to do next').to.match(/Go back to the application|Try again/);
+      const home = page.getByRole('link', { name: 'Go to the Workspace OAuth server home page' });
+      expect(await home.getAttribute('href')).to.equal('/');
+      expect(text, 'a reference to quote').to.match(/Reference: \S+/);
+    }
+
+    it('say in plain words what happened and what to do next, and link back to the home page', async function () {
+      const client = await newClient();
+      const page = await open();
+
+      await page.goto(codeRequest(server.issuer, 'no-such-client').url);
+      await expectPlainErrorPage(page, 'Unknown application');
+
+      await page.goto(codeRequest(server.issuer, client.client_id, { redirect_uri: 'http://127.0.0.1:9/not-registered' }).url);
+      await expectPlainErrorPage(page, 'Unregistered return address');
+
+      await page.goto(`${server.issuer}/oauth/authorize?response_type=code`);
+      await expectPlainErrorPage(page, 'Invalid request');
+      await checkPage(page, 'error-invalid-request');
+
+      await page.getByRole('link', { name: 'Go to the Workspace OAuth server home page' }).click();
+      await page.getByRole('heading', { level: 1, name: 'Workspace OAuth server' }).waitFor();
+    });
+  });
+});
+
+describe('the service\'s name, logo and documentation (SERVICE_NAME, SERVICE_LOGO_URL, SERVICE_DOCUMENTATION_URL) on every page', function () {
+  this.timeout(60_000);
+
+  const NAME = 'Acme Sign-in';
+  const DOCUMENTATION = 'https://docs.example.com/oauth';
+  let certificates: TestCertificates;
+  let brand: DocumentServer;
+  let logos: LogoServer;
+  let server: TestServer;
+  let browser: Browser;
+  const contexts: BrowserContext[] = [];
+
+  before(async function () {
+    certificates = await testCertificates();
+    [brand, logos, browser] = await Promise.all([startDocumentServer(certificates), startLogoServer(), launchBrowser()]);
+    const png = logoPng(64);
+    brand.serve('/brand.png', (_request, response) => {
+      response.writeHead(200, { 'content-type': 'image/png', 'content-length': png.length, 'cache-control': 'no-store' }).end(png);
+    });
+    server = await startServer({ env: { SERVICE_NAME: NAME, SERVICE_LOGO_URL: `${brand.origin}/brand.png`, SERVICE_DOCUMENTATION_URL: DOCUMENTATION } });
+  });
+
+  afterEach(async function () {
+    await Promise.all(contexts.splice(0).map((context) => context.close()));
+  });
+
+  after(async function () {
+    await browser?.close();
+    await server?.stop();
+    await brand?.stop();
+    await logos?.close();
+    await certificates?.remove();
+  });
+
+  async function open(): Promise<Page> {
+    // The logo's https server has the test's own certificate.
+    const { context, page } = await newPage(browser, { viewport: PHONE, ignoreHTTPSErrors: true });
+    contexts.push(context);
+    return page;
+  }
+
+  /** The header: the name, linking home, and the logo (loaded, allowed by the page's policy). */
+  async function expectBrand(page: Page, response: PageResponse): Promise<void> {
+    const home = page.getByRole('banner').getByRole('link', { name: NAME, exact: true });
+    expect(await home.getAttribute('href')).to.equal('/');
+    const logo = page.getByRole('banner').locator('img');
+    expect(await logo.getAttribute('src')).to.equal(`${brand.origin}/brand.png`);
+    expect(await logo.getAttribute('alt'), 'decorative: the name is beside it').to.equal('');
+    await imagesSettled(page);
+    expect(await logo.evaluate((image: HTMLImageElement) => image.naturalWidth), 'the logo loaded').to.be.greaterThan(0);
+    expect(directives(response.headers()['content-security-policy']).get('img-src')).to.include(brand.origin);
+  }
+
+  it('shows them on the home page, the sign-in and consent pages and the error page', async function () {
+    const user = await seedUser(server, [{ workspace: 'Branded Ltd' }]);
+    const client = await registerClient(server.issuer, { client_name: 'Branded Client', logo_uri: logos.logoUri });
+    const page = await open();
+
+    const home = await page.goto(`${server.issuer}/`);
+    expect(await page.title()).to.equal(NAME);
+    await page.getByRole('heading', { level: 1, name: NAME }).waitFor();
+    await expectBrand(page, home!);
+    expect(await page.getByRole('link', { name: 'Documentation' }).getAttribute('href')).to.equal(DOCUMENTATION);
+    await checkPage(page, 'home-branded');
+
+    const login = await page.goto(codeRequest(server.issuer, client.client_id).url);
+    await page.getByRole('heading', { level: 1, name: 'Sign in' }).waitFor();
+    await expectBrand(page, login!);
+    expect(directives(login!.headers()['content-security-policy']).get('img-src'), 'the service\'s logo and the application\'s').to.have.members([brand.origin, logos.origin]);
+    await checkPage(page, 'login-branded');
+    await signIn(page, user);
+    await page.getByRole('heading', { level: 1, name: /^Authorize/ }).waitFor();
+    expect(await page.getByRole('banner').innerText()).to.include(NAME);
+
+    const error = await page.goto(codeRequest(server.issuer, 'no-such-client').url);
+    await page.getByRole('heading', { level: 1, name: 'Unknown application' }).waitFor();
+    await expectBrand(page, error!);
+    expect(await page.getByRole('link', { name: `Go to the ${NAME} home page` }).getAttribute('href')).to.equal('/');
   });
 });

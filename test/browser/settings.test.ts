@@ -3,7 +3,7 @@ import type { Browser, BrowserContext, BrowserContextOptions, Page, Request } fr
 
 import { openStore } from '../../adapters/index.ts';
 import { captureRedirect, launchBrowser, newPage, recordRequests, signIn } from '../support/browser.ts';
-import { api, clientCredentialsToken } from '../support/data_api.ts';
+import { api, clientCredentialsToken, createApiKey } from '../support/data_api.ts';
 import { REDIRECT_URI, codeRequest, exchangeCode, postCredentials, registerClient, tokenRequest, type RegisteredClient } from '../support/oauth.ts';
 import { PHONE, checkPage } from '../support/page_audit.ts';
 import { startRedis, type RedisServer } from '../support/redis.ts';
@@ -80,6 +80,22 @@ describe('settings area in a real browser', function () {
   /** The connected-application card of one client. */
   const appCard = (page: Page, name: string) => page.getByRole('listitem').filter({ has: page.getByRole('heading', { level: 3, name, exact: true }) });
 
+  /** Revokes an application's access from its card: the card's button, then the confirmation page's. */
+  async function revokeApp(page: Page, name: string): Promise<void> {
+    await appCard(page, name).getByRole('button', { name: /^Revoke access/ }).click();
+    await page.getByRole('heading', { level: 1, name: `Revoke access of ${name}?` }).waitFor();
+    await page.getByRole('button', { name: 'Revoke access', exact: true }).click();
+    await page.getByRole('status').waitFor();
+  }
+
+  /** Revokes an API key from its card on the workspace page, confirming it. */
+  async function revokeKey(page: Page, name: string): Promise<void> {
+    await page.getByRole('button', { name: `Revoke the key ${name}` }).click();
+    await page.getByRole('heading', { level: 1, name: `Revoke the API key “${name}”?` }).waitFor();
+    await page.getByRole('button', { name: 'Revoke the key', exact: true }).click();
+    await page.getByRole('status').filter({ hasText: 'API key revoked' }).waitFor();
+  }
+
   /** A card's facts (`<dl>`) as term -> description text. */
   async function facts(card: ReturnType<Page['locator']>): Promise<Record<string, string>> {
     return card.locator('dl.facts').evaluate((list) => {
@@ -104,7 +120,11 @@ describe('settings area in a real browser', function () {
       await page.getByRole('heading', { level: 1, name: 'Sign in' }).waitFor();
       expect(await page.locator('main').innerText()).to.include('Account settings');
       await checkPage(page, 'settings-sign-in');
-      await signIn(page, user);
+      await signIn(page, user, 'not the password');
+      await page.getByRole('alert').waitFor();
+      expect(await page.evaluate(() => document.activeElement?.id), 'after a failed sign-in, the password field has the focus').to.equal('password');
+      await page.keyboard.type(user.password);
+      await page.keyboard.press('Enter');
       await page.getByRole('heading', { level: 1, name: 'Sign-in Works' }).waitFor();
       expect(new URL(page.url()).pathname, 'no code or state left in the address bar').to.equal(`/settings/workspaces/${user.workspaces[0]!.id}`);
       expect(page.url()).to.not.include('?');
@@ -181,7 +201,10 @@ describe('settings area in a real browser', function () {
 
       await openSettings(page, user);
       await appCard(page, 'To Be Revoked').getByRole('button', { name: /^Revoke access/ }).click();
-      await page.getByRole('status').waitFor();
+      await page.getByRole('heading', { level: 1, name: 'Revoke access of To Be Revoked?' }).waitFor();
+      await checkPage(page, 'settings-confirm-app');
+      await page.goBack();
+      await revokeApp(page, 'To Be Revoked');
       expect(await page.getByRole('status').innerText()).to.include('Access revoked');
       expect(new URL(page.url()).pathname, 'back on the settings page (303 after the POST)').to.equal('/settings');
       expect(await appCard(page, 'To Be Revoked').count()).to.equal(0);
@@ -265,6 +288,16 @@ describe('settings area in a real browser', function () {
       const focusStyle = await button.evaluate((element) => getComputedStyle(element).outlineStyle);
       expect(focusStyle, 'the focused button shows a focus outline').to.not.equal('none');
       await page.keyboard.press('Enter');
+      // The confirmation page: Tab reaches its button too.
+      await page.getByRole('heading', { level: 1, name: 'Revoke access of Keyboard App?' }).waitFor();
+      const confirm = page.getByRole('button', { name: 'Revoke access', exact: true });
+      reached = false;
+      for (let i = 0; i < 10 && !reached; i += 1) {
+        await page.keyboard.press('Tab');
+        reached = await confirm.evaluate((element) => element === document.activeElement);
+      }
+      expect(reached, 'Tab reaches the confirmation button').to.equal(true);
+      await page.keyboard.press('Enter');
       await page.getByRole('status').waitFor();
       expect((await api(server, '/rest/companies', { credential: tokens.access_token })).status).to.equal(401);
     });
@@ -301,7 +334,8 @@ describe('settings area in a real browser', function () {
       expect(page.url(), 'the key is not in the address').to.not.include(key);
 
       const copy = page.getByRole('button', { name: 'Copy key' });
-      expect(await copy.isVisible(), 'the script shows the copy button').to.equal(true);
+      // The script shows the copy button (it runs once the page is parsed: waited for, not assumed).
+      await copy.waitFor({ state: 'visible' });
       await copy.click();
       await page.getByRole('status').filter({ hasText: 'Copied.' }).waitFor();
       expect(await page.evaluate(() => navigator.clipboard.readText()), 'the clipboard holds the key').to.equal(key);
@@ -319,7 +353,10 @@ describe('settings area in a real browser', function () {
       await checkPage(page, 'settings-workspace-keys');
 
       await card.getByRole('button', { name: 'Revoke the key nightly export' }).click();
-      await page.getByRole('status').filter({ hasText: 'API key revoked' }).waitFor();
+      await page.getByRole('heading', { level: 1, name: 'Revoke the API key “nightly export”?' }).waitFor();
+      await checkPage(page, 'settings-confirm-key');
+      await page.goBack();
+      await revokeKey(page, 'nightly export');
       expect(await page.getByRole('list', { name: 'API keys' }).count()).to.equal(0);
       const refused = await api(server, '/rest/companies', { credential: key });
       expect(refused.status).to.equal(401);
@@ -336,6 +373,40 @@ describe('settings area in a real browser', function () {
       await page.getByRole('heading', { level: 1, name: 'API key created' }).waitFor();
       expect(await page.getByLabel(/The key “by hand”/).inputValue()).to.match(/^wsk_/);
       expect(await page.getByRole('button', { name: 'Copy key' }).count(), 'hidden without the script').to.equal(0);
+    });
+
+    it('sees a new key whole on a phone (390 px): nothing clipped, and selected in one go', async function () {
+      const admin = await seedUser(server, [{ workspace: 'Phone Keys' }]);
+      const page = await open();
+      await openSettings(page, admin);
+      await page.goto(`${settingsUrl()}/workspaces/${admin.workspaces[0]!.id}`);
+      await page.getByLabel('Name').fill('on a phone');
+      await page.getByRole('button', { name: 'Create key' }).click();
+      await page.getByRole('heading', { level: 1, name: 'API key created' }).waitFor();
+      await checkPage(page, 'settings-key-created-phone');
+
+      const field = page.getByLabel(/The key “on a phone”/);
+      const key = await field.inputValue();
+      expect(key).to.match(/^wsk_[0-9A-Za-z]{38}$/);
+      const shown = await field.evaluate((element: HTMLTextAreaElement) => {
+        const box = element.getBoundingClientRect();
+        return {
+          scrollWidth: element.scrollWidth, clientWidth: element.clientWidth, scrollHeight: element.scrollHeight, clientHeight: element.clientHeight,
+          left: box.left, right: box.right, viewport: document.documentElement.clientWidth,
+        };
+      });
+      expect(shown.viewport).to.equal(PHONE.width);
+      expect(shown.scrollWidth, 'no part of the key scrolled out sideways').to.be.at.most(shown.clientWidth);
+      expect(shown.scrollHeight, 'nor below').to.be.at.most(shown.clientHeight);
+      expect(shown.left).to.be.at.least(0);
+      expect(shown.right, 'the field fits the screen').to.be.at.most(shown.viewport);
+
+      const selected = (locator: typeof field) => locator.evaluate((element: HTMLTextAreaElement) => element.value.slice(element.selectionStart, element.selectionEnd));
+      await field.click({ clickCount: 3 });
+      expect(await selected(field), 'a triple click selects the whole key').to.equal(key);
+      await field.click();
+      await page.keyboard.press('Control+A');
+      expect(await selected(field), 'select all in the field: the whole key').to.equal(key);
     });
 
     it('is told what is wrong with the form (400), and the name given is kept', async function () {
@@ -370,16 +441,72 @@ describe('settings area in a real browser', function () {
     });
   });
 
+  describe('confirmations', function () {
+    it('asks before revoking an application or an API key, on a page that works without JavaScript; keeping changes nothing', async function () {
+      const admin = await seedUser(server, [{ workspace: 'Careful Ltd' }]);
+      const workspaceId = admin.workspaces[0]!.id;
+      const client = await newClient('Careful App');
+      const page = await open({ javaScriptEnabled: false });
+      const tokens = await authorizeIn(page, admin, client);
+      await openSettings(page, admin);
+
+      await appCard(page, 'Careful App').getByRole('button', { name: /^Revoke access/ }).click();
+      await page.getByRole('heading', { level: 1, name: 'Revoke access of Careful App?' }).waitFor();
+      expect(new URL(page.url()).pathname).to.equal('/settings/applications/revoke');
+      expect(await page.locator('main').innerText()).to.include('Careful Ltd').and.include('stop working at once');
+      await page.getByRole('link', { name: 'Keep its access' }).click();
+      await page.getByRole('heading', { level: 1, name: 'Settings' }).waitFor();
+      expect(await appCard(page, 'Careful App').count(), 'kept').to.equal(1);
+      expect((await api(server, '/rest/companies', { credential: tokens.access_token })).status, 'still works').to.equal(200);
+      await revokeApp(page, 'Careful App');
+      expect((await api(server, '/rest/companies', { credential: tokens.access_token })).status).to.equal(401);
+
+      const { key, id } = await createApiKey(server, workspaceId, { name: 'careful key' });
+      await page.goto(`${settingsUrl()}/workspaces/${workspaceId}`);
+      await page.getByRole('button', { name: 'Revoke the key careful key' }).click();
+      await page.getByRole('heading', { level: 1, name: 'Revoke the API key “careful key”?' }).waitFor();
+      expect(page.url(), 'the key\'s id, never the key, in the address').to.include(id).and.not.include(key);
+      await page.getByRole('link', { name: 'Keep the key' }).click();
+      await page.getByRole('heading', { level: 1, name: 'Careful Ltd' }).waitFor();
+      expect((await api(server, '/rest/companies', { credential: key })).status, 'the kept key works').to.equal(200);
+      await revokeKey(page, 'careful key');
+      expect((await api(server, '/rest/companies', { credential: key })).status).to.equal(401);
+    });
+
+    it('shows an admin no confirmation page for another workspace\'s key (404), and its form revokes nothing there', async function () {
+      const admin = await seedUser(server, [{ workspace: 'Mine Ltd' }]);
+      const other = await seedUser(server, [{ workspace: 'Theirs Ltd' }]);
+      const theirs = await createApiKey(server, other.workspaces[0]!.id, { name: 'their key' });
+      const page = await open();
+      await openSettings(page, admin);
+      const mine = `${settingsUrl()}/workspaces/${admin.workspaces[0]!.id}`;
+      const refused = await page.goto(`${mine}/api-keys/revoke?key=${theirs.id}`);
+      expect(refused!.status()).to.equal(404);
+      expect(await page.getByRole('link', { name: 'Back to settings' }).count()).to.equal(1);
+      expect((await page.goto(`${settingsUrl()}/workspaces/${other.workspaces[0]!.id}/api-keys/revoke?key=${theirs.id}`))!.status(), 'their workspace').to.equal(404);
+
+      const { id: ownKey } = await createApiKey(server, admin.workspaces[0]!.id, { name: 'own key' });
+      await page.goto(`${mine}/api-keys/revoke?key=${ownKey}`);
+      await page.locator('input[name="key"]').evaluate((input: HTMLInputElement, id: string) => { input.value = id; }, theirs.id);
+      const answer = page.waitForResponse((response) => response.request().method() === 'POST');
+      await page.getByRole('button', { name: 'Revoke the key', exact: true }).click();
+      expect((await answer).status()).to.equal(404);
+      expect((await api(server, '/rest/companies', { credential: theirs.key })).status, 'their key still works').to.equal(200);
+    });
+  });
+
   describe('a member or viewer', function () {
     it('sees no API keys, and is refused (403) the workspace page and its forms', async function () {
+      this.timeout(60_000); // two users, each through a sign-in, a consent and four refusals
       const admin = await seedUser(server, [{ workspace: 'Roles Ltd' }]);
       const workspaceId = admin.workspaces[0]!.id;
       for (const role of ['member', 'viewer'] as const) {
         const user = await seedUser(server, []);
         expect((await server.admin(['member', 'add', '--user', user.id, '--workspace', workspaceId, '--role', role])).code).to.equal(0);
         const page = await open();
-        // An application the user allowed: its revoke form gives the page a valid token to post with.
-        await authorizeIn(page, user, await newClient());
+        // An application the user allowed: its confirmation page gives the browser a valid token to post with.
+        const client = await newClient();
+        await authorizeIn(page, user, client);
         await openSettings(page, user);
         expect(await page.getByRole('link', { name: /API keys/ }).count(), `${role}: no link to API keys`).to.equal(0);
         expect(await page.locator('main').innerText()).to.include(`Roles Ltd (${role})`);
@@ -390,8 +517,12 @@ describe('settings area in a real browser', function () {
         expect(await page.locator('main').innerText()).to.include('Only an admin of this workspace');
         expect(await page.getByRole('heading', { name: 'API keys' }).count()).to.equal(0);
 
-        // A form posted with the user's own session and its valid token: still 403.
+        // A form posted with the user's own session and its valid token: still 403; and the confirmation page too.
         await page.goto(settingsUrl());
+        await appCard(page, client.client_name!).getByRole('button', { name: /^Revoke access/ }).click();
+        await page.getByRole('heading', { level: 1, name: /^Revoke access of/ }).waitFor();
+        expect((await page.goto(`${settingsUrl()}/workspaces/${workspaceId}/api-keys/revoke?key=key_x`))!.status(), `${role}: key confirmation`).to.equal(403);
+        await page.goBack();
         for (const action of ['api-keys', 'api-keys/revoke']) {
           const status = await postFrom(page, `/settings/workspaces/${workspaceId}/${action}`, { name: 'sneaky', expires_in: '7d', key: 'key_x' });
           expect(status, `${role}: POST ${action}`).to.equal(403);
@@ -440,8 +571,7 @@ describe('settings area in a real browser', function () {
       expect((await api(second, '/rest/companies', { credential: tokens.access_token })).status, 'the other instance accepts it first').to.equal(200);
 
       await openSettings(page, admin);
-      await appCard(page, 'Two Instance App').getByRole('button', { name: /^Revoke access/ }).click();
-      await page.getByRole('status').waitFor();
+      await revokeApp(page, 'Two Instance App');
       expect((await api(second, '/rest/companies', { credential: tokens.access_token })).status, 'access token, other instance').to.equal(401);
       const refreshed = await tokenRequest(second.origin, { grant_type: 'refresh_token', refresh_token: tokens.refresh_token, ...postCredentials(client) });
       expect(refreshed.status, 'refresh token, other instance').to.equal(400);
@@ -452,8 +582,7 @@ describe('settings area in a real browser', function () {
       const key = await page.getByLabel(/The key “shared”/).inputValue();
       expect((await api(second, '/rest/companies', { credential: key })).status, 'the key works at the other instance').to.equal(200);
       await page.getByRole('link', { name: /^Done/ }).click();
-      await page.getByRole('button', { name: 'Revoke the key shared' }).click();
-      await page.getByRole('status').waitFor();
+      await revokeKey(page, 'shared');
       expect((await api(second, '/rest/companies', { credential: key })).status, 'key, other instance').to.equal(401);
     });
   });
@@ -487,8 +616,7 @@ describe('settings area in a real browser', function () {
 
       await page.goto(`${onRedis.issuer}/settings`);
       expect((await facts(appCard(page, 'Redis App'))).Workspace).to.equal('Redis Ltd');
-      await appCard(page, 'Redis App').getByRole('button', { name: /^Revoke access/ }).click();
-      await page.getByRole('status').waitFor();
+      await revokeApp(page, 'Redis App');
       expect(await appCard(page, 'Redis App').count()).to.equal(0);
       expect((await api(onRedis, '/rest/companies', { credential: tokens.access_token })).status).to.equal(401);
 
@@ -527,8 +655,7 @@ describe('settings area in a real browser', function () {
       const code = (await capture.next()).url.searchParams.get('code');
       const tokens = await (await exchangeCode(below.issuer, client, code!, auth.verifier)).json() as Tokens;
       await page.goto(`${below.issuer}/settings`);
-      await appCard(page, 'Path App').getByRole('button', { name: /^Revoke access/ }).click();
-      await page.getByRole('status').waitFor();
+      await revokeApp(page, 'Path App');
       expect(new URL(page.url()).pathname).to.equal('/auth/settings');
       expect((await api(below, '/rest/companies', { credential: tokens.access_token })).status).to.equal(401);
 
@@ -536,7 +663,8 @@ describe('settings area in a real browser', function () {
       await page.getByLabel('Name').fill('under a path');
       await page.getByRole('button', { name: 'Create key' }).click();
       await page.getByRole('heading', { level: 1, name: 'API key created' }).waitFor();
-      expect(await page.getByRole('button', { name: 'Copy key' }).isVisible(), 'the script loaded from under the path').to.equal(true);
+      // The script, loaded from under the path, shows the copy button.
+      await page.getByRole('button', { name: 'Copy key' }).waitFor({ state: 'visible' });
       const elsewhere = requests.map((request) => request.url()).filter((url) => !url.startsWith(`${below.issuer}/`) && !url.startsWith(REDIRECT_URI));
       expect(elsewhere, 'every request under the issuer').to.deep.equal([]);
     });
@@ -550,6 +678,9 @@ describe('settings area in a real browser', function () {
       const tokens = await authorizeIn(page, user, client);
       await openSettings(page, user);
       const grant = await page.locator('input[name="grant"]').first().inputValue();
+      // The confirmation page: the form with this session's token.
+      await appCard(page, 'Forgery Target').getByRole('button', { name: /^Revoke access/ }).click();
+      await page.getByRole('heading', { level: 1, name: 'Revoke access of Forgery Target?' }).waitFor();
 
       expect(await postFrom(page, '/settings/applications/revoke', { grant, csrf: '' }), 'no token').to.equal(403);
       expect(await postFrom(page, '/settings/applications/revoke', { grant, csrf: 'A'.repeat(43) }), 'a made-up token').to.equal(403);
@@ -557,8 +688,13 @@ describe('settings area in a real browser', function () {
       // Another user's browser, with its own valid token, naming this user's grant: not found, nothing revoked.
       const other = await seedUser(server, [{ workspace: 'Other Forgery' }]);
       const otherPage = await open();
-      await authorizeIn(otherPage, other, await newClient());
+      const otherClient = await newClient();
+      await authorizeIn(otherPage, other, otherClient);
       await openSettings(otherPage, other);
+      await appCard(otherPage, otherClient.client_name!).getByRole('button', { name: /^Revoke access/ }).click();
+      await otherPage.getByRole('heading', { level: 1, name: /^Revoke access of/ }).waitFor();
+      expect((await otherPage.goto(`${settingsUrl()}/applications/revoke?grant=${encodeURIComponent(grant)}`))!.status(), 'the confirmation page of someone else\'s grant').to.equal(404);
+      await otherPage.goBack();
       const sameTokenElsewhere = await page.locator('input[name="csrf"]').first().inputValue();
       expect(await postFrom(otherPage, '/settings/applications/revoke', { grant, csrf: sameTokenElsewhere }), 'another session\'s token').to.equal(403);
       expect(await postFrom(otherPage, '/settings/applications/revoke', { grant }), 'someone else\'s grant').to.equal(404);
@@ -582,11 +718,13 @@ describe('settings area in a real browser', function () {
       expect(await appCard(page, 'Forgery Target').count()).to.equal(1);
 
       // What the browser shows for a forged form: the error page.
-      await page.locator('input[name="csrf"]').first().evaluate((input: HTMLInputElement) => { input.value = 'forged'; });
-      const refused = page.waitForResponse((response) => response.request().method() === 'POST');
       await appCard(page, 'Forgery Target').getByRole('button', { name: /^Revoke access/ }).click();
+      await page.locator('input[name="csrf"]').evaluate((input: HTMLInputElement) => { input.value = 'forged'; });
+      const refused = page.waitForResponse((response) => response.request().method() === 'POST');
+      await page.getByRole('button', { name: 'Revoke access', exact: true }).click();
       expect((await refused).status()).to.equal(403);
       await page.getByRole('heading', { level: 1 }).waitFor();
+      expect(await page.getByRole('link', { name: 'Back to settings' }).getAttribute('href'), 'the error page leads back').to.equal('/settings');
       await checkPage(page, 'settings-forged-form');
       expect((await api(server, '/rest/companies', { credential: tokens.access_token })).status, 'still allowed').to.equal(200);
     });

@@ -133,8 +133,19 @@ describe('API keys', function () {
 
   it('are never accepted at the OAuth endpoints, and a credential is checked only as what its prefix says it is', async () => {
     const { key } = await createApiKey(server, workspaceId);
-    const userinfo = await fetch(`${server.issuer}/oauth/userinfo`, { headers: { authorization: `Bearer ${key}` } });
-    expect(userinfo.status).to.equal(401);
+    expect((await api(server, '/rest/companies', { credential: key })).status, 'a working key').to.equal(200);
+    // Userinfo says plainly why, in the challenge and the body alike, whether sent in the header or the form.
+    const plainly = 'API keys are not accepted here: userinfo needs an OAuth access token issued to a user, with the profile or openid scope';
+    for (const userinfo of [
+      await fetch(`${server.issuer}/oauth/userinfo`, { headers: { authorization: `Bearer ${key}` } }),
+      await fetch(`${server.issuer}/oauth/userinfo`, { method: 'POST', body: new URLSearchParams({ access_token: key }) }),
+    ]) {
+      expect(userinfo.status).to.equal(401);
+      expect(userinfo.headers.get('www-authenticate')).to.equal(`Bearer realm="oauth", error="invalid_token", error_description="${plainly}"`);
+      expect(await userinfo.json()).to.include({ error: 'invalid_token', error_description: plainly });
+    }
+    const notAKey = await fetch(`${server.issuer}/oauth/userinfo`, { headers: { authorization: 'Bearer not-a-key-nor-a-token' } });
+    expect(((await notAKey.json()) as { error_description: string }).error_description, 'anything else is an invalid token, as before').to.not.include('API keys');
 
     const client = await registerClient(server.issuer);
     expect(await introspect(server.issuer, postCredentials(client), key)).to.deep.equal({ active: false });

@@ -1,5 +1,6 @@
 import { expect } from 'chai';
 
+import { requestNaming } from '../support/named_host.ts';
 import { REDIRECT_URI, codeRequest, registerClient } from '../support/oauth.ts';
 import { seedUser, startServer, type TestServer } from '../support/server.ts';
 import { UserAgent } from '../support/user_agent.ts';
@@ -102,6 +103,25 @@ describe('behind a TLS-terminating reverse proxy', () => {
     const metadata = await discovery(untrusting);
     expect(metadata.issuer).to.equal(PUBLIC_ISSUER);
     expect(metadata.authorization_endpoint).to.equal(`${PUBLIC_ISSUER}/oauth/authorize`);
+  });
+
+  it('sends a page asked for under another name of the issuer\'s port to BASE_URL (302), and never one a proxy names by its upstream address', async () => {
+    const settings = (server: TestServer, headers: Record<string, string>) => fetch(`${server.origin}/settings?from=proxy`, { headers, redirect: 'manual' });
+    const other = { 'x-forwarded-proto': 'https', 'x-forwarded-host': 'www.auth.example.com' };
+    const redirected = await settings(trusting, other);
+    expect(redirected.status).to.equal(302);
+    expect(redirected.headers.get('location')).to.equal(`${PUBLIC_ISSUER}/settings?from=proxy`);
+    expect(redirected.headers.get('cache-control')).to.equal('no-store');
+    const ownName = await settings(trusting, FORWARDED);
+    expect(ownName.status, 'the issuer\'s own name: sent to sign in').to.equal(303);
+    expect(ownName.headers.get('location')).to.match(new RegExp(`^${PUBLIC_ISSUER}/oauth/authorize\\?`));
+    for (const server of [trusting, untrusting]) {
+      // No X-Forwarded-Host (or one not believed) and a Host of another port: the proxy's upstream address, not a name to send anyone to.
+      expect((await settings(server, server === untrusting ? other : {})).status).to.equal(303);
+    }
+    const named = await requestNaming('www.auth.example.com', `${untrusting.origin}/settings`);
+    expect(named, 'a Host naming another name for port 443').to.deep.equal({ status: 302, location: `${PUBLIC_ISSUER}/settings` });
+    expect((await fetch(`${trusting.origin}/.well-known/openid-configuration`, { headers: other })).status, 'an API').to.equal(200);
   });
 
   describe('every URL derives from BASE_URL, never from the request (no cache poisoning)', () => {

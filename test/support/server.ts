@@ -15,7 +15,7 @@ const ROOT = fileURLToPath(new URL('../..', import.meta.url));
 export interface TestServer {
   /** The issuer, e.g. http://127.0.0.1:41234 (plus BASE_PATH when given). */
   issuer: string;
-  /** scheme://host:port, without the issuer's path. */
+  /** Where the server listens, http://127.0.0.1:port: the issuer's origin, unless `issuerHost` named another host. */
   origin: string;
   /**
    * The metrics listener's `/metrics` (METRICS=local, the default): a port of its own on
@@ -56,6 +56,11 @@ export interface ServerOptions {
    * answering, for a service that waits for its store.
    */
   until?: 'ready' | 'listening';
+  /**
+   * The issuer's host name instead of 127.0.0.1, e.g. `localhost`: the server still listens on
+   * 127.0.0.1, so a browser can reach it under a name that is not BASE_URL's.
+   */
+  issuerHost?: string;
 }
 
 /** The home directory of the first server on each storage URL, for those started on it after. */
@@ -78,7 +83,7 @@ export async function startServer(options: ServerOptions = {}): Promise<TestServ
   const port = await freePort();
   const metricsPort = await freePort();
   const origin = `http://127.0.0.1:${port}`;
-  const issuer = `${origin}${options.basePath ?? ''}`;
+  const issuer = `http://${options.issuerHost ?? '127.0.0.1'}:${port}${options.basePath ?? ''}`;
   const store = options.store ?? `sqlite:${join(dir, 'data', 'oauth.sqlite')}`;
   const home = homes.get(store) ?? join(dir, 'home');
   if (!homes.has(store)) homes.set(store, home);

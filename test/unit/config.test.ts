@@ -48,6 +48,19 @@ describe('configuration', () => {
     expect(configError({ TRUST_PROXY: '0x1' })).to.match(/^TRUST_PROXY must be true, false or the number of proxies/);
   });
 
+  it('reads how the pages name the service: a name, and a logo that is an https URL or a path on the issuer\'s host', () => {
+    expect(loadConfig({}).service).to.deep.equal({ name: 'Workspace OAuth server', logoUrl: undefined, documentationUrl: undefined });
+    const service = loadConfig({ SERVICE_NAME: ' Acme Sign-in ', SERVICE_LOGO_URL: '/brand/logo.svg?v=2', SERVICE_DOCUMENTATION_URL: 'https://docs.example.com/oauth' }).service;
+    expect(service).to.deep.equal({ name: 'Acme Sign-in', logoUrl: '/brand/logo.svg?v=2', documentationUrl: 'https://docs.example.com/oauth' });
+    expect(loadConfig({ SERVICE_LOGO_URL: 'https://CDN.example.com/logo.png' }).service.logoUrl).to.equal('https://cdn.example.com/logo.png');
+    for (const logo of ['http://cdn.example.com/logo.png', 'javascript:alert(1)', '//cdn.example.com/logo.png', '/\\cdn.example.com/l.png', 'https://user:pw@cdn.example.com/l.png', 'https://a%3bb/l.png', 'logo.png']) {
+      expect(configError({ SERVICE_LOGO_URL: logo }), logo).to.match(/^SERVICE_LOGO_URL must be an https URL .* or a path starting with \//);
+    }
+    expect(configError({ SERVICE_DOCUMENTATION_URL: 'http://docs.example.com' })).to.match(/^SERVICE_DOCUMENTATION_URL must be an https URL/);
+    expect(configError({ SERVICE_NAME: 'x'.repeat(61) })).to.match(/^SERVICE_NAME must be 1 to 60 characters/);
+    expect(configError({ SERVICE_NAME: 'a\nb' })).to.match(/^SERVICE_NAME/);
+  });
+
   it('names the variable in every refusal', () => {
     expect(configError({ PORT: 'eighty' })).to.match(/^PORT/);
     expect(configError({ BASE_URL: 'not a url' })).to.match(/^BASE_URL/);

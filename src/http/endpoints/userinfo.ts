@@ -4,6 +4,7 @@ import type { Provider } from 'oidc-provider';
 import compose from 'koa-compose';
 
 import type { Accounts } from '../../accounts/accounts.ts';
+import { looksLikeApiKey } from '../../api_keys/format.ts';
 import { PROFILE_CLAIM_NAMES, profileClaims, type ProfileClaims } from '../../accounts/profile.ts';
 import { isUserToken, type AccessTokenVerifier } from '../../tokens/verifier.ts';
 import { bearerRefusal, headerOrFormToken } from '../../resource/bearer.ts';
@@ -57,6 +58,13 @@ function answer(verifier: AccessTokenVerifier, audience: string, accounts: Accou
     noStore(ctx);
     const token = headerOrFormToken(ctx);
     if (!token) throw bearerRefusal({ status: 401, realm: 'oauth' });
+    // Said plainly, since the data API takes one: a key acts for no user, so there is no one to describe. Not looked up, so nothing is learnt of it.
+    if (looksLikeApiKey(token)) {
+      throw bearerRefusal({
+        status: 401, realm: 'oauth', error: 'invalid_token',
+        description: 'API keys are not accepted here: userinfo needs an OAuth access token issued to a user, with the profile or openid scope',
+      });
+    }
     const claims = await verifier.verify(token, audience);
     // A token that does not verify counts against the client address; one that does is never refused by that count.
     if (!claims) {

@@ -1,0 +1,61 @@
+import { AccountError, type Accounts } from '../accounts/accounts.ts';
+import { passwordProblem } from '../accounts/passwords.ts';
+import type { UserAccess } from '../engine/user_access.ts';
+import type { SignIns } from '../rate_limits/limits.ts';
+import type { User } from '../../adapters/store.ts';
+
+/** The form's fields, as the page names them. */
+export type PasswordField = 'current' | 'next' | 'confirmation';
+
+/** Why the password was not changed: the field to fix, in words, and the page's status. */
+export interface PasswordRefusal {
+  status: 400 | 429;
+  field: PasswordField;
+  error: string;
+  /** Seconds, with 429 (Retry-After). */
+  retryAfter?: number;
+}
+
+/**
+ * A user changing their own password in the settings area: the current one is checked as a
+ * sign-in is (the same limits and locks, so a browser left signed in cannot be used to guess it),
+ * the new one as the accounts check every password; then every other session of the user ends,
+ * on every instance (the engine reads sessions from the store), and this one stays signed in.
+ * Applications the user allowed keep their access: their grants are not sessions.
+ */
+export class PasswordChange {
+  readonly #accounts: Accounts;
+  readonly #userAccess: UserAccess;
+  readonly #signIns: SignIns;
+
+  constructor({ accounts, userAccess, signIns }: { accounts: Accounts; userAccess: UserAccess; signIns: SignIns }) {
+    this.#accounts = accounts;
+    this.#userAccess = userAccess;
+    this.#signIns = signIns;
+  }
+
+  /** Changes the password, or says which field to fix; `sessionId` is the session that stays. */
+  async change(user: User, sessionId: string, body: Record<string, unknown>, clientAddress: string): Promise<PasswordRefusal | undefined> {
+    const field = (name: string): string => {
+      const value = body[name];
+      return typeof value === 'string' ? value : '';
+    };
+    const [current, next, confirmation] = [field('current_password'), field('new_password'), field('confirm_password')];
+    if (!current) return { status: 400, field: 'current', error: 'Type your current password.' };
+    const problem = passwordProblem(next);
+    if (problem) return { status: 400, field: 'next', error: `The new password will not do: ${problem}.` };
+    if (next !== confirmation) return { status: 400, field: 'confirmation', error: 'The new password and its confirmation are not the same. Type it twice alike.' };
+
+    const outcome = await this.#signIns.attempt(user.email, clientAddress, () => this.#accounts.authenticate(user.email, current));
+    if (outcome.refused) return { status: 429, field: 'current', error: outcome.refused.message, retryAfter: outcome.refused.retryAfter };
+    if (outcome.user?.id !== user.id) return { status: 400, field: 'current', error: 'Your current password is not right, so nothing was changed.' };
+    try {
+      await this.#accounts.setPassword(user.id, next);
+    } catch (error) {
+      if (error instanceof AccountError) return { status: 400, field: 'next', error: `The password was not changed: ${error.message}.` };
+      throw error;
+    }
+    await this.#userAccess.endSessions(user.id, sessionId);
+    return undefined;
+  }
+}

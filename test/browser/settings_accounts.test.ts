@@ -1,0 +1,262 @@
+import { expect } from 'chai';
+import type { Browser, BrowserContext, BrowserContextOptions, Locator, Page } from 'playwright-core';
+
+import { launchBrowser, newPage, signIn } from '../support/browser.ts';
+import { api, memberOf, userAccessToken } from '../support/data_api.ts';
+import { registerClient } from '../support/oauth.ts';
+import { PHONE, checkPage } from '../support/page_audit.ts';
+import { seedUser, startServer, type SeededUser, type TestServer } from '../support/server.ts';
+
+/**
+ * The settings area's account pages in Chromium against the real server: a user changing their
+ * own password (the other sessions end, this one stays), and a workspace admin's members page
+ * (roles changed and members removed through confirmation pages that need no JavaScript, never
+ * the last admin, only for the workspace's own admins).
+ */
+describe('settings area: your password, and a workspace\'s members', function () {
+  this.timeout(60_000);
+
+  let server: TestServer;
+  let browser: Browser;
+  const contexts: BrowserContext[] = [];
+
+  before(async function () {
+    [server, browser] = await Promise.all([startServer(), launchBrowser()]);
+  });
+
+  afterEach(async function () {
+    await Promise.all(contexts.splice(0).map((context) => context.close()));
+  });
+
+  after(async function () {
+    await browser?.close();
+    await server?.stop();
+  });
+
+  const settingsUrl = () => `${server.issuer}/settings`;
+  const heading = (page: Page, name: string | RegExp) => page.getByRole('heading', { level: 1, name });
+  const focusedId = (page: Page) => page.evaluate(() => document.activeElement?.id);
+
+  async function open(options: BrowserContextOptions = {}): Promise<Page> {
+    const { context, page } = await newPage(browser, { viewport: PHONE, ...options });
+    contexts.push(context);
+    return page;
+  }
+
+  /** Opens `path` of the settings area, signing in on the way (with `password`, the user's own by default). */
+  async function openSignedIn(page: Page, user: SeededUser, path = '', password = user.password): Promise<void> {
+    await page.goto(`${settingsUrl()}${path}`);
+    await heading(page, 'Sign in').waitFor();
+    await signIn(page, user, password);
+    await page.waitForURL(`${settingsUrl()}${path}`);
+  }
+
+  describe('changing your password', function () {
+    /** Fills the password form and submits it; resolves the status of the answer. */
+    async function changePassword(page: Page, current: string, next: string, again = next): Promise<number> {
+      await page.getByLabel('Current password').fill(current);
+      await page.getByLabel('New password', { exact: true }).fill(next);
+      await page.getByLabel('New password, again').fill(again);
+      const answer = page.waitForResponse((response) => response.request().method() === 'POST');
+      await page.getByRole('button', { name: 'Change password' }).click();
+      return (await answer).status();
+    }
+
+    it('needs the current password, says which field to fix and puts the cursor there; then signs every other browser out and keeps this one', async function () {
+      const user = await seedUser(server, [{ workspace: 'Password Ltd' }]);
+      const [here, elsewhere] = [await open(), await open()];
+      await openSignedIn(elsewhere, user);
+      await openSignedIn(here, user);
+      await here.getByRole('link', { name: 'Change your password' }).click();
+      await heading(here, 'Change your password').waitFor();
+      expect(await focusedId(here)).to.equal('current-password');
+      await checkPage(here, 'settings-password');
+
+      expect(await changePassword(here, 'not the password', 'a-new-long-password')).to.equal(400);
+      expect(await here.getByRole('alert').innerText()).to.include('current password is not right');
+      expect(await focusedId(here), 'the field to fix').to.equal('current-password');
+      expect(await here.getByLabel('Current password').getAttribute('aria-invalid')).to.equal('true');
+      await checkPage(here, 'settings-password-error');
+
+      // The browser checks the length itself (minlength); past that check, the server refuses it too.
+      for (const label of ['New password', 'New password, again']) await here.getByLabel(label, { exact: true }).evaluate((input) => input.removeAttribute('minlength'));
+      expect(await changePassword(here, user.password, 'short')).to.equal(400);
+      expect(await here.getByRole('alert').innerText()).to.include('at least 8 characters');
+      expect(await focusedId(here)).to.equal('new-password');
+
+      expect(await changePassword(here, user.password, 'a-new-long-password', 'a-new-long-passwort')).to.equal(400);
+      expect(await here.getByRole('alert').innerText()).to.include('not the same');
+      expect(await focusedId(here)).to.equal('confirm-password');
+
+      expect(await changePassword(here, user.password, 'a-new-long-password')).to.equal(303);
+      await heading(here, 'Settings').waitFor();
+      expect(await here.getByRole('status').innerText()).to.include('Password changed');
+
+      // This browser is still signed in; the other is asked to sign in again, where the old password no longer works.
+      await here.goto(settingsUrl());
+      await heading(here, 'Settings').waitFor();
+      await elsewhere.goto(settingsUrl());
+      await heading(elsewhere, 'Sign in').waitFor();
+      await signIn(elsewhere, user);
+      expect(await elsewhere.getByRole('alert').innerText()).to.include('not right');
+      await signIn(elsewhere, user, 'a-new-long-password');
+      await heading(elsewhere, 'Settings').waitFor();
+    });
+
+    it('refuses a form without this session\'s token (403), and changes nothing', async function () {
+      const user = await seedUser(server, [{ workspace: 'Forged Password Ltd' }]);
+      const page = await open();
+      await openSignedIn(page, user, '/password');
+      const forged = await page.request.post(`${settingsUrl()}/password`, {
+        form: { csrf: 'forged', current_password: user.password, new_password: 'a-forged-password', confirm_password: 'a-forged-password' }, maxRedirects: 0,
+      });
+      expect(forged.status()).to.equal(403);
+      // The password is the old one still: another browser signs in with it.
+      const other = await open();
+      await openSignedIn(other, user);
+    });
+  });
+
+  describe('a workspace\'s members', function () {
+    /** The card of one member on the members page. */
+    const card = (page: Page, user: SeededUser): Locator => page.getByRole('list', { name: 'Members' }).getByRole('listitem')
+      .filter({ has: page.getByRole('heading', { level: 3, name: new RegExp(`^${user.name}\\b`) }) });
+    const roleOn = async (page: Page, user: SeededUser) => (await card(page, user).locator('dl.facts dd').nth(1).innerText()).trim();
+
+    it('lists each member with name, email and role, on a phone too, and leads there from the settings home', async function () {
+      const admin = await seedUser(server, [{ workspace: 'Members Listed Ltd' }]);
+      const workspaceId = admin.workspaces[0]!.id;
+      const [member, viewer] = [await memberOf(server, workspaceId, 'member'), await memberOf(server, workspaceId, 'viewer')];
+      const page = await open();
+      await openSignedIn(page, admin);
+      await page.getByRole('link', { name: 'Members of Members Listed Ltd' }).click();
+      await heading(page, 'Members of Members Listed Ltd').waitFor();
+      for (const [user, role] of [[admin, 'admin'], [member, 'member'], [viewer, 'viewer']] as const) {
+        const text = await card(page, user).innerText();
+        expect(text).to.include(user.email);
+        expect(await roleOn(page, user), user.name).to.equal(role);
+      }
+      expect(await card(page, admin).getByRole('heading').innerText()).to.include('(you)');
+      await checkPage(page, 'settings-members');
+    });
+
+    it('changes a role and removes a member through confirmation pages that work without JavaScript; the member\'s tokens follow', async function () {
+      const admin = await seedUser(server, [{ workspace: 'Roles Changed Ltd' }]);
+      const workspaceId = admin.workspaces[0]!.id;
+      const member = await memberOf(server, workspaceId, 'member');
+      const client = await registerClient(server.issuer, { client_name: 'Member App' });
+      const { access_token: token } = await userAccessToken(server, client, member);
+      const create = () => api(server, '/rest/companies', { credential: token, json: { name: 'Made by a member' } });
+      expect((await create()).status, 'a member may write').to.equal(201);
+
+      const page = await open({ javaScriptEnabled: false });
+      await openSignedIn(page, admin, `/workspaces/${workspaceId}/members`);
+      await card(page, member).getByLabel(/^New role/).selectOption('viewer');
+      await card(page, member).getByRole('button', { name: /^Change role/ }).click();
+      await heading(page, `Make ${member.name} a viewer?`).waitFor();
+      expect(await page.locator('main').innerText()).to.include('change nothing');
+      await page.getByRole('link', { name: 'Keep the role as it is' }).click();
+      await heading(page, 'Members of Roles Changed Ltd').waitFor();
+      expect(await roleOn(page, member), 'kept').to.equal('member');
+
+      await card(page, member).getByLabel(/^New role/).selectOption('viewer');
+      await card(page, member).getByRole('button', { name: /^Change role/ }).click();
+      await page.getByRole('button', { name: 'Make them a viewer' }).click();
+      await page.getByRole('status').waitFor();
+      expect(await page.getByRole('status').innerText()).to.include('Role changed');
+      expect(await roleOn(page, member)).to.equal('viewer');
+      expect((await create()).status, 'a viewer may not write, whatever the token says').to.equal(403);
+      expect((await api(server, '/rest/companies', { credential: token })).status, 'but may read').to.equal(200);
+
+      await card(page, member).getByRole('button', { name: `Remove ${member.name} from the workspace` }).click();
+      await heading(page, `Remove ${member.name} from Roles Changed Ltd?`).waitFor();
+      await page.getByRole('button', { name: 'Remove them from the workspace' }).click();
+      await page.getByRole('status').waitFor();
+      expect(await page.getByRole('status').innerText()).to.include('Member removed');
+      expect(await card(page, member).count()).to.equal(0);
+      const refused = await api(server, '/rest/companies', { credential: token });
+      expect(refused.status, 'the grant it allowed for the workspace is revoked').to.equal(401);
+    });
+
+    it('never takes away the last admin: the reason is on the page (409), and nothing changes', async function () {
+      const admin = await seedUser(server, [{ workspace: 'Only Admin Ltd' }]);
+      const workspaceId = admin.workspaces[0]!.id;
+      const member = await memberOf(server, workspaceId, 'member');
+      const page = await open();
+      await openSignedIn(page, admin, `/workspaces/${workspaceId}/members`);
+
+      const members = `${settingsUrl()}/workspaces/${workspaceId}/members`;
+      for (const path of [`/${admin.id}/role?role=member`, `/${admin.id}/remove`]) {
+        const answer = await page.goto(`${members}${path}`);
+        expect(answer!.status(), path).to.equal(409);
+        expect(await page.getByRole('alert').innerText()).to.match(/only admin, so they cannot be (made a member|removed).*Make another member an admin first/);
+      }
+      await checkPage(page, 'settings-members-last-admin');
+
+      // A form posted all the same, with this session's token (from another confirmation page): refused the same way.
+      await page.goto(`${members}/${member.id}/remove`);
+      const csrf = await page.locator('input[name="csrf"]').inputValue();
+      for (const [path, form] of [['role', { role: 'viewer' }], ['remove', {}]] as const) {
+        const posted = await page.request.post(`${members}/${admin.id}/${path}`, { form: { csrf, ...form }, maxRedirects: 0 });
+        expect(posted.status(), path).to.equal(409);
+        expect(await posted.text()).to.include('only admin');
+      }
+      await page.goto(members);
+      expect(await roleOn(page, admin)).to.equal('admin');
+
+      // With a second admin, the first may step down, and is taken back to the settings home.
+      await card(page, member).getByLabel(/^New role/).selectOption('admin');
+      await card(page, member).getByRole('button', { name: /^Change role/ }).click();
+      await page.getByRole('button', { name: 'Make them an admin' }).click();
+      await page.getByRole('status').waitFor();
+      await card(page, admin).getByLabel(/^New role/).selectOption('member');
+      await card(page, admin).getByRole('button', { name: /^Change role/ }).click();
+      await heading(page, 'Make yourself a member?').waitFor();
+      expect(await page.locator('main').innerText()).to.include('You will no longer be able to manage this workspace');
+      await page.getByRole('button', { name: 'Make me a member' }).click();
+      await heading(page, 'Settings').waitFor();
+      expect(await page.getByRole('status').innerText()).to.include('you no longer manage that workspace');
+      expect((await page.goto(members))!.status()).to.equal(403);
+    });
+
+    it('is only for the workspace\'s admins: a member or viewer gets 403, anyone else 404, and an admin of another workspace changes nothing here', async function () {
+      const owner = await seedUser(server, [{ workspace: 'Guarded Ltd' }]);
+      const workspaceId = owner.workspaces[0]!.id;
+      const target = await memberOf(server, workspaceId, 'member');
+      const members = `${settingsUrl()}/workspaces/${workspaceId}/members`;
+      const stranger = await seedUser(server, [{ workspace: 'Stranger Ltd' }]);
+      const strangersMembers = `${settingsUrl()}/workspaces/${stranger.workspaces[0]!.id}/members`;
+
+      for (const [who, status] of [[await memberOf(server, workspaceId, 'viewer'), 403], [target, 403], [stranger, 404]] as const) {
+        const page = await open();
+        await openSignedIn(page, who);
+        // A token of the user's own session: from the password page.
+        await page.goto(`${settingsUrl()}/password`);
+        const csrf = await page.locator('input[name="csrf"]').inputValue();
+        for (const path of ['', `/${target.id}/role?role=viewer`, `/${target.id}/remove`]) {
+          expect((await page.goto(`${members}${path}`))!.status(), `${who.email}: GET members${path}`).to.equal(status);
+        }
+        for (const [path, form] of [['role', { role: 'admin' }], ['remove', {}]] as const) {
+          const posted = await page.request.post(`${members}/${who.id === target.id ? owner.id : target.id}/${path}`, { form: { csrf, ...form }, maxRedirects: 0 });
+          expect(posted.status(), `${who.email}: POST ${path}`).to.equal(status);
+        }
+      }
+
+      // The stranger, admin of their own workspace, names a member of this one through it: no such member there.
+      const page = await open();
+      await openSignedIn(page, stranger, '/password');
+      const csrf = await page.locator('input[name="csrf"]').inputValue();
+      expect((await page.goto(`${strangersMembers}/${target.id}/remove`))!.status()).to.equal(404);
+      for (const [path, form] of [['role', { role: 'viewer' }], ['remove', {}]] as const) {
+        const posted = await page.request.post(`${strangersMembers}/${target.id}/${path}`, { form: { csrf, ...form }, maxRedirects: 0 });
+        expect(posted.status(), `POST ${path} through another workspace`).to.equal(404);
+      }
+      // No token: refused before anything is looked at.
+      const ownerPage = await open();
+      await openSignedIn(ownerPage, owner, `/workspaces/${workspaceId}/members`);
+      expect((await ownerPage.request.post(`${members}/${target.id}/remove`, { form: {}, maxRedirects: 0 })).status()).to.equal(403);
+      await ownerPage.reload();
+      expect(await roleOn(ownerPage, target), 'nothing changed').to.equal('member');
+    });
+  });
+});
