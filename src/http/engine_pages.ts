@@ -28,6 +28,14 @@ export function enginePages(accounts: Accounts, issuer: string): EnginePages {
 const SIGN_OUT_REFUSED = 'The application asked to sign you out in a way this server cannot accept, for example to send you afterwards to an address it has not registered. '
   + 'Nothing changed: you were not signed out and not sent anywhere. Go back to the application and try again; if this happens again, tell its developer.';
 
+const RETURN_ADDRESS_MISSING = 'The application did not say where to send you back (its redirect_uri, the return address it registered), so you were not sent anywhere. '
+  + 'Go back to the application and tell its developer: a request must name one of its registered return addresses.';
+
+function engineDescription(error: unknown): string {
+  const description = (error as { error_description?: unknown } | undefined)?.error_description;
+  return typeof description === 'string' ? description : '';
+}
+
 /**
  * What the page says of an engine error: its code, and where the code alone would mislead, a
  * sentence of the host's. The engine's own `error_description` ("client is invalid") is for
@@ -43,5 +51,7 @@ function shownError(ctx: KoaContextWithOIDC, code: string, error: unknown): { co
     return { code, description: `Too many sign-in pages were opened from your network in a short time. Try again ${when}.` };
   }
   if (ctx.oidc?.route?.startsWith('end_session') && code === 'invalid_request') return { code, description: SIGN_OUT_REFUSED };
+  // Said in words of the person's (the conformance suite checks the page says what is wrong with it).
+  if (code === 'invalid_request' && /\bredirect_uri\b/.test(engineDescription(error))) return { code, description: RETURN_ADDRESS_MISSING };
   return { code };
 }
