@@ -101,11 +101,12 @@ describe('Redis Cluster failover under load, writes waiting for a replica', func
     }, 90_000);
     const firstRefusal = load.refusedAt.find((at) => at > killedAt);
     const lastRefusal = load.refusedAt.at(-1);
+    const recoveredAt = load.writtenAt.find((at) => at > (lastRefusal ?? killedAt));
     await load.stop();
 
     const seconds = (at: number | undefined) => (at === undefined ? 'never' : `${((at - killedAt) / 1000).toFixed(1)} s`);
     console.log(`      cluster failover drill (times after the kill): refusals from ${seconds(firstRefusal)} to ${seconds(lastRefusal)}, `
-      + `replica took over at ${seconds(promotedAt)}, old primary restarted at ${seconds(restartedAt)}; ${load.refusedAt.length} refusals, all 503; `
+      + `replica took over at ${seconds(promotedAt)}, old primary restarted at ${seconds(restartedAt)}, writes acknowledged again from ${seconds(recoveredAt)}; ${load.refusedAt.length} refusals, all 503; `
       + `${busy.filter((chain) => chain.lost).length} of ${busy.length} chains rotating through it lost to a rotation in flight or refused`);
     expect(load.unexpected, 'answers during the drill').to.deep.equal([]);
     expect(load.refusedAt.length, 'refusals during the failover').to.be.greaterThan(0);
