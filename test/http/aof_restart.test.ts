@@ -60,7 +60,6 @@ for (const appendfsync of ['always', 'everysec']) {
           headers: { authorization: `Bearer ${apiKey}`, 'content-type': 'application/json' },
           body: JSON.stringify({ name }),
         }),
-        isRefusal: (response, body) => response.status === 503 && /^\d+$/.test(response.headers.get('retry-after') ?? '') && body?.error === 'temporarily_unavailable',
       });
       const until = (what: string, probe: () => boolean, timeoutMs: number) => eventually(what, probe, timeoutMs, 50).catch((error: unknown) => {
         throw new Error(`${(error as Error).message}: ${load.progress()}`);

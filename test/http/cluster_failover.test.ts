@@ -75,7 +75,6 @@ describe('Redis Cluster failover under load, writes waiting for a replica', func
         body: JSON.stringify({ name }),
       }),
       paused: (chain) => settled.includes(chain) && settling.stopped,
-      isRefusal: (response, body) => response.status === 503 && /^\d+$/.test(response.headers.get('retry-after') ?? '') && body?.error === 'temporarily_unavailable',
     });
     const until = (what: string, probe: () => boolean | Promise<boolean>, timeoutMs: number) => eventually(what, probe, timeoutMs, 50).catch((error: unknown) => {
       throw new Error(`${(error as Error).message}: ${load.progress()}`);

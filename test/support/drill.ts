@@ -50,6 +50,11 @@ export async function untilStopped(load: { stopped: boolean }, step: () => Promi
   }
 }
 
+/** The refusal the service documents for a write it cannot make last: 503, Retry-After in seconds, the JSON error. */
+function isDocumentedRefusal(response: Response, body: Record<string, unknown> | undefined): boolean {
+  return response.status === 503 && /^\d+$/.test(response.headers.get('retry-after') ?? '') && body?.error === 'temporarily_unavailable';
+}
+
 /** A chain whose refresh token a rotation in flight at the failure, or refused, used up: presenting it again counted as a reuse. */
 export type DrillChain = Chain & { lost: boolean };
 
@@ -72,16 +77,15 @@ export interface MixedLoadOptions {
   createRecord: (issuer: string, name: string) => Promise<Response>;
   /** While true for a chain, it is left alone (settled before the failure). */
   paused?: (chain: DrillChain) => boolean;
-  /** Whether an answer that is not a success is the refusal the drill allows (e.g. a 503 with Retry-After); else it is reported as unexpected. */
-  isRefusal: (response: Response, body: Record<string, unknown> | undefined) => boolean;
 }
 
 /**
  * Steady mixed load, as the drills run it: every chain rotating its refresh token, access tokens
  * revoked, data records created, until stop(). Everything acknowledged is recorded, every
- * refusal timed, every other answer kept as `unexpected`. A chain refused (or whose request was
- * cut) is in doubt: its refresh token may have been used up; when the service then refuses it as
- * invalid_grant, the chain is lost, not rotated twice.
+ * refusal timed, every answer other than a success or the documented refusal kept as
+ * `unexpected`. A chain refused (or whose request was cut) is in doubt: its refresh token may
+ * have been used up; when the service then refuses it as invalid_grant, the chain is lost, not
+ * rotated twice.
  */
 export function mixedLoad(options: MixedLoadOptions) {
   const { chains, next } = options;
@@ -94,7 +98,7 @@ export function mixedLoad(options: MixedLoadOptions) {
 
   const refused = async (what: string, response: Response) => {
     const body = await response.json().catch(() => undefined) as Record<string, unknown> | undefined;
-    if (!options.isRefusal(response, body)) unexpected.push(`${what}: ${response.status} ${JSON.stringify(body)}`);
+    if (!isDocumentedRefusal(response, body)) unexpected.push(`${what}: ${response.status} ${JSON.stringify(body)}`);
     refusedAt.push(Date.now());
   };
   const rotate = (chain: DrillChain) => untilStopped({ get stopped() { return load.stopped || chain.lost || (options.paused?.(chain) ?? false); } }, async () => {
