@@ -147,8 +147,24 @@ export class RedisModelStore implements ModelStore {
 
   async consume(id: string) {
     const record = this.#keys.record(this.#model, id);
-    const consumed = await this.#redis.runDurable([record], (client) => consumeRecord.run(client, [record], [nowSeconds()]));
-    return consumed === 1;
+    let won = false;
+    try {
+      await this.#redis.runDurable([record], async (client) => {
+        won = await consumeRecord.run(client, [record], [nowSeconds()]) === 1;
+      });
+    } catch (error) {
+      // Consumed on the primary, not confirmed by the replicas: the caller answers an outage, and
+      // the client's retry with the same value must not be taken for a replay.
+      if (won) await this.release(id).catch(() => undefined);
+      throw error;
+    }
+    return won;
+  }
+
+  /** Through the connection that does not wait: after a refusal, the one that does refuses writes until the replicas catch up. */
+  async release(id: string) {
+    const record = this.#keys.record(this.#model, id);
+    await this.#redis.run((client) => client.hdel(record, 'c'));
   }
 
   async countUse(id: string, limit: number) {
@@ -161,6 +177,15 @@ export class RedisModelStore implements ModelStore {
   async destroy(id: string) {
     const record = this.#keys.record(this.#model, id);
     await this.#redis.runDurable([record], async (client) => {
+      const taken = await takeRecord.run(client, [record], ['']);
+      if (taken) await this.#removeLookups(client, id, taken as [string, number], true);
+    });
+  }
+
+  /** Like destroy, through the connection that does not wait (see release). */
+  async discard(id: string) {
+    const record = this.#keys.record(this.#model, id);
+    await this.#redis.run(async (client) => {
       const taken = await takeRecord.run(client, [record], ['']);
       if (taken) await this.#removeLookups(client, id, taken as [string, number], true);
     });
