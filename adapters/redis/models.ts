@@ -178,10 +178,13 @@ export class RedisModelStore implements ModelStore {
     return this.#release(id, '');
   }
 
-  /** Through the connection that does not wait: after a refusal, the one that does refuses writes until the replicas catch up. */
+  /**
+   * An undo (connection.ts), through the connection that does not wait: after a refusal, the one
+   * that does refuses writes until the replicas catch up.
+   */
   async #release(id: string, claim: string) {
     const record = this.#keys.record(this.#model, id);
-    await this.#redis.run((client) => releaseRecord.run(client, [record], [claim]));
+    await this.#redis.undo((client) => releaseRecord.run(client, [record], [claim]));
   }
 
   async countUse(id: string, limit: number) {
@@ -199,10 +202,10 @@ export class RedisModelStore implements ModelStore {
     });
   }
 
-  /** Like destroy, through the connection that does not wait (see release). */
+  /** Like destroy, as an undo (see release). */
   async discard(id: string) {
     const record = this.#keys.record(this.#model, id);
-    await this.#redis.run(async (client) => {
+    await this.#redis.undo(async (client) => {
       const taken = await takeRecord.run(client, [record], ['']);
       if (taken) await this.#removeLookups(client, id, taken as [string, number], true);
     });
