@@ -16,7 +16,7 @@ import { nowSeconds } from '../shared/clock.ts';
  * token until that token's own expiry: a client refreshing hourly would keep hundreds of records
  * per grant. Here a refresh token's value names its grant and is authenticated by the server
  * (`<grant id>.<random>.<tag>`, the tag an HMAC under a key derived from the key-encryption key);
- * the consumed record is deleted at once, and a value with a valid tag that names a live grant but
+ * the consumed record is deleted once its successor is stored (RefreshTokenRotations), and a value with a valid tag that names a live grant but
  * has no record is handed to the engine as a consumed token of that grant: the engine then revokes
  * the grant, as it does for any reuse. So a grant keeps one refresh token record, and presenting
  * any earlier one still revokes the grant for as long as the grant lives, while a mangled or
