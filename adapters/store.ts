@@ -20,8 +20,19 @@ export interface ModelStore {
   find(id: string): Promise<ModelPayload | undefined>;
   findByUid(uid: string): Promise<ModelPayload | undefined>;
   findByUserCode(userCode: string): Promise<ModelPayload | undefined>;
-  /** Marks the record consumed. Resolves true for exactly one caller; false when it was already consumed or is gone. */
+  /**
+   * Marks the record consumed. Resolves true for exactly one caller; false when it was already
+   * consumed or is gone. When it rejects (an outage), the record is not left consumed by this call
+   * as far as the store can tell: the caller answers an outage, and the client's retry must find
+   * the code or refresh token still redeemable.
+   */
   consume(id: string): Promise<boolean>;
+  /**
+   * Gives back a consumption the caller won (consume resolved true) for a redemption it then did
+   * not answer: the record is redeemable again. Not waited for by replicas (it is best effort,
+   * and undoes on the primary what the replicas may not hold either).
+   */
+  release(id: string): Promise<void>;
   /**
    * Counts one use of the record, atomically, unless it already has `limit`: resolves how many uses
    * it has with this one (1 to `limit`), or 0 when it is used up or gone. An upsert starts the count
@@ -29,6 +40,8 @@ export interface ModelStore {
    */
   countUse(id: string, limit: number): Promise<number>;
   destroy(id: string): Promise<void>;
+  /** Deletes a record whose write was not answered; like release, best effort and not waited for by replicas. */
+  discard(id: string): Promise<void>;
   revokeByGrantId(grantId: string): Promise<void>;
   /** Every live record of this model, oldest first (used by the admin CLI for clients). */
   list(): Promise<Array<{ id: string; payload: ModelPayload }>>;

@@ -2,6 +2,7 @@ import { createHash } from 'node:crypto';
 
 import { Cluster, Redis, type ClusterOptions, type RedisOptions } from 'ioredis';
 
+import { systemClock } from '../../src/shared/clock.ts';
 import { ReplicaConfirmation } from './replication.ts';
 import { parseRedisUrl, type RedisTarget } from './url.ts';
 import { BackendUnavailableError, DuplicateError, type ReplicaWait } from '../store.ts';
@@ -16,6 +17,8 @@ export type RedisClient = Redis | Cluster;
 const CONNECT_TIMEOUT_MS = 1000;
 const COMMAND_TIMEOUT_MS = 1000;
 const READY_WAIT_MS = 1000;
+/** How long an undo keeps trying while no primary answers: a failover promotes a replica within seconds. */
+const UNDO_WAIT_MS = 10_000;
 /** Reconnects back off to once a second, so the store recovers within about a second of Redis coming back. */
 const reconnectDelay = (attempt: number) => Math.min(attempt * 100, 1000);
 
@@ -132,6 +135,23 @@ export class RedisConnection {
     if (!this.#durable) return this.run((client) => work(client, () => undefined));
     const { connection, replicas } = this.#durable;
     return connection.run((client) => replicas.durably(client, keys, work));
+  }
+
+  /**
+   * Runs a write that undoes one the caller will answer as failed (a code or refresh token used up
+   * is given back), not waiting for replicas. While no primary answers, it keeps trying for up to
+   * UNDO_WAIT_MS, so that a replica promoted meanwhile gets it before the client retries.
+   */
+  async undo<T>(work: (client: RedisClient) => Promise<T>): Promise<T> {
+    const deadline = systemClock() + UNDO_WAIT_MS;
+    for (;;) {
+      try {
+        return await this.run(work);
+      } catch (error) {
+        if (!(error instanceof BackendUnavailableError) || this.#closed || systemClock() >= deadline) throw error;
+        await new Promise((resolve) => setTimeout(resolve, 100));
+      }
+    }
   }
 
   async close(): Promise<void> {

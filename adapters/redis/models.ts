@@ -1,3 +1,5 @@
+import { randomUUID } from 'node:crypto';
+
 import { nowSeconds, systemClock } from '../../src/shared/clock.ts';
 import { NOW_MS, type RedisClient, type RedisConnection, Script } from './connection.ts';
 import type { RedisKeys } from './keys.ts';
@@ -21,13 +23,22 @@ return previous
 `);
 
 /**
- * Marks a record consumed, for exactly one caller. Nothing is written unless the record exists
- * (so an expired or destroyed one is never brought back, and never without a TTL), and a field
- * written into an existing hash keeps the key's TTL. KEYS: record. ARGV: timestamp. Returns 1 or 0.
+ * Marks a record consumed, for exactly one caller, and notes the caller's claim (k) so that only
+ * it can give the consumption back. Nothing is written unless the record exists (so an expired or
+ * destroyed one is never brought back, and never without a TTL), and a field written into an
+ * existing hash keeps the key's TTL. KEYS: record. ARGV: timestamp, claim. Returns 1 or 0.
  */
 const consumeRecord = new Script(`
 if redis.call('EXISTS', KEYS[1]) == 0 then return 0 end
-return redis.call('HSETNX', KEYS[1], 'c', ARGV[1])
+if redis.call('HSETNX', KEYS[1], 'c', ARGV[1]) == 0 then return 0 end
+redis.call('HSET', KEYS[1], 'k', ARGV[2])
+return 1
+`);
+
+/** Gives back a consumption: unless it was made under another claim than ARGV[1] ('' any). KEYS: record. */
+const releaseRecord = new Script(`
+if ARGV[1] ~= '' and redis.call('HGET', KEYS[1], 'k') ~= ARGV[1] then return 0 end
+return redis.call('HDEL', KEYS[1], 'c', 'k')
 `);
 
 /**
@@ -147,8 +158,33 @@ export class RedisModelStore implements ModelStore {
 
   async consume(id: string) {
     const record = this.#keys.record(this.#model, id);
-    const consumed = await this.#redis.runDurable([record], (client) => consumeRecord.run(client, [record], [nowSeconds()]));
-    return consumed === 1;
+    const claim = randomUUID();
+    let won = false;
+    try {
+      await this.#redis.runDurable([record], async (client) => {
+        won = await consumeRecord.run(client, [record], [nowSeconds(), claim]) === 1;
+      });
+    } catch (error) {
+      // Consumed on the primary, not confirmed by the replicas: the caller answers an outage, and
+      // the client's retry with the same value must not be taken for a replay. Given back under
+      // this claim only: after a failover, the promoted primary may hold another caller's instead.
+      if (won) await this.#release(id, claim).catch(() => undefined);
+      throw error;
+    }
+    return won;
+  }
+
+  release(id: string) {
+    return this.#release(id, '');
+  }
+
+  /**
+   * An undo (connection.ts), through the connection that does not wait: after a refusal, the one
+   * that does refuses writes until the replicas catch up.
+   */
+  async #release(id: string, claim: string) {
+    const record = this.#keys.record(this.#model, id);
+    await this.#redis.undo((client) => releaseRecord.run(client, [record], [claim]));
   }
 
   async countUse(id: string, limit: number) {
@@ -161,6 +197,15 @@ export class RedisModelStore implements ModelStore {
   async destroy(id: string) {
     const record = this.#keys.record(this.#model, id);
     await this.#redis.runDurable([record], async (client) => {
+      const taken = await takeRecord.run(client, [record], ['']);
+      if (taken) await this.#removeLookups(client, id, taken as [string, number], true);
+    });
+  }
+
+  /** Like destroy, as an undo (see release). */
+  async discard(id: string) {
+    const record = this.#keys.record(this.#model, id);
+    await this.#redis.undo(async (client) => {
       const taken = await takeRecord.run(client, [record], ['']);
       if (taken) await this.#removeLookups(client, id, taken as [string, number], true);
     });

@@ -206,7 +206,12 @@ function primaries(client: RedisClient, keys: readonly string[]): Redis[] {
     const slot = keySlot(key);
     const owner = client.slots[slot]?.[0];
     const node = owner === undefined ? undefined : byAddress.get(owner);
-    if (!node) throw new BackendUnavailableError(`no Redis cluster primary is known for slot ${slot}`);
+    if (!node) {
+      // Its primary is gone (killed, failed over). No command goes out to teach the client where the slot went (the
+      // write is refused before it is sent), so ask the cluster now: once a replica has taken over, the next write finds it.
+      client.refreshSlotsCache();
+      throw new BackendUnavailableError(`no Redis cluster primary is known for slot ${slot}`);
+    }
     nodes.add(node);
   }
   return [...nodes];

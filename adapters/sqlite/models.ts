@@ -46,6 +46,7 @@ const MODEL_SQL = {
   findByUid: `SELECT id, payload, consumed_at FROM oidc_models WHERE model = ? AND uid = ? AND ${LIVE}`,
   findByUserCode: `SELECT id, payload, consumed_at FROM oidc_models WHERE model = ? AND user_code = ? AND ${LIVE}`,
   consume: `UPDATE oidc_models SET consumed_at = ? WHERE model = ? AND id = ? AND consumed_at IS NULL AND ${LIVE}`,
+  release: 'UPDATE oidc_models SET consumed_at = NULL WHERE model = ? AND id = ?',
   countUse: `UPDATE oidc_models SET uses = uses + 1 WHERE model = ? AND id = ? AND uses < ? AND ${LIVE} RETURNING uses`,
   destroy: 'DELETE FROM oidc_models WHERE model = ? AND id = ?',
   revokeByGrantId: 'DELETE FROM oidc_models WHERE model = ? AND grant_id = ?',
@@ -89,6 +90,10 @@ export class SqliteModelStore implements ModelStore {
     return result.changes === 1;
   }
 
+  async release(id: string) {
+    await this.#db.write(() => this.#db.statement(MODEL_SQL.release).run(this.#model, id));
+  }
+
   async countUse(id: string, limit: number) {
     const row = await this.#db.write(() => this.#db.statement(MODEL_SQL.countUse).get(this.#model, id, limit, nowSeconds())) as { uses: number } | undefined;
     return row?.uses ?? 0;
@@ -96,6 +101,11 @@ export class SqliteModelStore implements ModelStore {
 
   async destroy(id: string) {
     await this.#db.write(() => this.#db.statement(MODEL_SQL.destroy).run(this.#model, id));
+  }
+
+  /** A failed commit keeps none of the request's writes, so there is only ever a record written in this one to delete. */
+  discard(id: string) {
+    return this.destroy(id);
   }
 
   async revokeByGrantId(grantId: string) {

@@ -46,6 +46,12 @@ export class CachedClients implements ModelStore {
     this.#forget(id);
   }
 
+  async discard(id: string) {
+    this.#forget(id);
+    await this.#models.discard(id);
+    this.#forget(id);
+  }
+
   findByUid(uid: string) {
     return this.#models.findByUid(uid);
   }
@@ -56,6 +62,10 @@ export class CachedClients implements ModelStore {
 
   consume(id: string) {
     return this.#models.consume(id);
+  }
+
+  release(id: string) {
+    return this.#models.release(id);
   }
 
   countUse(id: string, limit: number) {

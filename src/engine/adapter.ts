@@ -12,7 +12,7 @@ import { limitNewInteractions } from './new_interactions.ts';
 import type { RecordsAtRest } from './records_at_rest.ts';
 import type { RevocationList } from '../tokens/revocation_list.ts';
 import { clientExpiry, registrationAccessTokenExpiry } from '../clients/unused_clients.ts';
-import { consumedTokenOf, type RefreshTokenValues } from './refresh_tokens.ts';
+import { consumedTokenOf, RefreshTokenRotations, type RefreshTokenValues } from './refresh_tokens.ts';
 
 /** What the engine adapter adds to a model's store. */
 interface ModelHooks {
@@ -23,6 +23,8 @@ interface ModelHooks {
   expiresIn?: (payload: ModelPayload, expiresIn: number | undefined) => number | undefined | Promise<number | undefined>;
   afterDestroy?: (id: string) => Promise<void>;
   afterRevokeByGrantId?: (grantId: string) => Promise<void>;
+  /** Wraps the record's write (a refresh token rotation completes with it: refresh_tokens.ts). */
+  aroundUpsert?: (storeId: string, write: () => Promise<void>) => Promise<void>;
   /** Runs once the caller has won the consumption of the record. */
   afterConsume?: (storeId: string) => Promise<void>;
   /** What the engine is handed for an id with no record (undefined: nothing). */
@@ -39,7 +41,9 @@ interface ModelHooks {
  * the engine revokes a grant's access tokens by grant id (refresh-token reuse, code replay, RFC
  * 7009 revocation of a refresh token) and deletes a client through the Client adapter. A rotated
  * refresh token's record is deleted once consumed, and its value, which names its grant, still
- * recognised (refresh_tokens.ts), so a grant keeps one refresh token record however often it rotates.
+ * recognised (refresh_tokens.ts), so a grant keeps one refresh token record however often it rotates;
+ * it is deleted only once its successor is stored, and a rotation that fails to store it gives the
+ * consumed token back (RefreshTokenRotations), so the client's retry with it is no reuse.
  * With `newInteractions`, a new interaction is stored only within that limit (new_interactions.ts).
  */
 export function engineAdapterFactory(
@@ -64,15 +68,18 @@ export function engineAdapterFactory(
         });
       case 'Grant':
         return grants;
-      case 'RefreshToken':
+      case 'RefreshToken': {
+        const rotations = new RefreshTokenRotations(models);
         return new EngineAdapter(name, models, atRest, {
-          afterConsume: (storeId) => models.destroy(storeId),
+          afterConsume: (storeId) => rotations.consumed(storeId),
+          aroundUpsert: (storeId, write) => rotations.store(storeId, write),
           whenMissing: async (id) => {
             const grantId = refreshTokenValues.grantOf(id);
             const grant = grantId && await grants.find(grantId);
             return grant ? consumedTokenOf(id, grantId, grant) : undefined;
           },
         });
+      }
       case 'AccessToken':
         return new EngineAdapter(name, models, atRest, { afterRevokeByGrantId: (grantId) => revocations.revokeGrant(grantId) });
       case 'RegistrationAccessToken':
@@ -102,7 +109,9 @@ class EngineAdapter implements Adapter {
     await this.#hooks.beforeUpsert?.();
     const record = this.#hooks.beforeStore ? this.#hooks.beforeStore(payload as ModelPayload) : payload as ModelPayload;
     const expiry = this.#hooks.expiresIn ? await this.#hooks.expiresIn(record, expiresIn || undefined) : expiresIn || undefined;
-    await this.#models.upsert(this.#atRest.id(this.#name, id), this.#atRest.toStored(this.#name, record), expiry);
+    const storeId = this.#atRest.id(this.#name, id);
+    const write = () => this.#models.upsert(storeId, this.#atRest.toStored(this.#name, record), expiry);
+    await (this.#hooks.aroundUpsert ? this.#hooks.aroundUpsert(storeId, write) : write());
   }
 
   async find(id: string) {

@@ -1,6 +1,9 @@
 import { createHmac, timingSafeEqual } from 'node:crypto';
 
-import type { AdapterPayload, KoaContextWithOIDC, Provider, RefreshToken } from 'oidc-provider';
+import { Provider } from 'oidc-provider';
+import type { AdapterPayload, KoaContextWithOIDC, RefreshToken } from 'oidc-provider';
+
+import type { ModelStore } from '../../adapters/store.ts';
 
 import { LIFETIMES } from '../../config/lifetimes.ts';
 import { nowSeconds } from '../shared/clock.ts';
@@ -13,7 +16,7 @@ import { nowSeconds } from '../shared/clock.ts';
  * token until that token's own expiry: a client refreshing hourly would keep hundreds of records
  * per grant. Here a refresh token's value names its grant and is authenticated by the server
  * (`<grant id>.<random>.<tag>`, the tag an HMAC under a key derived from the key-encryption key);
- * the consumed record is deleted at once, and a value with a valid tag that names a live grant but
+ * the consumed record is deleted once its successor is stored (RefreshTokenRotations), and a value with a valid tag that names a live grant but
  * has no record is handed to the engine as a consumed token of that grant: the engine then revokes
  * the grant, as it does for any reuse. So a grant keeps one refresh token record, and presenting
  * any earlier one still revokes the grant for as long as the grant lives, while a mangled or
@@ -82,6 +85,54 @@ export function consumedTokenOf(value: string, grantId: string, grant: AdapterPa
   if (typeof clientId !== 'string' || typeof accountId !== 'string') return undefined;
   const now = nowSeconds();
   return { kind: 'RefreshToken', jti: value, grantId, clientId, accountId, iat: now, iiat: now, exp: now + 60, consumed: now };
+}
+
+/**
+ * A rotation whose answer the client never got leaves the refresh token it presented usable.
+ *
+ * The engine rotates in separate writes: it consumes the presented token, then stores its
+ * successor. When the successor's write fails (an outage, or replicas that do not confirm it), the
+ * client is answered 503 and still holds the presented token, which must not then count as a
+ * reuse (that revokes the grant). So the consumed token is deleted only once its successor is
+ * stored; if that write fails, the consumption is given back and the successor discarded, and the
+ * failure is answered. A consumption that fails is given back by the store itself (ModelStore.consume).
+ * Only the request that won the consumption gives it back, and only when it answers no token,
+ * so no refresh token is ever redeemed twice.
+ */
+export class RefreshTokenRotations {
+  readonly #models: ModelStore;
+  readonly #request: () => object | undefined;
+  /** Per request: the store id of the refresh token it consumed, until its successor is stored. */
+  readonly #consumed = new WeakMap<object, string>();
+
+  /** `request`: the request under way; the engine's own context (Provider.ctx) by default. */
+  constructor(models: ModelStore, request: () => object | undefined = () => Provider.ctx) {
+    this.#models = models;
+    this.#request = request;
+  }
+
+  /** After the request won the consumption of a refresh token; outside a request, it is deleted at once. */
+  async consumed(storeId: string): Promise<void> {
+    const request = this.#request();
+    if (request) this.#consumed.set(request, storeId);
+    else await this.#models.destroy(storeId);
+  }
+
+  /** Stores a refresh token through `write`: in a rotation, its successor, and the end of the rotation. */
+  async store(storeId: string, write: () => Promise<void>): Promise<void> {
+    const request = this.#request();
+    const consumed = request && this.#consumed.get(request);
+    if (!consumed) return write();
+    this.#consumed.delete(request);
+    try {
+      await write();
+    } catch (error) {
+      await Promise.allSettled([this.#models.discard(storeId), this.#models.release(consumed)]);
+      throw error;
+    }
+    // Not failing the answer: the successor is stored, and a consumed record left behind is still a reuse to the engine.
+    await this.#models.destroy(consumed).catch(() => undefined);
+  }
 }
 
 /**

@@ -86,4 +86,26 @@ describe('REDIS_WAIT_REPLICAS: the service while its Redis replica does not conf
     expect(await introspect(server.issuer, postCredentials(client), again.access_token)).to.deep.equal({ active: false });
     expect((await refresh(again.refresh_token)).status).to.equal(200);
   });
+
+  it('a refresh or code exchange refused with 503 uses nothing up: once the replica has caught up, the same refresh token and code are redeemed, and the refresh token\'s successor after it', async () => {
+    const chain = await tokens();
+    const pending = await code();
+
+    redis.replica.pause();
+    try {
+      await expectUnavailable(await refresh(chain.refresh_token));
+      await expectUnavailable(await exchangeCode(server.issuer, client, pending.code, pending.verifier));
+    } finally {
+      redis.replica.resume();
+    }
+
+    const again = await eventually('the refused refresh token is redeemed', async () => {
+      const response = await refresh(chain.refresh_token);
+      if (response.status === 503) return undefined;
+      expect(response.status).to.equal(200);
+      return response.json() as Promise<TokenSet>;
+    }, 30_000, 250);
+    expect((await refresh(again.refresh_token)).status).to.equal(200);
+    expect((await exchangeCode(server.issuer, client, pending.code, pending.verifier)).status).to.equal(200);
+  });
 });

@@ -7,6 +7,7 @@ import { openStore } from '../../adapters/index.ts';
 import { RedisKeys } from '../../adapters/redis/keys.ts';
 import { keySlot } from '../../adapters/redis/replication.ts';
 import { BackendUnavailableError, type Store } from '../../adapters/store.ts';
+import { RefreshTokenRotations } from '../../src/engine/refresh_tokens.ts';
 import { rawRedis, redisCli, startCluster, startReplicated, type Shard } from '../support/redis.ts';
 import { eventually, sleep } from '../support/wait.ts';
 
@@ -113,6 +114,49 @@ describe('redis store: writes wait for a replica (REDIS_WAIT_REPLICAS)', functio
       }
       // Acknowledged, so on the replica.
       expect(await redisCli(deployment.replica.port, 'hexists', keys.record('AuthorizationCode', 'code-1'), 'c')).to.equal('1');
+    });
+    it('a refresh token rotation whose successor the replica does not confirm leaves the consumed token redeemable, and its successor unstored; one that completes deletes it', async () => {
+      const tokens = store.model('RefreshToken');
+      const request = {};
+      const rotations = new RefreshTokenRotations(tokens, () => request);
+      const rotate = (successor: string) => rotations.store(successor, () => tokens.upsert(successor, { grantId: 'g-rotating' }, 60));
+      await tokens.upsert('rt-presented', { grantId: 'g-rotating' }, 60);
+
+      expect(await tokens.consume('rt-presented')).to.equal(true);
+      await rotations.consumed('rt-presented');
+      deployment.replica.pause();
+      try {
+        expect(await refusal(rotate('rt-unconfirmed'))).to.be.instanceOf(BackendUnavailableError);
+        expect(await tokens.find('rt-presented')).to.not.have.property('consumed');
+        expect(await tokens.find('rt-unconfirmed')).to.equal(undefined);
+      } finally {
+        deployment.replica.resume();
+      }
+
+      let attempt = 0;
+      await untilWritesGoThrough(store, () => `at-rotation-${attempt += 1}`);
+      expect(await tokens.consume('rt-presented')).to.equal(true);
+      await rotations.consumed('rt-presented');
+      await rotate('rt-successor');
+      expect(await tokens.find('rt-presented')).to.equal(undefined);
+      expect(await tokens.find('rt-successor')).to.not.equal(undefined);
+      expect(await tokens.consume('rt-presented')).to.equal(false);
+    });
+
+    it('a consumption the replica does not confirm is given back: the code or refresh token is redeemable once it has caught up', async () => {
+      await store.model('AuthorizationCode').upsert('code-unconfirmed', {}, 60);
+      let attempt = 0;
+      await untilWritesGoThrough(store, () => `at-before-consume-${attempt += 1}`);
+      deployment.replica.pause();
+      try {
+        expect(await refusal(store.model('AuthorizationCode').consume('code-unconfirmed'))).to.be.instanceOf(BackendUnavailableError);
+        expect(await store.model('AuthorizationCode').find('code-unconfirmed')).to.not.have.property('consumed');
+      } finally {
+        deployment.replica.resume();
+      }
+      await untilWritesGoThrough(store, () => `at-after-consume-${attempt += 1}`);
+      expect(await store.model('AuthorizationCode').consume('code-unconfirmed')).to.equal(true);
+      expect(await store.model('AuthorizationCode').consume('code-unconfirmed')).to.equal(false);
     });
   });
 

@@ -133,6 +133,24 @@ for (const backend of BACKENDS) {
         expect(await model.consume('missing')).to.equal(false);
       });
 
+      it('gives a consumption back: the record is consumable again, by one caller; discards a record', async () => {
+        const model = store.model('RefreshToken');
+        await model.upsert('rt-given-back', { jti: 'rt-given-back', grantId: 'g-given-back' }, 60);
+        expect(await model.consume('rt-given-back')).to.equal(true);
+        await model.release('rt-given-back');
+        expect(await model.find('rt-given-back')).to.not.have.property('consumed');
+        const results = await Promise.all(Array.from({ length: 5 }, () => model.consume('rt-given-back')));
+        expect(results.filter(Boolean)).to.have.length(1);
+        await model.release('missing');
+        expect(await model.find('missing')).to.equal(undefined);
+
+        await model.upsert('rt-discarded', { jti: 'rt-discarded', grantId: 'g-given-back' }, 60);
+        await model.discard('rt-discarded');
+        expect(await model.find('rt-discarded')).to.equal(undefined);
+        await model.revokeByGrantId('g-given-back');
+        expect(await model.find('rt-given-back')).to.equal(undefined);
+      });
+
       it('counts uses up to a limit: never more than the limit, however many callers race', async () => {
         const model = store.model('InitialAccessToken');
         await model.upsert('t1', { kind: 'InitialAccessToken' }, 60);

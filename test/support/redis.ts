@@ -13,7 +13,7 @@ import { freePort } from './server.ts';
  * Real Redis processes for tests, on free loopback ports, in temporary directories that are
  * removed when they stop: one server, a primary and its replica, a master watched by sentinels, a
  * three-node cluster (with replicas if asked).
- * Nothing is persisted (`--save ''`, no AOF).
+ * Nothing is persisted (`--save ''`, no AOF) unless a test asks for it (`--appendonly yes`).
  */
 
 export interface RedisDeployment {
@@ -27,7 +27,7 @@ export interface RedisServer extends RedisDeployment {
   port: number;
   /** Stops the process (an outage: connections drop, new ones are refused); the port stays reserved for up(). */
   down(): Promise<void>;
-  /** Starts it again on the same port, empty (with `extra` options for this start, e.g. `--replicaof`). */
+  /** Starts it again on the same port and directory (with `extra` options for this start, e.g. `--replicaof`): empty, unless it keeps an AOF there. */
   up(extra?: string[]): Promise<void>;
   /** Kills the process (SIGKILL: nothing flushed, no replica waited for); the port stays reserved for up(). */
   kill(): Promise<void>;

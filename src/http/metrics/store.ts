@@ -7,8 +7,8 @@ import type { Metrics, StoreOperationMetrics } from './metrics.ts';
 type EveryMethod<T> = Record<keyof T, true>;
 
 const MODEL_METHODS: EveryMethod<ModelStore> = {
-  upsert: true, find: true, findByUid: true, findByUserCode: true, consume: true, countUse: true,
-  destroy: true, revokeByGrantId: true, list: true, listBy: true,
+  upsert: true, find: true, findByUid: true, findByUserCode: true, consume: true, release: true, countUse: true,
+  destroy: true, discard: true, revokeByGrantId: true, list: true, listBy: true,
 };
 const ACCOUNT_METHODS: EveryMethod<AccountStore> = {
   createWorkspace: true, getWorkspace: true, listWorkspaces: true, deleteWorkspace: true, createUser: true, getUser: true, findUserByEmail: true,
