@@ -55,6 +55,9 @@ function isDocumentedRefusal(response: Response, body: Record<string, unknown> |
   return response.status === 503 && /^\d+$/.test(response.headers.get('retry-after') ?? '') && body?.error === 'temporarily_unavailable';
 }
 
+/** A chain whose refresh token a rotation in flight at the failure, or refused, used up: presenting it again counted as a reuse. */
+export type DrillChain = Chain & { lost: boolean };
+
 /** What the load was told: each write the service acknowledged, to check after the drill. */
 export interface Acknowledged {
   revokedAccessTokens: string[];
@@ -64,7 +67,7 @@ export interface Acknowledged {
 
 export interface MixedLoadOptions {
   /** The chains to rotate, each started with a code exchange. */
-  chains: Chain[];
+  chains: DrillChain[];
   /** The next instance to send a request to (requests alternate between instances). */
   next: () => { issuer: string };
   /** A refresh of one chain's token, to whichever instance `next` gives. */
@@ -73,16 +76,16 @@ export interface MixedLoadOptions {
   /** Creates a data API record (201 with its id) at the issuer. */
   createRecord: (issuer: string, name: string) => Promise<Response>;
   /** While true for a chain, it is left alone (settled before the failure). */
-  paused?: (chain: Chain) => boolean;
+  paused?: (chain: DrillChain) => boolean;
 }
 
 /**
  * Steady mixed load, as the drills run it: every chain rotating its refresh token, access tokens
  * revoked, data records created, until stop(). Everything acknowledged is recorded, every
  * refusal timed, every answer other than a success or the documented refusal kept as
- * `unexpected`. A chain refused (or whose request was cut) is in doubt until its next rotation
- * succeeds: a refused rotation leaves the refresh token it presented usable, so a 400 for it (taken
- * for a reuse) is unexpected.
+ * `unexpected`. A chain refused (or whose request was cut) is in doubt: its refresh token may
+ * have been used up; when the service then refuses it as invalid_grant, the chain is lost, not
+ * rotated twice.
  */
 export function mixedLoad(options: MixedLoadOptions) {
   const { chains, next } = options;
@@ -98,7 +101,7 @@ export function mixedLoad(options: MixedLoadOptions) {
     if (!isDocumentedRefusal(response, body)) unexpected.push(`${what}: ${response.status} ${JSON.stringify(body)}`);
     refusedAt.push(Date.now());
   };
-  const rotate = (chain: Chain) => untilStopped({ get stopped() { return load.stopped || (options.paused?.(chain) ?? false); } }, async () => {
+  const rotate = (chain: DrillChain) => untilStopped({ get stopped() { return load.stopped || chain.lost || (options.paused?.(chain) ?? false); } }, async () => {
     chain.inFlight = true;
     const response = await options.refresh(chain.refreshToken).finally(() => {
       chain.inFlight = false;
@@ -108,6 +111,10 @@ export function mixedLoad(options: MixedLoadOptions) {
       rotated(chain, tokens);
       accessTokens.push(tokens.access_token);
       writtenAt.push(Date.now());
+    } else if (response.status === 400 && chain.inDoubt) {
+      const body = await response.json() as Record<string, unknown>;
+      if (body.error !== 'invalid_grant') unexpected.push(`refresh of a chain in doubt: 400 ${JSON.stringify(body)}`);
+      chain.lost = true;
     } else {
       chain.inDoubt = true;
       await refused('refresh', response);
