@@ -21,18 +21,26 @@ export interface ModelStore {
   findByUid(uid: string): Promise<ModelPayload | undefined>;
   findByUserCode(userCode: string): Promise<ModelPayload | undefined>;
   /**
-   * Marks the record consumed. Resolves true for exactly one caller; false when it was already
-   * consumed or is gone. When it rejects (an outage), the record is not left consumed by this call
-   * as far as the store can tell: the caller answers an outage, and the client's retry must find
-   * the code or refresh token still redeemable.
+   * Marks the record consumed under a new claim, which it resolves for exactly one caller;
+   * undefined when it is gone or already consumed. With `takeOverBefore` (epoch seconds), a
+   * consumption made at or before it counts as abandoned (a redemption whose request can no longer
+   * complete it) and is taken over under the new claim, by exactly one caller. When it rejects (an
+   * outage), the record is not left consumed by this call as far as the store can tell: the caller
+   * answers an outage, and the client's retry must find the code or refresh token still redeemable.
    */
-  consume(id: string): Promise<boolean>;
+  consume(id: string, takeOverBefore?: number): Promise<string | undefined>;
   /**
-   * Gives back a consumption the caller won (consume resolved true) for a redemption it then did
-   * not answer: the record is redeemable again. Not waited for by replicas (it is best effort,
-   * and undoes on the primary what the replicas may not hold either).
+   * Gives back a consumption made under `claim` for a redemption the caller then did not answer:
+   * the record is redeemable again. Nothing when another claim has taken it over. Not waited for
+   * by replicas (it is best effort, and undoes on the primary what the replicas may not hold either).
    */
-  release(id: string): Promise<void>;
+  release(id: string, claim: string): Promise<void>;
+  /**
+   * Deletes a record still consumed under `claim`: the redemption it stood for is complete
+   * (`completed`). Deletes nothing when the record is not consumed under that claim (`unclaimed`:
+   * another caller took it over or gave it back) or is `gone`, as found when the deletion was made.
+   */
+  complete(id: string, claim: string): Promise<Completion>;
   /**
    * Counts one use of the record, atomically, unless it already has `limit`: resolves how many uses
    * it has with this one (1 to `limit`), or 0 when it is used up or gone. An upsert starts the count
@@ -51,6 +59,9 @@ export interface ModelStore {
    */
   listBy(value: string): Promise<Array<{ id: string; payload: ModelPayload }>>;
 }
+
+/** What completing a consumption found (ModelStore.complete). */
+export type Completion = 'completed' | 'unclaimed' | 'gone';
 
 /**
  * The payload field each model's records can be listed by (ModelStore.listBy): a grant by its user

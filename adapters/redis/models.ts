@@ -3,7 +3,7 @@ import { randomUUID } from 'node:crypto';
 import { nowSeconds, systemClock } from '../../src/shared/clock.ts';
 import { NOW_MS, type RedisClient, type RedisConnection, Script } from './connection.ts';
 import type { RedisKeys } from './keys.ts';
-import { listedValue, type ModelPayload, type ModelStore } from '../store.ts';
+import { type Completion, listedValue, type ModelPayload, type ModelStore } from '../store.ts';
 
 /**
  * Engine record (a hash: p = payload JSON, c = consumed-at seconds, g = grant id, u = uses), replaced
@@ -24,20 +24,25 @@ return previous
 
 /**
  * Marks a record consumed, for exactly one caller, and notes the caller's claim (k) so that only
- * it can give the consumption back. Nothing is written unless the record exists (so an expired or
- * destroyed one is never brought back, and never without a TTL), and a field written into an
- * existing hash keeps the key's TTL. KEYS: record. ARGV: timestamp, claim. Returns 1 or 0.
+ * it can give the consumption back or complete it. A consumption made at or before ARGV[3] (seconds;
+ * '' never) is abandoned and taken over. One already made under this claim is the caller's: the
+ * client sends a command again when the connection broke before its answer came. Nothing is written
+ * unless the record exists (so an expired or destroyed one is never brought back, and never without
+ * a TTL), and a field written into an existing hash keeps the key's TTL. KEYS: record. ARGV:
+ * timestamp, claim, take over before. Returns 1 or 0.
  */
 const consumeRecord = new Script(`
 if redis.call('EXISTS', KEYS[1]) == 0 then return 0 end
-if redis.call('HSETNX', KEYS[1], 'c', ARGV[1]) == 0 then return 0 end
-redis.call('HSET', KEYS[1], 'k', ARGV[2])
+local consumed = redis.call('HGET', KEYS[1], 'c')
+if consumed and redis.call('HGET', KEYS[1], 'k') == ARGV[2] then return 1 end
+if consumed and (ARGV[3] == '' or tonumber(consumed) > tonumber(ARGV[3])) then return 0 end
+redis.call('HSET', KEYS[1], 'c', ARGV[1], 'k', ARGV[2])
 return 1
 `);
 
-/** Gives back a consumption: unless it was made under another claim than ARGV[1] ('' any). KEYS: record. */
+/** Gives back a consumption made under claim ARGV[1]. KEYS: record. */
 const releaseRecord = new Script(`
-if ARGV[1] ~= '' and redis.call('HGET', KEYS[1], 'k') ~= ARGV[1] then return 0 end
+if redis.call('HGET', KEYS[1], 'k') ~= ARGV[1] then return 0 end
 return redis.call('HDEL', KEYS[1], 'c', 'k')
 `);
 
@@ -60,6 +65,19 @@ const takeRecord = new Script(`
 local fields = redis.call('HMGET', KEYS[1], 'p', 'g')
 if not fields[1] then return false end
 if ARGV[1] ~= '' and fields[2] ~= ARGV[1] then return false end
+local ttl = redis.call('PTTL', KEYS[1])
+redis.call('DEL', KEYS[1])
+return { fields[1], ttl }
+`);
+
+/**
+ * Like takeRecord, for a record consumed under claim ARGV[1] only: returns 0 when it is gone, 1
+ * when it is not consumed under that claim (deleting nothing), else {payload, PTTL before}.
+ */
+const completeRecord = new Script(`
+local fields = redis.call('HMGET', KEYS[1], 'p', 'k')
+if not fields[1] then return 0 end
+if fields[2] ~= ARGV[1] then return 1 end
 local ttl = redis.call('PTTL', KEYS[1])
 redis.call('DEL', KEYS[1])
 return { fields[1], ttl }
@@ -156,35 +174,47 @@ export class RedisModelStore implements ModelStore {
     return this.#findBy(this.#keys.userCode(this.#model, userCode), 'userCode', userCode);
   }
 
-  async consume(id: string) {
+  async consume(id: string, takeOverBefore?: number) {
     const record = this.#keys.record(this.#model, id);
     const claim = randomUUID();
     let won = false;
     try {
       await this.#redis.runDurable([record], async (client) => {
-        won = await consumeRecord.run(client, [record], [nowSeconds(), claim]) === 1;
+        won = await consumeRecord.run(client, [record], [nowSeconds(), claim, takeOverBefore ?? '']) === 1;
       });
     } catch (error) {
       // Consumed on the primary, not confirmed by the replicas: the caller answers an outage, and
       // the client's retry with the same value must not be taken for a replay. Given back under
       // this claim only: after a failover, the promoted primary may hold another caller's instead.
-      if (won) await this.#release(id, claim).catch(() => undefined);
+      if (won) await this.release(id, claim).catch(() => undefined);
       throw error;
     }
-    return won;
-  }
-
-  release(id: string) {
-    return this.#release(id, '');
+    return won ? claim : undefined;
   }
 
   /**
    * An undo (connection.ts), through the connection that does not wait: after a refusal, the one
    * that does refuses writes until the replicas catch up.
    */
-  async #release(id: string, claim: string) {
+  async release(id: string, claim: string) {
     const record = this.#keys.record(this.#model, id);
     await this.#redis.undo((client) => releaseRecord.run(client, [record], [claim]));
+  }
+
+  async complete(id: string, claim: string) {
+    const record = this.#keys.record(this.#model, id);
+    let completion: Completion = 'gone';
+    await this.#redis.runDurable([record], async (client) => {
+      const taken = await completeRecord.run(client, [record], [claim]);
+      if (taken === 0) return;
+      if (taken === 1) {
+        completion = 'unclaimed';
+        return;
+      }
+      completion = 'completed';
+      await this.#removeLookups(client, id, taken as [string, number], true);
+    });
+    return completion;
   }
 
   async countUse(id: string, limit: number) {

@@ -1,5 +1,7 @@
+import { randomUUID } from 'node:crypto';
+
 import { nowSeconds } from '../../src/shared/clock.ts';
-import { listedValue, type ModelPayload, type ModelStore } from '../store.ts';
+import { type Completion, listedValue, type ModelPayload, type ModelStore } from '../store.ts';
 import type { SqliteConnection } from './connection.ts';
 
 /** The engine's models (oidc-provider's records), one table for all of them. */
@@ -12,6 +14,7 @@ CREATE TABLE IF NOT EXISTS oidc_models (
   uid TEXT,
   user_code TEXT,
   consumed_at INTEGER,
+  claim TEXT,
   expires_at INTEGER,
   uses INTEGER NOT NULL DEFAULT 0,
   listed_by TEXT,
@@ -40,13 +43,16 @@ const MODEL_SQL = {
     VALUES (?, ?, ?, ?, ?, ?, NULL, ?, ?)
     ON CONFLICT (model, id) DO UPDATE SET
       payload = excluded.payload, grant_id = excluded.grant_id, uid = excluded.uid,
-      user_code = excluded.user_code, consumed_at = NULL, expires_at = excluded.expires_at, uses = 0,
+      user_code = excluded.user_code, consumed_at = NULL, claim = NULL, expires_at = excluded.expires_at, uses = 0,
       listed_by = excluded.listed_by`,
   find: `SELECT id, payload, consumed_at FROM oidc_models WHERE model = ? AND id = ? AND ${LIVE}`,
   findByUid: `SELECT id, payload, consumed_at FROM oidc_models WHERE model = ? AND uid = ? AND ${LIVE}`,
   findByUserCode: `SELECT id, payload, consumed_at FROM oidc_models WHERE model = ? AND user_code = ? AND ${LIVE}`,
-  consume: `UPDATE oidc_models SET consumed_at = ? WHERE model = ? AND id = ? AND consumed_at IS NULL AND ${LIVE}`,
-  release: 'UPDATE oidc_models SET consumed_at = NULL WHERE model = ? AND id = ?',
+  consume: `UPDATE oidc_models SET consumed_at = ?, claim = ?
+    WHERE model = ? AND id = ? AND (consumed_at IS NULL OR consumed_at <= ?) AND ${LIVE}`,
+  release: 'UPDATE oidc_models SET consumed_at = NULL, claim = NULL WHERE model = ? AND id = ? AND claim = ?',
+  complete: 'DELETE FROM oidc_models WHERE model = ? AND id = ? AND claim = ?',
+  exists: 'SELECT 1 FROM oidc_models WHERE model = ? AND id = ?',
   countUse: `UPDATE oidc_models SET uses = uses + 1 WHERE model = ? AND id = ? AND uses < ? AND ${LIVE} RETURNING uses`,
   destroy: 'DELETE FROM oidc_models WHERE model = ? AND id = ?',
   revokeByGrantId: 'DELETE FROM oidc_models WHERE model = ? AND grant_id = ?',
@@ -84,14 +90,22 @@ export class SqliteModelStore implements ModelStore {
     return toPayload(this.#db.read(() => this.#db.statement(MODEL_SQL.findByUserCode).get(this.#model, userCode, nowSeconds())));
   }
 
-  async consume(id: string) {
+  async consume(id: string, takeOverBefore?: number) {
     const timestamp = nowSeconds();
-    const result = await this.#db.write(() => this.#db.statement(MODEL_SQL.consume).run(timestamp, this.#model, id, timestamp));
-    return result.changes === 1;
+    const claim = randomUUID();
+    const result = await this.#db.write(() => this.#db.statement(MODEL_SQL.consume).run(timestamp, claim, this.#model, id, takeOverBefore ?? null, timestamp));
+    return result.changes === 1 ? claim : undefined;
   }
 
-  async release(id: string) {
-    await this.#db.write(() => this.#db.statement(MODEL_SQL.release).run(this.#model, id));
+  async release(id: string, claim: string) {
+    await this.#db.write(() => this.#db.statement(MODEL_SQL.release).run(this.#model, id, claim));
+  }
+
+  complete(id: string, claim: string) {
+    return this.#db.write((): Completion => {
+      if (this.#db.statement(MODEL_SQL.complete).run(this.#model, id, claim).changes === 1) return 'completed';
+      return this.#db.statement(MODEL_SQL.exists).get(this.#model, id) ? 'unclaimed' : 'gone';
+    });
   }
 
   async countUse(id: string, limit: number) {

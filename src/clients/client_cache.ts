@@ -60,12 +60,19 @@ export class CachedClients implements ModelStore {
     return this.#models.findByUserCode(userCode);
   }
 
-  consume(id: string) {
-    return this.#models.consume(id);
+  consume(id: string, takeOverBefore?: number) {
+    return this.#models.consume(id, takeOverBefore);
   }
 
-  release(id: string) {
-    return this.#models.release(id);
+  release(id: string, claim: string) {
+    return this.#models.release(id, claim);
+  }
+
+  async complete(id: string, claim: string) {
+    this.#forget(id);
+    const completed = await this.#models.complete(id, claim);
+    this.#forget(id);
+    return completed;
   }
 
   countUse(id: string, limit: number) {

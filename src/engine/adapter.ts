@@ -25,8 +25,12 @@ interface ModelHooks {
   afterRevokeByGrantId?: (grantId: string) => Promise<void>;
   /** Wraps the record's write (a refresh token rotation completes with it: refresh_tokens.ts). */
   aroundUpsert?: (storeId: string, write: () => Promise<void>) => Promise<void>;
-  /** Runs once the caller has won the consumption of the record. */
-  afterConsume?: (storeId: string) => Promise<void>;
+  /** A consumption made at or before this time (epoch seconds) is abandoned, and taken over (ModelStore.consume). */
+  takeOverConsumedBefore?: () => number | undefined;
+  /** Runs once the caller has won the consumption of the record, under `claim`. */
+  afterConsume?: (storeId: string, claim: string) => Promise<void>;
+  /** What the engine is handed for a record found (it may refuse to hand it over). */
+  whenFound?: (payload: AdapterPayload) => AdapterPayload;
   /** What the engine is handed for an id with no record (undefined: nothing). */
   whenMissing?: (id: string) => Promise<AdapterPayload | undefined>;
 }
@@ -43,7 +47,8 @@ interface ModelHooks {
  * refresh token's record is deleted once consumed, and its value, which names its grant, still
  * recognised (refresh_tokens.ts), so a grant keeps one refresh token record however often it rotates;
  * it is deleted only once its successor is stored, and a rotation that fails to store it gives the
- * consumed token back (RefreshTokenRotations), so the client's retry with it is no reuse.
+ * consumed token back (RefreshTokenRotations), so the client's retry with it is no reuse; nor is a
+ * retry after a rotation cut short before it could do either (a crash, a lost primary).
  * With `newInteractions`, a new interaction is stored only within that limit (new_interactions.ts).
  */
 export function engineAdapterFactory(
@@ -71,8 +76,10 @@ export function engineAdapterFactory(
       case 'RefreshToken': {
         const rotations = new RefreshTokenRotations(models);
         return new EngineAdapter(name, models, atRest, {
-          afterConsume: (storeId) => rotations.consumed(storeId),
+          takeOverConsumedBefore: () => rotations.abandonedBefore(),
+          afterConsume: (storeId, claim) => rotations.consumed(storeId, claim),
           aroundUpsert: (storeId, write) => rotations.store(storeId, write),
+          whenFound: (payload) => rotations.found(payload),
           whenMissing: async (id) => {
             const grantId = refreshTokenValues.grantOf(id);
             const grant = grantId && await grants.find(grantId);
@@ -116,7 +123,8 @@ class EngineAdapter implements Adapter {
 
   async find(id: string) {
     const found = this.#fromStored(await this.#models.find(this.#atRest.id(this.#name, id)), id);
-    return found ?? await this.#hooks.whenMissing?.(id);
+    if (!found) return this.#hooks.whenMissing?.(id);
+    return this.#hooks.whenFound ? this.#hooks.whenFound(found) : found;
   }
 
   async findByUid(uid: string) {
@@ -129,11 +137,12 @@ class EngineAdapter implements Adapter {
 
   async consume(id: string) {
     const storeId = this.#atRest.id(this.#name, id);
-    if (!await this.#models.consume(storeId)) {
+    const claim = await this.#models.consume(storeId, this.#hooks.takeOverConsumedBefore?.());
+    if (!claim) {
       // Lost a race against another redemption of the same code or refresh token.
       throw new errors.InvalidGrant('grant already redeemed');
     }
-    await this.#hooks.afterConsume?.(storeId);
+    await this.#hooks.afterConsume?.(storeId, claim);
   }
 
   async destroy(id: string) {

@@ -1,12 +1,13 @@
 import { createHmac, timingSafeEqual } from 'node:crypto';
 
-import { Provider } from 'oidc-provider';
+import { errors, Provider } from 'oidc-provider';
 import type { AdapterPayload, KoaContextWithOIDC, RefreshToken } from 'oidc-provider';
 
-import type { ModelStore } from '../../adapters/store.ts';
+import { BackendUnavailableError, type ModelStore } from '../../adapters/store.ts';
 
 import { LIFETIMES } from '../../config/lifetimes.ts';
-import { nowSeconds } from '../shared/clock.ts';
+import { type Clock, nowSeconds, systemClock } from '../shared/clock.ts';
+import { HttpError } from '../shared/http_error.ts';
 
 /**
  * Refresh tokens whose storage per grant stays the same however often they rotate.
@@ -16,8 +17,8 @@ import { nowSeconds } from '../shared/clock.ts';
  * token until that token's own expiry: a client refreshing hourly would keep hundreds of records
  * per grant. Here a refresh token's value names its grant and is authenticated by the server
  * (`<grant id>.<random>.<tag>`, the tag an HMAC under a key derived from the key-encryption key);
- * the consumed record is deleted once its successor is stored (RefreshTokenRotations), and a value with a valid tag that names a live grant but
- * has no record is handed to the engine as a consumed token of that grant: the engine then revokes
+ * the consumed record is deleted once its successor is stored (RefreshTokenRotations), and a value
+ * with a valid tag that names a live grant but has no record is handed to the engine as a consumed token of that grant: the engine then revokes
  * the grant, as it does for any reuse. So a grant keeps one refresh token record, and presenting
  * any earlier one still revokes the grant for as long as the grant lives, while a mangled or
  * made-up value (its tag does not verify) is only an unknown token.
@@ -88,50 +89,142 @@ export function consumedTokenOf(value: string, grantId: string, grant: AdapterPa
 }
 
 /**
- * A rotation whose answer the client never got leaves the refresh token it presented usable.
+ * How long after a rotation consumed a refresh token a retry with that token takes the rotation
+ * over as abandoned: far longer than a rotation takes (a few store writes, each bounded by its
+ * timeout), and short enough that a client retrying after a crash or failover is not kept waiting long.
+ */
+export const ROTATION_ABANDONED_AFTER_SECONDS = 20;
+
+/**
+ * How long a rotation keeps trying to complete when the store's answer is lost. Well inside
+ * ROTATION_ABANDONED_AFTER_SECONDS: the difference covers whole-second consumption times and the
+ * clocks of two instances differing by up to a few seconds, so that no retry can have taken the
+ * rotation over meanwhile.
+ */
+const COMPLETION_DEADLINE_MS = 10_000;
+const COMPLETION_RETRY_MS = 100;
+
+/** The refresh token grant under way at the token endpoint: the only request that rotates. */
+function refreshRequest(): object | undefined {
+  const ctx = Provider.ctx;
+  return ctx?.oidc?.route === 'token' && ctx.oidc.params?.grant_type === 'refresh_token' ? ctx : undefined;
+}
+
+interface Rotation {
+  /** The consumed refresh token's store id, and the claim it was consumed under. */
+  storeId: string;
+  claim: string;
+  /** When the consumption was asked for (Clock ms): it was made no earlier. */
+  askedAt: number;
+}
+
+/**
+ * A rotation whose answer the client never got leaves the refresh token it presented usable, and
+ * no refresh token is ever redeemed twice.
  *
  * The engine rotates in separate writes: it consumes the presented token, then stores its
- * successor. When the successor's write fails (an outage, or replicas that do not confirm it), the
- * client is answered 503 and still holds the presented token, which must not then count as a
- * reuse (that revokes the grant). So the consumed token is deleted only once its successor is
- * stored; if that write fails, the consumption is given back and the successor discarded, and the
- * failure is answered. A consumption that fails is given back by the store itself (ModelStore.consume).
- * Only the request that won the consumption gives it back, and only when it answers no token,
- * so no refresh token is ever redeemed twice.
+ * successor; the consumed token is then deleted (the rotation completed). Each consumption is made
+ * under its own claim (ModelStore.consume), and only that claim can give it back or complete it.
+ * - The successor's write fails (an outage, or replicas that do not confirm it): the client is
+ *   answered 503 and still holds the presented token, which must not then count as a reuse (that
+ *   revokes the grant). The consumption is given back, the successor discarded, the failure
+ *   answered. A consumption that fails is given back by the store itself.
+ * - The completion's answer is lost (the Redis primary dies with it): it is tried again until the
+ *   store answers, for up to COMPLETION_DEADLINE_MS; the token then found gone means an earlier
+ *   try completed it, and the successor is answered.
+ * - The rotation is cut short before any of that (the process is killed, the primary dies with
+ *   the answer to the consumption, nothing could be given back): the consumed token stays behind
+ *   with no successor. A retry within ROTATION_ABANDONED_AFTER_SECONDS of the consumption is
+ *   answered 503 with Retry-After (the rotation may still be under way); after it, the rotation is
+ *   abandoned, and the retry takes the consumption over under a new claim and rotates.
+ * - A rotation taken over cannot complete (its claim is no longer the token's): it discards its
+ *   successor and answers invalid_grant, so one consumption is only ever answered once.
+ * A presented token found with no record (its rotation completed) is a reuse, as the engine rules.
  */
 export class RefreshTokenRotations {
   readonly #models: ModelStore;
   readonly #request: () => object | undefined;
-  /** Per request: the store id of the refresh token it consumed, until its successor is stored. */
-  readonly #consumed = new WeakMap<object, string>();
+  readonly #clock: Clock;
+  /** Per request: when it asked to consume a refresh token, and then what it consumed, until its successor is stored. */
+  readonly #asked = new WeakMap<object, number>();
+  readonly #consumed = new WeakMap<object, Rotation>();
 
-  /** `request`: the request under way; the engine's own context (Provider.ctx) by default. */
-  constructor(models: ModelStore, request: () => object | undefined = () => Provider.ctx) {
+  /** `request`: the refresh token grant under way, if any; by default the engine's own context (Provider.ctx) when it is one. */
+  constructor(models: ModelStore, request: () => object | undefined = refreshRequest, clock: Clock = systemClock) {
     this.#models = models;
     this.#request = request;
+    this.#clock = clock;
   }
 
-  /** After the request won the consumption of a refresh token; outside a request, it is deleted at once. */
-  async consumed(storeId: string): Promise<void> {
+  /**
+   * What the refresh token grant is handed for a refresh token record: one consumed by a rotation
+   * that may still be under way is refused for now (503, Retry-After); one consumed by an
+   * abandoned rotation is handed over as unconsumed (its consumption is then taken over).
+   */
+  found(payload: AdapterPayload): AdapterPayload {
+    if (typeof payload.consumed !== 'number' || !this.#request()) return payload;
+    const age = nowSeconds(this.#clock) - payload.consumed;
+    if (age >= ROTATION_ABANDONED_AFTER_SECONDS) {
+      const { consumed: _abandoned, ...unconsumed } = payload;
+      return unconsumed;
+    }
+    throw new HttpError(503, 'temporarily_unavailable', 'another request is using this refresh token; try again shortly', {
+      'Retry-After': String(ROTATION_ABANDONED_AFTER_SECONDS - age),
+    });
+  }
+
+  /** Before a consumption: the time at or before which one is abandoned, for a refresh token grant; undefined otherwise. */
+  abandonedBefore(): number | undefined {
     const request = this.#request();
-    if (request) this.#consumed.set(request, storeId);
-    else await this.#models.destroy(storeId);
+    if (!request) return undefined;
+    this.#asked.set(request, this.#clock());
+    return nowSeconds(this.#clock) - ROTATION_ABANDONED_AFTER_SECONDS;
   }
 
-  /** Stores a refresh token through `write`: in a rotation, its successor, and the end of the rotation. */
+  /** After the request won the consumption of a refresh token; outside a refresh token grant, it is completed at once. */
+  async consumed(storeId: string, claim: string): Promise<void> {
+    const request = this.#request();
+    if (!request) {
+      await this.#models.complete(storeId, claim);
+      return;
+    }
+    this.#consumed.set(request, { storeId, claim, askedAt: this.#asked.get(request) ?? this.#clock() });
+  }
+
+  /** Stores a refresh token through `write`: in a rotation, its successor, and then completes the rotation. */
   async store(storeId: string, write: () => Promise<void>): Promise<void> {
     const request = this.#request();
-    const consumed = request && this.#consumed.get(request);
-    if (!consumed) return write();
+    const rotation = request && this.#consumed.get(request);
+    if (!rotation) return write();
     this.#consumed.delete(request);
     try {
       await write();
+      if (await this.#complete(rotation)) return;
     } catch (error) {
-      await Promise.allSettled([this.#models.discard(storeId), this.#models.release(consumed)]);
+      await Promise.allSettled([this.#models.discard(storeId), this.#models.release(rotation.storeId, rotation.claim)]);
       throw error;
     }
-    // Not failing the answer: the successor is stored, and a consumed record left behind is still a reuse to the engine.
-    await this.#models.destroy(consumed).catch(() => undefined);
+    // Taken over by a retry that found this rotation abandoned (or the grant went meanwhile): the successor is never answered.
+    await this.#models.discard(storeId).catch(() => undefined);
+    throw new errors.InvalidGrant('refresh token already used');
+  }
+
+  /**
+   * Completes the rotation: true once the consumed token is deleted under its claim, or found gone:
+   * deleted by an earlier try whose answer was lost (or by that try sent again by the store's client
+   * when its connection broke), or by a grant revoked meanwhile, which took the successor with it.
+   * No retry can have taken the rotation over and completed it this early (COMPLETION_DEADLINE_MS).
+   */
+  async #complete({ storeId, claim, askedAt }: Rotation): Promise<boolean> {
+    for (;;) {
+      try {
+        if (this.#clock() - askedAt >= COMPLETION_DEADLINE_MS) throw new BackendUnavailableError('the rotation could not complete in time');
+        return await this.#models.complete(storeId, claim) !== 'unclaimed';
+      } catch (error) {
+        if (this.#clock() - askedAt + COMPLETION_RETRY_MS >= COMPLETION_DEADLINE_MS) throw error;
+        await new Promise((resolve) => setTimeout(resolve, COMPLETION_RETRY_MS));
+      }
+    }
   }
 }
 

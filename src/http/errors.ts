@@ -41,7 +41,8 @@ export function rememberEngineError(ctx: Context, error: unknown): void {
 /**
  * The one place refusals are written, outermost but for the request id and its timing: no input
  * yields a stack trace. An HttpError thrown anywhere below is answered with its status and headers
- * in the request's format (ErrorFormat), never cached; a storage outage is a 503 with Retry-After;
+ * in the request's format (ErrorFormat), never cached, and so is one the engine caught from its
+ * adapter (answered by the engine as a 500); a storage outage is a 503 with Retry-After;
  * anything unexpected a 500 whose details go to the log only. Every JSON body carries the
  * `request_id` to quote, which the log lines of the request carry too.
  */
@@ -51,7 +52,10 @@ export function errorMapping(logger: Logger): Middleware {
       await next();
       if (ctx.status === 400 && (ctx.request.length ?? 0) > ENGINE_BODY_LIMIT && ctx.response.is('json')) answerTooLarge(ctx);
       const engineError: unknown = ctx.state.engineError;
-      if (engineError !== undefined && ctx.status >= 500) {
+      if (engineError instanceof HttpError && ctx.status >= 500) {
+        // A refusal from below the engine (its storage adapter): answered as thrown, nothing failed.
+        await answer(ctx, engineError);
+      } else if (engineError !== undefined && ctx.status >= 500) {
         if (isBackendOutage(engineError)) answerOutage(ctx);
         logServerError(logger, ctx, engineError);
       }

@@ -1,4 +1,5 @@
 import { randomBytes } from 'node:crypto';
+import { DatabaseSync } from 'node:sqlite';
 
 import { expect } from 'chai';
 import { createRemoteJWKSet, decodeProtectedHeader, jwtVerify, type JWTPayload } from 'jose';
@@ -159,6 +160,16 @@ describe('token endpoint (POST /oauth/token)', function () {
   }
 
   /** Sends the same request 5 times at once: exactly one gets 200, every other one 400 invalid_grant. */
+  /** Moves a refresh token's consumption `seconds` into the past, in the server's SQLite file. */
+  function backdateConsumption(storeUrl: string, storeId: string, seconds: number): void {
+    const db = new DatabaseSync(storeUrl.replace(/^sqlite:/, ''));
+    try {
+      db.prepare("UPDATE oidc_models SET consumed_at = consumed_at - ? WHERE model = 'RefreshToken' AND id = ?").run(seconds, storeId);
+    } finally {
+      db.close();
+    }
+  }
+
   async function expectExactlyOneOfFive(send: () => Promise<Response>): Promise<void> {
     const responses = await Promise.all(Array.from({ length: 5 }, () => send()));
     const statuses = responses.map((response) => response.status);
@@ -447,9 +458,46 @@ describe('token endpoint (POST /oauth/token)', function () {
       await expectTokenError(await refresh(otherClient, first.refresh_token!), 400, 'invalid_grant');
     });
 
-    it('lets exactly one of 5 concurrent uses of the same refresh token succeed', async () => {
+    it('lets exactly one of 5 concurrent uses of the same refresh token succeed; the others are refused, asked to wait while it is under way', async () => {
       const first = await expectTokens(await redeem(postClient, await getCode(postClient)));
-      await expectExactlyOneOfFive(() => refresh(postClient, first.refresh_token!));
+      const responses = await Promise.all(Array.from({ length: 5 }, () => refresh(postClient, first.refresh_token!)));
+      const statuses = responses.map((response) => response.status);
+      expect(statuses.filter((status) => status === 200), `statuses ${statuses.join(',')}`).to.have.length(1);
+      for (const response of responses.filter(({ status }) => status !== 200)) {
+        if (response.status === 503) {
+          expect(Number(response.headers.get('retry-after'))).to.be.within(1, 20);
+          await expectTokenError(response, 503, 'temporarily_unavailable');
+        } else {
+          await expectTokenError(response, 400, 'invalid_grant');
+        }
+      }
+    });
+
+    it('rotates on the retry of a rotation cut short (its token consumed, no successor stored): asked to wait at first, never taken for a reuse', async () => {
+      const first = await expectTokens(await redeem(postClient, await getCode(postClient)));
+      const storeId = digest(first.refresh_token!);
+      const store = openStore(server.store);
+      let second: TokenBody;
+      try {
+        // What a process killed mid-rotation leaves: the token consumed under a claim no request holds any more.
+        const cut = await store.model('RefreshToken').consume(storeId);
+        expect(cut).to.be.a('string');
+        const wait = await refresh(postClient, first.refresh_token!);
+        expect(Number(wait.headers.get('retry-after'))).to.be.within(1, 20);
+        await expectTokenError(wait, 503, 'temporarily_unavailable');
+
+        await store.committed();
+        backdateConsumption(server.store, storeId, 21);
+        second = await expectTokens(await refresh(postClient, first.refresh_token!));
+        expect(second.refresh_token).to.be.a('string').and.not.equal(first.refresh_token);
+        expect(await store.model('RefreshToken').complete(storeId, cut!), 'the cut rotation cannot complete').to.equal('gone');
+      } finally {
+        await store.close();
+      }
+      const third = await expectTokens(await refresh(postClient, second.refresh_token!));
+      // The token the retry rotated away from is spent like any other: presenting it again is a reuse.
+      await expectTokenError(await refresh(postClient, first.refresh_token!), 400, 'invalid_grant');
+      await expectTokenError(await refresh(postClient, third.refresh_token!), 400, 'invalid_grant');
     });
   });
 
