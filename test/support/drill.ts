@@ -20,8 +20,9 @@ export interface Chain {
   /** A request of it is sent and not answered yet. */
   inFlight: boolean;
   /**
-   * A request of it was refused (503) or never answered: the service may have used its refresh
-   * token up without handing out the next. Presenting it again then counts as a reuse.
+   * A request of it was refused (503) or never answered: the service may have consumed its refresh
+   * token without handing out the next. Presenting it again is then answered 503 until that
+   * rotation is abandoned, and then rotates.
    */
   inDoubt: boolean;
 }
@@ -55,9 +56,6 @@ function isDocumentedRefusal(response: Response, body: Record<string, unknown> |
   return response.status === 503 && /^\d+$/.test(response.headers.get('retry-after') ?? '') && body?.error === 'temporarily_unavailable';
 }
 
-/** A chain whose refresh token a rotation in flight at the failure, or refused, used up: presenting it again counted as a reuse. */
-export type DrillChain = Chain & { lost: boolean };
-
 /** What the load was told: each write the service acknowledged, to check after the drill. */
 export interface Acknowledged {
   revokedAccessTokens: string[];
@@ -67,7 +65,7 @@ export interface Acknowledged {
 
 export interface MixedLoadOptions {
   /** The chains to rotate, each started with a code exchange. */
-  chains: DrillChain[];
+  chains: Chain[];
   /** The next instance to send a request to (requests alternate between instances). */
   next: () => { issuer: string };
   /** A refresh of one chain's token, to whichever instance `next` gives. */
@@ -76,16 +74,15 @@ export interface MixedLoadOptions {
   /** Creates a data API record (201 with its id) at the issuer. */
   createRecord: (issuer: string, name: string) => Promise<Response>;
   /** While true for a chain, it is left alone (settled before the failure). */
-  paused?: (chain: DrillChain) => boolean;
+  paused?: (chain: Chain) => boolean;
 }
 
 /**
  * Steady mixed load, as the drills run it: every chain rotating its refresh token, access tokens
  * revoked, data records created, until stop(). Everything acknowledged is recorded, every
  * refusal timed, every answer other than a success or the documented refusal kept as
- * `unexpected`. A chain refused (or whose request was cut) is in doubt: its refresh token may
- * have been used up; when the service then refuses it as invalid_grant, the chain is lost, not
- * rotated twice.
+ * `unexpected`: a chain refused (or whose request was cut) is in doubt until it rotates again,
+ * and one refused as invalid_grant, its refresh token taken for a reuse, is unexpected.
  */
 export function mixedLoad(options: MixedLoadOptions) {
   const { chains, next } = options;
@@ -94,6 +91,8 @@ export function mixedLoad(options: MixedLoadOptions) {
   const writtenAt: number[] = [];
   const acknowledged: Acknowledged = { revokedAccessTokens: [], records: [] };
   const accessTokens: string[] = [];
+  /** Chains refused or cut mid-rotation at least once. */
+  const doubted = new Set<Chain>();
   const load = { stopped: false };
 
   const refused = async (what: string, response: Response) => {
@@ -101,7 +100,7 @@ export function mixedLoad(options: MixedLoadOptions) {
     if (!isDocumentedRefusal(response, body)) unexpected.push(`${what}: ${response.status} ${JSON.stringify(body)}`);
     refusedAt.push(Date.now());
   };
-  const rotate = (chain: DrillChain) => untilStopped({ get stopped() { return load.stopped || chain.lost || (options.paused?.(chain) ?? false); } }, async () => {
+  const rotate = (chain: Chain) => untilStopped({ get stopped() { return load.stopped || (options.paused?.(chain) ?? false); } }, async () => {
     chain.inFlight = true;
     const response = await options.refresh(chain.refreshToken).finally(() => {
       chain.inFlight = false;
@@ -111,12 +110,9 @@ export function mixedLoad(options: MixedLoadOptions) {
       rotated(chain, tokens);
       accessTokens.push(tokens.access_token);
       writtenAt.push(Date.now());
-    } else if (response.status === 400 && chain.inDoubt) {
-      const body = await response.json() as Record<string, unknown>;
-      if (body.error !== 'invalid_grant') unexpected.push(`refresh of a chain in doubt: 400 ${JSON.stringify(body)}`);
-      chain.lost = true;
     } else {
       chain.inDoubt = true;
+      doubted.add(chain);
       await refused('refresh', response);
     }
   });
@@ -152,6 +148,8 @@ export function mixedLoad(options: MixedLoadOptions) {
     writtenAt,
     acknowledged,
     rotations,
+    /** How many chains were in doubt at some point (each must rotate again). */
+    doubted: () => doubted.size,
     progress: () => `${rotations()} rotations, ${acknowledged.revokedAccessTokens.length} revocations, ${acknowledged.records.length} records, `
       + `${refusedAt.length} refusals; ${unexpected.slice(0, 5).join('; ')}`,
     /** Ends the load once each worker's request in flight is answered. */
