@@ -9,6 +9,7 @@ import { openStore } from '../../adapters/index.ts';
 import type { Role } from '../../adapters/store.ts';
 import { Accounts } from '../../src/accounts/accounts.ts';
 import { registerClient, type RegisteredClient } from './oauth.ts';
+import { compileCacheEnv } from './compile_cache.ts';
 
 const ROOT = fileURLToPath(new URL('../..', import.meta.url));
 
@@ -89,6 +90,7 @@ export async function startServer(options: ServerOptions = {}): Promise<TestServ
   if (!homes.has(store)) homes.set(store, home);
   const env = {
     PATH: process.env.PATH ?? '',
+    ...compileCacheEnv(),
     HOME: home,
     PORT: String(port),
     HOST: '127.0.0.1',
@@ -180,7 +182,7 @@ export function runUntilExit(env: Record<string, string>, options: RunOptions = 
   return new Promise((resolve) => {
     const child = execFile(options.node ?? process.execPath, [options.entry ?? 'src/main.ts', ...options.args ?? []], {
       cwd: ROOT,
-      env: { PATH: process.env.PATH ?? '', STORE: 'memory:', HOST: '127.0.0.1', ...env },
+      env: { PATH: process.env.PATH ?? '', ...compileCacheEnv(), STORE: 'memory:', HOST: '127.0.0.1', ...env },
       timeout: 20_000,
       killSignal: 'SIGKILL',
     }, (_error, stdout, stderr) => resolve({ code: child.exitCode, stdout, stderr }));
