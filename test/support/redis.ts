@@ -49,8 +49,22 @@ export async function redisCli(port: number, ...args: string[]): Promise<string>
   return stdout.trim();
 }
 
-/** One redis-server; `extra` adds options (cluster mode). */
-export async function startRedis(extra: string[] = []): Promise<RedisServer> {
+/**
+ * One redis-server; `extra` adds options (cluster mode), or makes them for each try when they name
+ * ports. A port found free may be taken before redis-server binds it (by another process's
+ * outgoing connection, from the same range), so a start that fails so is tried on other ports.
+ */
+export async function startRedis(extra: string[] | (() => Promise<string[]>) = []): Promise<RedisServer> {
+  for (let attempt = 1; ; attempt += 1) {
+    try {
+      return await startRedisOnce(typeof extra === 'function' ? await extra() : extra);
+    } catch (error) {
+      if (attempt === 3 || !/Address already in use/.test((error as Error).message)) throw error;
+    }
+  }
+}
+
+async function startRedisOnce(extra: string[]): Promise<RedisServer> {
   const dir = await mkdtemp(join(tmpdir(), 'redis-'));
   const port = await freePort();
   // A replica that connects is sent the data at once, not after the 5 s Redis waits by default for others to join it.
@@ -208,8 +222,9 @@ export async function startCluster(size = 3, replicasEach = 0): Promise<RedisDep
   try {
     for (let i = 0; i < size * (1 + replicasEach); i += 1) {
       // The cluster bus gets a free port of its own rather than the default port + 10000, which may be taken or out of range.
-      const busPort = await freePort();
-      nodes.push(await startRedis(['--cluster-enabled', 'yes', '--cluster-config-file', 'nodes.conf', '--cluster-port', String(busPort), '--cluster-node-timeout', '2000']));
+      nodes.push(await startRedis(async () => [
+        '--cluster-enabled', 'yes', '--cluster-config-file', 'nodes.conf', '--cluster-port', String(await freePort()), '--cluster-node-timeout', '2000',
+      ]));
     }
     await run('redis-cli', ['--cluster', 'create', ...nodes.map(({ port }) => `127.0.0.1:${port}`), '--cluster-replicas', String(replicasEach), '--cluster-yes'], { timeout: 30_000 });
     for (const node of nodes) {
