@@ -38,6 +38,7 @@ export function loadConfig(env: Env = process.env): Config {
     unusedClientTtl: read(env, 'UNUSED_CLIENT_TTL'),
     refreshTokenAbsoluteLifetime: read(env, 'REFRESH_TOKEN_ABSOLUTE_LIFETIME'),
     pkceRequired: read(env, 'PKCE_REQUIRED'),
+    parRequired: read(env, 'PAR_REQUIRED'),
     cimd: read(env, 'CIMD') ? { trustedHosts: read(env, 'CIMD_TRUSTED_HOSTS') ?? [], allowedDomains: read(env, 'CIMD_ALLOWED_DOMAINS') } : undefined,
     mcpAllowedOrigins: read(env, 'MCP_ALLOWED_ORIGINS') ?? [],
     rateLimits: rateLimits(env),

@@ -135,6 +135,11 @@ export const SCHEMA = {
     '`all`: every authorization request needs PKCE (S256). `public`: public clients and plain OAuth requests still do; a confidential client\'s OpenID Connect request (scope `openid`) may omit it (RFC 9700 2.1.1). Set `public` for an OpenID Foundation conformance run: its plans send no PKCE. `plain` is refused and a challenge must be redeemed with its verifier under either',
     choice(PKCE_POLICIES),
   ),
+  PAR_REQUIRED: withDefault(
+    'off',
+    '`on`: every authorization request must be pushed first (RFC 9126, `POST /oauth/par`), for every client; `off`: a client registered with `require_pushed_authorization_requests: true` must push its own, others may. Pushing keeps the request\'s parameters off the browser\'s address bar and lets the client authenticate it. See [Pushed authorization requests](api-guide.md#pushed-authorization-requests-par)',
+    onOff,
+  ),
   CIMD: withDefault(
     'on',
     '`off` turns Client ID Metadata Documents off: a `client_id` that is an https URL is then unknown. See [Client ID Metadata Documents](#client-id-metadata-documents)',

@@ -55,6 +55,8 @@ export interface Config {
   readonly refreshTokenAbsoluteLifetime: number;
   /** Which authorization requests must use PKCE (src/engine/pkce.ts). */
   readonly pkceRequired: PkcePolicy;
+  /** Every authorization request must be pushed first (PAR_REQUIRED). */
+  readonly parRequired: boolean;
   /** Client ID Metadata Documents (src/clients/metadata_documents.ts); undefined with CIMD=off. */
   readonly cimd: MetadataDocumentSettings | undefined;
   /** Origins of pages that may call `/mcp` besides the issuer's own (MCP_ALLOWED_ORIGINS). */

@@ -196,7 +196,9 @@ export function buildProvider({ config, store, accounts, keys, revocations, page
       rpInitiatedLogout: { enabled: true, ...(pages ? { logoutSource: pages.logoutSource, postLogoutSuccessSource: pages.postLogoutSuccessSource } : {}) },
       // Not offered: nothing advertised that is not tested end to end.
       dPoP: { enabled: false },
-      pushedAuthorizationRequests: { enabled: false },
+      // RFC 9126 at /oauth/par: a request_uri lives 60 s and is used once (the engine's defaults);
+      // required for every client with PAR_REQUIRED, else for those registered to require it.
+      pushedAuthorizationRequests: { enabled: true, requirePushedAuthorizationRequests: config.parRequired, allowUnregisteredRedirectUris: false },
       // Individual claims by name (OpenID Connect Core 5.5); the user consents to them with the scopes.
       claimsParameter: { enabled: true },
       requestObjects: { enabled: false },

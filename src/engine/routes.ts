@@ -22,7 +22,7 @@ export const USERINFO_PATH = '/oauth/userinfo';
 
 export const INTERACTION_PATH = '/interaction';
 
-const { authorization, token, registration, jwks, revocation, introspection, end_session: endSession } = ENGINE_ROUTES;
+const { authorization, token, registration, jwks, revocation, introspection, end_session: endSession, pushed_authorization_request: par } = ENGINE_ROUTES;
 const DISCOVERY = '/.well-known/openid-configuration';
 
 /**
@@ -47,6 +47,8 @@ export const ENGINE_ROUTE_TEMPLATES: Readonly<Record<string, string>> = {
   'cors.revocation': revocation,
   introspection,
   'cors.introspection': introspection,
+  pushed_authorization_request: par,
+  'cors.pushed_authorization_request': par,
   end_session: endSession,
   end_session_confirm: `${endSession}/confirm`,
   end_session_success: `${endSession}/success`,

@@ -24,6 +24,8 @@ export interface RateLimiting {
   registration: Middleware;
   /** POST /oauth/token: tokens issued per client_id, and requests per client address. */
   token: Middleware;
+  /** POST /oauth/par, as the token endpoint: requests pushed per client_id, and requests per client address (the token endpoint's rates, counted apart). */
+  pushedAuthorization: Middleware;
   /** The data API and /mcp, after authentication: per credential. */
   dataApi: Middleware;
   /** An authorization request by a client whose metadata document is not known yet: per client address, as registration. */
@@ -76,7 +78,7 @@ export function createRateLimits(limits: RateLimits | undefined, store: Store, l
   const signIns = new SignIns(limits, store, logger);
   if (!limits) {
     return {
-      registration: passThrough, token: passThrough, dataApi: passThrough, newMetadataDocument: passThrough,
+      registration: passThrough, token: passThrough, pushedAuthorization: passThrough, dataApi: passThrough, newMetadataDocument: passThrough,
       failedCredentials: countNoFailures, introspection: passThrough, signIns,
     };
   }
@@ -85,7 +87,10 @@ export function createRateLimits(limits: RateLimits | undefined, store: Store, l
   const failedCredentials = failedCredentialLimit(counter('failed-credential-address', limits.failedCredentialsPerAddress), addressOf);
   return {
     registration: registrationLimit(counter('registration-address', limits.registration), addressOf),
-    token: tokenLimit(counter('token-client', limits.tokenPerClient), counter('token-address', limits.tokenPerAddress), keys.tokenClientId, addressOf),
+    token: tokenLimit(counter('token-client', limits.tokenPerClient), counter('token-address', limits.tokenPerAddress), keys.tokenClientId, addressOf, TOKENS),
+    pushedAuthorization: tokenLimit(
+      counter('par-client', limits.tokenPerClient), counter('par-address', limits.tokenPerAddress), keys.tokenClientId, addressOf, PUSHED_REQUESTS,
+    ),
     dataApi: dataApiLimit(counter('data-api-credential', limits.dataApi), keys.dataApiCredential),
     newMetadataDocument: newMetadataDocumentLimit(counter('metadata-document-address', limits.registration), keys.newMetadataDocument, addressOf),
     failedCredentials,
@@ -147,14 +152,24 @@ function newMetadataDocumentLimit(perAddress: Counter, newDocumentOf: RequestKey
   };
 }
 
+/** What a limit of the token endpoint's kind counts, in its refusals' words. */
+interface CountedWords {
+  /** Per client: "too many <perClient>". */
+  perClient: string;
+  /** Per address: "too many <perAddress> from this address". */
+  perAddress: string;
+}
+const TOKENS: CountedWords = { perClient: 'tokens issued to this client', perAddress: 'token requests' };
+const PUSHED_REQUESTS: CountedWords = { perClient: 'authorization requests pushed by this client', perAddress: 'pushed authorization requests' };
+
 /**
- * Per address every request counts. Per client only the tokens it was issued count: a request
- * that names a client without its secret (or with a grant that is not valid) is answered by the
- * engine and uses up none of that client's allowance, so no one can lock a client out of its
- * tokens by knowing its (public) client_id. Concurrent requests may pass a client's limit by as
- * many as are in flight: the count is taken once the answer is known.
+ * Per address every request counts. Per client only the tokens it was issued (or the requests it
+ * pushed) count: a request that names a client without its secret (or with a grant that is not
+ * valid) is answered by the engine and uses up none of that client's allowance, so no one can lock
+ * a client out by knowing its (public) client_id. Concurrent requests may pass a client's limit by
+ * as many as are in flight: the count is taken once the answer is known.
  */
-function tokenLimit(perClient: Counter, perAddress: Counter, clientIdOf: RequestKeys['tokenClientId'], addressOf: AddressOf): Middleware {
+function tokenLimit(perClient: Counter, perAddress: Counter, clientIdOf: RequestKeys['tokenClientId'], addressOf: AddressOf, words: CountedWords): Middleware {
   return async (ctx, next) => {
     const clientId = await clientIdOf(ctx);
     const [addressWait, clientWait] = await Promise.all([
@@ -163,9 +178,9 @@ function tokenLimit(perClient: Counter, perAddress: Counter, clientIdOf: Request
     ]);
     // Of two refusals, the longer wait is the one to tell.
     if (clientWait !== undefined && (addressWait === undefined || clientWait >= addressWait)) {
-      throw oauthRefusal(ctx, clientWait, `too many tokens issued to this client (${describe(perClient)})`);
+      throw oauthRefusal(ctx, clientWait, `too many ${words.perClient} (${describe(perClient)})`);
     }
-    if (addressWait !== undefined) throw oauthRefusal(ctx, addressWait, `too many token requests from this address (${describe(perAddress)})`);
+    if (addressWait !== undefined) throw oauthRefusal(ctx, addressWait, `too many ${words.perAddress} from this address (${describe(perAddress)})`);
     await next();
     if (clientId !== undefined && ctx.status >= 200 && ctx.status < 300) await perClient.add(clientId);
   };

@@ -79,8 +79,6 @@ describe('discovery', () => {
     it('advertises nothing that is not enabled', async () => {
       const { body } = await getJson(`${server.issuer}/.well-known/oauth-authorization-server`);
       for (const absent of [
-        'pushed_authorization_request_endpoint',
-        'require_pushed_authorization_requests',
         'dpop_signing_alg_values_supported',
         'check_session_iframe',
         'frontchannel_logout_supported',

@@ -13,6 +13,7 @@ import { authorizationByPost, authorizationEndpoint } from './authorization.ts';
 import { clientManagementEndpoint } from './client_management.ts';
 import { introspectionEndpoint } from './introspection.ts';
 import { logoutByPost, logoutEndpoint } from './logout.ts';
+import { pushedAuthorizationEndpoint } from './pushed_authorization.ts';
 import { registrationEndpoint } from './registration.ts';
 import { revocationEndpoint } from './revocation.ts';
 import { tokenEndpoint } from './token.ts';
@@ -52,6 +53,7 @@ export function engineEndpoints(deps: EndpointDependencies): { routes: Middlewar
   router.post(ENGINE_ROUTES.registration, ...registration.post);
   router.all(`${ENGINE_ROUTES.registration}/:clientId`, ...clientManagementEndpoint(deps.clients));
   router.post(ENGINE_ROUTES.token, ...tokenEndpoint(deps));
+  router.post(ENGINE_ROUTES.pushed_authorization_request, ...pushedAuthorizationEndpoint(deps.rateLimits));
   router.post(ENGINE_ROUTES.introspection, ...introspectionEndpoint(deps.verifier, deps.rateLimits));
   router.post(ENGINE_ROUTES.revocation, ...revocationEndpoint(deps.verifier));
   const userinfoEndpoint = userinfo(
@@ -65,7 +67,10 @@ export function engineEndpoints(deps: EndpointDependencies): { routes: Middlewar
 
 /** The paths these routes answer or complete, so every other request passes them with one check. */
 function routedPaths(basePath: string): (path: string) => boolean {
-  const exact = new Set([ENGINE_ROUTES.authorization, ENGINE_ROUTES.end_session, ENGINE_ROUTES.registration, ENGINE_ROUTES.token, ENGINE_ROUTES.introspection, ENGINE_ROUTES.revocation, USERINFO_PATH]
+  const exact = new Set([
+    ENGINE_ROUTES.authorization, ENGINE_ROUTES.end_session, ENGINE_ROUTES.registration, ENGINE_ROUTES.token, ENGINE_ROUTES.pushed_authorization_request,
+    ENGINE_ROUTES.introspection, ENGINE_ROUTES.revocation, USERINFO_PATH,
+  ]
     .map((path) => `${basePath}${path}`));
   const clientManagement = `${basePath}${ENGINE_ROUTES.registration}/`;
   return (path) => exact.has(path) || path.startsWith(clientManagement);

@@ -1,0 +1,31 @@
+import type { Middleware } from 'koa';
+
+import type { RateLimiting } from '../../rate_limits/limits.ts';
+
+/**
+ * POST /oauth/par (RFC 9126): what runs around the engine's pushed authorization request endpoint.
+ *
+ * Before the engine:
+ * 1. the rate limits, as at the token endpoint: requests per client address, requests pushed per
+ *    client (counted apart from its tokens; src/rate_limits/).
+ * The engine then authenticates the client, checks the request as the authorization endpoint
+ * would, and answers a `request_uri` that lives 60 seconds and is used once.
+ * After the engine:
+ * 2. a refusal the engine gives no description says what to do instead.
+ */
+export function pushedAuthorizationEndpoint(rateLimits: RateLimiting): Middleware[] {
+  return [rateLimits.pushedAuthorization, describedRefusals];
+}
+
+/** The engine's refusals here that come without an `error_description`. */
+const DESCRIPTIONS: Readonly<Record<string, string>> = {
+  request_uri_not_supported: 'a pushed request cannot name a request_uri: push its parameters themselves (RFC 9126 section 2.1)',
+};
+
+const describedRefusals: Middleware = async (ctx, next) => {
+  await next();
+  const body = ctx.body as { error?: unknown; error_description?: unknown } | undefined;
+  if (ctx.status < 400 || typeof body?.error !== 'string' || body.error_description !== undefined) return;
+  const description = DESCRIPTIONS[body.error];
+  if (description) ctx.body = { ...body, error_description: description };
+};
