@@ -47,6 +47,12 @@ export interface ModelStore {
    * again. However many callers race, at most `limit` of them get a number.
    */
   countUse(id: string, limit: number): Promise<number>;
+  /**
+   * Stores a record found by its id alone (no grant, uid, user code or listing: a single-use
+   * marker such as a client assertion's `jti`) unless a live one has this id. Resolves true for
+   * exactly one of any number of concurrent callers; an expired record counts as absent.
+   */
+  insertNew(id: string, payload: ModelPayload, expiresIn: number): Promise<boolean>;
   destroy(id: string): Promise<void>;
   /** Deletes a record whose write was not answered; like release, best effort and not waited for by replicas. */
   discard(id: string): Promise<void>;

@@ -46,6 +46,14 @@ if redis.call('HGET', KEYS[1], 'k') ~= ARGV[1] then return 0 end
 return redis.call('HDEL', KEYS[1], 'c', 'k')
 `);
 
+/** Stores a record (p = payload ARGV[1], expiring at ARGV[2] ms) unless one exists. KEYS: record. Returns 1 or 0. */
+const insertNewRecord = new Script(`
+if redis.call('EXISTS', KEYS[1]) == 1 then return 0 end
+redis.call('HSET', KEYS[1], 'p', ARGV[1])
+redis.call('PEXPIREAT', KEYS[1], ARGV[2])
+return 1
+`);
+
 /**
  * Counts one use of a record unless it already has ARGV[1] (u = uses). Like consumeRecord, nothing is
  * written unless the record exists, and the field written keeps the key's TTL. An upsert replaces
@@ -215,6 +223,13 @@ export class RedisModelStore implements ModelStore {
       await this.#removeLookups(client, id, taken as [string, number], true);
     });
     return completion;
+  }
+
+  async insertNew(id: string, payload: ModelPayload, expiresIn: number) {
+    const record = this.#keys.record(this.#model, id);
+    const expiresAt = Math.round(systemClock() + expiresIn * 1000);
+    const inserted = await this.#redis.runDurable([record], (client) => insertNewRecord.run(client, [record], [JSON.stringify(payload), expiresAt]));
+    return Number(inserted) === 1;
   }
 
   async countUse(id: string, limit: number) {

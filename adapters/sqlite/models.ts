@@ -53,6 +53,12 @@ const MODEL_SQL = {
   release: 'UPDATE oidc_models SET consumed_at = NULL, claim = NULL WHERE model = ? AND id = ? AND claim = ?',
   complete: 'DELETE FROM oidc_models WHERE model = ? AND id = ? AND claim = ?',
   exists: 'SELECT 1 FROM oidc_models WHERE model = ? AND id = ?',
+  insertNew: `
+    INSERT INTO oidc_models (model, id, payload, expires_at) VALUES (?, ?, ?, ?)
+    ON CONFLICT (model, id) DO UPDATE SET
+      payload = excluded.payload, grant_id = NULL, uid = NULL, user_code = NULL, consumed_at = NULL, claim = NULL,
+      expires_at = excluded.expires_at, uses = 0, listed_by = NULL
+    WHERE oidc_models.expires_at IS NOT NULL AND oidc_models.expires_at <= ?`,
   countUse: `UPDATE oidc_models SET uses = uses + 1 WHERE model = ? AND id = ? AND uses < ? AND ${LIVE} RETURNING uses`,
   destroy: 'DELETE FROM oidc_models WHERE model = ? AND id = ?',
   revokeByGrantId: 'DELETE FROM oidc_models WHERE model = ? AND grant_id = ?',
@@ -106,6 +112,12 @@ export class SqliteModelStore implements ModelStore {
       if (this.#db.statement(MODEL_SQL.complete).run(this.#model, id, claim).changes === 1) return 'completed';
       return this.#db.statement(MODEL_SQL.exists).get(this.#model, id) ? 'unclaimed' : 'gone';
     });
+  }
+
+  async insertNew(id: string, payload: ModelPayload, expiresIn: number) {
+    const now = nowSeconds();
+    const result = await this.#db.write(() => this.#db.statement(MODEL_SQL.insertNew).run(this.#model, id, JSON.stringify(payload), now + expiresIn, now));
+    return result.changes === 1;
   }
 
   async countUse(id: string, limit: number) {

@@ -75,6 +75,10 @@ export class CachedClients implements ModelStore {
     return completed;
   }
 
+  insertNew(id: string, payload: ModelPayload, expiresIn: number) {
+    return this.#models.insertNew(id, payload, expiresIn);
+  }
+
   countUse(id: string, limit: number) {
     return this.#models.countUse(id, limit);
   }

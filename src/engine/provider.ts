@@ -12,6 +12,7 @@ import { apiAudience, builtInResources, resourceIndicators } from './resource_in
 import { workspaceClaims } from './token_claims.ts';
 import { ACR_VALUES } from './authentication_context.ts';
 import { registerClientCredentialsGrant } from './grants/client_credentials.ts';
+import { assertionsUsedOnce, audienceIsTheIssuer } from '../clients/client_assertions.ts';
 import { newClientId } from '../clients/client_ids.ts';
 import { useHashedClientSecrets } from '../clients/client_secrets.ts';
 import { cookieNames } from './cookie_names.ts';
@@ -112,7 +113,10 @@ export function buildProvider({ config, store, accounts, keys, revocations, page
     responseTypes: ['code'],
     pkce: { required: pkceRequired(config.pkceRequired) },
     allowOmittingSingleRegisteredRedirectUri: false,
-    clientAuthMethods: ['client_secret_post', 'client_secret_basic', 'none'],
+    // private_key_jwt with keys registered inline (`jwks`; a `jwks_uri` is refused, src/clients/registration.ts):
+    // each assertion used once on every instance, its audience the issuer (src/clients/client_assertions.ts).
+    clientAuthMethods: ['client_secret_post', 'client_secret_basic', 'private_key_jwt', 'none'],
+    assertJwtClientAuthClaimsAndHeader: audienceIsTheIssuer,
     clientDefaults: {
       grant_types: ['authorization_code', 'refresh_token'],
       response_types: ['code'],
@@ -121,7 +125,12 @@ export function buildProvider({ config, store, accounts, keys, revocations, page
     },
     // Client secrets are stored hashed, so nothing may be keyed with them (no HS256, no client_secret_jwt).
     // Of these, the engine offers (and lets a client register) only those the server's keys sign.
-    enabledJWA: { idTokenSigningAlgValues: ['RS256', 'ES256'], userinfoSigningAlgValues: ['RS256', 'ES256'] },
+    enabledJWA: {
+      idTokenSigningAlgValues: ['RS256', 'ES256'],
+      userinfoSigningAlgValues: ['RS256', 'ES256'],
+      // Asymmetric only (no client_secret_jwt): FAPI 2.0's ES256, PS256 and EdDSA, and RS256, which most libraries sign with.
+      clientAuthSigningAlgValues: ['ES256', 'PS256', 'EdDSA', 'RS256'],
+    },
     extraClientMetadata: {
       // In this order: unused_until depends on the workspace being resolved.
       properties: [WORKSPACE_METADATA, REDIRECT_URIS_ADDED_METADATA, INTROSPECTION_AUDIENCE, UNUSED_UNTIL_METADATA],
@@ -165,9 +174,9 @@ export function buildProvider({ config, store, accounts, keys, revocations, page
 
     discovery: {
       // RFC 8414 defaults these to client_secret_basic alone; say what really works.
-      revocation_endpoint_auth_methods_supported: ['client_secret_post', 'client_secret_basic', 'none'],
+      revocation_endpoint_auth_methods_supported: ['client_secret_post', 'client_secret_basic', 'private_key_jwt', 'none'],
       // A public client may introspect nothing (src/tokens/introspection_policy.ts).
-      introspection_endpoint_auth_methods_supported: ['client_secret_post', 'client_secret_basic'],
+      introspection_endpoint_auth_methods_supported: ['client_secret_post', 'client_secret_basic', 'private_key_jwt'],
     },
 
     features: {
@@ -222,6 +231,7 @@ export function buildProvider({ config, store, accounts, keys, revocations, page
   countedInitialAccessTokens(provider);
   useHashedClientSecrets(provider);
   refreshTokensNameTheirGrant(provider, refreshTokenValues);
+  assertionsUsedOnce(provider, store.model('ReplayDetection'));
   registerClientCredentialsGrant(provider, resources, audience);
   return { provider, audience, resources, documents, grantWorkspaces, grantActivity };
 }

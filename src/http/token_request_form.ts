@@ -1,5 +1,6 @@
 import type { IncomingMessage } from 'node:http';
 
+import { decodeJwt } from 'jose';
 import type { Context } from 'koa';
 
 import { ENGINE_BODY_LIMIT } from '../engine/body_limit.ts';
@@ -30,14 +31,28 @@ export async function tokenRequestForm(ctx: Context): Promise<URLSearchParams | 
 
 /**
  * The client_id a token request names, before the engine reads it: from HTTP Basic
- * (RFC 6749 2.3.1, form-encoded id), else from the form body. Undefined when it names none, or
- * not exactly one (the engine refuses those itself).
+ * (RFC 6749 2.3.1, form-encoded id), else from the form body, else from the `sub` of a client
+ * assertion (RFC 7523 3; not verified here: only a request the engine then answers with success is
+ * counted against that client). Undefined when it names none, or not exactly one (the engine
+ * refuses those itself).
  */
 export async function tokenRequestClientId(ctx: Context): Promise<string | undefined> {
   const basic = basicClientId(ctx.get('authorization'));
   if (basic !== undefined) return basic;
-  const ids = (await tokenRequestForm(ctx))?.getAll('client_id') ?? [];
-  return ids.length === 1 && ids[0] ? ids[0] : undefined;
+  const form = await tokenRequestForm(ctx);
+  const ids = form?.getAll('client_id') ?? [];
+  if (ids.length > 0) return ids.length === 1 && ids[0] ? ids[0] : undefined;
+  const assertions = form?.getAll('client_assertion') ?? [];
+  return assertions.length === 1 ? assertionSubject(assertions[0]!) : undefined;
+}
+
+function assertionSubject(assertion: string): string | undefined {
+  try {
+    const { sub } = decodeJwt(assertion);
+    return typeof sub === 'string' && sub ? sub : undefined;
+  } catch {
+    return undefined;
+  }
 }
 
 function basicClientId(header: string): string | undefined {

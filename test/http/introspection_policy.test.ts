@@ -143,7 +143,7 @@ describe('introspection policy (RFC 7662 section 4)', function () {
     await expectNothingRevealed(callAsSpa, (await userTokens(clientA)).access_token, "A's access token");
 
     const metadata = await (await fetch(`${server.issuer}/.well-known/oauth-authorization-server`)).json() as Record<string, unknown>;
-    expect(metadata.introspection_endpoint_auth_methods_supported).to.have.members(['client_secret_basic', 'client_secret_post']);
+    expect(metadata.introspection_endpoint_auth_methods_supported).to.have.members(['client_secret_basic', 'client_secret_post', 'private_key_jwt']);
   });
 
   describe('a resource server the operator registered (admin resource-server create)', () => {

@@ -178,6 +178,16 @@ for (const backend of BACKENDS) {
         expect(await model.find('rt-abandoned')).to.equal(undefined);
       });
 
+      it('stores a single-use marker once: exactly one of many concurrent callers, never over a live one', async () => {
+        const markers = store.model('ReplayDetection');
+        const results = await Promise.all(Array.from({ length: 10 }, () => markers.insertNew('jti-1', { iss: 'client-1' }, 60)));
+        expect(results.filter(Boolean)).to.have.length(1);
+        expect(await markers.find('jti-1')).to.deep.equal({ iss: 'client-1' });
+        expect(await markers.insertNew('jti-1', { iss: 'client-2' }, 60), 'again').to.equal(false);
+        expect(await markers.find('jti-1'), 'the first kept').to.deep.equal({ iss: 'client-1' });
+        expect(await markers.insertNew('jti-2', { iss: 'client-1' }, 60), 'another id').to.equal(true);
+      });
+
       it('counts uses up to a limit: never more than the limit, however many callers race', async () => {
         const model = store.model('InitialAccessToken');
         await model.upsert('t1', { kind: 'InitialAccessToken' }, 60);
@@ -322,8 +332,11 @@ for (const backend of BACKENDS) {
         const apiKey = (id: string, expiresAt: number): ApiKeyRecord => ({ id, workspaceId: 'ws_1', name: `key ${id}`, digest: `digest-${id}`, hint: 'wsk_Ab', createdAt: now(), expiresAt });
         await store.apiKeys.create(apiKey('short', now() + 1));
         await store.apiKeys.create(apiKey('long', now() + 60));
+        expect(await store.model('ReplayDetection').insertNew('jti-short', { iss: 'client-1' }, 1)).to.equal(true);
 
         await sleep(2100);
+
+        expect(await store.model('ReplayDetection').insertNew('jti-short', { iss: 'client-1' }, 60), 'a single-use marker stored again once expired').to.equal(true);
 
         expect(await codes.find('c1'), 'an expired record').to.equal(undefined);
         expect(await codes.list(), 'expired records listed').to.deep.equal([]);

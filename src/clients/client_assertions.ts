@@ -1,0 +1,36 @@
+import { createHash } from 'node:crypto';
+
+import { errors, type KoaContextWithOIDC, type Provider } from 'oidc-provider';
+
+import type { ModelStore } from '../../adapters/store.ts';
+import { nowSeconds } from '../shared/clock.ts';
+
+/**
+ * Client assertions (`private_key_jwt`, RFC 7523) are used once, on every instance.
+ *
+ * The engine remembers each assertion's `jti` until it expires (ReplayDetection.unique), but as a
+ * read and then a write: two instances handed the same assertion at once could both find it
+ * unused. This replaces that one method with the store's atomic insert (ModelStore.insertNew), so
+ * exactly one of them accepts it, keyed and kept as the engine keeps it (checked at each upgrade
+ * of the pinned engine: the client authentication tests replay an assertion to two instances).
+ */
+export function assertionsUsedOnce(provider: Provider, markers: ModelStore): void {
+  const replays = provider.ReplayDetection as unknown as { unique(iss: string, jti: string, exp: number): Promise<boolean> };
+  replays.unique = async (iss, jti, exp) => {
+    const id = createHash('sha256').update(`${iss}${jti}`).digest('base64url');
+    return markers.insertNew(id, { iss, jti: id }, Math.max(1, exp - nowSeconds()));
+  };
+}
+
+/**
+ * A client assertion's audience must be this server's issuer identifier, alone: an assertion made
+ * for one of its endpoints, or for several servers, could be replayed where its maker did not mean
+ * it (the audience injection the OpenID Foundation disclosed in 2025; FAPI 2.0 and RFC 7523bis).
+ * The engine's `assertJwtClientAuthClaimsAndHeader` hook.
+ */
+export function audienceIsTheIssuer(ctx: KoaContextWithOIDC, claims: { aud?: unknown }): void {
+  const audience = Array.isArray(claims.aud) && claims.aud.length === 1 ? claims.aud[0] : claims.aud;
+  if (audience !== ctx.oidc.issuer) {
+    throw new errors.InvalidClientAuth(`the client assertion's audience (aud) must be the issuer identifier, ${ctx.oidc.issuer}, alone`);
+  }
+}
