@@ -5,6 +5,7 @@ import { exportJWK, generateKeyPair, SignJWT, type CryptoKey, type JWK } from 'j
 import * as oauth from 'oauth4webapi';
 
 import { REDIRECT_URI, codeRequest, register, tokenRequest, type RegisteredClient } from '../support/oauth.ts';
+import { expectOAuthError } from '../support/oauth_errors.ts';
 import { seedUser, startServer, type SeededUser, type TestServer } from '../support/server.ts';
 import { UserAgent, authorize } from '../support/user_agent.ts';
 
@@ -26,14 +27,6 @@ function assertion(client: RegisteredClient, key: ClientKey, audience: string | 
   return new SignJWT({ jti: randomUUID(), iss: client.client_id, sub: client.client_id, aud: audience, iat: now, exp: now + 60, ...claims })
     .setProtectedHeader({ alg: key.publicJwk.alg!, kid: key.publicJwk.kid! })
     .sign(key.privateKey);
-}
-
-async function expectError(response: Response, status: number, error: string): Promise<Record<string, unknown>> {
-  const body = await response.json() as Record<string, unknown>;
-  expect(response.status, JSON.stringify(body)).to.equal(status);
-  expect(body.error).to.equal(error);
-  expect(body.error_description).to.be.a('string');
-  return body;
 }
 
 /** Client authentication with private_key_jwt (RFC 7523), keys registered inline. */
@@ -110,7 +103,7 @@ describe('private_key_jwt client authentication', function () {
   it('accepts an assertion once: replayed to the same instance, or to another one at the same moment, it is refused with invalid_client', async () => {
     const once = await assertion(client, key, server.issuer);
     expect((await redeem(once)).status).to.equal(200);
-    await expectError(await redeem(once), 401, 'invalid_client');
+    await expectOAuthError(await redeem(once), 401, 'invalid_client');
 
     const raced = await assertion(client, key, server.issuer);
     const [first, second] = await Promise.all([code(), code()]);
@@ -124,23 +117,23 @@ describe('private_key_jwt client authentication', function () {
 
   it('refuses an assertion whose audience is not the issuer alone, one signed with another key, and an expired one', async () => {
     // The engine alone would take the token endpoint's URL as the audience too.
-    await expectError(await redeem(await assertion(client, key, `${server.issuer}/oauth/token`)), 401, 'invalid_client');
-    await expectError(await redeem(await assertion(client, key, [server.issuer, 'https://elsewhere.example'])), 401, 'invalid_client');
-    await expectError(await redeem(await assertion(client, await clientKey(), server.issuer)), 401, 'invalid_client');
-    await expectError(await redeem(await assertion(client, key, server.issuer, { exp: Math.floor(Date.now() / 1000) - 120 })), 401, 'invalid_client');
+    await expectOAuthError(await redeem(await assertion(client, key, `${server.issuer}/oauth/token`)), 401, 'invalid_client');
+    await expectOAuthError(await redeem(await assertion(client, key, [server.issuer, 'https://elsewhere.example'])), 401, 'invalid_client');
+    await expectOAuthError(await redeem(await assertion(client, await clientKey(), server.issuer)), 401, 'invalid_client');
+    await expectOAuthError(await redeem(await assertion(client, key, server.issuer, { exp: Math.floor(Date.now() / 1000) - 120 })), 401, 'invalid_client');
   });
 
   it('refuses a client secret for a client registered with private_key_jwt', async () => {
     const { code: value, verifier } = await code();
-    await expectError(await tokenRequest(server.issuer, {
+    await expectOAuthError(await tokenRequest(server.issuer, {
       grant_type: 'authorization_code', code: value, code_verifier: verifier, redirect_uri: REDIRECT_URI, client_id: client.client_id, client_secret: 'anything',
     }), 401, 'invalid_client');
   });
 
   it('refuses at registration keys behind a jwks_uri (the server fetches nothing a registrant names) and private_key_jwt without keys', async () => {
     const byUri = await register(server.issuer, { token_endpoint_auth_method: 'private_key_jwt', jwks_uri: 'https://keys.example/jwks.json' });
-    await expectError(byUri, 400, 'invalid_client_metadata');
+    await expectOAuthError(byUri, 400, 'invalid_client_metadata');
     const without = await register(server.issuer, { token_endpoint_auth_method: 'private_key_jwt' });
-    await expectError(without, 400, 'invalid_client_metadata');
+    await expectOAuthError(without, 400, 'invalid_client_metadata');
   });
 });

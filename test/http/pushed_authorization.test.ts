@@ -2,6 +2,7 @@ import { expect } from 'chai';
 import * as oauth from 'oauth4webapi';
 
 import { REDIRECT_URI, codeRequest, exchangeCode, registerClient, type RegisteredClient } from '../support/oauth.ts';
+import { expectOAuthError } from '../support/oauth_errors.ts';
 import { seedUser, startServer, type SeededUser, type TestServer } from '../support/server.ts';
 import { UserAgent, authorize } from '../support/user_agent.ts';
 
@@ -24,14 +25,6 @@ function push(server: TestServer, client: RegisteredClient, params: Record<strin
 /** The authorization request that only names the pushed one. */
 function byReference(server: TestServer, client: RegisteredClient, requestUri: string): string {
   return `${server.issuer}/oauth/authorize?${new URLSearchParams({ client_id: client.client_id, request_uri: requestUri })}`;
-}
-
-async function expectError(response: Response, status: number, error: string): Promise<Record<string, unknown>> {
-  const body = await response.json() as Record<string, unknown>;
-  expect(response.status, JSON.stringify(body)).to.equal(status);
-  expect(body.error).to.equal(error);
-  expect(body.error_description).to.be.a('string');
-  return body;
 }
 
 /** Pushed authorization requests (RFC 9126) at /oauth/par. */
@@ -102,10 +95,10 @@ describe('pushed authorization requests (POST /oauth/par)', function () {
 
     it('refuses what it would refuse at the authorization endpoint, and an unauthenticated push, with the RFC\'s errors', async () => {
       const { params } = codeRequest(server.issuer, client.client_id);
-      await expectError(await push(server, { ...client, client_secret: 'not the secret' }, params), 401, 'invalid_client');
-      await expectError(await push(server, client, { ...params, redirect_uri: 'https://elsewhere.example/callback' }), 400, 'invalid_request');
-      await expectError(await push(server, client, { ...params, request_uri: 'urn:ietf:params:oauth:request_uri:nested' }), 400, 'request_uri_not_supported');
-      await expectError(await push(server, client, { ...params, scope: 'api admin' }), 400, 'invalid_scope');
+      await expectOAuthError(await push(server, { ...client, client_secret: 'not the secret' }, params), 401, 'invalid_client');
+      await expectOAuthError(await push(server, client, { ...params, redirect_uri: 'https://elsewhere.example/callback' }), 400, 'invalid_request');
+      await expectOAuthError(await push(server, client, { ...params, request_uri: 'urn:ietf:params:oauth:request_uri:nested' }), 400, 'request_uri_not_supported');
+      await expectOAuthError(await push(server, client, { ...params, scope: 'api admin' }), 400, 'invalid_scope');
     });
 
     it('holds a client registered with require_pushed_authorization_requests to it: its plain authorization request gets no code', async () => {
@@ -138,7 +131,7 @@ describe('pushed authorization requests (POST /oauth/par)', function () {
       }
       expect(refused, 'a push refused within 20').to.not.equal(undefined);
       expect(Number(refused!.headers.get('retry-after'))).to.be.greaterThan(0);
-      const body = await expectError(refused!, 429, 'temporarily_unavailable');
+      const body = await expectOAuthError(refused!, 429, 'temporarily_unavailable');
       expect(body.error_description).to.match(/pushed authorization requests/);
     });
   });
