@@ -69,8 +69,8 @@ type Metadata = Record<string, unknown>;
 const FETCHED_METADATA: ReadonlyArray<[string, string]> = [
   // Fetched to check pairwise subject identifiers, which are not offered (subject_type is always public).
   ['sector_identifier_uri', 'sector_identifier_uri is not supported: this server issues public subject identifiers only (no pairwise), so it has no use for one; register without it'],
-  // Client keys: fetched for private_key_jwt, signed request objects or encrypted responses, none of which is offered.
-  ['jwks_uri', 'jwks_uri is not supported: clients authenticate with client_secret_basic, client_secret_post or none, and no client keys are used; register without it'],
+  // Client keys: a private_key_jwt client registers them inline (jwks), so the server fetches none.
+  ['jwks_uri', 'jwks_uri is not supported: the server fetches no keys; a private_key_jwt client registers its public keys inline, in jwks'],
 ];
 
 export function validateClientMetadata(ctx: KoaContextWithOIDC | undefined, key: string, _value: unknown, metadata: Metadata): void {

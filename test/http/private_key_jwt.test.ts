@@ -132,7 +132,7 @@ describe('private_key_jwt client authentication', function () {
 
   it('refuses at registration keys behind a jwks_uri (the server fetches nothing a registrant names) and private_key_jwt without keys', async () => {
     const byUri = await register(server.issuer, { token_endpoint_auth_method: 'private_key_jwt', jwks_uri: 'https://keys.example/jwks.json' });
-    await expectOAuthError(byUri, 400, 'invalid_client_metadata');
+    expect((await expectOAuthError(byUri, 400, 'invalid_client_metadata')).error_description).to.include('inline, in jwks');
     const without = await register(server.issuer, { token_endpoint_auth_method: 'private_key_jwt' });
     await expectOAuthError(without, 400, 'invalid_client_metadata');
   });
