@@ -142,7 +142,7 @@ export const SCHEMA = {
   ),
   CIMD: withDefault(
     'on',
-    '`off` turns Client ID Metadata Documents off: a `client_id` that is an https URL is then unknown. See [Client ID Metadata Documents](#client-id-metadata-documents)',
+    '`off` turns Client ID Metadata Documents off: a `client_id` that is an https URL is then unknown, and registration refuses a `jwks_uri` (the server then fetches nothing). See [Client ID Metadata Documents](#client-id-metadata-documents)',
     onOff,
   ),
   CIMD_TRUSTED_HOSTS: optional(

@@ -10,7 +10,8 @@ import { isNativeRedirectSet } from './native_apps.ts';
  * `client_id` is an https URL describes itself in the JSON document at that URL. The engine
  * (oidc-provider's `features.clientIdMetadataDocument`) validates the document and builds the
  * client from it; this supplies what it lacks: the fetch, through the one SSRF-safe fetcher,
- * and a cache every instance shares through the store.
+ * and a cache every instance shares through the store. The same fetch and cache serve the key
+ * sets (`jwks_uri`) of `private_key_jwt` clients.
  *
  * - A document is kept for its `Cache-Control: max-age`, within MetadataDocument.minSeconds and
  *   maxSeconds; kept past that until maxSeconds, it is served while a fetch to renew it fails.
@@ -84,9 +85,9 @@ export class MetadataDocuments {
   }
 
   /**
-   * The engine's `fetch` for metadata documents: the stored copy while it is fresh, else a fetch,
-   * the stale copy if that fails. Answers as the
-   * document's server would, its max-age what is left of the copy's.
+   * The engine's `fetch`, for metadata documents and the key sets of clients registered with a
+   * `jwks_uri`: the stored copy while it is fresh, else a fetch, the stale copy if that fails.
+   * Answers as the document's server would, its max-age what is left of the copy's.
    */
   readonly fetch = (input: string | URL | Request, init: RequestInit = {}): Promise<Response> => {
     const url = typeof input === 'string' ? input : input instanceof URL ? input.href : input.url;
@@ -100,11 +101,11 @@ export class MetadataDocuments {
       return documentResponse(stored.body, stored.fetchedAt + (stored.maxAge ?? minSeconds) - now);
     }
     if (stored?.failedAt !== undefined && now < stored.failedAt + failureSeconds && stored.body === undefined) {
-      throw new Error('the client_id metadata document could not be fetched a moment ago');
+      throw new Error(`${url} could not be fetched a moment ago`);
     }
     try {
       const response = await this.#fetch(url, { headers: { accept: 'application/json', ...headersOf(init.headers) } });
-      if (response.status !== 200) throw new Error(`the client_id metadata document answered ${response.status}`);
+      if (response.status !== 200) throw new Error(`${url} answered ${response.status}`);
       const body = await response.text();
       const maxAge = cacheSeconds(response.headers.get('cache-control'));
       await this.#documents.upsert(digest(url), { url, body, fetchedAt: now, maxAge } satisfies StoredDocument, maxSeconds);

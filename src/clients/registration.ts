@@ -69,11 +69,23 @@ type Metadata = Record<string, unknown>;
 const FETCHED_METADATA: ReadonlyArray<[string, string]> = [
   // Fetched to check pairwise subject identifiers, which are not offered (subject_type is always public).
   ['sector_identifier_uri', 'sector_identifier_uri is not supported: this server issues public subject identifiers only (no pairwise), so it has no use for one; register without it'],
-  // Client keys: a private_key_jwt client registers them inline (jwks), so the server fetches none.
-  ['jwks_uri', 'jwks_uri is not supported: the server fetches no keys; a private_key_jwt client registers its public keys inline, in jwks'],
+  // Client keys: a private_key_jwt client registers them inline (jwks); by reference only where the
+  // server fetches documents (RegistrationOptions.keysByReference), never in a metadata document.
+  ['jwks_uri', 'jwks_uri is not supported here (CIMD=off: the server fetches no documents); a private_key_jwt client registers its public keys inline, in jwks'],
 ];
 
-export function validateClientMetadata(ctx: KoaContextWithOIDC | undefined, key: string, _value: unknown, metadata: Metadata): void {
+/** What registration allows beyond the rules above. */
+export interface RegistrationOptions {
+  /**
+   * A `jwks_uri` for `private_key_jwt`: only where the server fetches documents at all, through
+   * the one SSRF-safe fetcher and the cache it shares with metadata documents (CIMD on).
+   */
+  keysByReference: boolean;
+}
+
+export function validateClientMetadata(
+  ctx: KoaContextWithOIDC | undefined, key: string, _value: unknown, metadata: Metadata, options: RegistrationOptions = { keysByReference: false },
+): void {
   const route = ctx?.oidc?.route;
   if (isMetadataDocumentUrl(metadata.client_id)) return checkMetadataDocument(key, metadata);
   // Clients loaded from storage were checked when they were registered or updated.
@@ -86,8 +98,10 @@ export function validateClientMetadata(ctx: KoaContextWithOIDC | undefined, key:
 
   checkRegistrationHygiene(metadata);
   for (const [field, description] of FETCHED_METADATA) {
+    if (field === 'jwks_uri' && options.keysByReference) continue;
     if (metadata[field] !== undefined && metadata[field] !== null) throw new errors.InvalidClientMetadata(description);
   }
+  if (metadata.jwks_uri !== undefined && metadata.jwks_uri !== null) checkKeysByReference(metadata);
   if (route === 'client_update') keepConfidential(ctx.oidc.client, metadata);
 
   if (route === 'registration') {
@@ -125,6 +139,17 @@ export function validateClientMetadata(ctx: KoaContextWithOIDC | undefined, key:
  * rights an operator gives) taken from it. It is a public client (the engine refuses secret-based
  * methods in a document; one that names none uses `none`).
  */
+/** A `jwks_uri` is fetched by the SSRF-safe fetcher, which fetches https URLs only; and it is for `private_key_jwt`. */
+function checkKeysByReference(metadata: Metadata): void {
+  const url = typeof metadata.jwks_uri === 'string' ? URL.parse(metadata.jwks_uri) : null;
+  if (url?.protocol !== 'https:' || url.username || url.password) {
+    throw new errors.InvalidClientMetadata('jwks_uri must be an https URL without a user name or password');
+  }
+  if (metadata.token_endpoint_auth_method !== 'private_key_jwt') {
+    throw new errors.InvalidClientMetadata('jwks_uri is for a private_key_jwt client\'s keys; register it with token_endpoint_auth_method private_key_jwt');
+  }
+}
+
 function checkMetadataDocument(key: string, metadata: Metadata): void {
   if (key !== WORKSPACE_METADATA) {
     if (SERVER_KEPT.has(key)) delete metadata[key];

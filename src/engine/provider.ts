@@ -113,7 +113,7 @@ export function buildProvider({ config, store, accounts, keys, revocations, page
     responseTypes: ['code'],
     pkce: { required: pkceRequired(config.pkceRequired) },
     allowOmittingSingleRegisteredRedirectUri: false,
-    // private_key_jwt with keys registered inline (`jwks`; a `jwks_uri` is refused, src/clients/registration.ts):
+    // private_key_jwt with keys registered inline (`jwks`), or by reference (`jwks_uri`, fetched as metadata documents are, only with CIMD on):
     // each assertion used once on every instance, its audience the issuer (src/clients/client_assertions.ts).
     clientAuthMethods: ['client_secret_post', 'client_secret_basic', 'private_key_jwt', 'none'],
     assertJwtClientAuthClaimsAndHeader: audienceIsTheIssuer,
@@ -135,7 +135,7 @@ export function buildProvider({ config, store, accounts, keys, revocations, page
       // In this order: unused_until depends on the workspace being resolved.
       properties: [WORKSPACE_METADATA, REDIRECT_URIS_ADDED_METADATA, INTROSPECTION_AUDIENCE, UNUSED_UNTIL_METADATA],
       validator: (ctx, key, value, metadata) => {
-        validateClientMetadata(ctx, key, value, metadata);
+        validateClientMetadata(ctx, key, value, metadata, { keysByReference: documents !== undefined });
         keepOperatorIntrospectionAudience(ctx, key, value, metadata);
         keepUnusedUntil(ctx, key, metadata, config.unusedClientTtl);
       },
@@ -167,10 +167,10 @@ export function buildProvider({ config, store, accounts, keys, revocations, page
     rotateRefreshToken: true,
     extraTokenClaims: workspaceClaims(accounts, grantWorkspaces),
 
-    // Every fetch the engine makes goes through the one SSRF-safe fetcher, and is a client's
-    // metadata document (registration refuses the metadata that would make it fetch anything else).
+    // Every fetch the engine makes goes through the one SSRF-safe fetcher and its shared cache: a
+    // client's metadata document or its jwks_uri (registration refuses the metadata that would make it fetch anything else).
     fetch: documents ? documents.fetch : refuseFetching,
-    fetchResponseBodyLimits: { 'client_id metadata document': REGISTRATION_BODY_MAX, jwks_uri: 0, sector_identifier_uri: 0 },
+    fetchResponseBodyLimits: { 'client_id metadata document': REGISTRATION_BODY_MAX, jwks_uri: REGISTRATION_BODY_MAX, sector_identifier_uri: 0 },
 
     discovery: {
       // RFC 8414 defaults these to client_secret_basic alone; say what really works.

@@ -5,8 +5,10 @@ import { exportJWK, generateKeyPair, SignJWT, type CryptoKey, type JWK } from 'j
 import * as oauth from 'oauth4webapi';
 
 import { REDIRECT_URI, codeRequest, register, tokenRequest, type RegisteredClient } from '../support/oauth.ts';
+import { startDocumentServer, type DocumentServer } from '../support/document_server.ts';
 import { expectOAuthError } from '../support/oauth_errors.ts';
 import { seedUser, startServer, type SeededUser, type TestServer } from '../support/server.ts';
+import { testCertificates, type TestCertificates } from '../support/tls.ts';
 import { UserAgent, authorize } from '../support/user_agent.ts';
 
 const insecure = { [oauth.allowInsecureRequests]: true };
@@ -130,10 +132,79 @@ describe('private_key_jwt client authentication', function () {
     }), 401, 'invalid_client');
   });
 
-  it('refuses at registration keys behind a jwks_uri (the server fetches nothing a registrant names) and private_key_jwt without keys', async () => {
-    const byUri = await register(server.issuer, { token_endpoint_auth_method: 'private_key_jwt', jwks_uri: 'https://keys.example/jwks.json' });
-    expect((await expectOAuthError(byUri, 400, 'invalid_client_metadata')).error_description).to.include('inline, in jwks');
-    const without = await register(server.issuer, { token_endpoint_auth_method: 'private_key_jwt' });
-    await expectOAuthError(without, 400, 'invalid_client_metadata');
+  it('refuses at registration private_key_jwt without keys, and a jwks_uri for a client that does not authenticate with them', async () => {
+    await expectOAuthError(await register(server.issuer, { token_endpoint_auth_method: 'private_key_jwt' }), 400, 'invalid_client_metadata');
+    const secretWithKeys = await register(server.issuer, { token_endpoint_auth_method: 'client_secret_post', jwks_uri: 'https://keys.example/jwks.json' });
+    expect((await expectOAuthError(secretWithKeys, 400, 'invalid_client_metadata')).error_description).to.include('private_key_jwt');
+  });
+
+
+  describe('keys by reference (jwks_uri)', () => {
+    let certificates: TestCertificates;
+    let documents: DocumentServer;
+    let first: TestServer;
+    let second: TestServer;
+    let withoutFetching: TestServer;
+    let referencing: RegisteredClient;
+    let keyed: ClientKey;
+
+    before(async () => {
+      certificates = await testCertificates();
+      documents = await startDocumentServer(certificates);
+      const env = { NODE_EXTRA_CA_CERTS: certificates.caFile, CIMD_TRUSTED_HOSTS: `localhost:${documents.port}` };
+      first = await startServer({ env });
+      second = await startServer({ store: first.store, env: { ...env, BASE_URL: first.issuer } });
+      withoutFetching = await startServer({ env: { CIMD: 'off' } });
+      keyed = await clientKey('PS256');
+      documents.serve('/jwks.json', { keys: [keyed.publicJwk] }, { 'cache-control': 'max-age=600' });
+      const response = await register(first.issuer, { client_name: 'Keys By Reference', token_endpoint_auth_method: 'private_key_jwt', jwks_uri: `${documents.origin}/jwks.json` });
+      expect(response.status, await response.clone().text()).to.equal(201);
+      referencing = await response.json() as RegisteredClient;
+    });
+
+    after(async () => {
+      await Promise.all([first?.stop(), second?.stop(), withoutFetching?.stop()]);
+      await documents?.stop();
+      await certificates?.remove();
+    });
+
+    it('authenticates with keys fetched from the jwks_uri, once for every instance (the shared cache)', async () => {
+      for (const instance of [first, second, first]) {
+        const response = await tokenRequest(instance.issuer, {
+          grant_type: 'refresh_token', refresh_token: 'not a refresh token',
+          client_assertion_type: 'urn:ietf:params:oauth:client-assertion-type:jwt-bearer', client_assertion: await assertion(referencing, keyed, first.issuer),
+        });
+        // Authenticated: the grant is what is refused, not the client.
+        await expectOAuthError(response, 400, 'invalid_grant');
+      }
+      expect(documents.requests('/jwks.json'), 'fetches of the key set').to.equal(1);
+      await expectOAuthError(await tokenRequest(second.issuer, {
+        grant_type: 'refresh_token', refresh_token: 'not a refresh token',
+        client_assertion_type: 'urn:ietf:params:oauth:client-assertion-type:jwt-bearer', client_assertion: await assertion(referencing, await clientKey('PS256'), first.issuer),
+      }), 401, 'invalid_client');
+    });
+
+    it('never connects to a jwks_uri on an address it may not fetch (a loopback host not trusted): the client is refused', async () => {
+      const untrusted = await startDocumentServer(certificates);
+      try {
+        untrusted.serve('/jwks.json', { keys: [keyed.publicJwk] });
+        const response = await register(first.issuer, { token_endpoint_auth_method: 'private_key_jwt', jwks_uri: `https://127.0.0.1:${untrusted.port}/jwks.json` });
+        const client = await response.json() as RegisteredClient;
+        await expectOAuthError(await tokenRequest(first.issuer, {
+          grant_type: 'refresh_token', refresh_token: 'not a refresh token',
+          client_assertion_type: 'urn:ietf:params:oauth:client-assertion-type:jwt-bearer', client_assertion: await assertion(client, keyed, first.issuer),
+        }), 401, 'invalid_client');
+        expect(untrusted.connections()).to.equal(0);
+      } finally {
+        await untrusted.stop();
+      }
+    });
+
+    it('refuses a jwks_uri where the server fetches no documents (CIMD=off), and one that is not https', async () => {
+      const off = await register(withoutFetching.issuer, { token_endpoint_auth_method: 'private_key_jwt', jwks_uri: `${documents.origin}/jwks.json` });
+      expect((await expectOAuthError(off, 400, 'invalid_client_metadata')).error_description).to.include('inline, in jwks');
+      const plain = await register(first.issuer, { token_endpoint_auth_method: 'private_key_jwt', jwks_uri: `http://localhost:${documents.port}/jwks.json` });
+      expect((await expectOAuthError(plain, 400, 'invalid_client_metadata')).error_description).to.include('https');
+    });
   });
 });

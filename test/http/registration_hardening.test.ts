@@ -129,7 +129,7 @@ describe('registration hardening', function () {
       });
     }
 
-    it('refuses jwks_uri with 400 invalid_client_metadata (no client keys are ever used), without connecting to it', async () => {
+    it('refuses jwks_uri with 400 invalid_client_metadata for a client that does not authenticate with private_key_jwt, without connecting to it', async () => {
       for (const method of ['client_secret_basic', 'none']) {
         const response = await register(server.issuer, { jwks_uri: at('jwks.json'), token_endpoint_auth_method: method });
         await expectRefusal(response, 400, 'invalid_client_metadata', /jwks_uri/);
