@@ -3,6 +3,7 @@ import { randomUUID } from 'node:crypto';
 import { expect } from 'chai';
 import { exportJWK, generateKeyPair, SignJWT, type CryptoKey, type JWK } from 'jose';
 import * as oauth from 'oauth4webapi';
+import * as openidClient from 'openid-client';
 
 import { REDIRECT_URI, codeRequest, register, tokenRequest, type RegisteredClient } from '../support/oauth.ts';
 import { startDocumentServer, type DocumentServer } from '../support/document_server.ts';
@@ -100,6 +101,23 @@ describe('private_key_jwt client authentication', function () {
     expect(tokens.access_token).to.be.a('string');
     const refreshed = await oauth.processRefreshTokenResponse(as, library, await oauth.refreshTokenGrantRequest(as, library, clientAuth, tokens.refresh_token!, insecure));
     expect(refreshed.access_token).to.be.a('string');
+  });
+
+  it('authenticates openid-client (PrivateKeyJwt, buildAuthorizationUrlWithPAR) through a pushed request and a code exchange', async () => {
+    const config = await openidClient.discovery(new URL(server.issuer), client.client_id, undefined, openidClient.PrivateKeyJwt(key.privateKey, {
+      [oauth.modifyAssertion]: (header) => { header.kid = key.publicJwk.kid; },
+    }), { execute: [openidClient.allowInsecureRequests] });
+    const verifier = openidClient.randomPKCECodeVerifier();
+    const state = openidClient.randomState();
+    const url = await openidClient.buildAuthorizationUrlWithPAR(config, {
+      redirect_uri: REDIRECT_URI, scope: 'api profile', state, code_challenge: await openidClient.calculatePKCECodeChallenge(verifier), code_challenge_method: 'S256',
+    });
+    expect(url.searchParams.get('request_uri')).to.match(/^urn:ietf:params:oauth:request_uri:/);
+    expect(url.searchParams.get('scope'), 'the parameters stay off the URL').to.equal(null);
+    const callback = await authorize(new UserAgent(), url.href, server.origin, { email: user.email, password: user.password });
+    const tokens = await openidClient.authorizationCodeGrant(config, callback, { pkceCodeVerifier: verifier, expectedState: state });
+    expect(tokens.access_token).to.be.a('string');
+    expect(tokens.refresh_token).to.be.a('string');
   });
 
   it('accepts an assertion once: replayed to the same instance, or to another one at the same moment, it is refused with invalid_client', async () => {
