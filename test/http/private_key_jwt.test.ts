@@ -32,6 +32,14 @@ function assertion(client: RegisteredClient, key: ClientKey, audience: string | 
     .sign(key.privateKey);
 }
 
+/** A refresh with a made-up refresh token, authenticated by `clientAssertion`: `invalid_grant` once the client is authenticated, `invalid_client` when not. */
+function refreshAuthenticatedBy(on: TestServer, clientAssertion: string): Promise<Response> {
+  return tokenRequest(on.issuer, {
+    grant_type: 'refresh_token', refresh_token: 'not a refresh token',
+    client_assertion_type: 'urn:ietf:params:oauth:client-assertion-type:jwt-bearer', client_assertion: clientAssertion,
+  });
+}
+
 /** Client authentication with private_key_jwt (RFC 7523), keys registered inline. */
 describe('private_key_jwt client authentication', function () {
   this.timeout(60_000);
@@ -188,18 +196,12 @@ describe('private_key_jwt client authentication', function () {
 
     it('authenticates with keys fetched from the jwks_uri, once for every instance (the shared cache)', async () => {
       for (const instance of [first, second, first]) {
-        const response = await tokenRequest(instance.issuer, {
-          grant_type: 'refresh_token', refresh_token: 'not a refresh token',
-          client_assertion_type: 'urn:ietf:params:oauth:client-assertion-type:jwt-bearer', client_assertion: await assertion(referencing, keyed, first.issuer),
-        });
+        const response = await refreshAuthenticatedBy(instance, await assertion(referencing, keyed, first.issuer));
         // Authenticated: the grant is what is refused, not the client.
         await expectOAuthError(response, 400, 'invalid_grant');
       }
       expect(documents.requests('/jwks.json'), 'fetches of the key set').to.equal(1);
-      await expectOAuthError(await tokenRequest(second.issuer, {
-        grant_type: 'refresh_token', refresh_token: 'not a refresh token',
-        client_assertion_type: 'urn:ietf:params:oauth:client-assertion-type:jwt-bearer', client_assertion: await assertion(referencing, await clientKey('PS256'), first.issuer),
-      }), 401, 'invalid_client');
+      await expectOAuthError(await refreshAuthenticatedBy(second, await assertion(referencing, await clientKey('PS256'), first.issuer)), 401, 'invalid_client');
     });
 
     it('never connects to a jwks_uri on an address it may not fetch (a loopback host not trusted): the client is refused', async () => {
@@ -208,10 +210,7 @@ describe('private_key_jwt client authentication', function () {
         untrusted.serve('/jwks.json', { keys: [keyed.publicJwk] });
         const response = await register(first.issuer, { token_endpoint_auth_method: 'private_key_jwt', jwks_uri: `https://127.0.0.1:${untrusted.port}/jwks.json` });
         const client = await response.json() as RegisteredClient;
-        await expectOAuthError(await tokenRequest(first.issuer, {
-          grant_type: 'refresh_token', refresh_token: 'not a refresh token',
-          client_assertion_type: 'urn:ietf:params:oauth:client-assertion-type:jwt-bearer', client_assertion: await assertion(client, keyed, first.issuer),
-        }), 401, 'invalid_client');
+        await expectOAuthError(await refreshAuthenticatedBy(first, await assertion(client, keyed, first.issuer)), 401, 'invalid_client');
         expect(untrusted.connections()).to.equal(0);
       } finally {
         await untrusted.stop();
