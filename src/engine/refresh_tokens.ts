@@ -96,12 +96,12 @@ export function consumedTokenOf(value: string, grantId: string, grant: AdapterPa
 export const ROTATION_ABANDONED_AFTER_SECONDS = 20;
 
 /**
- * How long a rotation keeps trying to complete when the store's answer is lost. Well inside
- * ROTATION_ABANDONED_AFTER_SECONDS: the difference covers whole-second consumption times and the
- * clocks of two instances differing by up to a few seconds, so that no retry can have taken the
- * rotation over meanwhile.
+ * How long a rotation keeps trying to complete when the store's answer is lost or its writes are
+ * refused. Inside ROTATION_ABANDONED_AFTER_SECONDS by 5 s: the difference covers whole-second
+ * consumption times and the clocks of two instances differing by up to 4 s, so that no retry can
+ * have taken the rotation over meanwhile.
  */
-const COMPLETION_DEADLINE_MS = 10_000;
+const COMPLETION_DEADLINE_MS = 15_000;
 const COMPLETION_RETRY_MS = 100;
 
 /** The refresh token grant under way at the token endpoint: the only request that rotates. */
@@ -129,9 +129,11 @@ interface Rotation {
  *   answered 503 and still holds the presented token, which must not then count as a reuse (that
  *   revokes the grant). The consumption is given back, the successor discarded, the failure
  *   answered. A consumption that fails is given back by the store itself.
- * - The completion's answer is lost (the Redis primary dies with it): it is tried again until the
- *   store answers, for up to COMPLETION_DEADLINE_MS; the token then found gone means an earlier
- *   try completed it, and the successor is answered.
+ * - The completion's answer is lost (the Redis primary dies with it), or its write is refused (a
+ *   new primary without the replicas it must wait for): it is tried again until the store answers,
+ *   for up to COMPLETION_DEADLINE_MS, and after each refusal the token is read, which a primary
+ *   serves while it refuses writes. The token found gone means an earlier try completed it, and
+ *   the successor is answered.
  * - The rotation is cut short before any of that (the process is killed, the primary dies with
  *   the answer to the consumption, nothing could be given back): the consumed token stays behind
  *   with no successor. A retry within ROTATION_ABANDONED_AFTER_SECONDS of the consumption is
@@ -212,19 +214,31 @@ export class RefreshTokenRotations {
   /**
    * Completes the rotation: true once the consumed token is deleted under its claim, or found gone:
    * deleted by an earlier try whose answer was lost (or by that try sent again by the store's client
-   * when its connection broke), or by a grant revoked meanwhile, which took the successor with it.
-   * No retry can have taken the rotation over and completed it this early (COMPLETION_DEADLINE_MS).
+   * when its connection broke, or applied by a primary that then could not confirm it), or by a
+   * grant revoked meanwhile, which took the successor with it. No retry can have taken the rotation
+   * over and completed it this early (COMPLETION_DEADLINE_MS).
    */
-  async #complete({ storeId, claim, askedAt }: Rotation): Promise<boolean> {
+  async #complete(rotation: Rotation): Promise<boolean> {
     for (;;) {
+      if (this.#late(rotation, 0)) throw new BackendUnavailableError('the rotation could not complete in time');
       try {
-        if (this.#clock() - askedAt >= COMPLETION_DEADLINE_MS) throw new BackendUnavailableError('the rotation could not complete in time');
-        return await this.#models.complete(storeId, claim) !== 'unclaimed';
+        return await this.#models.complete(rotation.storeId, rotation.claim) !== 'unclaimed';
       } catch (error) {
-        if (this.#clock() - askedAt + COMPLETION_RETRY_MS >= COMPLETION_DEADLINE_MS) throw error;
-        await new Promise((resolve) => setTimeout(resolve, COMPLETION_RETRY_MS));
+        // Found gone only as read in time: a read past the deadline may find a takeover's doing.
+        if (await this.#foundGone(rotation) && !this.#late(rotation, 0)) return true;
+        if (this.#late(rotation, COMPLETION_RETRY_MS)) throw error;
       }
+      await new Promise((resolve) => setTimeout(resolve, COMPLETION_RETRY_MS));
     }
+  }
+
+  /** Whether a read finds the consumed token gone; false when it is there or cannot be read. */
+  async #foundGone({ storeId }: Rotation): Promise<boolean> {
+    return (await this.#models.find(storeId).catch(() => null)) === undefined;
+  }
+
+  #late({ askedAt }: Rotation, withinMs: number): boolean {
+    return this.#clock() - askedAt + withinMs >= COMPLETION_DEADLINE_MS;
   }
 }
 

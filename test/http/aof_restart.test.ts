@@ -18,7 +18,7 @@ const KEY_ENCRYPTION_KEY = Buffer.alloc(32, 31).toString('base64url');
  * OS's page cache, which a killed process does not take with it (only a power loss or an OS crash
  * would, which this cannot simulate). While Redis is down, every refusal is a 503 with Retry-After.
  * A chain whose rotation could not learn whether its completion was made before Redis came back
- * (it keeps trying for 10 s) may be lost, refused as invalid_grant: counted and reported, never
+ * (it keeps trying for 15 s) may be lost, refused as invalid_grant: counted and reported, never
  * rotated twice.
  */
 for (const appendfsync of ['always', 'everysec']) {

@@ -64,6 +64,40 @@ describe('refresh token rotations: a rotation is answered once, whatever answer 
     expect(await tokens.find('successor')).to.include({ grantId: 'g1' });
   });
 
+  it('completes a rotation whose completion was made and then refused, with every later write refused: a read finds the presented token gone', async () => {
+    let completions = 0;
+    // The primary applies the completion but cannot have it confirmed by its replicas, and refuses
+    // every write after it until they catch up; it still serves reads.
+    const complete = async (id: string, claim: string) => {
+      completions += 1;
+      if (completions === 1) await tokens.complete(id, claim);
+      throw new BackendUnavailableError('the replicas did not confirm the write');
+    };
+    const refusingWrites = new Proxy(tokens, {
+      get: (target, name: keyof ModelStore) => (name === 'complete' ? complete : target[name].bind(target)),
+    });
+    const request = {};
+    await rotate(new RefreshTokenRotations(refusingWrites, () => request), refusingWrites, 'successor');
+    expect(completions).to.equal(1);
+    expect(await tokens.find('presented')).to.equal(undefined);
+    expect(await tokens.find('successor')).to.include({ grantId: 'g1' });
+  });
+
+  it('refuses with 503 a rotation that could not complete in time, and gives the presented token back', async () => {
+    let now = Date.now();
+    // Each look at the clock finds a second gone by: the retries run out at once.
+    const clock = () => (now += 1000);
+    const refuse = () => Promise.reject(new BackendUnavailableError('the replicas did not confirm the write'));
+    const refusingWrites = new Proxy(tokens, {
+      get: (target, name: keyof ModelStore) => (name === 'complete' ? refuse : target[name].bind(target)),
+    });
+    const request = {};
+    const refused = await refusal(rotate(new RefreshTokenRotations(refusingWrites, () => request, clock), refusingWrites, 'successor'));
+    expect(refused).to.be.instanceOf(BackendUnavailableError);
+    expect(await tokens.find('successor')).to.equal(undefined);
+    expect(await tokens.find('presented'), 'usable again').to.include({ grantId: 'g1' }).and.not.have.property('consumed');
+  });
+
   it('answers a retry while a rotation may be under way with 503 and Retry-After, and lets it take over one abandoned; the abandoned one cannot complete', async () => {
     const cut = {};
     const retry = {};
