@@ -140,6 +140,11 @@ export const SCHEMA = {
     '`on`: every authorization request must be pushed first (RFC 9126, `POST /oauth/par`), for every client; `off`: a client registered with `require_pushed_authorization_requests: true` must push its own, others may. Pushing keeps the request\'s parameters off the browser\'s address bar and lets the client authenticate it. See [Pushed authorization requests](api-guide.md#pushed-authorization-requests-par)',
     onOff,
   ),
+  DPOP_NONCE_REQUIRED: withDefault(
+    'off',
+    '`on`: every DPoP proof, at the token endpoint and at the APIs, must carry a nonce this server handed out (`DPoP-Nonce`; a proof without one is answered `use_dpop_nonce` with a fresh nonce). `off`: a proof made within the last 5 minutes is enough, and a nonce is asked for only when its `iat` is not. Nonces bound how long a proof made in advance stays usable. See [DPoP](api-guide.md#dpop-sender-constrained-tokens)',
+    onOff,
+  ),
   CIMD: withDefault(
     'on',
     '`off` turns Client ID Metadata Documents off: a `client_id` that is an https URL is then unknown, and registration refuses a `jwks_uri` (the server then fetches nothing). See [Client ID Metadata Documents](#client-id-metadata-documents)',

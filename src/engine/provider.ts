@@ -31,6 +31,8 @@ import { loadConsentedGrant } from './redirect_uri_consent.ts';
 import { INTROSPECTION_AUDIENCE, keepOperatorIntrospectionAudience } from '../clients/resource_servers.ts';
 import type { NewInteractionLimit } from '../rate_limits/limits.ts';
 import type { RevocationList } from '../tokens/revocation_list.ts';
+import { DPOP_NONCE_PURPOSE } from '../tokens/dpop_nonces.ts';
+import { DPOP_SIGNING_ALGORITHMS } from '../tokens/dpop_proofs.ts';
 import { REDIRECT_URIS_ADDED_METADATA, UNUSED_UNTIL_METADATA, WORKSPACE_METADATA, validateClientMetadata } from '../clients/registration.ts';
 import { ENGINE_ROUTES, INTERACTION_PATH, USERINFO_PATH } from './routes.ts';
 import { SUPPORTED_SCOPES, effectiveScope } from './scopes.ts';
@@ -92,6 +94,7 @@ export function buildProvider({ config, store, accounts, keys, revocations, page
   );
   const resources = new ProtectedResources(store.model(ProtectedResources.MODEL), builtInResources(config.issuer));
   const refreshTokenValues = new RefreshTokenValues(keys.keyRing.derivedKeys(RefreshTokenValues.PURPOSE));
+  const [dpopNonceSecret] = keys.keyRing.derivedKeys(DPOP_NONCE_PURPOSE);
   const grantWorkspaces = new GrantWorkspaces(store.model(GrantWorkspaces.MODEL));
   const grantActivity = new GrantActivity(store.model(GrantActivity.MODEL));
 
@@ -130,6 +133,7 @@ export function buildProvider({ config, store, accounts, keys, revocations, page
       userinfoSigningAlgValues: ['RS256', 'ES256'],
       // Asymmetric only (no client_secret_jwt): FAPI 2.0's ES256, PS256 and EdDSA, and RS256, which most libraries sign with.
       clientAuthSigningAlgValues: ['ES256', 'PS256', 'EdDSA', 'RS256'],
+      dPoPSigningAlgValues: DPOP_SIGNING_ALGORITHMS,
     },
     extraClientMetadata: {
       // In this order: unused_until depends on the workspace being resolved.
@@ -203,8 +207,13 @@ export function buildProvider({ config, store, accounts, keys, revocations, page
       // Signing out ends the browser's session only: tokens outlive it (`expiresWithSession` is
       // false, so the engine marks every authorization `persistsLogout` and revokes no grant).
       rpInitiatedLogout: { enabled: true, ...(pages ? { logoutSource: pages.logoutSource, postLogoutSuccessSource: pages.postLogoutSuccessSource } : {}) },
-      // Not offered: nothing advertised that is not tested end to end.
-      dPoP: { enabled: false },
+      // RFC 9449: a token request with a DPoP proof gets tokens bound to the proof's key (`cnf.jkt`,
+      // token_type DPoP; a public client's refresh tokens too), and a client registered with
+      // `dpop_bound_access_tokens` must send one. Each proof is used once on every instance
+      // (ReplayDetection, src/clients/client_assertions.ts). Nonces are made from a key every instance
+      // derives alike, so one handed out by one instance is good at all; the APIs verify proofs
+      // themselves (src/tokens/dpop_proofs.ts).
+      dPoP: { enabled: true, nonceSecret: dpopNonceSecret, requireNonce: () => config.dpopNonceRequired },
       // RFC 9126 at /oauth/par: a request_uri lives 60 s and is used once (the engine's defaults);
       // required for every client with PAR_REQUIRED, else for those registered to require it.
       pushedAuthorizationRequests: { enabled: true, requirePushedAuthorizationRequests: config.parRequired, allowUnregisteredRedirectUris: false },

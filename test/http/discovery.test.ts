@@ -79,7 +79,6 @@ describe('discovery', () => {
     it('advertises nothing that is not enabled', async () => {
       const { body } = await getJson(`${server.issuer}/.well-known/oauth-authorization-server`);
       for (const absent of [
-        'dpop_signing_alg_values_supported',
         'check_session_iframe',
         'frontchannel_logout_supported',
         'backchannel_logout_supported',
@@ -96,6 +95,11 @@ describe('discovery', () => {
       expect(body.grant_types_supported).not.to.include('implicit');
       expect(body.grant_types_supported).not.to.include('password');
       expect(body.code_challenge_methods_supported).not.to.include('plain');
+    });
+
+    it('advertises DPoP (RFC 9449) with the algorithms proofs may be signed with', async () => {
+      const { body } = await getJson(`${server.issuer}/.well-known/oauth-authorization-server`);
+      expect(body.dpop_signing_alg_values_supported).to.deep.equal(['ES256', 'PS256', 'EdDSA', 'Ed25519']);
     });
 
     it('is accepted by oauth4webapi (discoveryRequest + processDiscoveryResponse)', async () => {

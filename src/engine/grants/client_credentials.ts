@@ -1,4 +1,7 @@
 import { errors, type Provider, type TokenEndpointGrantContext } from 'oidc-provider';
+import validateDpop from 'oidc-provider/lib/helpers/validate_dpop.js';
+import { applyDpopBinding } from 'oidc-provider/lib/helpers/grant_common.js';
+import { checkDpopRequired } from 'oidc-provider/lib/helpers/sender_constraints.js';
 
 import type { ProtectedResources } from '../../clients/protected_resources.ts';
 import { clientWorkspace } from '../../clients/registration.ts';
@@ -10,10 +13,12 @@ import { effectiveScope } from '../scopes.ts';
  * apply: the token is workspace-level (the client must be bound to a workspace), the scope
  * defaults to `api`, and `api` is the only scope that means anything without a user. The token is
  * for the data API unless the request names (RFC 8707) another API this server issues tokens for.
+ * A request with a DPoP proof gets a token bound to its key, through the engine's own steps.
  */
 export function registerClientCredentialsGrant(provider: Provider, resources: ProtectedResources, defaultResource: string): void {
   const handler = async (ctx: TokenEndpointGrantContext<{ scope?: string; resource?: string | string[] }>) => {
     const { client, params } = ctx.oidc;
+    const dPoP = await validateDpop(provider, ctx);
     if (!clientWorkspace(client)) {
       throw new errors.UnauthorizedClient('client_credentials is only for clients bound to a workspace');
     }
@@ -30,13 +35,15 @@ export function registerClientCredentialsGrant(provider: Provider, resources: Pr
 
     const token = new provider.ClientCredentials({ client, scope });
     token.resourceServer = new provider.ResourceServer(resource, resourceServerInfo(api));
+    await applyDpopBinding(provider, ctx, dPoP, token);
+    checkDpopRequired(provider, ctx, dPoP);
     ctx.oidc.entity('ClientCredentials', token);
     const accessToken = await token.save();
 
     ctx.body = {
       access_token: accessToken,
       expires_in: token.expiration,
-      token_type: 'Bearer',
+      token_type: token.tokenType,
       scope,
     };
   };
