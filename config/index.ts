@@ -39,6 +39,7 @@ export function loadConfig(env: Env = process.env): Config {
     refreshTokenAbsoluteLifetime: read(env, 'REFRESH_TOKEN_ABSOLUTE_LIFETIME'),
     pkceRequired: read(env, 'PKCE_REQUIRED'),
     parRequired: read(env, 'PAR_REQUIRED'),
+    dpopRequired: read(env, 'DPOP_REQUIRED'),
     dpopNonceRequired: read(env, 'DPOP_NONCE_REQUIRED'),
     cimd: read(env, 'CIMD') ? { trustedHosts: read(env, 'CIMD_TRUSTED_HOSTS') ?? [], allowedDomains: read(env, 'CIMD_ALLOWED_DOMAINS') } : undefined,
     mcpAllowedOrigins: read(env, 'MCP_ALLOWED_ORIGINS') ?? [],

@@ -140,6 +140,11 @@ export const SCHEMA = {
     '`on`: every authorization request must be pushed first (RFC 9126, `POST /oauth/par`), for every client; `off`: a client registered with `require_pushed_authorization_requests: true` must push its own, others may. Pushing keeps the request\'s parameters off the browser\'s address bar and lets the client authenticate it. See [Pushed authorization requests](api-guide.md#pushed-authorization-requests-par)',
     onOff,
   ),
+  DPOP_REQUIRED: withDefault(
+    'off',
+    '`on`: the data API and `/mcp` accept DPoP-bound access tokens only (RFC 9449): the token endpoint issues no token for them without a DPoP proof, and they refuse a plain bearer token. A stolen token is then useless without the client\'s key. API keys are not OAuth tokens and still work. `off`: both kinds are accepted. An API an operator registers chooses for itself (`admin resource-server create --require-dpop`). See [DPoP](api-guide.md#dpop-sender-constrained-tokens)',
+    onOff,
+  ),
   DPOP_NONCE_REQUIRED: withDefault(
     'off',
     '`on`: every DPoP proof, at the token endpoint and at the APIs, must carry a nonce this server handed out (`DPoP-Nonce`; a proof without one is answered `use_dpop_nonce` with a fresh nonce). `off`: a proof made within the last 5 minutes is enough, and a nonce is asked for only when its `iat` is not. Nonces bound how long a proof made in advance stays usable. See [DPoP](api-guide.md#dpop-sender-constrained-tokens)',

@@ -57,6 +57,8 @@ export interface Config {
   readonly pkceRequired: PkcePolicy;
   /** Every authorization request must be pushed first (PAR_REQUIRED). */
   readonly parRequired: boolean;
+  /** The data API and /mcp accept DPoP-bound access tokens only (DPOP_REQUIRED). */
+  readonly dpopRequired: boolean;
   /** Every DPoP proof must carry a server nonce (DPOP_NONCE_REQUIRED). */
   readonly dpopNonceRequired: boolean;
   /** Client ID Metadata Documents (src/clients/metadata_documents.ts); undefined with CIMD=off. */

@@ -2,6 +2,7 @@ import { REDIRECT_URI } from '../../test/support/oauth.ts';
 import type { ConnectionScript, LoadPlan } from './load.ts';
 import type { Target } from './target.ts';
 import type { Credentials } from './credentials.ts';
+import { ProofMaker } from './dpop_proofs.ts';
 
 /**
  * What each scenario sends, against either server. `plan` runs right before its round, so what it
@@ -10,7 +11,7 @@ import type { Credentials } from './credentials.ts';
 
 export const SCENARIO_NAMES = [
   'client_credentials', 'authorization_code', 'refresh_token', 'introspection', 'userinfo',
-  'data_api_token', 'data_api_token_uncached', 'data_api_key', 'rss',
+  'data_api_token', 'data_api_dpop', 'data_api_token_uncached', 'data_api_key', 'rss',
 ] as const;
 export type ScenarioName = typeof SCENARIO_NAMES[number];
 
@@ -63,10 +64,11 @@ function clientCredentialsPlan(target: Target): LoadPlan {
   };
 }
 
-async function issueClientCredentials(target: Target, resource: string | undefined): Promise<string> {
-  const response = await fetch(`${target.issuer}/oauth/token`, {
+async function issueClientCredentials(target: Target, resource: string | undefined, proofs?: ProofMaker): Promise<string> {
+  const tokenUrl = `${target.issuer}/oauth/token`;
+  const response = await fetch(tokenUrl, {
     method: 'POST',
-    headers: FORM,
+    headers: { ...FORM, ...(proofs ? { dpop: proofs.proof('POST', tokenUrl) } : {}) },
     body: form({ grant_type: 'client_credentials', scope: 'api', ...(resource ? { resource } : {}), ...clientAuth(target.workspaceClient) }),
   });
   if (response.status !== 200) throw new Error(`${target.side}: client_credentials failed ${response.status}: ${await response.text()}`);
@@ -222,6 +224,24 @@ export const SCENARIOS: Record<ScenarioName, Scenario> = {
       requireDataApi(target);
       await seedCompanies(target);
       return dataApiRead(`Bearer ${await issueClientCredentials(target, undefined)}`);
+    },
+  },
+
+  data_api_dpop: {
+    name: 'data_api_dpop',
+    summary: `GET ${DATA_API_PATH} with a DPoP-bound client_credentials access token and a new DPoP proof each request (ES256, made by the load generator); `
+      + `${SEEDED_COMPANIES} companies seeded`,
+    serviceOnly: true,
+    caching: 'one token, cached as in data_api_token; each request\'s proof is new: one ES256 signature check and one store insert (its jti, '
+      + 'kept for replay detection on every instance) per request, beside data_api_token\'s work',
+    plan: async (target) => {
+      requireDataApi(target);
+      await seedCompanies(target);
+      const proofs = new ProofMaker();
+      const token = await issueClientCredentials(target, undefined, proofs);
+      const url = `${target.issuer}/rest/companies`;
+      const script: ConnectionScript = { nextHeaders: () => ({ dpop: proofs.proof('GET', url, token) }) };
+      return { ...dataApiRead(`DPoP ${token}`), perConnection: () => script };
     },
   },
 

@@ -40,6 +40,7 @@ export const OPTIONS = {
   uses: { type: 'string' },
   'auth-method': { type: 'string' },
   resource: { type: 'string' },
+  'require-dpop': { type: 'boolean' },
   scope: { type: 'string', multiple: true },
   now: { type: 'boolean' },
   'workspace-name': { type: 'string' },

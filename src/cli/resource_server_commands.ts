@@ -19,6 +19,8 @@ export interface CreateRequest {
   resource: string | undefined;
   scopes: string[];
   authMethod: ResourceServerAuthMethod;
+  /** The API accepts DPoP-bound access tokens only. */
+  dpopRequired?: boolean;
 }
 
 /**
@@ -28,7 +30,7 @@ export interface CreateRequest {
 export async function createResourceServerCommand(engine: OAuthServer, request: CreateRequest): Promise<Output> {
   const registered = request.resource === undefined || request.resource === engine.audience
     ? undefined
-    : await engine.resources.register({ resource: request.resource, name: request.name, scopes: request.scopes });
+    : await engine.resources.register({ resource: request.resource, name: request.name, scopes: request.scopes, dpopRequired: request.dpopRequired === true });
   const resource = registered?.resource ?? engine.audience;
   const scopes = registered?.scopes ?? (await engine.resources.find(resource))!.scopes;
   let created;
@@ -39,11 +41,12 @@ export async function createResourceServerCommand(engine: OAuthServer, request: 
     if (registered) await engine.resources.remove(registered.resource);
     throw error;
   }
-  const registeredApi = registered ? `registered ${resource} (${request.name}), which accepts ${scopes.join(' ')}; ` : '';
+  const dpopOnly = registered?.dpopRequired ? ' and DPoP-bound tokens only' : '';
+  const registeredApi = registered ? `registered ${resource} (${request.name}), which accepts ${scopes.join(' ')}${dpopOnly}; ` : '';
   return {
     text: `${registeredApi}created resource server ${created.client_id} for ${resource}: it may introspect the access tokens for it, authenticating with ${request.authMethod}; `
       + `client secret shown once, store it now:\n${created.client_secret}`,
-    json: { ...created, resource, scopes },
+    json: { ...created, resource, scopes, dpop_required: registered?.dpopRequired ?? false },
   };
 }
 
@@ -55,6 +58,7 @@ export async function listResourceServers(store: Store, resources: ProtectedReso
     name: api.name,
     scopes: api.scopes,
     built_in: api.builtIn,
+    dpop_required: api.dpopRequired,
     created_at: api.createdAt === undefined ? null : isoTime(api.createdAt),
     introspection_clients: clients.filter((client) => client[INTROSPECTION_AUDIENCE] === api.resource).map((client) => String(client.client_id)),
   }));
@@ -88,16 +92,17 @@ export async function deleteResourceServer(store: Store, resources: ProtectedRes
 export const RESOURCE_SERVER_COMMANDS: readonly Command[] = [
   {
     name: 'resource-server create',
-    synopsis: `--name NAME [--resource URI] [--scope api|profile ...]\n[--auth-method ${RESOURCE_SERVER_AUTH_METHODS.join('|')}]`,
+    synopsis: `--name NAME [--resource URI] [--scope api|profile ...]\n[--auth-method ${RESOURCE_SERVER_AUTH_METHODS.join('|')}] [--require-dpop]`,
     description: 'Registers the API at --resource (RFC 8707; without it, credentials for the data API), and a\n'
-      + 'confidential client that may introspect the access tokens for it. Its secret is shown once.',
-    options: ['name', 'resource', 'scope', 'auth-method'],
+      + 'confidential client that may introspect the access tokens for it. Its secret is shown once.\n'
+      + 'With --require-dpop, its tokens are issued DPoP-bound only (RFC 9449), so the API can refuse plain bearer tokens.',
+    options: ['name', 'resource', 'scope', 'auth-method', 'require-dpop'],
     async run({ options, engine }) {
       const name = required(options, 'name');
       const authMethod = options['auth-method'] ?? 'client_secret_basic';
       if (!isResourceServerAuthMethod(authMethod)) throw new UsageError(`--auth-method must be one of ${RESOURCE_SERVER_AUTH_METHODS.join(', ')}`);
       const scopes = (options.scope ?? []).flatMap((value) => value.split(/[\s,]+/)).filter(Boolean);
-      return createResourceServerCommand(await engine(), { name, resource: options.resource, scopes, authMethod });
+      return createResourceServerCommand(await engine(), { name, resource: options.resource, scopes, authMethod, dpopRequired: options['require-dpop'] === true });
     },
   },
   {

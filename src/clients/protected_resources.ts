@@ -23,6 +23,8 @@ export interface ProtectedResource {
   scopes: readonly string[];
   /** Served by this service; an operator registered the others. */
   builtIn: boolean;
+  /** Its tokens are DPoP-bound only (RFC 9449): the token endpoint issues none without a proof, and the API refuses plain bearer tokens. */
+  dpopRequired: boolean;
   /** Seconds since the epoch; registered ones only. */
   createdAt?: number;
 }
@@ -77,7 +79,7 @@ export class ProtectedResources {
   }
 
   /** Registers an API; refuses what is not a canonical URI, one already known, or scopes not of the service's own. */
-  async register(request: { resource: string; name: string; scopes: readonly string[] }): Promise<ProtectedResource> {
+  async register(request: { resource: string; name: string; scopes: readonly string[]; dpopRequired?: boolean }): Promise<ProtectedResource> {
     const resource = canonicalResource(request.resource);
     const name = request.name.trim();
     if (!name || name.length > NAME_MAX || /\p{Cc}/u.test(name)) throw new ResourceError(`the API needs a name of 1 to ${NAME_MAX} printable characters`);
@@ -85,8 +87,9 @@ export class ProtectedResources {
     const foreign = scopes.filter((scope) => !RESOURCE_SCOPES.includes(scope));
     if (foreign.length) throw new ResourceError(`an API accepts the service's own scopes (${RESOURCE_SCOPES.join(', ')}), not ${foreign.join(', ')}`);
     if (await this.find(resource)) throw new ResourceError(`${resource} is already an API this server issues tokens for`);
-    const registered: ProtectedResource = { resource, name, scopes, builtIn: false, createdAt: nowSeconds(this.#clock) };
-    await this.#models.upsert(storeId(resource), { resource, name, scopes, createdAt: registered.createdAt }, undefined);
+    const dpopRequired = request.dpopRequired === true;
+    const registered: ProtectedResource = { resource, name, scopes, builtIn: false, dpopRequired, createdAt: nowSeconds(this.#clock) };
+    await this.#models.upsert(storeId(resource), { resource, name, scopes, dpopRequired, createdAt: registered.createdAt }, undefined);
     return registered;
   }
 
@@ -125,6 +128,7 @@ function fromPayload(payload: Record<string, unknown> | undefined): ProtectedRes
     name: payload.name,
     scopes: payload.scopes.filter((scope): scope is string => typeof scope === 'string'),
     builtIn: false,
+    dpopRequired: payload.dpopRequired === true,
     ...(typeof payload.createdAt === 'number' ? { createdAt: payload.createdAt } : {}),
   };
 }

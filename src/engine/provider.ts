@@ -92,7 +92,7 @@ export function buildProvider({ config, store, accounts, keys, revocations, page
     safeFetch({ trustedHosts: config.cimd.trustedHosts, timeoutMs: METADATA_DOCUMENT_TIMEOUT_MS, maxBytes: REGISTRATION_BODY_MAX }),
     { allowedDomains: config.cimd.allowedDomains },
   );
-  const resources = new ProtectedResources(store.model(ProtectedResources.MODEL), builtInResources(config.issuer));
+  const resources = new ProtectedResources(store.model(ProtectedResources.MODEL), builtInResources(config.issuer, config.dpopRequired));
   const refreshTokenValues = new RefreshTokenValues(keys.keyRing.derivedKeys(RefreshTokenValues.PURPOSE));
   const [dpopNonceSecret] = keys.keyRing.derivedKeys(DPOP_NONCE_PURPOSE);
   const grantWorkspaces = new GrantWorkspaces(store.model(GrantWorkspaces.MODEL));

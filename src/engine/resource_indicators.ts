@@ -14,12 +14,23 @@ export function mcpAudience(issuer: string): string {
   return `${issuer}/mcp`;
 }
 
-/** The APIs this service serves itself; operators register others (src/clients/protected_resources.ts). */
-export function builtInResources(issuer: string): ProtectedResource[] {
+/** The APIs this service serves itself; operators register others (src/clients/protected_resources.ts). With `dpopRequired` (DPOP_REQUIRED), their tokens are DPoP-bound only. */
+export function builtInResources(issuer: string, dpopRequired: boolean): ProtectedResource[] {
   return [
-    { resource: apiAudience(issuer), name: 'the workspace data API (Core and Metadata)', scopes: SUPPORTED_SCOPES, builtIn: true },
-    { resource: mcpAudience(issuer), name: 'the workspace data over MCP', scopes: ['api'], builtIn: true },
+    { resource: apiAudience(issuer), name: 'the workspace data API (Core and Metadata)', scopes: SUPPORTED_SCOPES, builtIn: true, dpopRequired },
+    { resource: mcpAudience(issuer), name: 'the workspace data over MCP', scopes: ['api'], builtIn: true, dpopRequired },
   ];
+}
+
+/**
+ * A token for an API that takes DPoP-bound tokens only is issued only with a DPoP proof (which the
+ * engine then verifies and binds the token to): without one, the client is told why, before
+ * anything is issued.
+ */
+export function assertProofFor(api: ProtectedResource, hasProof: boolean): void {
+  if (api.dpopRequired && !hasProof) {
+    throw new errors.InvalidDpopProof(`${api.resource} accepts DPoP-bound access tokens only: send a DPoP proof (RFC 9449) with the token request`);
+  }
 }
 
 /** Access tokens for an API: RFC 9068 JWTs signed with ES256, one hour, with the scopes it accepts. */
@@ -48,9 +59,10 @@ export function resourceIndicators(resources: ProtectedResources, defaultResourc
       return oneOf.includes(defaultResource) ? defaultResource : oneOf[0] ?? defaultResource;
     },
     useGrantedResource: () => true,
-    getResourceServerInfo: async (_ctx: KoaContextWithOIDC, resource: string) => {
+    getResourceServerInfo: async (ctx: KoaContextWithOIDC, resource: string) => {
       const found = await resources.find(resource);
       if (!found) throw new errors.InvalidTarget(unknownResource(resource));
+      if (ctx.oidc.route === 'token') assertProofFor(found, Boolean(ctx.get('DPoP')));
       return resourceServerInfo(found);
     },
   };

@@ -55,6 +55,9 @@ import { logRequests } from './request_log.ts';
 import { timeRequests } from './request_timing.ts';
 import { securityHeaders } from './security_headers.ts';
 import { tokenRequestClientId } from './token_request_form.ts';
+import { DPOP_NONCE_PURPOSE, DpopNonces } from '../tokens/dpop_nonces.ts';
+import { DPOP_SIGNING_ALGORITHMS, DpopProofs } from '../tokens/dpop_proofs.ts';
+import { dpopChallenge, type DpopPolicy } from '../resource/sender_constraint.ts';
 
 export interface ServiceDependencies {
   config: Config;
@@ -99,6 +102,11 @@ export function createService({ config, store, keys, revocations, logger, metric
   recordGrantUse(provider, grantActivity, (error) => logger.warn('could not record the last use of a grant', { error: (error as Error).name }));
 
   const verifier = new AccessTokenVerifier(keys.jwks, issuer, revocations);
+  const dpop: DpopPolicy = {
+    proofs: new DpopProofs(store.model('ReplayDetection'), new DpopNonces(keys.keyRing.derivedKeys(DPOP_NONCE_PURPOSE)[0]!), config.dpopNonceRequired),
+    algorithms: DPOP_SIGNING_ALGORITHMS,
+    required: config.dpopRequired,
+  };
   const rateLimits = createRateLimits(config.rateLimits, store, logger, {
     tokenClientId: tokenRequestClientId,
     dataApiCredential: (ctx) => ctx.state.principal && credentialKey(ctx.state.principal),
@@ -108,7 +116,7 @@ export function createService({ config, store, keys, revocations, logger, metric
     },
   });
   const endpoints = engineEndpoints({
-    issuer, basePath, provider, resources, audience, accounts, clients: store.model('Client'), verifier, rateLimits, signUserinfo: userinfoSigner(keys.jwks, issuer),
+    issuer, basePath, provider, resources, audience, accounts, clients: store.model('Client'), verifier, rateLimits, signUserinfo: userinfoSigner(keys.jwks, issuer), dpop,
   });
 
   const apiKeys = new ApiKeys(store.apiKeys, {
@@ -118,16 +126,16 @@ export function createService({ config, store, keys, revocations, logger, metric
   const resourceMetadata = protectedResourceMetadata(issuer, [
     { resource: audience, name: 'Workspace data API (Core and Metadata)' },
     { resource: mcpResource, name: 'Workspace data over MCP' },
-  ]);
+  ], dpopChallenge(dpop));
   const restPath = `${basePath}/rest`;
   const mcpPath = `${basePath}/mcp`;
   const liveRoles = new LiveRoles(store.accounts);
   const data = dataApi({
-    records: store.records, restPath, audience, verifier, apiKeys, liveRoles, resourceMetadata: resourceMetadata.metadataUrlOf(audience),
+    records: store.records, restPath, audience, verifier, apiKeys, liveRoles, resourceMetadata: resourceMetadata.metadataUrlOf(audience), dpop,
     rateLimit: rateLimits.dataApi, failedCredentials: rateLimits.failedCredentials,
   });
   const mcp = mcpEndpoint({
-    records: store.records, mcpPath, restPath, audience: mcpResource, verifier, apiKeys, liveRoles, resourceMetadata: resourceMetadata.metadataUrlOf(mcpResource),
+    records: store.records, mcpPath, restPath, audience: mcpResource, verifier, apiKeys, liveRoles, resourceMetadata: resourceMetadata.metadataUrlOf(mcpResource), dpop,
     allowedHosts: mcpHosts(issuer, config.port), allowedOrigins: [new URL(issuer).origin, ...config.mcpAllowedOrigins], rateLimit: rateLimits.dataApi,
     failedCredentials: rateLimits.failedCredentials,
   });

@@ -5,9 +5,10 @@ import { isUserToken, type AccessTokenClaims, type AccessTokenVerifier } from '.
 import { looksLikeApiKey } from '../api_keys/format.ts';
 import type { ApiKeys } from '../api_keys/api_keys.ts';
 import type { FailedCredentials } from '../rate_limits/limits.ts';
-import { bearerRefusal, bearerToken } from './bearer.ts';
+import { accessCredential, refusalOf, type Refusal } from './bearer.ts';
 import type { LiveRoles } from './live_roles.ts';
 import { lowerRole, type Principal } from './principal.ts';
+import { dpopChallenge, senderConstraintRefusal, type DpopPolicy } from './sender_constraint.ts';
 
 /** The scope an OAuth token needs for the data API. */
 export const DATA_API_SCOPE = 'api';
@@ -22,41 +23,46 @@ export interface Authenticators {
   resourceMetadata: string;
   /** Counts each credential that does not verify against the client address (answers 429 past the limit). */
   failedCredentials?: FailedCredentials;
+  /** DPoP-bound tokens (RFC 9449): their proofs, and whether plain bearer tokens are refused. */
+  dpop: DpopPolicy;
 }
 
 /**
- * Every data API request carries `Authorization: Bearer` with an OAuth access token or an API
- * key; the prefix says which, and a credential is checked only as what it claims to be. Sets
- * `ctx.state.principal`, or refuses as RFC 6750 says.
+ * Every data API request carries an OAuth access token or an API key in `Authorization`: an API
+ * key or an unbound token as `Bearer`, a DPoP-bound token as `DPoP` with its proof (RFC 9449). The
+ * prefix says which, and a credential is checked only as what it claims to be. Sets
+ * `ctx.state.principal`, or refuses as RFC 6750 and RFC 9449 say.
  */
-export function authenticate({ audience, verifier, apiKeys, liveRoles, resourceMetadata, failedCredentials }: Authenticators): Middleware {
-  const refusal = (status: 401 | 403, error?: 'invalid_token' | 'insufficient_scope', description?: string, scope?: string) =>
-    bearerRefusal({ status, resourceMetadata, ...(error ? { error } : {}), ...(description ? { description } : {}), ...(scope ? { scope } : {}) });
+export function authenticate({ audience, verifier, apiKeys, liveRoles, resourceMetadata, failedCredentials, dpop }: Authenticators): Middleware {
+  const refusal = (refused: Refusal) => refusalOf({ resourceMetadata, dpop: dpopChallenge(dpop), ...refused });
   // Only a credential that does not verify counts: a request without one is how a client finds
   // the challenge (RFC 9728), and a token that verifies but may not do this was not guessed.
   const failed = async (ctx: Context, description: string) => {
-    const answer = refusal(401, 'invalid_token', description);
+    const answer = refusal({ status: 401, error: 'invalid_token', description });
     return failedCredentials ? failedCredentials.refused(ctx, answer) : answer;
   };
 
   return async (ctx, next) => {
-    const credential = bearerToken(ctx);
-    if (!credential) throw refusal(401, undefined, 'an OAuth access token or an API key is required (Authorization: Bearer)');
+    const credential = accessCredential(ctx);
+    if (!credential) throw refusal({ status: 401, description: 'an OAuth access token or an API key is required (Authorization: Bearer, or DPoP for a DPoP-bound token)' });
 
-    if (looksLikeApiKey(credential)) {
-      const key = await apiKeys.verify(credential);
+    if (looksLikeApiKey(credential.token)) {
+      if (credential.scheme !== 'Bearer') throw refusal({ status: 401, error: 'invalid_token', description: 'an API key is sent as Authorization: Bearer; DPoP is for access tokens bound to a key' });
+      const key = await apiKeys.verify(credential.token);
       if (!key) throw await failed(ctx, 'the API key is invalid, expired or revoked');
       ctx.state.principal = { kind: 'api_key', workspaceId: key.workspaceId, keyId: key.id };
       return next();
     }
 
-    const claims = await verifier.verify(credential, audience);
+    const claims = await verifier.verify(credential.token, audience);
     if (!claims) throw await failed(ctx, 'the access token is invalid, expired or revoked');
+    const unbound = await senderConstraintRefusal(ctx, credential, claims, dpop);
+    if (unbound) throw refusal(unbound);
     if (!(claims.scope ?? '').split(' ').includes(DATA_API_SCOPE)) {
-      throw refusal(403, 'insufficient_scope', `the access token needs the ${DATA_API_SCOPE} scope`, DATA_API_SCOPE);
+      throw refusal({ status: 403, error: 'insufficient_scope', description: `the access token needs the ${DATA_API_SCOPE} scope`, scope: DATA_API_SCOPE });
     }
     const principal = await tokenPrincipal(claims, liveRoles);
-    if (!principal) throw refusal(401, 'invalid_token', 'the user is no longer a member of the workspace this token is for');
+    if (!principal) throw refusal({ status: 401, error: 'invalid_token', description: 'the user is no longer a member of the workspace this token is for' });
     ctx.state.principal = principal;
     return next();
   };

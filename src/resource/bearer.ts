@@ -2,47 +2,85 @@ import type { Context } from 'koa';
 
 import { HttpError } from '../shared/http_error.ts';
 
-/** The token of an `Authorization: Bearer <token>` header (RFC 6750 section 2.1), if there is one. */
-export function bearerToken(ctx: Context): string | undefined {
-  return /^Bearer +([A-Za-z0-9\-._~+/]+=*)$/i.exec(ctx.get('authorization'))?.[1];
+/** How an access token is sent: as a bearer token (RFC 6750), or bound to a key and sent with a proof (RFC 9449). */
+export type Scheme = 'Bearer' | 'DPoP';
+
+export interface AccessCredential {
+  scheme: Scheme;
+  token: string;
+}
+
+/** The credential of an `Authorization: Bearer <token>` (RFC 6750 section 2.1) or `Authorization: DPoP <token>` (RFC 9449 section 7.1) header, if there is one. */
+export function accessCredential(ctx: Context): AccessCredential | undefined {
+  const match = /^(Bearer|DPoP) +([A-Za-z0-9\-._~+/]+=*)$/i.exec(ctx.get('authorization'));
+  if (!match) return undefined;
+  return { scheme: match[1]!.toLowerCase() === 'dpop' ? 'DPoP' : 'Bearer', token: match[2]! };
 }
 
 /**
- * The token of the header or, for a form-encoded POST, of its `access_token` parameter (RFC 6750
- * section 2.2); the form must have been parsed into `ctx.request.body`. The query string (section
- * 2.3) is not read: tokens in URLs end up in logs.
+ * The credential of the header or, for a form-encoded POST, of its `access_token` parameter (RFC
+ * 6750 section 2.2, a bearer token); the form must have been parsed into `ctx.request.body`. The
+ * query string (section 2.3) is not read: tokens in URLs end up in logs.
  */
-export function headerOrFormToken(ctx: Context): string | undefined {
-  const header = bearerToken(ctx);
+export function headerOrFormCredential(ctx: Context): AccessCredential | undefined {
+  const header = accessCredential(ctx);
   const body = ctx.request.body as Record<string, unknown> | undefined;
   const form = ctx.method === 'POST' && ctx.is('application/x-www-form-urlencoded') ? body?.access_token : undefined;
   if (form === undefined) return header;
   if (header !== undefined || ctx.get('authorization')) throw new HttpError(400, 'invalid_request', 'send the access token once: in the Authorization header or in the form body, not both');
-  return typeof form === 'string' && form !== '' ? form : undefined;
+  return typeof form === 'string' && form !== '' ? { scheme: 'Bearer', token: form } : undefined;
 }
 
-export interface BearerRefusal {
+/** What an API that takes DPoP-bound tokens says in its challenges (RFC 9449 section 7.1). */
+export interface DpopChallenge {
+  /** The algorithms a proof may be signed with (`algs`). */
+  algorithms: readonly string[];
+  /** It also takes bearer tokens: both challenges are sent. */
+  bearerAccepted: boolean;
+}
+
+export interface Refusal {
   /** 401 for a missing or bad credential, 403 for one lacking a scope (RFC 6750 section 3.1). */
   status: 401 | 403;
   /** None when the request carried no credential: RFC 6750 section 3.1 asks for no error code then. */
-  error?: 'invalid_token' | 'insufficient_scope';
+  error?: 'invalid_token' | 'insufficient_scope' | 'invalid_dpop_proof' | 'use_dpop_nonce';
   description?: string;
   /** The scope the request needs (insufficient_scope). */
   scope?: string;
   realm?: string;
   /** Where the protected resource's metadata is (RFC 9728 section 5.1). */
   resourceMetadata?: string;
+  dpop?: DpopChallenge;
+  /** The challenge the error belongs to: DPoP for a bound token or its proof; else Bearer where it is accepted. */
+  errorScheme?: Scheme;
+  /** A fresh nonce for the client's next proof (`DPoP-Nonce`, with use_dpop_nonce). */
+  nonce?: string;
 }
 
-/** The RFC 6750 refusal: the challenge in `WWW-Authenticate`, the same error as the body. */
-export function bearerRefusal(refusal: BearerRefusal): HttpError {
-  const params: string[] = [];
-  if (refusal.realm) params.push(`realm="${refusal.realm}"`);
-  if (refusal.resourceMetadata) params.push(`resource_metadata="${refusal.resourceMetadata}"`);
-  if (refusal.error) params.push(`error="${refusal.error}"`);
-  if (refusal.error && refusal.description) params.push(`error_description="${refusal.description}"`);
-  if (refusal.scope) params.push(`scope="${refusal.scope}"`);
+/**
+ * The refusal as RFC 6750 and RFC 9449 say it: a challenge per scheme the API takes in
+ * `WWW-Authenticate`, the error in the challenge of the scheme it concerns and in the body.
+ */
+export function refusalOf(refusal: Refusal): HttpError {
+  const common: string[] = [];
+  if (refusal.realm) common.push(`realm="${refusal.realm}"`);
+  if (refusal.resourceMetadata) common.push(`resource_metadata="${refusal.resourceMetadata}"`);
+  const errorParams: string[] = [];
+  if (refusal.error) errorParams.push(`error="${refusal.error}"`);
+  if (refusal.error && refusal.description) errorParams.push(`error_description="${refusal.description}"`);
+  if (refusal.scope) errorParams.push(`scope="${refusal.scope}"`);
+
+  const bearerAccepted = !refusal.dpop || refusal.dpop.bearerAccepted;
+  const errorScheme = refusal.errorScheme ?? (bearerAccepted ? 'Bearer' : 'DPoP');
+  const challenges: string[] = [];
+  if (bearerAccepted) challenges.push(challenge('Bearer', [...common, ...(errorScheme === 'Bearer' ? errorParams : [])]));
+  if (refusal.dpop) challenges.push(challenge('DPoP', [...common, `algs="${refusal.dpop.algorithms.join(' ')}"`, ...(errorScheme === 'DPoP' ? errorParams : [])]));
   return new HttpError(refusal.status, refusal.error ?? 'invalid_request', refusal.description ?? 'an access token is required', {
-    'WWW-Authenticate': params.length ? `Bearer ${params.join(', ')}` : 'Bearer',
+    'WWW-Authenticate': challenges.join(', '),
+    ...(refusal.nonce ? { 'DPoP-Nonce': refusal.nonce } : {}),
   });
+}
+
+function challenge(scheme: Scheme, params: string[]): string {
+  return params.length ? `${scheme} ${params.join(', ')}` : scheme;
 }

@@ -1,7 +1,8 @@
 import type { Middleware } from 'koa';
 
-const ALLOWED_HEADERS = ['Authorization', 'Content-Type'];
-const EXPOSED_HEADERS = ['WWW-Authenticate', 'Location'];
+// DPoP: a browser client sends its proof and reads the nonce it is asked to use (RFC 9449 sections 4.1 and 9).
+const ALLOWED_HEADERS = ['Authorization', 'Content-Type', 'DPoP'];
+const EXPOSED_HEADERS = ['WWW-Authenticate', 'Location', 'DPoP-Nonce'];
 /** Preflight answers kept by browsers this long (seconds). */
 const PREFLIGHT_MAX_AGE = 600;
 

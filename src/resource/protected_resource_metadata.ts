@@ -2,6 +2,7 @@ import type { Middleware } from 'koa';
 
 import { HttpError } from '../shared/http_error.ts';
 import { DATA_API_SCOPE } from './authenticate.ts';
+import type { DpopChallenge } from './bearer.ts';
 import { bearerCors } from './cors.ts';
 
 const WELL_KNOWN = '/.well-known/oauth-protected-resource';
@@ -26,9 +27,9 @@ export interface ResourceMetadata {
  * `{issuer}/rest`, and the MCP endpoint, `{issuer}/mcp`), so a client that starts from an API URL
  * (MCP clients do) finds the authorization server. Each is served at its well-known URL (the
  * resource path appended); the bare well-known URL, which clients try when the first is not found,
- * describes the first (the data API).
+ * describes the first (the data API). Each says whether it takes plain bearer tokens or DPoP-bound ones only.
  */
-export function protectedResourceMetadata(issuer: string, served: readonly ServedResource[]): ResourceMetadata {
+export function protectedResourceMetadata(issuer: string, served: readonly ServedResource[], dpop: DpopChallenge): ResourceMetadata {
   const issuerPath = new URL(issuer).pathname.replace(/\/$/, '');
   // Each path: its document, and the route it is counted under (relative to the issuer, as every route).
   const byPath = new Map<string, { route: string; document: Record<string, unknown> }>();
@@ -41,6 +42,9 @@ export function protectedResourceMetadata(issuer: string, served: readonly Serve
       scopes_supported: [DATA_API_SCOPE],
       bearer_methods_supported: ['header'],
       resource_name: name,
+      // RFC 9728 section 2: the algorithms its DPoP proofs may use, and whether plain bearer tokens are refused.
+      dpop_signing_alg_values_supported: dpop.algorithms,
+      dpop_bound_access_tokens_required: !dpop.bearerAccepted,
     };
     byPath.set(`${WELL_KNOWN}${pathname}`, { route: `${WELL_KNOWN}${pathname.slice(issuerPath.length)}`, document });
     urls.set(resource, `${origin}${WELL_KNOWN}${pathname}`);

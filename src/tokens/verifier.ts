@@ -17,6 +17,8 @@ export interface AccessTokenClaims extends JWTPayload {
   workspace_id: string;
   /** The user's role in the workspace; user tokens only. */
   role?: string;
+  /** The key the token is bound to (RFC 9449 section 6.1): its thumbprint, for a token issued with a DPoP proof. */
+  cnf?: { jkt?: string };
   /** Userinfo claims asked for by name with the `claims` parameter and granted (src/engine/requested_claims.ts). */
   userinfo_claims?: string[];
 }

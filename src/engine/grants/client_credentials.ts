@@ -5,7 +5,7 @@ import { checkDpopRequired } from 'oidc-provider/lib/helpers/sender_constraints.
 
 import type { ProtectedResources } from '../../clients/protected_resources.ts';
 import { clientWorkspace } from '../../clients/registration.ts';
-import { resourceServerInfo, unknownResource } from '../resource_indicators.ts';
+import { assertProofFor, resourceServerInfo, unknownResource } from '../resource_indicators.ts';
 import { effectiveScope } from '../scopes.ts';
 
 /**
@@ -26,6 +26,7 @@ export function registerClientCredentialsGrant(provider: Provider, resources: Pr
     const resource = params.resource ?? defaultResource;
     const api = await resources.find(resource);
     if (!api) throw new errors.InvalidTarget(unknownResource(resource));
+    assertProofFor(api, dPoP !== undefined);
     const scope = effectiveScope(params.scope);
     const userScopes = scope.split(' ').filter((value) => value !== 'api');
     if (userScopes.length) {

@@ -18,6 +18,7 @@ import { registrationEndpoint } from './registration.ts';
 import { revocationEndpoint } from './revocation.ts';
 import { tokenEndpoint } from './token.ts';
 import { userinfo, userinfoSigningAlg } from './userinfo.ts';
+import type { DpopPolicy } from '../../resource/sender_constraint.ts';
 
 export interface EndpointDependencies {
   issuer: string;
@@ -32,6 +33,8 @@ export interface EndpointDependencies {
   verifier: AccessTokenVerifier;
   rateLimits: RateLimiting;
   signUserinfo: UserinfoSigner;
+  /** DPoP-bound tokens at userinfo, as at the data API. */
+  dpop: DpopPolicy;
 }
 
 /**
@@ -56,9 +59,10 @@ export function engineEndpoints(deps: EndpointDependencies): { routes: Middlewar
   router.post(ENGINE_ROUTES.pushed_authorization_request, ...pushedAuthorizationEndpoint(deps.rateLimits));
   router.post(ENGINE_ROUTES.introspection, ...introspectionEndpoint(deps.verifier, deps.rateLimits));
   router.post(ENGINE_ROUTES.revocation, ...revocationEndpoint(deps.verifier));
-  const userinfoEndpoint = userinfo(
-    deps.verifier, deps.audience, deps.accounts, { algorithmFor: userinfoSigningAlg(deps.provider), sign: deps.signUserinfo }, deps.rateLimits.failedCredentials,
-  );
+  const userinfoEndpoint = userinfo({
+    verifier: deps.verifier, audience: deps.audience, accounts: deps.accounts, signed: { algorithmFor: userinfoSigningAlg(deps.provider), sign: deps.signUserinfo },
+    failedCredentials: deps.rateLimits.failedCredentials, dpop: deps.dpop,
+  });
   router.get(USERINFO_PATH, userinfoEndpoint);
   router.post(USERINFO_PATH, userinfoEndpoint);
   router.options(USERINFO_PATH, userinfoEndpoint);

@@ -31,6 +31,7 @@ function introspectJwt(verifier: AccessTokenVerifier): Middleware {
     // exactly as an unknown one.
     const allowed = claims && mayIntrospect(client, { clientId: claims.client_id, audience: claims.aud });
     ctx.status = 200;
-    ctx.body = allowed ? { active: true, token_type: 'Bearer', ...claims } : { active: false };
+    // A DPoP-bound token is said to be one, with its key's thumbprint (`cnf.jkt`, RFC 9449 section 6.2), so a resource server can check its proof.
+    ctx.body = allowed ? { active: true, token_type: claims.cnf?.jkt ? 'DPoP' : 'Bearer', ...claims } : { active: false };
   };
 }

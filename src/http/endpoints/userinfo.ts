@@ -7,7 +7,8 @@ import type { Accounts } from '../../accounts/accounts.ts';
 import { looksLikeApiKey } from '../../api_keys/format.ts';
 import { PROFILE_CLAIM_NAMES, profileClaims, type ProfileClaims } from '../../accounts/profile.ts';
 import { isUserToken, type AccessTokenVerifier } from '../../tokens/verifier.ts';
-import { bearerRefusal, headerOrFormToken } from '../../resource/bearer.ts';
+import { headerOrFormCredential, refusalOf, type Refusal } from '../../resource/bearer.ts';
+import { dpopChallenge, senderConstraintRefusal, type DpopPolicy } from '../../resource/sender_constraint.ts';
 import { bearerCors } from '../../resource/cors.ts';
 import type { FailedCredentials } from '../../rate_limits/limits.ts';
 import { noStore } from '../../shared/no_store.ts';
@@ -20,12 +21,21 @@ import type { UserinfoSigner } from '../../tokens/signed_userinfo.ts';
  * with the token in the header or a POST's form body (RFC 6750 2.1, 2.2), callable from browsers
  * on any origin (OpenID Connect Core 5.3: it SHOULD support CORS; no cookies are involved).
  * A client that registered `userinfo_signed_response_alg` gets the same claims as a signed JWT
- * (`application/jwt`, OpenID Connect Core 5.3.2); the others get JSON.
+ * (`application/jwt`, OpenID Connect Core 5.3.2); the others get JSON. A DPoP-bound token comes
+ * as `Authorization: DPoP` with its proof (RFC 9449), as at the data API.
  */
-export function userinfo(verifier: AccessTokenVerifier, audience: string, accounts: Accounts, signed: SignedResponses, failedCredentials: FailedCredentials): Middleware {
-  return compose([
-    bearerCors('GET, POST'), bodyParser({ enableTypes: ['form'], formLimit: '16kb' }) as Middleware, answer(verifier, audience, accounts, signed, failedCredentials),
-  ]);
+export function userinfo(deps: UserinfoDependencies): Middleware {
+  return compose([bearerCors('GET, POST'), bodyParser({ enableTypes: ['form'], formLimit: '16kb' }) as Middleware, answer(deps)]);
+}
+
+export interface UserinfoDependencies {
+  verifier: AccessTokenVerifier;
+  /** The data API's identifier: userinfo takes the tokens issued for it. */
+  audience: string;
+  accounts: Accounts;
+  signed: SignedResponses;
+  failedCredentials: FailedCredentials;
+  dpop: DpopPolicy;
 }
 
 /** What the endpoint needs for signed responses. */
@@ -53,30 +63,33 @@ function pick(claims: ProfileClaims, names: Set<string>): Partial<ProfileClaims>
   return Object.fromEntries(Object.entries(claims).filter(([name]) => names.has(name)));
 }
 
-function answer(verifier: AccessTokenVerifier, audience: string, accounts: Accounts, signed: SignedResponses, failedCredentials: FailedCredentials): Middleware {
+function answer({ verifier, audience, accounts, signed, failedCredentials, dpop }: UserinfoDependencies): Middleware {
+  const refusal = (refused: Omit<Refusal, 'realm' | 'dpop'>) => refusalOf({ realm: 'oauth', dpop: dpopChallenge(dpop), ...refused });
   return async (ctx) => {
     noStore(ctx);
-    const token = headerOrFormToken(ctx);
-    if (!token) throw bearerRefusal({ status: 401, realm: 'oauth' });
+    const credential = headerOrFormCredential(ctx);
+    if (!credential) throw refusal({ status: 401 });
     // Said plainly, since the data API takes one: a key acts for no user, so there is no one to describe. Not looked up, so nothing is learnt of it.
-    if (looksLikeApiKey(token)) {
-      throw bearerRefusal({
-        status: 401, realm: 'oauth', error: 'invalid_token',
+    if (looksLikeApiKey(credential.token)) {
+      throw refusal({
+        status: 401, error: 'invalid_token',
         description: 'API keys are not accepted here: userinfo needs an OAuth access token issued to a user, with the profile or openid scope',
       });
     }
-    const claims = await verifier.verify(token, audience);
+    const claims = await verifier.verify(credential.token, audience);
     // A token that does not verify counts against the client address; one that does is never refused by that count.
     if (!claims) {
-      throw await failedCredentials.refused(ctx, bearerRefusal({ status: 401, realm: 'oauth', error: 'invalid_token', description: 'the access token is invalid, expired or revoked' }));
+      throw await failedCredentials.refused(ctx, refusal({ status: 401, error: 'invalid_token', description: 'the access token is invalid, expired or revoked' }));
     }
+    const unbound = await senderConstraintRefusal(ctx, credential, claims, dpop);
+    if (unbound) throw refusal(unbound);
 
     const scopes = new Set((claims.scope ?? '').split(' '));
     if (!scopes.has('profile') && !scopes.has('openid')) {
-      throw bearerRefusal({ status: 403, realm: 'oauth', error: 'insufficient_scope', description: 'the access token needs the profile scope', scope: 'profile' });
+      throw refusal({ status: 403, error: 'insufficient_scope', description: 'the access token needs the profile scope', scope: 'profile' });
     }
     const user = isUserToken(claims) ? await accounts.getUser(claims.sub) : undefined;
-    if (!user) throw bearerRefusal({ status: 401, realm: 'oauth', error: 'invalid_token', description: 'the access token is not tied to a user' });
+    if (!user) throw refusal({ status: 401, error: 'invalid_token', description: 'the access token is not tied to a user' });
     const released = releasedClaims(scopes, claims.userinfo_claims);
     const workspace = released.has('workspace') ? await accounts.membershipIn(user.id, claims.workspace_id) : undefined;
     const body = { sub: user.id, ...pick(profileClaims(user, workspace), released) };

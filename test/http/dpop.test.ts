@@ -1,0 +1,323 @@
+import { hash, randomUUID } from 'node:crypto';
+
+import { expect } from 'chai';
+import { decodeJwt, exportJWK, generateKeyPair, SignJWT, calculateJwkThumbprint, type JWK } from 'jose';
+import * as oauth from 'oauth4webapi';
+import * as openidClient from 'openid-client';
+
+import { REDIRECT_URI, register, registerClient, tokenRequest, type RegisteredClient } from '../support/oauth.ts';
+import { expectOAuthError } from '../support/oauth_errors.ts';
+import { initialAccessToken, seedUser, startServer, type SeededUser, type TestServer } from '../support/server.ts';
+import { UserAgent, authorize } from '../support/user_agent.ts';
+
+const insecure = { [oauth.allowInsecureRequests]: true };
+const MCP_HEADERS = { accept: 'application/json, text/event-stream', 'content-type': 'application/json', 'mcp-protocol-version': '2025-06-18' };
+const TOOLS_LIST = JSON.stringify({ jsonrpc: '2.0', id: 1, method: 'tools/list' });
+
+/** A proof key as a client library makes one. */
+async function proofKey(alg = 'ES256'): Promise<CryptoKeyPair> {
+  return await generateKeyPair(alg, { extractable: true }) as CryptoKeyPair;
+}
+
+/** A DPoP proof made by hand, for what the libraries never send: `claims` override the defaults. */
+async function handMadeProof(keys: CryptoKeyPair, method: string, url: string, accessToken: string | undefined, claims: Record<string, unknown> = {}, alg = 'ES256'): Promise<string> {
+  const jwk: JWK = await exportJWK(keys.publicKey);
+  return new SignJWT({ jti: randomUUID(), htm: method, htu: url, iat: Math.floor(Date.now() / 1000), ...(accessToken ? { ath: hash('sha256', accessToken, 'base64url') } : {}), ...claims })
+    .setProtectedHeader({ typ: 'dpop+jwt', alg, jwk })
+    .sign(keys.privateKey);
+}
+
+/** A request to a protected resource with a DPoP-bound token and a proof (or none), as sent on the wire. */
+function withProof(url: string, accessToken: string, proof: string | undefined, init: { method?: string; scheme?: string; headers?: Record<string, string>; body?: string } = {}): Promise<Response> {
+  return fetch(url, {
+    method: init.method ?? 'GET',
+    headers: { authorization: `${init.scheme ?? 'DPoP'} ${accessToken}`, ...(proof ? { dpop: proof } : {}), ...init.headers },
+    ...(init.body ? { body: init.body } : {}),
+  });
+}
+
+/** The challenge of one scheme in a WWW-Authenticate header that may hold several. */
+function challengeOf(response: Response, scheme: 'Bearer' | 'DPoP'): string | undefined {
+  const header = response.headers.get('www-authenticate') ?? '';
+  const start = header.search(new RegExp(`(^|, )${scheme} `));
+  if (start < 0) return undefined;
+  const rest = header.slice(start).replace(/^, /, '');
+  const next = rest.slice(scheme.length).search(/, (Bearer|DPoP) /);
+  return next < 0 ? rest : rest.slice(0, scheme.length + next);
+}
+
+async function refusedWith(response: Response, status: number, error: string): Promise<Record<string, unknown>> {
+  const body = await response.json() as Record<string, unknown>;
+  expect(response.status, JSON.stringify(body)).to.equal(status);
+  expect(body.error, JSON.stringify(body)).to.equal(error);
+  expect(body.error_description).to.be.a('string').and.not.equal('');
+  return body;
+}
+
+/** Sender-constrained tokens (RFC 9449) end to end: the token endpoint binds, the data API, /mcp and userinfo check the proof. */
+describe('DPoP', function () {
+  this.timeout(90_000);
+  let server: TestServer;
+  /** Another instance on the same store, behind the same issuer. */
+  let other: TestServer;
+  let user: SeededUser;
+  let as: oauth.AuthorizationServer;
+  /** A client bound to a workspace, for client_credentials. */
+  let workspaceClient: RegisteredClient;
+
+  before(async () => {
+    server = await startServer();
+    other = await startServer({ store: server.store, env: { BASE_URL: server.issuer } });
+    user = await seedUser(server);
+    workspaceClient = await registerClient(server.issuer, { grant_types: ['client_credentials'], redirect_uris: [] }, await initialAccessToken(server, user.workspaces[0]!.id));
+    const issuer = new URL(server.issuer);
+    as = await oauth.processDiscoveryResponse(issuer, await oauth.discoveryRequest(issuer, { algorithm: 'oauth2', ...insecure }));
+  });
+
+  after(async () => {
+    await other?.stop();
+    await server?.stop();
+  });
+
+  /** A client_credentials token bound to `keys`, through oauth4webapi. */
+  async function boundToken(keys: CryptoKeyPair, on: oauth.AuthorizationServer = as, client: RegisteredClient = workspaceClient, parameters: Record<string, string> = {}): Promise<oauth.TokenEndpointResponse> {
+    const library: oauth.Client = { client_id: client.client_id };
+    const DPoP = oauth.DPoP(library, keys);
+    const request = () => oauth.clientCredentialsGrantRequest(on, library, oauth.ClientSecretPost(client.client_secret!), { scope: 'api', ...parameters }, { DPoP, ...insecure });
+    try {
+      return await oauth.processClientCredentialsResponse(on, library, await request());
+    } catch (error) {
+      // The library's answer to a nonce challenge: the handle keeps the nonce, the request is made again.
+      if (!oauth.isDPoPNonceError(error)) throw error;
+      return oauth.processClientCredentialsResponse(on, library, await request());
+    }
+  }
+
+  describe('at the token endpoint', () => {
+    it('binds a client_credentials token to the proof\'s key: token_type DPoP, cnf.jkt its thumbprint', async () => {
+      const keys = await proofKey();
+      const tokens = await boundToken(keys);
+      expect(tokens.token_type.toLowerCase()).to.equal('dpop');
+      expect(decodeJwt(tokens.access_token).cnf).to.deep.equal({ jkt: await calculateJwkThumbprint(await exportJWK(keys.publicKey)) });
+    });
+
+    it('still issues a bearer token to a request without a proof', async () => {
+      const response = await tokenRequest(server.issuer, { grant_type: 'client_credentials', scope: 'api', client_id: workspaceClient.client_id, client_secret: workspaceClient.client_secret! });
+      const body = await response.json() as { token_type: string; access_token: string };
+      expect(body.token_type).to.equal('Bearer');
+      expect(decodeJwt(body.access_token)).to.not.have.property('cnf');
+    });
+
+    it('refuses a proof used twice, on another instance too', async () => {
+      const keys = await proofKey();
+      const proof = await handMadeProof(keys, 'POST', `${server.issuer}/oauth/token`, undefined);
+      const form = { grant_type: 'client_credentials', scope: 'api', client_id: workspaceClient.client_id, client_secret: workspaceClient.client_secret! };
+      expect((await tokenRequest(server.issuer, form, { dpop: proof })).status).to.equal(200);
+      await expectOAuthError(await tokenRequest(other.issuer, form, { dpop: proof }), 400, 'invalid_grant');
+    });
+
+    it('refuses a proof for another URL, or signed with an algorithm it does not take', async () => {
+      const keys = await proofKey();
+      const form = { grant_type: 'client_credentials', scope: 'api', client_id: workspaceClient.client_id, client_secret: workspaceClient.client_secret! };
+      await refusedWith(await tokenRequest(server.issuer, form, { dpop: await handMadeProof(keys, 'POST', `${server.issuer}/oauth/par`, undefined) }), 400, 'invalid_dpop_proof');
+      const rsa = await proofKey('RS256');
+      await refusedWith(await tokenRequest(server.issuer, form, { dpop: await handMadeProof(rsa, 'POST', `${server.issuer}/oauth/token`, undefined, {}, 'RS256') }), 400, 'invalid_dpop_proof');
+    });
+
+    it('requires a proof from a client registered with dpop_bound_access_tokens', async () => {
+      const client = await registerClient(server.issuer, { grant_types: ['client_credentials'], redirect_uris: [], dpop_bound_access_tokens: true }, await initialAccessToken(server, user.workspaces[0]!.id));
+      expect(client).to.have.property('dpop_bound_access_tokens', true);
+      const response = await tokenRequest(server.issuer, { grant_type: 'client_credentials', scope: 'api', client_id: client.client_id, client_secret: client.client_secret! });
+      expect(response.status).to.equal(400);
+      expect(decodeJwt((await boundToken(await proofKey(), as, client)).access_token)).to.have.property('cnf');
+    });
+  });
+
+  describe('at the data API', () => {
+    it('answers a bound token with its proof (oauth4webapi), and refuses it as Bearer, without a proof, or with another key\'s', async () => {
+      const keys = await proofKey();
+      const { access_token: token } = await boundToken(keys);
+      const url = new URL(`${server.issuer}/rest/companies`);
+      const DPoP = oauth.DPoP({ client_id: workspaceClient.client_id } as oauth.Client, keys);
+      const ok = await oauth.protectedResourceRequest(token, 'GET', url, new Headers(), null, { DPoP, ...insecure });
+      expect(ok.status).to.equal(200);
+
+      const asBearer = await withProof(url.href, token, undefined, { scheme: 'Bearer' });
+      await refusedWith(asBearer.clone(), 401, 'invalid_token');
+      expect(challengeOf(asBearer, 'DPoP')).to.include('error="invalid_token"').and.include('algs="ES256 PS256 EdDSA Ed25519"');
+      expect(challengeOf(asBearer, 'Bearer')).to.include('resource_metadata=').and.not.include('error=');
+
+      const noProof = await withProof(url.href, token, undefined);
+      await refusedWith(noProof.clone(), 401, 'invalid_dpop_proof');
+      expect(challengeOf(noProof, 'DPoP')).to.include('error="invalid_dpop_proof"');
+
+      await refusedWith(await withProof(url.href, token, await handMadeProof(await proofKey(), 'GET', url.href, token)), 401, 'invalid_dpop_proof');
+    });
+
+    it('refuses a proof replayed, to the same instance or another, and one made for another method, URL or token', async () => {
+      const keys = await proofKey();
+      const { access_token: token } = await boundToken(keys);
+      const url = `${server.issuer}/rest/companies`;
+      const proof = await handMadeProof(keys, 'GET', url, token);
+      expect((await withProof(url, token, proof)).status).to.equal(200);
+      await refusedWith(await withProof(url, token, proof), 401, 'invalid_dpop_proof');
+      await refusedWith(await withProof(`${other.issuer}/rest/companies`, token, proof), 401, 'invalid_dpop_proof');
+      // Another instance takes a fresh proof for the same token.
+      expect((await withProof(`${other.issuer}/rest/companies`, token, await handMadeProof(keys, 'GET', url, token))).status).to.equal(200);
+
+      await refusedWith(await withProof(url, token, await handMadeProof(keys, 'POST', url, token)), 401, 'invalid_dpop_proof');
+      await refusedWith(await withProof(url, token, await handMadeProof(keys, 'GET', `${server.issuer}/rest/contacts`, token)), 401, 'invalid_dpop_proof');
+      await refusedWith(await withProof(url, token, await handMadeProof(keys, 'GET', url, 'another token')), 401, 'invalid_dpop_proof');
+      // The query string is not part of htu.
+      expect((await withProof(`${url}?limit=1`, token, await handMadeProof(keys, 'GET', url, token))).status).to.equal(200);
+    });
+
+    it('asks for a nonce when a proof is not recent, and takes the proof made with it', async () => {
+      const keys = await proofKey();
+      const { access_token: token } = await boundToken(keys);
+      const url = `${server.issuer}/rest/companies`;
+      const stale = await withProof(url, token, await handMadeProof(keys, 'GET', url, token, { iat: Math.floor(Date.now() / 1000) - 600 }));
+      await refusedWith(stale.clone(), 401, 'use_dpop_nonce');
+      const nonce = stale.headers.get('dpop-nonce');
+      expect(nonce).to.be.a('string');
+      expect(stale.headers.get('access-control-expose-headers')).to.include('DPoP-Nonce');
+      expect((await withProof(url, token, await handMadeProof(keys, 'GET', url, token, { iat: Math.floor(Date.now() / 1000) - 600, nonce }))).status).to.equal(200);
+      // A nonce one instance handed out is good at another.
+      expect((await withProof(`${other.issuer}/rest/companies`, token, await handMadeProof(keys, 'GET', url, token, { nonce }))).status).to.equal(200);
+      await refusedWith(await withProof(url, token, await handMadeProof(keys, 'GET', url, token, { nonce: 'made-up' })), 401, 'use_dpop_nonce');
+    });
+
+    it('refuses an unbound token sent as DPoP, and an API key sent as DPoP', async () => {
+      const response = await tokenRequest(server.issuer, { grant_type: 'client_credentials', scope: 'api', client_id: workspaceClient.client_id, client_secret: workspaceClient.client_secret! });
+      const { access_token: bearer } = await response.json() as { access_token: string };
+      const url = `${server.issuer}/rest/companies`;
+      await refusedWith(await withProof(url, bearer, await handMadeProof(await proofKey(), 'GET', url, bearer)), 401, 'invalid_token');
+      expect((await withProof(url, bearer, undefined, { scheme: 'Bearer' })).status).to.equal(200);
+    });
+
+    it('says in its metadata (RFC 9728) that it takes DPoP and which algorithms', async () => {
+      const metadata = await (await fetch(`${server.origin}/.well-known/oauth-protected-resource/rest`)).json() as Record<string, unknown>;
+      expect(metadata).to.include({ dpop_bound_access_tokens_required: false });
+      expect(metadata.dpop_signing_alg_values_supported).to.deep.equal(['ES256', 'PS256', 'EdDSA', 'Ed25519']);
+    });
+  });
+
+  describe('with a user\'s tokens (openid-client): the code flow, refresh, userinfo and /mcp', () => {
+    it('binds the access and refresh tokens of a public client to its key; userinfo and /mcp take them with proofs', async () => {
+      const client = await register(server.issuer, { client_name: 'DPoP SPA', token_endpoint_auth_method: 'none', redirect_uris: [REDIRECT_URI] });
+      const { client_id: clientId } = await client.json() as RegisteredClient;
+      const config = await openidClient.discovery(new URL(server.issuer), clientId, undefined, openidClient.None(), { execute: [openidClient.allowInsecureRequests] });
+      const keys = await proofKey();
+      const DPoP = openidClient.getDPoPHandle(config, keys);
+      const verifier = openidClient.randomPKCECodeVerifier();
+      const state = openidClient.randomState();
+      // For the data API and /mcp (RFC 8707): the code is redeemed for the first, a refresh token for either.
+      const url = openidClient.buildAuthorizationUrl(config, new URLSearchParams([
+        ['redirect_uri', REDIRECT_URI], ['scope', 'openid profile api'], ['state', state], ['code_challenge', await openidClient.calculatePKCECodeChallenge(verifier)],
+        ['code_challenge_method', 'S256'], ['resource', `${server.issuer}/rest`], ['resource', `${server.issuer}/mcp`],
+      ]));
+      const callback = await authorize(new UserAgent(), url.href, server.origin, { email: user.email, password: user.password });
+      const tokens = await openidClient.authorizationCodeGrant(config, callback, { pkceCodeVerifier: verifier, expectedState: state }, undefined, { DPoP });
+      expect(tokens.token_type.toLowerCase()).to.equal('dpop');
+      expect(decodeJwt(tokens.access_token).cnf).to.have.property('jkt');
+
+      const profile = await openidClient.fetchUserInfo(config, tokens.access_token, tokens.claims()!.sub, { DPoP });
+      expect(profile.sub).to.equal(user.id);
+      await refusedWith(await withProof(`${server.issuer}/oauth/userinfo`, tokens.access_token, undefined, { scheme: 'Bearer' }), 401, 'invalid_token');
+
+      const mcp = await openidClient.fetchProtectedResource(config, tokens.access_token, new URL(`${server.issuer}/mcp`), 'POST', TOOLS_LIST, new Headers(MCP_HEADERS), { DPoP })
+        .then(() => undefined, (error: unknown) => error);
+      expect(mcp, 'a token for the data API is not one for /mcp').to.be.instanceOf(openidClient.WWWAuthenticateChallengeError);
+      expect((mcp as openidClient.WWWAuthenticateChallengeError).status).to.equal(401);
+
+      // The refresh token is bound too: refreshed with the same key only.
+      const refreshed = await openidClient.refreshTokenGrant(config, tokens.refresh_token!, undefined, { DPoP });
+      expect(decodeJwt(refreshed.access_token).cnf).to.deep.equal(decodeJwt(tokens.access_token).cnf);
+      const otherKey = openidClient.getDPoPHandle(config, await proofKey());
+      const stolen = await openidClient.refreshTokenGrant(config, refreshed.refresh_token!, undefined, { DPoP: otherKey }).then(() => undefined, (error: unknown) => error);
+      expect(stolen).to.be.instanceOf(openidClient.ResponseBodyError);
+      expect((stolen as openidClient.ResponseBodyError).error).to.equal('invalid_grant');
+
+      const forMcp = await openidClient.refreshTokenGrant(config, refreshed.refresh_token!, { resource: `${server.issuer}/mcp` }, { DPoP });
+      const listed = await openidClient.fetchProtectedResource(config, forMcp.access_token, new URL(`${server.issuer}/mcp`), 'POST', TOOLS_LIST, new Headers(MCP_HEADERS), { DPoP });
+      expect(listed.status, await listed.clone().text()).to.equal(200);
+      expect(JSON.stringify(await listed.json())).to.include('list_records');
+      await refusedWith(await withProof(`${server.issuer}/mcp`, forMcp.access_token, undefined, { method: 'POST', scheme: 'Bearer', headers: MCP_HEADERS, body: TOOLS_LIST }), 401, 'invalid_token');
+    });
+  });
+});
+
+/** DPOP_REQUIRED and DPOP_NONCE_REQUIRED: the APIs take DPoP-bound tokens only, and every proof carries a nonce. */
+describe('DPoP required, with nonces', function () {
+  this.timeout(60_000);
+  let server: TestServer;
+  let as: oauth.AuthorizationServer;
+  let client: RegisteredClient;
+
+  before(async () => {
+    server = await startServer({ env: { DPOP_REQUIRED: 'on', DPOP_NONCE_REQUIRED: 'on' } });
+    const user = await seedUser(server);
+    client = await registerClient(server.issuer, { grant_types: ['client_credentials'], redirect_uris: [] }, await initialAccessToken(server, user.workspaces[0]!.id));
+    const issuer = new URL(server.issuer);
+    as = await oauth.processDiscoveryResponse(issuer, await oauth.discoveryRequest(issuer, { algorithm: 'oauth2', ...insecure }));
+  });
+
+  after(async () => {
+    await server?.stop();
+  });
+
+  const form = () => ({ grant_type: 'client_credentials', scope: 'api', client_id: client.client_id, client_secret: client.client_secret! });
+
+  it('issues no token for the data API without a proof', async () => {
+    await refusedWith(await tokenRequest(server.issuer, form()), 400, 'invalid_dpop_proof');
+  });
+
+  it('asks for a nonce at the token endpoint and at the data API; oauth4webapi retries with it', async () => {
+    const keys = await proofKey();
+    const withoutNonce = await tokenRequest(server.issuer, form(), { dpop: await handMadeProof(keys, 'POST', `${server.issuer}/oauth/token`, undefined) });
+    await refusedWith(withoutNonce.clone(), 400, 'use_dpop_nonce');
+    expect(withoutNonce.headers.get('dpop-nonce')).to.be.a('string');
+
+    const library: oauth.Client = { client_id: client.client_id };
+    const DPoP = oauth.DPoP(library, keys);
+    const request = () => oauth.clientCredentialsGrantRequest(as, library, oauth.ClientSecretPost(client.client_secret!), { scope: 'api' }, { DPoP, ...insecure });
+    const first = await oauth.processClientCredentialsResponse(as, library, await request()).then(() => undefined, (error: unknown) => error);
+    expect(oauth.isDPoPNonceError(first)).to.equal(true);
+    const { access_token: token } = await oauth.processClientCredentialsResponse(as, library, await request());
+
+    const url = new URL(`${server.issuer}/rest/companies`);
+    const refused = await oauth.protectedResourceRequest(token, 'GET', url, new Headers(), null, { DPoP, ...insecure }).then(() => undefined, (error: unknown) => error);
+    expect(oauth.isDPoPNonceError(refused), 'the API\'s own nonce asked for').to.equal(true);
+    expect((await oauth.protectedResourceRequest(token, 'GET', url, new Headers(), null, { DPoP, ...insecure })).status).to.equal(200);
+  });
+
+  it('refuses a bearer token and says so in its challenge and its metadata', async () => {
+    const response = await fetch(`${server.issuer}/rest/companies`, { headers: { authorization: 'Bearer made-up' } });
+    expect(response.status).to.equal(401);
+    expect(challengeOf(response, 'Bearer')).to.equal(undefined);
+    expect(challengeOf(response, 'DPoP')).to.include('algs=').and.include('resource_metadata=');
+    const metadata = await (await fetch(`${server.origin}/.well-known/oauth-protected-resource/mcp`)).json() as Record<string, unknown>;
+    expect(metadata).to.include({ dpop_bound_access_tokens_required: true });
+  });
+
+  it('lets an operator register an API that requires DPoP: its tokens come only with a proof, and introspection says they are bound', async () => {
+    const resource = 'http://127.0.0.1:9/dpop-only-api';
+    const created = await server.admin(['resource-server', 'create', '--name', 'DPoP-only API', '--resource', resource, '--require-dpop', '--json']);
+    expect(created.code, created.stderr).to.equal(0);
+    const rs = JSON.parse(created.stdout) as { client_id: string; client_secret: string; dpop_required: boolean };
+    expect(rs.dpop_required).to.equal(true);
+    await refusedWith(await tokenRequest(server.issuer, { ...form(), resource }), 400, 'invalid_dpop_proof');
+
+    const keys = await proofKey();
+    const library: oauth.Client = { client_id: client.client_id };
+    const DPoP = oauth.DPoP(library, keys);
+    const request = () => oauth.clientCredentialsGrantRequest(as, library, oauth.ClientSecretPost(client.client_secret!), { scope: 'api', resource }, { DPoP, ...insecure });
+    await oauth.processClientCredentialsResponse(as, library, await request()).catch((error: unknown) => {
+      if (!oauth.isDPoPNonceError(error)) throw error;
+    });
+    const { access_token: token } = await oauth.processClientCredentialsResponse(as, library, await request());
+    const introspection = await oauth.processIntrospectionResponse(as, { client_id: rs.client_id }, await oauth.introspectionRequest(as, { client_id: rs.client_id }, oauth.ClientSecretBasic(rs.client_secret), token, insecure));
+    expect(introspection).to.include({ active: true, token_type: 'DPoP', aud: resource });
+    expect(introspection.cnf).to.deep.equal({ jkt: await calculateJwkThumbprint(await exportJWK(keys.publicKey)) });
+  });
+});
