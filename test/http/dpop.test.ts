@@ -54,6 +54,20 @@ async function refusedWith(response: Response, status: number, error: string): P
   return body;
 }
 
+/** A client_credentials token bound to `keys`, through oauth4webapi, answering a nonce challenge as the library's users do. */
+async function boundClientCredentials(as: oauth.AuthorizationServer, client: RegisteredClient, keys: CryptoKeyPair, parameters: Record<string, string> = {}): Promise<oauth.TokenEndpointResponse> {
+  const library: oauth.Client = { client_id: client.client_id };
+  const DPoP = oauth.DPoP(library, keys);
+  const request = () => oauth.clientCredentialsGrantRequest(as, library, oauth.ClientSecretPost(client.client_secret!), { scope: 'api', ...parameters }, { DPoP, ...insecure });
+  try {
+    return await oauth.processClientCredentialsResponse(as, library, await request());
+  } catch (error) {
+    // The handle keeps the nonce it was sent; the request is made again with it.
+    if (!oauth.isDPoPNonceError(error)) throw error;
+    return oauth.processClientCredentialsResponse(as, library, await request());
+  }
+}
+
 /** Sender-constrained tokens (RFC 9449) end to end: the token endpoint binds, the data API, /mcp and userinfo check the proof. */
 describe('DPoP', function () {
   this.timeout(90_000);
@@ -79,19 +93,7 @@ describe('DPoP', function () {
     await server?.stop();
   });
 
-  /** A client_credentials token bound to `keys`, through oauth4webapi. */
-  async function boundToken(keys: CryptoKeyPair, on: oauth.AuthorizationServer = as, client: RegisteredClient = workspaceClient, parameters: Record<string, string> = {}): Promise<oauth.TokenEndpointResponse> {
-    const library: oauth.Client = { client_id: client.client_id };
-    const DPoP = oauth.DPoP(library, keys);
-    const request = () => oauth.clientCredentialsGrantRequest(on, library, oauth.ClientSecretPost(client.client_secret!), { scope: 'api', ...parameters }, { DPoP, ...insecure });
-    try {
-      return await oauth.processClientCredentialsResponse(on, library, await request());
-    } catch (error) {
-      // The library's answer to a nonce challenge: the handle keeps the nonce, the request is made again.
-      if (!oauth.isDPoPNonceError(error)) throw error;
-      return oauth.processClientCredentialsResponse(on, library, await request());
-    }
-  }
+  const boundToken = (keys: CryptoKeyPair, client: RegisteredClient = workspaceClient) => boundClientCredentials(as, client, keys);
 
   describe('at the token endpoint', () => {
     it('binds a client_credentials token to the proof\'s key: token_type DPoP, cnf.jkt its thumbprint', async () => {
@@ -129,7 +131,7 @@ describe('DPoP', function () {
       expect(client).to.have.property('dpop_bound_access_tokens', true);
       const response = await tokenRequest(server.issuer, { grant_type: 'client_credentials', scope: 'api', client_id: client.client_id, client_secret: client.client_secret! });
       expect(response.status).to.equal(400);
-      expect(decodeJwt((await boundToken(await proofKey(), as, client)).access_token)).to.have.property('cnf');
+      expect(decodeJwt((await boundToken(await proofKey(), client)).access_token)).to.have.property('cnf');
     });
   });
 
@@ -309,13 +311,7 @@ describe('DPoP required, with nonces', function () {
     await refusedWith(await tokenRequest(server.issuer, { ...form(), resource }), 400, 'invalid_dpop_proof');
 
     const keys = await proofKey();
-    const library: oauth.Client = { client_id: client.client_id };
-    const DPoP = oauth.DPoP(library, keys);
-    const request = () => oauth.clientCredentialsGrantRequest(as, library, oauth.ClientSecretPost(client.client_secret!), { scope: 'api', resource }, { DPoP, ...insecure });
-    await oauth.processClientCredentialsResponse(as, library, await request()).catch((error: unknown) => {
-      if (!oauth.isDPoPNonceError(error)) throw error;
-    });
-    const { access_token: token } = await oauth.processClientCredentialsResponse(as, library, await request());
+    const { access_token: token } = await boundClientCredentials(as, client, keys, { resource });
     const introspection = await oauth.processIntrospectionResponse(as, { client_id: rs.client_id }, await oauth.introspectionRequest(as, { client_id: rs.client_id }, oauth.ClientSecretBasic(rs.client_secret), token, insecure));
     expect(introspection).to.include({ active: true, token_type: 'DPoP', aud: resource });
     expect(introspection.cnf).to.deep.equal({ jkt: await calculateJwkThumbprint(await exportJWK(keys.publicKey)) });
