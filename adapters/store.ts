@@ -37,10 +37,18 @@ export interface ModelStore {
   release(id: string, claim: string): Promise<void>;
   /**
    * Deletes a record still consumed under `claim`: the redemption it stood for is complete
-   * (`completed`). Deletes nothing when the record is not consumed under that claim (`unclaimed`:
-   * another caller took it over or gave it back) or is `gone`, as found when the deletion was made.
+   * (`completed`). In its place a mark of the claim stays for COMPLETION_MARK_SECONDS, found by
+   * nothing else (the record is gone for find, consume and every other method), so that the same
+   * completion tried again, or its answer delayed, is still `completed`: a caller whose answer was
+   * lost learns it was its own. Deletes nothing when the record is not consumed under that claim
+   * (`unclaimed`: another caller took it over, gave it back or completed it) or is `gone`.
    */
   complete(id: string, claim: string): Promise<Completion>;
+  /**
+   * What `complete(id, claim)` would find, read without writing (a primary refusing writes still
+   * answers): `pending` while the record is consumed under `claim` and not completed.
+   */
+  completionOf(id: string, claim: string): Promise<Completion | 'pending'>;
   /**
    * Counts one use of the record, atomically, unless it already has `limit`: resolves how many uses
    * it has with this one (1 to `limit`), or 0 when it is used up or gone. An upsert starts the count
@@ -68,6 +76,12 @@ export interface ModelStore {
 
 /** What completing a consumption found (ModelStore.complete). */
 export type Completion = 'completed' | 'unclaimed' | 'gone';
+
+/**
+ * How long a completion's mark stays (ModelStore.complete): far longer than a redemption keeps
+ * trying to complete or an answer can be delayed, short enough that marks never add up.
+ */
+export const COMPLETION_MARK_SECONDS = 300;
 
 /**
  * The payload field each model's records can be listed by (ModelStore.listBy): a grant by its user

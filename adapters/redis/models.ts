@@ -3,10 +3,11 @@ import { randomUUID } from 'node:crypto';
 import { nowSeconds, systemClock } from '../../src/shared/clock.ts';
 import { NOW_MS, type RedisClient, type RedisConnection, Script } from './connection.ts';
 import type { RedisKeys } from './keys.ts';
-import { type Completion, listedValue, type ModelPayload, type ModelStore } from '../store.ts';
+import { type Completion, COMPLETION_MARK_SECONDS, listedValue, type ModelPayload, type ModelStore } from '../store.ts';
 
 /**
- * Engine record (a hash: p = payload JSON, c = consumed-at seconds, g = grant id, u = uses), replaced
+ * Engine record (a hash: p = payload JSON, c = consumed-at seconds, k = the consumption's claim, g =
+ * grant id, u = uses; or, once completed, a completion's mark: m = the claim alone), replaced
  * whole so an earlier consumption or count of uses does not carry over. KEYS: record. ARGV: payload,
  * expiry ms ('' none), grant id ('' none). Returns the PTTL the record had before (-1: kept without a lifetime).
  */
@@ -32,7 +33,7 @@ return previous
  * timestamp, claim, take over before. Returns 1 or 0.
  */
 const consumeRecord = new Script(`
-if redis.call('EXISTS', KEYS[1]) == 0 then return 0 end
+if redis.call('HEXISTS', KEYS[1], 'p') == 0 then return 0 end
 local consumed = redis.call('HGET', KEYS[1], 'c')
 if consumed and redis.call('HGET', KEYS[1], 'k') == ARGV[2] then return 1 end
 if consumed and (ARGV[3] == '' or tonumber(consumed) > tonumber(ARGV[3])) then return 0 end
@@ -60,7 +61,7 @@ return 1
  * the hash, so the count starts again. KEYS: record. ARGV: limit. Returns the uses with this one, or 0.
  */
 const countRecordUse = new Script(`
-if redis.call('EXISTS', KEYS[1]) == 0 then return 0 end
+if redis.call('HEXISTS', KEYS[1], 'p') == 0 then return 0 end
 if tonumber(redis.call('HGET', KEYS[1], 'u') or '0') >= tonumber(ARGV[1]) then return 0 end
 return redis.call('HINCRBY', KEYS[1], 'u', 1)
 `);
@@ -79,15 +80,23 @@ return { fields[1], ttl }
 `);
 
 /**
- * Like takeRecord, for a record consumed under claim ARGV[1] only: returns 0 when it is gone, 1
- * when it is not consumed under that claim (deleting nothing), else {payload, PTTL before}.
+ * Like takeRecord, for a record consumed under claim ARGV[1] only, which it replaces with the
+ * completion's mark (m = the claim) for ARGV[2] seconds: returns {payload, PTTL before}. Else 0
+ * when it is gone, 1 when it is not consumed under that claim (or another claim's mark; nothing
+ * written), 2 when it is this claim's mark (completed before).
  */
 const completeRecord = new Script(`
-local fields = redis.call('HMGET', KEYS[1], 'p', 'k')
-if not fields[1] then return 0 end
-if fields[2] ~= ARGV[1] then return 1 end
+local fields = redis.call('HMGET', KEYS[1], 'p', 'k', 'c', 'm')
+if not fields[1] then
+  if not fields[4] then return 0 end
+  if fields[4] == ARGV[1] then return 2 end
+  return 1
+end
+if not fields[3] or fields[2] ~= ARGV[1] then return 1 end
 local ttl = redis.call('PTTL', KEYS[1])
 redis.call('DEL', KEYS[1])
+redis.call('HSET', KEYS[1], 'm', ARGV[1])
+redis.call('EXPIRE', KEYS[1], ARGV[2])
 return { fields[1], ttl }
 `);
 
@@ -213,16 +222,27 @@ export class RedisModelStore implements ModelStore {
     const record = this.#keys.record(this.#model, id);
     let completion: Completion = 'gone';
     await this.#redis.runDurable([record], async (client) => {
-      const taken = await completeRecord.run(client, [record], [claim]);
+      const taken = await completeRecord.run(client, [record], [claim, COMPLETION_MARK_SECONDS]);
       if (taken === 0) return;
       if (taken === 1) {
         completion = 'unclaimed';
         return;
       }
       completion = 'completed';
-      await this.#removeLookups(client, id, taken as [string, number], true);
+      if (taken !== 2) await this.#removeLookups(client, id, taken as [string, number], true);
     });
     return completion;
+  }
+
+  completionOf(id: string, claim: string) {
+    return this.#redis.run(async (client): Promise<Completion | 'pending'> => {
+      const [payload, consumedAt, consumedBy, completedBy] = await client.hmget(this.#keys.record(this.#model, id), 'p', 'c', 'k', 'm');
+      if (payload === null || payload === undefined) {
+        if (!completedBy) return 'gone';
+        return completedBy === claim ? 'completed' : 'unclaimed';
+      }
+      return consumedAt && consumedBy === claim ? 'pending' : 'unclaimed';
+    });
   }
 
   async insertNew(id: string, payload: ModelPayload, expiresIn: number) {

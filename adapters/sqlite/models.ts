@@ -1,7 +1,7 @@
 import { randomUUID } from 'node:crypto';
 
 import { nowSeconds } from '../../src/shared/clock.ts';
-import { type Completion, listedValue, type ModelPayload, type ModelStore } from '../store.ts';
+import { type Completion, COMPLETION_MARK_SECONDS, listedValue, type ModelPayload, type ModelStore } from '../store.ts';
 import type { SqliteConnection } from './connection.ts';
 
 /** The engine's models (oidc-provider's records), one table for all of them. */
@@ -15,6 +15,7 @@ CREATE TABLE IF NOT EXISTS oidc_models (
   user_code TEXT,
   consumed_at INTEGER,
   claim TEXT,
+  completed_by TEXT,
   expires_at INTEGER,
   uses INTEGER NOT NULL DEFAULT 0,
   listed_by TEXT,
@@ -36,14 +37,15 @@ interface ModelRow {
   consumed_at: number | null;
 }
 
-const LIVE = '(expires_at IS NULL OR expires_at > ?)';
+/** A record that has not expired and is not a completion's mark (completed_by: the claim that completed it, ModelStore.complete). */
+const LIVE = 'completed_by IS NULL AND (expires_at IS NULL OR expires_at > ?)';
 const MODEL_SQL = {
   upsert: `
     INSERT INTO oidc_models (model, id, payload, grant_id, uid, user_code, consumed_at, expires_at, listed_by)
     VALUES (?, ?, ?, ?, ?, ?, NULL, ?, ?)
     ON CONFLICT (model, id) DO UPDATE SET
       payload = excluded.payload, grant_id = excluded.grant_id, uid = excluded.uid,
-      user_code = excluded.user_code, consumed_at = NULL, claim = NULL, expires_at = excluded.expires_at, uses = 0,
+      user_code = excluded.user_code, consumed_at = NULL, claim = NULL, completed_by = NULL, expires_at = excluded.expires_at, uses = 0,
       listed_by = excluded.listed_by`,
   find: `SELECT id, payload, consumed_at FROM oidc_models WHERE model = ? AND id = ? AND ${LIVE}`,
   findByUid: `SELECT id, payload, consumed_at FROM oidc_models WHERE model = ? AND uid = ? AND ${LIVE}`,
@@ -51,12 +53,14 @@ const MODEL_SQL = {
   consume: `UPDATE oidc_models SET consumed_at = ?, claim = ?
     WHERE model = ? AND id = ? AND (consumed_at IS NULL OR consumed_at <= ?) AND ${LIVE}`,
   release: 'UPDATE oidc_models SET consumed_at = NULL, claim = NULL WHERE model = ? AND id = ? AND claim = ?',
-  complete: 'DELETE FROM oidc_models WHERE model = ? AND id = ? AND claim = ?',
-  exists: 'SELECT 1 FROM oidc_models WHERE model = ? AND id = ?',
+  // The record becomes its completion's mark: nothing of it kept but its id and the claim.
+  complete: `UPDATE oidc_models SET completed_by = claim, payload = '{}', grant_id = NULL, uid = NULL, user_code = NULL, listed_by = NULL, expires_at = ?
+    WHERE model = ? AND id = ? AND claim = ? AND consumed_at IS NOT NULL AND completed_by IS NULL AND (expires_at IS NULL OR expires_at > ?)`,
+  completion: 'SELECT claim, consumed_at, completed_by FROM oidc_models WHERE model = ? AND id = ? AND (expires_at IS NULL OR expires_at > ?)',
   insertNew: `
     INSERT INTO oidc_models (model, id, payload, expires_at) VALUES (?, ?, ?, ?)
     ON CONFLICT (model, id) DO UPDATE SET
-      payload = excluded.payload, grant_id = NULL, uid = NULL, user_code = NULL, consumed_at = NULL, claim = NULL,
+      payload = excluded.payload, grant_id = NULL, uid = NULL, user_code = NULL, consumed_at = NULL, claim = NULL, completed_by = NULL,
       expires_at = excluded.expires_at, uses = 0, listed_by = NULL
     WHERE oidc_models.expires_at IS NOT NULL AND oidc_models.expires_at <= ?`,
   countUse: `UPDATE oidc_models SET uses = uses + 1 WHERE model = ? AND id = ? AND uses < ? AND ${LIVE} RETURNING uses`,
@@ -109,9 +113,22 @@ export class SqliteModelStore implements ModelStore {
 
   complete(id: string, claim: string) {
     return this.#db.write((): Completion => {
-      if (this.#db.statement(MODEL_SQL.complete).run(this.#model, id, claim).changes === 1) return 'completed';
-      return this.#db.statement(MODEL_SQL.exists).get(this.#model, id) ? 'unclaimed' : 'gone';
+      const now = nowSeconds();
+      if (this.#db.statement(MODEL_SQL.complete).run(now + COMPLETION_MARK_SECONDS, this.#model, id, claim, now).changes === 1) return 'completed';
+      const found = this.#completion(id, claim);
+      return found === 'pending' ? 'unclaimed' : found;
     });
+  }
+
+  async completionOf(id: string, claim: string) {
+    return this.#db.read(() => this.#completion(id, claim));
+  }
+
+  #completion(id: string, claim: string): Completion | 'pending' {
+    const row = this.#db.statement(MODEL_SQL.completion).get(this.#model, id, nowSeconds()) as { claim: string | null; consumed_at: number | null; completed_by: string | null } | undefined;
+    if (!row) return 'gone';
+    if (row.completed_by !== null) return row.completed_by === claim ? 'completed' : 'unclaimed';
+    return row.claim === claim && row.consumed_at !== null ? 'pending' : 'unclaimed';
   }
 
   async insertNew(id: string, payload: ModelPayload, expiresIn: number) {

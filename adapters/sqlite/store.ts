@@ -113,6 +113,7 @@ function openDatabase(path: string, warn: Logger['warn'] | undefined, synchronou
     addColumnIfMissing(db, 'oidc_models', 'uses', 'INTEGER NOT NULL DEFAULT 0');
     addColumnIfMissing(db, 'oidc_models', 'listed_by', 'TEXT');
     addColumnIfMissing(db, 'oidc_models', 'claim', 'TEXT');
+    addColumnIfMissing(db, 'oidc_models', 'completed_by', 'TEXT');
     listRecordsStoredBefore(db);
     db.exec('CREATE INDEX IF NOT EXISTS oidc_models_listed_by ON oidc_models (model, listed_by) WHERE listed_by IS NOT NULL');
     return db;

@@ -75,6 +75,10 @@ export class CachedClients implements ModelStore {
     return completed;
   }
 
+  completionOf(id: string, claim: string) {
+    return this.#models.completionOf(id, claim);
+  }
+
   insertNew(id: string, payload: ModelPayload, expiresIn: number) {
     return this.#models.insertNew(id, payload, expiresIn);
   }

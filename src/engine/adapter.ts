@@ -12,7 +12,7 @@ import { limitNewInteractions } from './new_interactions.ts';
 import type { RecordsAtRest } from './records_at_rest.ts';
 import type { RevocationList } from '../tokens/revocation_list.ts';
 import { clientExpiry, registrationAccessTokenExpiry } from '../clients/unused_clients.ts';
-import { consumedTokenOf, RefreshTokenRotations, type RefreshTokenValues } from './refresh_tokens.ts';
+import { consumedTokenOf, type RefreshTokenRotations, type RefreshTokenValues } from './refresh_tokens.ts';
 
 /** What the engine adapter adds to a model's store. */
 interface ModelHooks {
@@ -53,7 +53,7 @@ interface ModelHooks {
  */
 export function engineAdapterFactory(
   store: Store, atRest: RecordsAtRest, grantWorkspaces: GrantWorkspaces, revocations: RevocationList, grantActivity: GrantActivity,
-  refreshTokenValues: RefreshTokenValues, newInteractions?: NewInteractionLimit,
+  refreshTokenValues: RefreshTokenValues, rotations: RefreshTokenRotations, newInteractions?: NewInteractionLimit,
 ) {
   const grants = new EngineAdapter('Grant', store.model('Grant'), atRest, {
     afterDestroy: async (grantId) => {
@@ -74,7 +74,6 @@ export function engineAdapterFactory(
       case 'Grant':
         return grants;
       case 'RefreshToken': {
-        const rotations = new RefreshTokenRotations(models);
         return new EngineAdapter(name, models, atRest, {
           takeOverConsumedBefore: () => rotations.abandonedBefore(),
           afterConsume: (storeId, claim) => rotations.consumed(storeId, claim),

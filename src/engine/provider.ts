@@ -26,7 +26,7 @@ import type { KeyMaterial } from '../keys/keys.ts';
 import { LIFETIMES, sessionLifetime } from '../../config/lifetimes.ts';
 import { pkceRequired } from './pkce.ts';
 import { RecordsAtRest } from './records_at_rest.ts';
-import { RefreshTokenValues, refreshTokenLifetime, refreshTokensNameTheirGrant } from './refresh_tokens.ts';
+import { RefreshTokenRotations, RefreshTokenValues, refreshTokenLifetime, refreshTokensNameTheirGrant } from './refresh_tokens.ts';
 import { loadConsentedGrant } from './redirect_uri_consent.ts';
 import { INTROSPECTION_AUDIENCE, keepOperatorIntrospectionAudience } from '../clients/resource_servers.ts';
 import type { NewInteractionLimit } from '../rate_limits/limits.ts';
@@ -64,6 +64,8 @@ export interface OAuthServer {
   grantWorkspaces: GrantWorkspaces;
   /** When each grant last got tokens (the settings area's "last used"). */
   grantActivity: GrantActivity;
+  /** Refresh token rotations, completed by the token endpoint's last step once its answer is settled. */
+  rotations: RefreshTokenRotations;
 }
 
 export interface ProviderDependencies {
@@ -97,9 +99,10 @@ export function buildProvider({ config, store, accounts, keys, revocations, page
   const [dpopNonceSecret] = keys.keyRing.derivedKeys(DPOP_NONCE_PURPOSE);
   const grantWorkspaces = new GrantWorkspaces(store.model(GrantWorkspaces.MODEL));
   const grantActivity = new GrantActivity(store.model(GrantActivity.MODEL));
+  const rotations = new RefreshTokenRotations(store.model('RefreshToken'));
 
   const configuration: Configuration = {
-    adapter: engineAdapterFactory(store, new RecordsAtRest(keys.keyRing), grantWorkspaces, revocations, grantActivity, refreshTokenValues, newInteractions),
+    adapter: engineAdapterFactory(store, new RecordsAtRest(keys.keyRing), grantWorkspaces, revocations, grantActivity, refreshTokenValues, rotations, newInteractions),
     findAccount: findAccount(accounts, grantWorkspaces),
     jwks: keys.jwks as Configuration['jwks'],
     cookies: { keys: keys.cookieKeys, names: cookieNames(config.issuer) },
@@ -242,5 +245,5 @@ export function buildProvider({ config, store, accounts, keys, revocations, page
   refreshTokensNameTheirGrant(provider, refreshTokenValues);
   assertionsUsedOnce(provider, store.model('ReplayDetection'));
   registerClientCredentialsGrant(provider, resources, audience);
-  return { provider, audience, resources, documents, grantWorkspaces, grantActivity };
+  return { provider, audience, resources, documents, grantWorkspaces, grantActivity, rotations };
 }

@@ -1,9 +1,9 @@
 import { createHmac, timingSafeEqual } from 'node:crypto';
 
-import { errors, Provider } from 'oidc-provider';
+import { Provider } from 'oidc-provider';
 import type { AdapterPayload, KoaContextWithOIDC, RefreshToken } from 'oidc-provider';
 
-import { BackendUnavailableError, type ModelStore } from '../../adapters/store.ts';
+import { BackendUnavailableError, type Completion, type ModelStore } from '../../adapters/store.ts';
 
 import { LIFETIMES } from '../../config/lifetimes.ts';
 import { type Clock, nowSeconds, systemClock } from '../shared/clock.ts';
@@ -96,12 +96,12 @@ export function consumedTokenOf(value: string, grantId: string, grant: AdapterPa
 export const ROTATION_ABANDONED_AFTER_SECONDS = 20;
 
 /**
- * How long a rotation keeps trying to complete when the store's answer is lost or its writes are
- * refused. Inside ROTATION_ABANDONED_AFTER_SECONDS by 5 s: the difference covers whole-second
- * consumption times and the clocks of two instances differing by up to 4 s, so that no retry can
- * have taken the rotation over meanwhile.
+ * How long a rotation keeps trying to complete, or to learn whether it did, before it answers 503:
+ * how long a client is kept waiting while no primary answers. Any answer, however late, is
+ * unambiguous (a completion leaves a mark of its own claim: ModelStore.complete), so this bounds
+ * the wait, not what the answer means.
  */
-const COMPLETION_DEADLINE_MS = 15_000;
+const COMPLETION_DEADLINE_MS = 30_000;
 const COMPLETION_RETRY_MS = 100;
 
 /** The refresh token grant under way at the token endpoint: the only request that rotates. */
@@ -123,24 +123,28 @@ interface Rotation {
  * no refresh token is ever redeemed twice.
  *
  * The engine rotates in separate writes: it consumes the presented token, then stores its
- * successor; the consumed token is then deleted (the rotation completed). Each consumption is made
- * under its own claim (ModelStore.consume), and only that claim can give it back or complete it.
- * - The successor's write fails (an outage, or replicas that do not confirm it): the client is
- *   answered 503 and still holds the presented token, which must not then count as a reuse (that
- *   revokes the grant). The consumption is given back, the successor discarded, the failure
- *   answered. A consumption that fails is given back by the store itself.
+ * successor; once the answer is settled, the token endpoint's last step (finish) deletes the
+ * consumed token (the rotation completed). Each consumption is made under its own claim
+ * (ModelStore.consume), and only that claim can give it back or complete it.
+ * - The successor's write fails (an outage, or replicas that do not confirm it), or anything after
+ *   it fails the request: the client is answered an error and still holds the presented token,
+ *   which must not then count as a reuse (that revokes the grant). The consumption is given back,
+ *   the successor discarded, the failure answered. A consumption that fails is given back by the
+ *   store itself.
  * - The completion's answer is lost (the Redis primary dies with it), or its write is refused (a
  *   new primary without the replicas it must wait for): it is tried again until the store answers,
- *   for up to COMPLETION_DEADLINE_MS, and after each refusal the token is read, which a primary
- *   serves while it refuses writes. The token found gone means an earlier try completed it, and
- *   the successor is answered.
+ *   for up to COMPLETION_DEADLINE_MS, and after each refusal its outcome is read, which a primary
+ *   serves while it refuses writes. A completion leaves a mark of its claim, so the rotation tells
+ *   its own completion, however late it learns of it, from a takeover's: its own means the
+ *   successor is answered.
  * - The rotation is cut short before any of that (the process is killed, the primary dies with
  *   the answer to the consumption, nothing could be given back): the consumed token stays behind
  *   with no successor. A retry within ROTATION_ABANDONED_AFTER_SECONDS of the consumption is
  *   answered 503 with Retry-After (the rotation may still be under way); after it, the rotation is
  *   abandoned, and the retry takes the consumption over under a new claim and rotates.
- * - A rotation taken over cannot complete (its claim is no longer the token's): it discards its
- *   successor and answers invalid_grant, so one consumption is only ever answered once.
+ * - A rotation taken over cannot complete (its claim is no longer the token's, or the token was
+ *   completed under the other's): it discards its successor and answers invalid_grant, so one
+ *   consumption is only ever answered once.
  * A presented token found with no record (its rotation completed) is a reuse, as the engine rules.
  */
 export class RefreshTokenRotations {
@@ -150,6 +154,8 @@ export class RefreshTokenRotations {
   /** Per request: when it asked to consume a refresh token, and then what it consumed, until its successor is stored. */
   readonly #asked = new WeakMap<object, number>();
   readonly #consumed = new WeakMap<object, Rotation>();
+  /** Per request: its rotation once the successor is stored, until the answer is settled (finish). */
+  readonly #stored = new WeakMap<object, Rotation & { successor: string }>();
 
   /** `request`: the refresh token grant under way, if any; by default the engine's own context (Provider.ctx) when it is one. */
   constructor(models: ModelStore, request: () => object | undefined = refreshRequest, clock: Clock = systemClock) {
@@ -193,7 +199,7 @@ export class RefreshTokenRotations {
     this.#consumed.set(request, { storeId, claim, askedAt: this.#asked.get(request) ?? this.#clock() });
   }
 
-  /** Stores a refresh token through `write`: in a rotation, its successor, and then completes the rotation. */
+  /** Stores a refresh token through `write`: in a rotation, its successor, which waits for finish() to complete the rotation. */
   async store(storeId: string, write: () => Promise<void>): Promise<void> {
     const request = this.#request();
     const rotation = request && this.#consumed.get(request);
@@ -201,40 +207,74 @@ export class RefreshTokenRotations {
     this.#consumed.delete(request);
     try {
       await write();
-      if (await this.#complete(rotation)) return;
     } catch (error) {
-      await Promise.allSettled([this.#models.discard(storeId), this.#models.release(rotation.storeId, rotation.claim)]);
+      await this.#giveBack(rotation, storeId);
       throw error;
     }
-    // Taken over by a retry that found this rotation abandoned (or the grant went meanwhile): the successor is never answered.
-    await this.#models.discard(storeId).catch(() => undefined);
-    throw new errors.InvalidGrant('refresh token already used');
+    this.#stored.set(request, { ...rotation, successor: storeId });
   }
 
   /**
-   * Completes the rotation: true once the consumed token is deleted under its claim, or found gone:
-   * deleted by an earlier try whose answer was lost (or by that try sent again by the store's client
-   * when its connection broke, or applied by a primary that then could not confirm it), or by a
-   * grant revoked meanwhile, which took the successor with it. No retry can have taken the rotation
-   * over and completed it this early (COMPLETION_DEADLINE_MS).
+   * Once the request's answer is settled: with the tokens about to be sent (`answered`), completes
+   * its rotation, and refuses them when it cannot (503 when the store cannot say, invalid_grant
+   * when a retry took the rotation over); with anything else, gives the consumed token back and
+   * discards the successor, so the client's retry is no reuse. Completing last means that nothing
+   * the engine still does after storing the successor (building the access token reads the store)
+   * can fail a request whose rotation is complete.
    */
-  async #complete(rotation: Rotation): Promise<boolean> {
-    for (;;) {
-      if (this.#late(rotation, 0)) throw new BackendUnavailableError('the rotation could not complete in time');
-      try {
-        return await this.#models.complete(rotation.storeId, rotation.claim) !== 'unclaimed';
-      } catch (error) {
-        // Found gone only as read in time: a read past the deadline may find a takeover's doing.
-        if (await this.#foundGone(rotation) && !this.#late(rotation, 0)) return true;
-        if (this.#late(rotation, COMPLETION_RETRY_MS)) throw error;
-      }
-      await new Promise((resolve) => setTimeout(resolve, COMPLETION_RETRY_MS));
+  async finish(request: object, answered: boolean): Promise<void> {
+    const consumed = this.#consumed.get(request);
+    const stored = this.#stored.get(request);
+    this.#consumed.delete(request);
+    this.#stored.delete(request);
+    if (!answered) {
+      if (stored) await this.#giveBack(stored, stored.successor);
+      else if (consumed) await this.#models.release(consumed.storeId, consumed.claim).catch(() => undefined);
+      return;
     }
+    if (!stored) return;
+    let completed: boolean;
+    try {
+      completed = await this.#complete(stored);
+    } catch (error) {
+      await this.#giveBack(stored, stored.successor);
+      throw error;
+    }
+    if (completed) return;
+    // Taken over by a retry that found this rotation abandoned: the successor is never answered.
+    await this.#models.discard(stored.successor).catch(() => undefined);
+    throw new HttpError(400, 'invalid_grant', 'refresh token already used');
   }
 
-  /** Whether a read finds the consumed token gone; false when it is there or cannot be read. */
-  async #foundGone({ storeId }: Rotation): Promise<boolean> {
-    return (await this.#models.find(storeId).catch(() => null)) === undefined;
+  /** The consumption given back and the successor discarded, as far as the store lets: best effort, as what failed may be the store. */
+  async #giveBack({ storeId, claim }: Rotation, successor: string): Promise<void> {
+    await Promise.allSettled([this.#models.discard(successor), this.#models.release(storeId, claim)]);
+  }
+
+  /**
+   * Completes the rotation: true once the consumed token is completed under its claim (by this try,
+   * or by an earlier one whose answer was lost, was sent again by the store's client when its
+   * connection broke, or was applied by a primary that then could not confirm it), or is gone (its
+   * grant revoked meanwhile, which took the successor with it); false when another claim holds it
+   * (a retry took the abandoned rotation over). After each failed try the outcome is read, which a
+   * primary refusing writes still serves; past the deadline, only read.
+   */
+  async #complete(rotation: Rotation): Promise<boolean> {
+    let refusal: unknown;
+    for (;;) {
+      let found: Completion | 'pending' | undefined;
+      if (!this.#late(rotation, 0)) {
+        try {
+          found = await this.#models.complete(rotation.storeId, rotation.claim);
+        } catch (error) {
+          refusal = error;
+        }
+      }
+      found ??= await this.#models.completionOf(rotation.storeId, rotation.claim).catch(() => undefined);
+      if (found !== undefined && found !== 'pending') return found !== 'unclaimed';
+      if (this.#late(rotation, COMPLETION_RETRY_MS)) throw refusal ?? new BackendUnavailableError('the rotation could not complete in time');
+      await new Promise((resolve) => setTimeout(resolve, COMPLETION_RETRY_MS));
+    }
   }
 
   #late({ askedAt }: Rotation, withinMs: number): boolean {

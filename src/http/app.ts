@@ -92,7 +92,7 @@ const VIEWS = fileURLToPath(new URL('../../views', import.meta.url));
 export function createService({ config, store, keys, revocations, logger, metrics }: ServiceDependencies): Service {
   const { issuer, basePath } = config;
   const accounts = new Accounts(store.accounts);
-  const { provider, audience, resources, documents, grantWorkspaces, grantActivity } = buildProvider({
+  const { provider, audience, resources, documents, grantWorkspaces, grantActivity, rotations } = buildProvider({
     config, store, accounts, keys, revocations, pages: enginePages(accounts, issuer), newInteractions: createNewInteractionLimit(config.rateLimits, store),
   });
   logEngineEvents(provider, logger);
@@ -116,7 +116,7 @@ export function createService({ config, store, keys, revocations, logger, metric
     },
   });
   const endpoints = engineEndpoints({
-    issuer, basePath, provider, resources, audience, accounts, clients: store.model('Client'), verifier, rateLimits, signUserinfo: userinfoSigner(keys.jwks, issuer), dpop,
+    issuer, basePath, provider, rotations, resources, audience, accounts, clients: store.model('Client'), verifier, rateLimits, signUserinfo: userinfoSigner(keys.jwks, issuer), dpop,
   });
 
   const apiKeys = new ApiKeys(store.apiKeys, {

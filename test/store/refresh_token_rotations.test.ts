@@ -35,12 +35,13 @@ describe('refresh token rotations: a rotation is answered once, whatever answer 
     await rm(dir, { recursive: true, force: true });
   });
 
-  /** The engine's steps for one refresh token grant request, through `rotations`. */
-  async function rotate(rotations: RefreshTokenRotations, models: ModelStore, successor: string): Promise<void> {
+  /** The engine's steps for one refresh token grant request, through `rotations`, then the token endpoint's last step for its answer. */
+  async function rotate(rotations: RefreshTokenRotations, models: ModelStore, successor: string, request: object): Promise<void> {
     const claim = await models.consume('presented', rotations.abandonedBefore());
     if (!claim) throw new errors.InvalidGrant('grant already redeemed');
     await rotations.consumed('presented', claim);
     await rotations.store(successor, () => models.upsert(successor, { grantId: 'g1' }, 600));
+    await rotations.finish(request, true);
   }
 
   it('completes a rotation whose completion was made and its answer lost: the successor is answered, the presented token spent', async () => {
@@ -58,13 +59,13 @@ describe('refresh token rotations: a rotation is answered once, whatever answer 
       get: (target, name: keyof ModelStore) => (name === 'complete' ? complete : target[name].bind(target)),
     });
     const request = {};
-    await rotate(new RefreshTokenRotations(losingAnswers, () => request), losingAnswers, 'successor');
+    await rotate(new RefreshTokenRotations(losingAnswers, () => request), losingAnswers, 'successor', request);
     expect(lost).to.equal(1);
     expect(await tokens.find('presented')).to.equal(undefined);
     expect(await tokens.find('successor')).to.include({ grantId: 'g1' });
   });
 
-  it('completes a rotation whose completion was made and then refused, with every later write refused: a read finds the presented token gone', async () => {
+  it('completes a rotation whose completion was made and then refused, with every later write refused: a read finds its own completion's mark', async () => {
     let completions = 0;
     // The primary applies the completion but cannot have it confirmed by its replicas, and refuses
     // every write after it until they catch up; it still serves reads.
@@ -77,7 +78,7 @@ describe('refresh token rotations: a rotation is answered once, whatever answer 
       get: (target, name: keyof ModelStore) => (name === 'complete' ? complete : target[name].bind(target)),
     });
     const request = {};
-    await rotate(new RefreshTokenRotations(refusingWrites, () => request), refusingWrites, 'successor');
+    await rotate(new RefreshTokenRotations(refusingWrites, () => request), refusingWrites, 'successor', request);
     expect(completions).to.equal(1);
     expect(await tokens.find('presented')).to.equal(undefined);
     expect(await tokens.find('successor')).to.include({ grantId: 'g1' });
@@ -92,7 +93,7 @@ describe('refresh token rotations: a rotation is answered once, whatever answer 
       get: (target, name: keyof ModelStore) => (name === 'complete' ? refuse : target[name].bind(target)),
     });
     const request = {};
-    const refused = await refusal(rotate(new RefreshTokenRotations(refusingWrites, () => request, clock), refusingWrites, 'successor'));
+    const refused = await refusal(rotate(new RefreshTokenRotations(refusingWrites, () => request, clock), refusingWrites, 'successor', request));
     expect(refused).to.be.instanceOf(BackendUnavailableError);
     expect(await tokens.find('successor')).to.equal(undefined);
     expect(await tokens.find('presented'), 'usable again').to.include({ grantId: 'g1' }).and.not.have.property('consumed');
@@ -114,12 +115,13 @@ describe('refresh token rotations: a rotation is answered once, whatever answer 
 
     now += (ROTATION_ABANDONED_AFTER_SECONDS + 1) * 1000;
     expect(retryRotations.found((await tokens.find('presented'))!), 'handed to the engine as unconsumed').to.not.have.property('consumed');
-    await rotate(retryRotations, tokens, 'retry-successor');
+    await rotate(retryRotations, tokens, 'retry-successor', retry);
     expect(await tokens.find('retry-successor')).to.include({ grantId: 'g1' });
 
     // The cut request resumes, long after: it must not answer its own successor as well.
-    const late = await refusal(cutRotations.store('cut-successor', () => tokens.upsert('cut-successor', { grantId: 'g1' }, 600)));
-    expect(late).to.be.instanceOf(BackendUnavailableError);
+    await cutRotations.store('cut-successor', () => tokens.upsert('cut-successor', { grantId: 'g1' }, 600));
+    const late = await refusal(cutRotations.finish(cut, true));
+    expect(late).to.be.instanceOf(HttpError).and.include({ status: 400, code: 'invalid_grant' });
     expect(await tokens.find('cut-successor')).to.equal(undefined);
     expect(await tokens.find('retry-successor')).to.include({ grantId: 'g1' });
   });
@@ -133,11 +135,29 @@ describe('refresh token rotations: a rotation is answered once, whatever answer 
     const other = await tokens.consume('presented', Math.floor(Date.now() / 1000) + 60);
     expect(other).to.be.a('string').and.not.equal(claim);
 
-    const refused = await refusal(rotations.store('successor', () => tokens.upsert('successor', { grantId: 'g1' }, 600)));
-    expect(refused).to.be.instanceOf(errors.InvalidGrant);
+    await rotations.store('successor', () => tokens.upsert('successor', { grantId: 'g1' }, 600));
+    const refused = await refusal(rotations.finish(request, true));
+    expect(refused).to.be.instanceOf(HttpError).and.include({ status: 400, code: 'invalid_grant' });
     expect(await tokens.find('successor')).to.equal(undefined);
     expect(await tokens.find('presented'), 'still the other request\'s').to.have.property('consumed');
     expect(await tokens.complete('presented', other!)).to.equal('completed');
+  });
+
+  it('gives the presented token back, and discards the successor, when the answer is not the tokens (the request failed after the successor was stored)', async () => {
+    const request = {};
+    const rotations = new RefreshTokenRotations(tokens, () => request);
+    const claim = await tokens.consume('presented', rotations.abandonedBefore());
+    await rotations.consumed('presented', claim!);
+    await rotations.store('successor', () => tokens.upsert('successor', { grantId: 'g1' }, 600));
+    await rotations.finish(request, false);
+    expect(await tokens.find('presented')).to.not.have.property('consumed');
+    expect(await tokens.find('successor')).to.equal(undefined);
+    // And once more, for a request that failed between the consumption and the successor.
+    const again = {};
+    const second = new RefreshTokenRotations(tokens, () => again);
+    await second.consumed('presented', (await tokens.consume('presented', second.abandonedBefore()))!);
+    await second.finish(again, false);
+    expect(await tokens.find('presented')).to.not.have.property('consumed');
   });
 
   it('gives the presented token back when the successor cannot be stored, and only under its own claim', async () => {

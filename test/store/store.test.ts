@@ -150,11 +150,32 @@ for (const backend of BACKENDS) {
         expect(await model.complete('rt-completed', 'no claim yet'), 'not consumed').to.equal('unclaimed');
         const claim = await model.consume('rt-completed');
         expect(await model.complete('rt-completed', 'another claim')).to.equal('unclaimed');
+        expect(await model.completionOf('rt-completed', claim!)).to.equal('pending');
         expect(await model.find('rt-completed')).to.have.property('consumed');
         expect(await model.complete('rt-completed', claim!)).to.equal('completed');
         expect(await model.find('rt-completed')).to.equal(undefined);
-        expect(await model.complete('rt-completed', claim!)).to.equal('gone');
         expect(await model.consume('rt-completed')).to.equal(undefined);
+        expect(await model.complete('rt-never-stored', 'a claim')).to.equal('gone');
+      });
+
+      it('leaves a completion\'s mark that only its own claim finds: completing again is completed, for another claim unclaimed, and nothing else sees it', async () => {
+        const model = store.model('RefreshToken');
+        await model.upsert('rt-marked', { jti: 'rt-marked', grantId: 'g-marked', uid: 'uid-marked' }, 60);
+        const claim = await model.consume('rt-marked');
+        expect(await model.complete('rt-marked', claim!)).to.equal('completed');
+        // A completion tried again (its first answer lost), or read, finds it was its own.
+        expect(await model.complete('rt-marked', claim!)).to.equal('completed');
+        expect(await model.completionOf('rt-marked', claim!)).to.equal('completed');
+        expect(await model.complete('rt-marked', 'another claim')).to.equal('unclaimed');
+        expect(await model.completionOf('rt-marked', 'another claim')).to.equal('unclaimed');
+        // The mark is no record: not found, not consumable, not counted, not listed by its grant's revocation, keeping nothing of the payload.
+        expect(await model.find('rt-marked')).to.equal(undefined);
+        expect(await model.findByUid('uid-marked')).to.equal(undefined);
+        expect(await model.consume('rt-marked', Math.floor(Date.now() / 1000) + 60)).to.equal(undefined);
+        expect(await model.countUse('rt-marked', 5)).to.equal(0);
+        await model.revokeByGrantId('g-marked');
+        expect(await model.complete('rt-marked', claim!)).to.equal('completed');
+        expect(await model.completionOf('rt-never-stored', claim!)).to.equal('gone');
       });
 
       it('takes an abandoned consumption over, by exactly one caller, and then only the new claim counts', async () => {
@@ -176,6 +197,8 @@ for (const backend of BACKENDS) {
         expect(await model.find('rt-abandoned')).to.have.property('consumed');
         expect(await model.complete('rt-abandoned', taken[0]!)).to.equal('completed');
         expect(await model.find('rt-abandoned')).to.equal(undefined);
+        expect(await model.complete('rt-abandoned', abandoned!), 'completed under the other claim').to.equal('unclaimed');
+        expect(await model.completionOf('rt-abandoned', abandoned!)).to.equal('unclaimed');
       });
 
       it('stores a single-use marker once: exactly one of many concurrent callers, never over a live one', async () => {

@@ -25,8 +25,6 @@ export interface Chain {
    * rotation is abandoned, and then rotates.
    */
   inDoubt: boolean;
-  /** Refused as invalid_grant while in doubt, where the drill allows it (MixedLoadOptions.mayLoseInDoubt): no longer rotated. */
-  lost?: boolean;
 }
 
 export function newChain(tokens: TokenSet): Chain {
@@ -77,11 +75,6 @@ export interface MixedLoadOptions {
   createRecord: (issuer: string, name: string) => Promise<Response>;
   /** While true for a chain, it is left alone (settled before the failure). */
   paused?: (chain: Chain) => boolean;
-  /**
-   * A chain in doubt may come back refused as invalid_grant (lost) rather than rotate: where the
-   * store can stay away longer than a rotation keeps trying to complete (a lone Redis restarting).
-   */
-  mayLoseInDoubt?: boolean;
 }
 
 /**
@@ -107,7 +100,7 @@ export function mixedLoad(options: MixedLoadOptions) {
     if (!isDocumentedRefusal(response, body)) unexpected.push(`${what}: ${response.status} ${JSON.stringify(body)}`);
     refusedAt.push(Date.now());
   };
-  const rotate = (chain: Chain) => untilStopped({ get stopped() { return load.stopped || chain.lost === true || (options.paused?.(chain) ?? false); } }, async () => {
+  const rotate = (chain: Chain) => untilStopped({ get stopped() { return load.stopped || (options.paused?.(chain) ?? false); } }, async () => {
     chain.inFlight = true;
     const response = await options.refresh(chain.refreshToken).finally(() => {
       chain.inFlight = false;
@@ -117,10 +110,6 @@ export function mixedLoad(options: MixedLoadOptions) {
       rotated(chain, tokens);
       accessTokens.push(tokens.access_token);
       writtenAt.push(Date.now());
-    } else if (response.status === 400 && chain.inDoubt && options.mayLoseInDoubt) {
-      const body = await response.json() as Record<string, unknown>;
-      if (body.error !== 'invalid_grant') unexpected.push(`refresh of a chain in doubt: 400 ${JSON.stringify(body)}`);
-      chain.lost = true;
     } else {
       chain.inDoubt = true;
       doubted.add(chain);

@@ -19,11 +19,14 @@ import { revocationEndpoint } from './revocation.ts';
 import { tokenEndpoint } from './token.ts';
 import { userinfo, userinfoSigningAlg } from './userinfo.ts';
 import type { DpopPolicy } from '../../resource/sender_constraint.ts';
+import type { RefreshTokenRotations } from '../../engine/refresh_tokens.ts';
 
 export interface EndpointDependencies {
   issuer: string;
   basePath: string;
   provider: Provider;
+  /** Refresh token rotations, completed by the token endpoint's last step. */
+  rotations: RefreshTokenRotations;
   /** The APIs tokens are issued for. */
   resources: ProtectedResources;
   /** The data API's resource identifier: userinfo takes the data API's tokens. */

@@ -2,6 +2,7 @@ import type { Middleware } from 'koa';
 import type { Provider } from 'oidc-provider';
 
 import type { ProtectedResources } from '../../clients/protected_resources.ts';
+import type { RefreshTokenRotations } from '../../engine/refresh_tokens.ts';
 import { unknownResource } from '../../engine/resource_indicators.ts';
 import type { RateLimiting } from '../../rate_limits/limits.ts';
 import { HttpError } from '../../shared/http_error.ts';
@@ -10,6 +11,8 @@ import { rfc6749ErrorCodes } from './rfc6749_errors.ts';
 
 export interface TokenEndpointDependencies {
   provider: Provider;
+  /** Refresh token rotations, completed here once the answer is settled. */
+  rotations: RefreshTokenRotations;
   rateLimits: RateLimiting;
   /** The APIs tokens are issued for. */
   resources: ProtectedResources;
@@ -23,10 +26,25 @@ export interface TokenEndpointDependencies {
  * 2. a `resource` the server issues no tokens for, or one the code's or refresh token's grant does
  *    not include, is refused before the code or refresh token is used up.
  * After the engine:
- * 3. RFC 6749 error codes where the engine's differ (rfc6749_errors.ts).
+ * 3. a refresh token rotation is completed, now that the answer is settled, or given back when the
+ *    answer is an error (src/engine/refresh_tokens.ts, RefreshTokenRotations.finish);
+ * 4. RFC 6749 error codes where the engine's differ (rfc6749_errors.ts).
  */
-export function tokenEndpoint({ provider, rateLimits, resources }: TokenEndpointDependencies): Middleware[] {
-  return [rateLimits.token, refuseResourceBeforeRedemption(provider, resources), rfc6749ErrorCodes];
+export function tokenEndpoint({ provider, rotations, rateLimits, resources }: TokenEndpointDependencies): Middleware[] {
+  return [rateLimits.token, refuseResourceBeforeRedemption(provider, resources), rfc6749ErrorCodes, completeRotation(rotations)];
+}
+
+/** The last step after the engine: the rotation completed only for tokens about to be sent. */
+function completeRotation(rotations: RefreshTokenRotations): Middleware {
+  return async (ctx, next) => {
+    try {
+      await next();
+    } catch (error) {
+      await rotations.finish(ctx, false);
+      throw error;
+    }
+    await rotations.finish(ctx, ctx.status === 200);
+  };
 }
 
 /**
