@@ -65,7 +65,7 @@ describe('refresh token rotations: a rotation is answered once, whatever answer 
     expect(await tokens.find('successor')).to.include({ grantId: 'g1' });
   });
 
-  it('completes a rotation whose completion was made and then refused, with every later write refused: a read finds its own completion's mark', async () => {
+  it('completes a rotation whose completion was made and then refused, with every later write refused: a read finds the mark its own completion left', async () => {
     let completions = 0;
     // The primary applies the completion but cannot have it confirmed by its replicas, and refuses
     // every write after it until they catch up; it still serves reads.
