@@ -1,4 +1,4 @@
-import { errors, type Client, type KoaContextWithOIDC } from 'oidc-provider';
+import { errors, type Client, type KoaContextWithOIDC, type Provider } from 'oidc-provider';
 
 import { SETTINGS_CLIENT_ID } from './first_party.ts';
 import { isMetadataDocumentUrl } from './metadata_documents.ts';
@@ -53,6 +53,18 @@ export function fapiProfile(everyClient: boolean): (ctx: KoaContextWithOIDC, cli
   return (_ctx, client) => (client && isFapiClient(client, everyClient) ? FAPI_2_0 : undefined);
 }
 
+const policies = new WeakMap<Provider, boolean>();
+
+/** Keeps, for the host's steps in front of the engine, whether FAPI=on holds every client of this provider to the profile. */
+export function holdFapiPolicy(provider: Provider, everyClient: boolean): void {
+  policies.set(provider, everyClient);
+}
+
+/** Whether the provider holds the client to FAPI 2.0 (an operator made it a FAPI client, or FAPI=on). */
+export function isFapiClientOf(provider: Provider, client: Client): boolean {
+  return isFapiClient(client, policies.get(provider) ?? false);
+}
+
 export function isFapiClient(client: Client, everyClient: boolean): boolean {
   let fapi = profiles.get(client);
   if (fapi === undefined) {
@@ -68,9 +80,10 @@ export function isFapiClient(client: Client, everyClient: boolean): boolean {
  * `--fapi` (ctx.state.registrationFapi), an RFC 7592 update keeps the client's, a metadata document
  * never has it, a stored client keeps what was stored. Then, for a FAPI client, the profile's rules:
  * what a request asks against them is refused (`invalid_client_metadata`); what the profile
- * requires is set (PAR, DPoP), at registration and each time a stored client is loaded, so a
- * client stored before FAPI=on is held to it too; a stored client that cannot be (a shared secret,
- * a public client) is refused at every endpoint with `invalid_client`.
+ * requires is set (PAR, DPoP, ES256), at registration and each time a stored client is loaded, so
+ * a client stored before FAPI=on is held to it too. A stored client that cannot be (a shared
+ * secret, a public client) still loads, so its pages and its grants in the settings area still
+ * show; its token requests are refused (src/http/endpoints/fapi_clients.ts).
  */
 export function applyFapiProfile(ctx: KoaContextWithOIDC | undefined, key: string, metadata: Metadata, everyClient: boolean): void {
   if (key !== FAPI_METADATA) return;
@@ -82,17 +95,10 @@ export function applyFapiProfile(ctx: KoaContextWithOIDC | undefined, key: strin
   if (!appliesTo(metadata, everyClient)) return;
 
   const requested = fromRequest ? (ctx?.oidc.body as Metadata | undefined) ?? {} : {};
-  const refuse = (description: string): never => {
+  const refuse = (description: string): void => {
     if (fromRequest) throw new errors.InvalidClientMetadata(description);
-    // RFC 6749 5.2: a client that cannot authenticate is answered 401 (the engine's InvalidClient is a 400).
-    const unusable = new errors.InvalidClient(`this client cannot be used: ${description}`);
-    unusable.status = 401;
-    unusable.statusCode = 401;
-    throw unusable;
   };
-  if (metadata.token_endpoint_auth_method !== 'private_key_jwt') {
-    refuse(`a FAPI 2.0 client authenticates with private_key_jwt (its public keys in jwks); token_endpoint_auth_method ${String(metadata.token_endpoint_auth_method)} is not allowed`);
-  }
+  if (metadata.token_endpoint_auth_method !== 'private_key_jwt') refuse(fapiAuthMethodRule(metadata.token_endpoint_auth_method));
   const assertionAlgorithm = metadata.token_endpoint_auth_signing_alg;
   if (assertionAlgorithm !== undefined && !FAPI_SIGNING_ALGORITHMS.includes(String(assertionAlgorithm))) {
     refuse(`a FAPI 2.0 client signs its client assertions with ${FAPI_SIGNING_ALGORITHMS.join(', ')}; token_endpoint_auth_signing_alg ${String(assertionAlgorithm)} is not allowed`);
@@ -108,6 +114,11 @@ export function applyFapiProfile(ctx: KoaContextWithOIDC | undefined, key: strin
   if (requested.dpop_bound_access_tokens === false) refuse('a FAPI 2.0 client gets DPoP-bound access tokens only; dpop_bound_access_tokens cannot be false');
   metadata.require_pushed_authorization_requests = true;
   metadata.dpop_bound_access_tokens = true;
+}
+
+/** What a FAPI client is told when it does not use private_key_jwt. */
+export function fapiAuthMethodRule(method: unknown): string {
+  return `a FAPI 2.0 client authenticates with private_key_jwt (its public keys in jwks); token_endpoint_auth_method ${String(method)} is not allowed`;
 }
 
 function setOrDelete(metadata: Metadata, fapi: boolean): void {

@@ -13,7 +13,7 @@ import { workspaceClaims } from './token_claims.ts';
 import { ACR_VALUES } from './authentication_context.ts';
 import { registerClientCredentialsGrant } from './grants/client_credentials.ts';
 import { assertionsUsedOnce, audienceIsTheIssuer } from '../clients/client_assertions.ts';
-import { FAPI_METADATA, applyFapiProfile, fapiAssertionAlgorithm, fapiProfile, isFapiClient } from '../clients/fapi.ts';
+import { FAPI_METADATA, applyFapiProfile, fapiAssertionAlgorithm, fapiProfile, holdFapiPolicy, isFapiClient } from '../clients/fapi.ts';
 import { newClientId } from '../clients/client_ids.ts';
 import { useHashedClientSecrets } from '../clients/client_secrets.ts';
 import { cookieNames } from './cookie_names.ts';
@@ -253,6 +253,7 @@ export function buildProvider({ config, store, accounts, keys, revocations, page
   useHashedClientSecrets(provider);
   refreshTokensNameTheirGrant(provider, refreshTokenValues);
   assertionsUsedOnce(provider, store.model('ReplayDetection'));
+  holdFapiPolicy(provider, config.fapi);
   registerClientCredentialsGrant(provider, resources, audience);
   return { provider, audience, resources, documents, grantWorkspaces, grantActivity };
 }
