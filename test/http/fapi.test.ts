@@ -289,11 +289,17 @@ describe('FAPI 2.0 Security Profile', function () {
       expect(tokens.token_type).to.equal('dpop');
     });
 
-    it('holds a client registered before to the profile: a shared secret is refused with invalid_client, a keyed client needs PAR and DPoP', async () => {
+    it('holds a client registered before to the profile: a shared secret is refused with invalid_client at the token and PAR endpoints, a keyed client needs PAR and DPoP', async () => {
       const body = await expectOAuthError(await tokenRequest(server.issuer, {
         grant_type: 'refresh_token', refresh_token: 'whatever', client_id: secretClient.client_id, client_secret: secretClient.client_secret!,
       }), 401, 'invalid_client');
       expect(body.error_description).to.match(/private_key_jwt/);
+      const { challenge: secretChallenge } = pkcePair();
+      const pushed = await expectOAuthError(await push(server, {
+        client_id: secretClient.client_id, client_secret: secretClient.client_secret!, response_type: 'code', redirect_uri: REDIRECT_URI, scope: 'api',
+        code_challenge: secretChallenge, code_challenge_method: 'S256',
+      }), 401, 'invalid_client');
+      expect(pushed.error_description).to.match(/private_key_jwt/);
 
       const { challenge } = pkcePair();
       const notPushed = `${server.issuer}/oauth/authorize?${new URLSearchParams({

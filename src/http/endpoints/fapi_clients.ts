@@ -8,8 +8,9 @@ import { tokenRequestClientId } from '../token_request_form.ts';
 /**
  * A FAPI 2.0 client authenticates with private_key_jwt only. Registration refuses any other method
  * for one (src/clients/fapi.ts), but a client stored before FAPI=on may have a secret or none: it
- * still loads (its pages and grants show), and its token requests are refused here, before the
- * engine authenticates it and before a code or refresh token is used: 401 invalid_client, saying why.
+ * still loads (its pages and grants show), and its token and pushed authorization requests are
+ * refused here, before the engine authenticates it and before a code or refresh token is used:
+ * 401 invalid_client, saying why.
  */
 export function fapiClientsUseKeys(provider: Provider): Middleware {
   return async (ctx, next) => {
@@ -20,7 +21,7 @@ export function fapiClientsUseKeys(provider: Provider): Middleware {
       const headers: Record<string, string> = { 'Access-Control-Allow-Origin': '*' };
       // RFC 6749 5.2: a client that tried HTTP Basic is told the scheme.
       if (/^basic\s/i.test(ctx.get('authorization'))) headers['WWW-Authenticate'] = 'Basic realm="oauth"';
-      throw new HttpError(401, 'invalid_client', `this client cannot get tokens: ${fapiAuthMethodRule(client.clientAuthMethod)}`, headers);
+      throw new HttpError(401, 'invalid_client', `this client cannot be used here: ${fapiAuthMethodRule(client.clientAuthMethod)}`, headers);
     }
     await next();
   };
