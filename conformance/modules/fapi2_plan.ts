@@ -1,11 +1,11 @@
 import type { ConformanceModule } from '../module.ts';
+import { fapi2ClaimsParameterIdentityClaims } from './fapi2_claims.ts';
 import { fapi2Discovery } from './fapi2_discovery.ts';
 import { fapi2DpopNegative, fapi2DpopProofNbfExp } from './fapi2_dpop.ts';
 import { fapi2ExpiredCode, fapi2ExpiredRequestUri } from './fapi2_expiry.ts';
 import {
   fapi2HappyFlow, fapi2LongNonce, fapi2LongState, fapi2OtherScopeOrder, fapi2TokenTypeCase, fapi2UserRejects, fapi2With64CharNonce, fapi2WithoutDuplicateParameters, fapi2WithoutNonce, fapi2WithoutState,
 } from './fapi2_happy_flows.ts';
-import { fapi2ClaimsParameterIdentityClaims } from './fapi2_not_recreated.ts';
 import {
   fapi2AssertionNbf8SecondsFuture, fapi2AssertionNbfOver60SecondsFuture, fapi2DifferentNonceOutside, fapi2DifferentStateOutside, fapi2ParArrayAudience, fapi2ParEndpointAudience,
   fapi2ParInvalidHttpMethod, fapi2PkceRequired, fapi2PlainPkceRejected, fapi2RedirectUriInAuthorizationRequest, fapi2RequestUriInParForm, fapi2RequestUriOtherClient,

@@ -135,7 +135,7 @@ const FAPI2_EXPECTED: Record<string, string> = {
   'fapi2 fapi2-security-profile-final-ensure-authorization-request-without-nonce-success': 'pass',
   'fapi2 fapi2-security-profile-final-ensure-authorization-request-with-64-char-nonce-success': 'pass',
   'fapi2 fapi2-security-profile-final-ensure-other-scope-order-succeeds': 'pass',
-  'fapi2 fapi2-security-profile-final-test-claims-parameter-identity-claims': 'not run',
+  'fapi2 fapi2-security-profile-final-test-claims-parameter-identity-claims': 'pass',
   'fapi2 fapi2-security-profile-final-access-token-type-header-case-sensitivity': 'pass',
   'fapi2 fapi2-security-profile-final-check-dpop-proof-nbf-exp': 'pass',
   'fapi2 fapi2-security-profile-final-ensure-dpopproof-with-iat-10seconds-before-succeeds': 'pass',
