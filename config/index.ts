@@ -41,6 +41,7 @@ export function loadConfig(env: Env = process.env): Config {
     parRequired: read(env, 'PAR_REQUIRED'),
     dpopRequired: read(env, 'DPOP_REQUIRED'),
     dpopNonceRequired: read(env, 'DPOP_NONCE_REQUIRED'),
+    fapi: read(env, 'FAPI'),
     cimd: read(env, 'CIMD') ? { trustedHosts: read(env, 'CIMD_TRUSTED_HOSTS') ?? [], allowedDomains: read(env, 'CIMD_ALLOWED_DOMAINS') } : undefined,
     mcpAllowedOrigins: read(env, 'MCP_ALLOWED_ORIGINS') ?? [],
     rateLimits: rateLimits(env),

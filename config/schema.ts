@@ -150,6 +150,11 @@ export const SCHEMA = {
     '`on`: every DPoP proof, at the token endpoint and at the APIs, must carry a nonce this server handed out (`DPoP-Nonce`; a proof without one is answered `use_dpop_nonce` with a fresh nonce). `off`: a proof made within the last 5 minutes is enough, and a nonce is asked for only when its `iat` is not. Nonces bound how long a proof made in advance stays usable. See [DPoP](api-guide.md#dpop-sender-constrained-tokens)',
     onOff,
   ),
+  FAPI: withDefault(
+    'off',
+    '`on`: every client that obtains tokens is held to the FAPI 2.0 Security Profile: it authenticates with `private_key_jwt` (PS256, ES256 or EdDSA), pushes every authorization request (PAR) with PKCE S256, and gets DPoP-bound tokens only; a registration or a stored client that does not meet it is refused. `off`: only clients an operator made FAPI clients are (registered with an initial access token created with `--fapi`). See [FAPI 2.0](#fapi-20-security-profile)',
+    onOff,
+  ),
   CIMD: withDefault(
     'on',
     '`off` turns Client ID Metadata Documents off: a `client_id` that is an https URL is then unknown, and registration refuses a `jwks_uri` (the server then fetches nothing). See [Client ID Metadata Documents](#client-id-metadata-documents)',

@@ -61,6 +61,8 @@ export interface Config {
   readonly dpopRequired: boolean;
   /** Every DPoP proof must carry a server nonce (DPOP_NONCE_REQUIRED). */
   readonly dpopNonceRequired: boolean;
+  /** Every client that obtains tokens is a FAPI 2.0 client (FAPI; src/clients/fapi.ts), not only those an operator made one. */
+  readonly fapi: boolean;
   /** Client ID Metadata Documents (src/clients/metadata_documents.ts); undefined with CIMD=off. */
   readonly cimd: MetadataDocumentSettings | undefined;
   /** Origins of pages that may call `/mcp` besides the issuer's own (MCP_ALLOWED_ORIGINS). */

@@ -7,15 +7,18 @@ export const USAGE = `Usage: npm run conformance -- --base-url URL --email EMAIL
 Runs this project's re-creation of the OpenID Foundation conformance suite's OP test plans
 (${PLAN_NAMES.join(', ')})
 against a deployment: it registers its own clients, signs in as the given user on the OP's login
-page and allows on its consent page. Run the server with PKCE_REQUIRED=public: the plans send no PKCE.
+page and allows on its consent page. Run the server with PKCE_REQUIRED=public: the OpenID Connect
+plans send no PKCE.
 
   --base-url URL                the issuer (discovery at URL/.well-known/openid-configuration)
   --email EMAIL, --password PASSWORD
                                 a user who can sign in and consent (a member of a workspace)
   --initial-access-token TOKEN  for a server with REGISTRATION=initial_access_token
-  --plan NAME                   repeatable: basic, config, dynamic or a full plan name (default: basic
-                                and config, the plans a code-flow OP certifies for; the dynamic plan's
-                                discovery module requires the implicit flow, which this server refuses)
+  --plan NAME                   repeatable: basic, config, dynamic, fapi2 or a full plan name (default:
+                                basic and config, the plans a code-flow OP certifies for; the dynamic
+                                plan's discovery module requires the implicit flow, which this server
+                                refuses; fapi2 needs FAPI 2.0 clients: a server with FAPI=on, or an
+                                --initial-access-token made with iat create --fapi)
   --module NAME                 repeatable: only these modules (the suite's names)
   --rotate-keys-command CMD     a shell command that rotates the OP's signing keys, run by
                                 oidcc-server-rotate-keys between its two reads of the JWKS (e.g.

@@ -15,16 +15,19 @@ import { requestObjectRedirectUri, unsignedRequestObjectModule, unsignedRequestU
 import { responseTypeMissing } from './modules/response_type.ts';
 import { alternateHappyFlow, scopeAddress, scopeAll, scopeEmail, scopePhone, scopeProfile } from './modules/scopes.ts';
 import { userinfoGet, userinfoPostBody, userinfoPostHeader, userinfoRs256 } from './modules/userinfo.ts';
+import { FAPI2_MODULES } from './modules/fapi2_plan.ts';
 
 export const BASIC_PLAN = 'oidcc-basic-certification-test-plan';
 export const CONFIG_PLAN = 'oidcc-config-certification-test-plan';
 export const DYNAMIC_PLAN = 'oidcc-dynamic-certification-test-plan';
-export const PLAN_NAMES = [BASIC_PLAN, CONFIG_PLAN, DYNAMIC_PLAN] as const;
+export const FAPI2_PLAN = 'fapi2-security-profile-final-test-plan';
+export const PLAN_NAMES = [BASIC_PLAN, CONFIG_PLAN, DYNAMIC_PLAN, FAPI2_PLAN] as const;
 export type PlanName = typeof PLAN_NAMES[number];
 /**
  * What `npm run conformance` runs unless told otherwise. The dynamic plan is opt-in: the Dynamic
  * OP profile requires the implicit flow (response types `id_token`, `token id_token`), which this
- * server refuses by design (RFC 9700 2.1.2), so its discovery module fails against it.
+ * server refuses by design (RFC 9700 2.1.2), so its discovery module fails against it. The FAPI 2.0
+ * plan is opt-in too: it needs FAPI clients (FAPI=on, or an initial access token made with --fapi).
  */
 export const DEFAULT_PLANS: readonly PlanName[] = [BASIC_PLAN, CONFIG_PLAN];
 
@@ -35,9 +38,11 @@ export interface PlanEntry {
 
 /**
  * The plans' modules in the suite's order (OIDCCBasicTestPlan, OIDCCConfigTestPlan,
- * OIDCCDynamicTestPlan). The basic plan runs with response_type code and client_secret_basic
+ * OIDCCDynamicTestPlan, FAPI2SPFinalTestPlan). The basic plan runs with response_type code and client_secret_basic
  * (client_secret_post for oidcc-server-client-secret-post); the dynamic plan's private_key_jwt
- * variant is replaced by client_secret_basic, since no module kept here depends on it.
+ * variant is replaced by client_secret_basic, since no module kept here depends on it. The FAPI
+ * 2.0 plan runs with private_key_jwt, DPoP, plain_fapi, unsigned (PAR) requests, plain responses
+ * and openid_connect (conformance/modules/fapi2_plan.ts).
  */
 export const PLANS: Record<PlanName, ConformanceModule[]> = {
   [BASIC_PLAN]: [
@@ -54,10 +59,11 @@ export const PLANS: Record<PlanName, ConformanceModule[]> = {
     tosUri, registrationJwksUri, registrationSectorUri, registrationSectorBad, serverRotateKeys, refreshTokenRpKeyRotation,
     requestUriUnsigned, requestUriSignedRs256, requestObjectRedirectUri, refreshToken, clientAssertionIssAud,
   ],
+  [FAPI2_PLAN]: FAPI2_MODULES,
 };
 
 /** Short names accepted for --plan. */
-export const PLAN_ALIASES: Record<string, PlanName> = { basic: BASIC_PLAN, config: CONFIG_PLAN, dynamic: DYNAMIC_PLAN };
+export const PLAN_ALIASES: Record<string, PlanName> = { basic: BASIC_PLAN, config: CONFIG_PLAN, dynamic: DYNAMIC_PLAN, fapi2: FAPI2_PLAN };
 
 export function planEntries(plans: readonly PlanName[], modules: readonly string[]): PlanEntry[] {
   return plans.flatMap((plan) => PLANS[plan]

@@ -15,7 +15,8 @@ const SUPPORT_EMAIL = 'certification@oidf.org';
 export interface Client {
   clientId: string;
   clientSecret?: string;
-  authMethod: ClientAuthMethod;
+  /** private_key_jwt: a FAPI 2.0 client (client/fapi2_client.ts), which authenticates with its own requests. */
+  authMethod: ClientAuthMethod | 'private_key_jwt';
   /** The redirect URI the suite uses in authorization requests (the first registered). */
   redirectUri: string;
   request: Record<string, unknown>;

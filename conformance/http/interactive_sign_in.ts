@@ -36,6 +36,8 @@ export interface JourneyOptions {
    * error answer to a client it has not vetted (RFC 9700 section 4.11.2); the user follows it.
    */
   returnTo?: string;
+  /** Deny on the consent page instead of allowing (the user rejecting the request). */
+  deny?: boolean;
 }
 
 const MAX_INTERACTIONS = 6;
@@ -60,7 +62,7 @@ export async function playUser(agent: UserAgent, first: HttpResponse, opOrigin: 
       credentials.refused = true;
       throw new SignInRefused(`the OP's login page refused ${credentials.email} (it showed the login form again after the sign-in); check --email and --password`);
     }
-    const answer = form.kind === 'login' ? loginAnswer(form.form, credentials) : consentAnswer(form.form);
+    const answer = form.kind === 'login' ? loginAnswer(form.form, credentials) : consentAnswer(form.form, options.deny ? 'deny' : 'allow');
     const posted = await agent.request(new URL(form.form.action || landing.url, landing.url).href, { method: 'POST', form: answer });
     landing = await followRedirects(agent, posted, opOrigin);
   }
@@ -101,10 +103,10 @@ function loginAnswer(form: HtmlForm, credentials: Credentials): Record<string, s
   return { ...values, [emailField]: credentials.email, [passwordField]: credentials.password };
 }
 
-function consentAnswer(form: HtmlForm): Record<string, string> {
+function consentAnswer(form: HtmlForm, decision: 'allow' | 'deny'): Record<string, string> {
   const values = submittedValues(form);
   // A workspace choice with none checked: the first one offered, as a user would pick.
   const workspace = form.fields.find((field) => field.name === 'workspace');
   if (workspace && !('workspace' in values)) values.workspace = workspace.value;
-  return { ...values, decision: 'allow' };
+  return { ...values, decision };
 }

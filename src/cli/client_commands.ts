@@ -1,5 +1,6 @@
 import type { Store } from '../../adapters/store.ts';
 import { AccountError } from '../accounts/accounts.ts';
+import { FAPI_METADATA } from '../clients/fapi.ts';
 import { WORKSPACE_METADATA } from '../clients/registration.ts';
 import { INTROSPECTION_AUDIENCE } from '../clients/resource_servers.ts';
 import { nowSeconds } from '../shared/clock.ts';
@@ -22,6 +23,7 @@ const list: Command = {
       token_endpoint_auth_method: payload.token_endpoint_auth_method,
       [WORKSPACE_METADATA]: payload[WORKSPACE_METADATA],
       [INTROSPECTION_AUDIENCE]: payload[INTROSPECTION_AUDIENCE],
+      [FAPI_METADATA]: payload[FAPI_METADATA],
     }));
     const lines = clients.map((c) => `${String(c.client_id)}\t${String(c.client_name ?? '')}\t${(c.grant_types as string[] | undefined)?.join(',') ?? ''}`);
     return { text: lines.join('\n') || '(no clients)', json: clients };

@@ -43,6 +43,7 @@ export const OPTIONS = {
   'require-dpop': { type: 'boolean' },
   scope: { type: 'string', multiple: true },
   now: { type: 'boolean' },
+  fapi: { type: 'boolean' },
   'workspace-name': { type: 'string' },
   'base-url': { type: 'string' },
   force: { type: 'boolean' },

@@ -20,14 +20,16 @@ import { nowSeconds } from '../shared/clock.ts';
 export const MAX_USES_FIELD = 'maxUses';
 /** The workspace the token registers clients for, also kept in the record so a workspace's tokens can be listed (LISTED_BY). */
 export const WORKSPACE_FIELD = 'workspaceId';
+/** Set when the operator made the token with `--fapi`: the clients it registers are FAPI 2.0 clients (src/clients/fapi.ts). */
+export const FAPI_FIELD = 'fapi';
 
 /** The most registrations one token may allow. */
 export const MAX_INITIAL_ACCESS_TOKEN_USES = 10_000;
 
-/** The engine keeps only the fields its models declare; the InitialAccessToken also keeps `maxUses` and `workspaceId`. */
+/** The engine keeps only the fields its models declare; the InitialAccessToken also keeps `maxUses`, `workspaceId` and `fapi`. */
 export function countedInitialAccessTokens(provider: Provider): void {
   const model = provider.InitialAccessToken as unknown as { IN_PAYLOAD: readonly string[] };
-  const added = [MAX_USES_FIELD, WORKSPACE_FIELD].filter((field) => !model.IN_PAYLOAD.includes(field));
+  const added = [MAX_USES_FIELD, WORKSPACE_FIELD, FAPI_FIELD].filter((field) => !model.IN_PAYLOAD.includes(field));
   if (added.length) {
     Object.defineProperty(model, 'IN_PAYLOAD', { value: Object.freeze([...model.IN_PAYLOAD, ...added]), configurable: true });
   }
@@ -43,11 +45,13 @@ export interface CreatedInitialAccessToken {
 export async function createInitialAccessToken(
   provider: Provider,
   workspaceId: string,
-  { expiresIn, uses }: { expiresIn: number; uses: number },
+  { expiresIn, uses, fapi = false }: { expiresIn: number; uses: number; fapi?: boolean },
 ): Promise<CreatedInitialAccessToken> {
   const jti = `${workspaceId}.${randomBytes(32).toString('base64url')}`;
   const expiresAt = nowSeconds() + expiresIn;
-  const token = await new provider.InitialAccessToken({ jti, exp: expiresAt, [MAX_USES_FIELD]: uses, [WORKSPACE_FIELD]: workspaceId }).save();
+  const token = await new provider.InitialAccessToken({
+    jti, exp: expiresAt, [MAX_USES_FIELD]: uses, [WORKSPACE_FIELD]: workspaceId, ...(fapi ? { [FAPI_FIELD]: true } : {}),
+  }).save();
   return { token, expiresAt, uses };
 }
 
@@ -58,6 +62,8 @@ export interface PresentedInitialAccessToken {
   workspace: string | undefined;
   /** How many registrations it allows in all. */
   maxUses: number;
+  /** The clients it registers are FAPI 2.0 clients. */
+  fapi: boolean;
 }
 
 /** The token, if it is live and not used up (a used-up one is deleted with its last use). */
@@ -65,7 +71,8 @@ export async function findInitialAccessToken(provider: Provider, token: string):
   const iat = await provider.InitialAccessToken.find(token);
   if (!iat) return undefined;
   const dot = token.lastIndexOf('.');
-  return { token, workspace: dot > 0 ? token.slice(0, dot) : undefined, maxUses: maxUses(iat) };
+  const fapi = (iat as unknown as Record<string, unknown>)[FAPI_FIELD] === true;
+  return { token, workspace: dot > 0 ? token.slice(0, dot) : undefined, maxUses: maxUses(iat), fapi };
 }
 
 /** Tokens made before uses were counted carry no limit: they allow one registration, as every token now does by default. */

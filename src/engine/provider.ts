@@ -13,6 +13,7 @@ import { workspaceClaims } from './token_claims.ts';
 import { ACR_VALUES } from './authentication_context.ts';
 import { registerClientCredentialsGrant } from './grants/client_credentials.ts';
 import { assertionsUsedOnce, audienceIsTheIssuer } from '../clients/client_assertions.ts';
+import { FAPI_METADATA, applyFapiProfile, fapiAssertionAlgorithm, fapiProfile, holdFapiPolicy, isFapiClient } from '../clients/fapi.ts';
 import { newClientId } from '../clients/client_ids.ts';
 import { useHashedClientSecrets } from '../clients/client_secrets.ts';
 import { cookieNames } from './cookie_names.ts';
@@ -117,12 +118,17 @@ export function buildProvider({ config, store, accounts, keys, revocations, page
     // The engine ignores unknown scope values and has no default; the product refuses the first and defaults to `api`.
     extraParams: { scope: (ctx: KoaContextWithOIDC, value: string | undefined) => { ctx.oidc.params!.scope = effectiveScope(value); } },
     responseTypes: ['code'],
-    pkce: { required: pkceRequired(config.pkceRequired) },
+    // FAPI 2.0 clients always (src/clients/fapi.ts).
+    pkce: { required: pkceRequired(config.pkceRequired, (client) => isFapiClient(client, config.fapi)) },
     allowOmittingSingleRegisteredRedirectUri: false,
     // private_key_jwt with keys registered inline (`jwks`), or by reference (`jwks_uri`, fetched as metadata documents are, only with CIMD on):
-    // each assertion used once on every instance, its audience the issuer (src/clients/client_assertions.ts).
+    // each assertion used once on every instance, its audience the issuer (src/clients/client_assertions.ts);
+    // a FAPI 2.0 client's signed with an algorithm the profile allows (src/clients/fapi.ts).
     clientAuthMethods: ['client_secret_post', 'client_secret_basic', 'private_key_jwt', 'none'],
-    assertJwtClientAuthClaimsAndHeader: audienceIsTheIssuer,
+    assertJwtClientAuthClaimsAndHeader: (ctx, claims, header, client) => {
+      audienceIsTheIssuer(ctx, claims);
+      fapiAssertionAlgorithm(header, client, config.fapi);
+    },
     clientDefaults: {
       grant_types: ['authorization_code', 'refresh_token'],
       response_types: ['code'],
@@ -140,11 +146,13 @@ export function buildProvider({ config, store, accounts, keys, revocations, page
     },
     extraClientMetadata: {
       // In this order: unused_until depends on the workspace being resolved.
-      properties: [WORKSPACE_METADATA, REDIRECT_URIS_ADDED_METADATA, INTROSPECTION_AUDIENCE, UNUSED_UNTIL_METADATA],
+      // FAPI_METADATA last: its rules apply to the metadata the others have settled.
+      properties: [WORKSPACE_METADATA, REDIRECT_URIS_ADDED_METADATA, INTROSPECTION_AUDIENCE, UNUSED_UNTIL_METADATA, FAPI_METADATA],
       validator: (ctx, key, value, metadata) => {
         validateClientMetadata(ctx, key, value, metadata, { keysByReference: documents !== undefined });
         keepOperatorIntrospectionAudience(ctx, key, value, metadata);
         keepUnusedUntil(ctx, key, metadata, config.unusedClientTtl);
+        applyFapiProfile(ctx, key, metadata, config.fapi);
       },
     },
 
@@ -232,6 +240,10 @@ export function buildProvider({ config, store, accounts, keys, revocations, page
         cacheDuration: { min: LIFETIMES.MetadataDocument.minSeconds, max: LIFETIMES.MetadataDocument.maxSeconds },
         allowFetch: (_ctx: KoaContextWithOIDC, clientId: string) => documents?.mayFetch(clientId) ?? false,
       },
+      // The FAPI 2.0 Security Profile for the clients src/clients/fapi.ts names (with FAPI=on, every
+      // client that obtains tokens): the engine requires their authorization requests' redirect_uri
+      // and PKCE, and checks their client assertions' audience; the rest is in their metadata.
+      fapi: { enabled: true, profile: fapiProfile(config.fapi) },
       backchannelLogout: { enabled: false },
       jwtIntrospection: { enabled: false },
       jwtResponseModes: { enabled: false },
@@ -244,6 +256,7 @@ export function buildProvider({ config, store, accounts, keys, revocations, page
   useHashedClientSecrets(provider);
   refreshTokensNameTheirGrant(provider, refreshTokenValues);
   assertionsUsedOnce(provider, store.model('ReplayDetection'));
+  holdFapiPolicy(provider, config.fapi);
   registerClientCredentialsGrant(provider, resources, audience);
   return { provider, audience, resources, documents, grantWorkspaces, grantActivity, rotations };
 }

@@ -33,6 +33,8 @@ declare module 'koa' {
     principal?: Principal;
     /** The workspace of a registration's initial access token (endpoints/registration.ts, src/clients/registration.ts). */
     registrationWorkspace?: string;
+    /** The registration's initial access token makes its client a FAPI 2.0 client (endpoints/registration.ts, src/clients/fapi.ts). */
+    registrationFapi?: boolean;
     /** The initial access token a registration uses up once its client is stored (src/clients/initial_access_tokens.ts). */
     initialAccessTokenUse?: PresentedInitialAccessToken;
     /** The settings area's signed-in user (src/settings/guards.ts). */

@@ -42,7 +42,7 @@ function runConformance(server: TestServer, user: SeededUser, args: string[]): P
 
 /** Each row as "plan-label module[ (variant)]" → status, so a missing or extra module shows in the diff. */
 function statuses(rows: Row[]): Record<string, string> {
-  const label = (plan: string) => plan.replace(/^oidcc-(\w+)-certification-test-plan$/, '$1');
+  const label = (plan: string) => plan.replace(/^oidcc-(\w+)-certification-test-plan$/, '$1').replace(/^fapi2-security-profile-final-test-plan$/, 'fapi2');
   return Object.fromEntries(rows.map((row) => [`${label(row.plan)} ${row.module}${row.variant ? ` (${row.variant})` : ''}`, row.status]));
 }
 
@@ -120,6 +120,70 @@ const DYNAMIC_EXPECTED: Record<string, string> = {
   'dynamic oidcc-ensure-client-assertion-with-iss-aud-succeeds': 'not run',
 };
 
+/**
+ * The FAPI 2.0 Security Profile plan (private_key_jwt, DPoP, plain_fapi, unsigned PAR requests,
+ * openid_connect; the protected resource is the userinfo endpoint, with the DPoP-bound token)
+ * against a server with FAPI=on, less the two modules that wait a minute for a
+ * code or a request_uri to expire (ensure-token-endpoint-fails-with-expired-auth-code,
+ * par-attempt-to-use-expired-request_uri), which would double this file's time.
+ */
+const FAPI2_EXPECTED: Record<string, string> = {
+  'fapi2 fapi2-security-profile-final-discovery-end-point-verification': 'pass',
+  'fapi2 fapi2-security-profile-final-happy-flow': 'pass',
+  'fapi2 fapi2-security-profile-final-user-rejects-authentication': 'pass',
+  'fapi2 fapi2-security-profile-final-ensure-authorization-request-without-state-success': 'pass',
+  'fapi2 fapi2-security-profile-final-ensure-authorization-request-without-nonce-success': 'pass',
+  'fapi2 fapi2-security-profile-final-ensure-authorization-request-with-64-char-nonce-success': 'pass',
+  'fapi2 fapi2-security-profile-final-ensure-other-scope-order-succeeds': 'pass',
+  'fapi2 fapi2-security-profile-final-test-claims-parameter-identity-claims': 'pass',
+  'fapi2 fapi2-security-profile-final-access-token-type-header-case-sensitivity': 'pass',
+  'fapi2 fapi2-security-profile-final-check-dpop-proof-nbf-exp': 'pass',
+  'fapi2 fapi2-security-profile-final-ensure-dpopproof-with-iat-10seconds-before-succeeds': 'pass',
+  'fapi2 fapi2-security-profile-final-ensure-dpopproof-with-iat-10seconds-after-succeeds': 'pass',
+  'fapi2 fapi2-security-profile-final-ensure-mismatched-dpop-jkt-fails': 'pass',
+  'fapi2 fapi2-security-profile-final-ensure-token-endpoint-fails-with-mismatched-dpop-proof-jkt': 'pass',
+  'fapi2 fapi2-security-profile-final-ensure-token-endpoint-fails-with-mismatched-dpop-jkt': 'pass',
+  'fapi2 fapi2-security-profile-final-ensure-dpopproof-at-par-endpoint-binding-success': 'pass',
+  'fapi2 fapi2-security-profile-final-ensure-dpop-auth-code-binding-success': 'pass',
+  'fapi2 fapi2-security-profile-final-ensure-different-nonce-inside-and-outside-request-object': 'pass',
+  'fapi2 fapi2-security-profile-final-ensure-different-state-inside-and-outside-request-object': 'pass',
+  'fapi2 fapi2-security-profile-final-ensure-authorization-request-with-long-nonce': 'pass',
+  'fapi2 fapi2-security-profile-final-ensure-authorization-request-with-long-state': 'pass',
+  'fapi2 fapi2-security-profile-final-state-only-outside-request-object-not-used': 'pass',
+  'fapi2 fapi2-security-profile-final-ensure-request-object-without-redirect-uri-fails': 'pass',
+  'fapi2 fapi2-security-profile-final-plain-fapi-tolerate-unregistered-redirect-uri': 'pass',
+  'fapi2 fapi2-security-profile-final-ensure-unsigned-authorization-request-without-using-par-fails': 'pass',
+  'fapi2 fapi2-security-profile-final-ensure-redirect-uri-in-authorization-request': 'pass',
+  'fapi2 fapi2-security-profile-final-ensure-response-type-code-idtoken-fails': 'pass',
+  'fapi2 fapi2-security-profile-final-ensure-response-type-token-fails': 'pass',
+  'fapi2 fapi2-security-profile-final-ensure-client-id-in-token-endpoint': 'pass',
+  'fapi2 fapi2-security-profile-final-ensure-holder-of-key-required': 'pass',
+  'fapi2 fapi2-security-profile-final-ensure-authorization-code-is-bound-to-client': 'pass',
+  'fapi2 fapi2-security-profile-final-attempt-reuse-authorization-code-after-one-second': 'pass',
+  'fapi2 fapi2-security-profile-final-ensure-signed-client-assertion-with-RS256-fails': 'pass',
+  'fapi2 fapi2-security-profile-final-ensure-client-assertion-in-token-endpoint': 'pass',
+  'fapi2 fapi2-security-profile-final-ensure-client-assertion-with-exp-is-5-minutes-in-past-fails': 'pass',
+  'fapi2 fapi2-security-profile-final-ensure-client-assertion-with-wrong-aud-fails': 'pass',
+  'fapi2 fapi2-security-profile-final-ensure-client-assertion-with-no-sub-fails': 'pass',
+  'fapi2 fapi2-security-profile-final-dpop-negative-tests': 'pass',
+  'fapi2 fapi2-security-profile-final-refresh-token': 'pass',
+  'fapi2 fapi2-security-profile-final-par-ensure-reused-request-uri-prior-to-auth-completion-succeeds': 'pass',
+  'fapi2 fapi2-security-profile-final-par-attempt-reuse-request_uri': 'pass',
+  'fapi2 fapi2-security-profile-final-par-ensure-jwt-client-assertions-nbf-8-seconds-in-the-future-is-accepted': 'pass',
+  'fapi2 fapi2-security-profile-final-par-ensure-jwt-client-assertions-nbf-over-60-seconds-in-the-future-fails': 'pass',
+  'fapi2 fapi2-security-profile-final-par-attempt-to-use-request_uri-for-different-client': 'pass',
+  'fapi2 fapi2-security-profile-final-par-authorization-request-containing-request_uri-form-param': 'pass',
+  'fapi2 fapi2-security-profile-final-par-attempt-invalid-http-method': 'pass',
+  'fapi2 fapi2-security-profile-final-par-ensure-pkce-required': 'pass',
+  'fapi2 fapi2-security-profile-final-ensure-pkce-code-verifier-required': 'pass',
+  'fapi2 fapi2-security-profile-final-incorrect-pkce-code-verifier-rejected': 'pass',
+  'fapi2 fapi2-security-profile-final-par-plain-pkce-rejected': 'pass',
+  'fapi2 fapi2-security-profile-final-par-without-duplicate-parameters': 'pass',
+  'fapi2 fapi2-security-profile-final-par-test-array-as-audience-fails': 'pass',
+  'fapi2 fapi2-security-profile-final-par-test-par-endpoint-url-as-audience-fails': 'pass',
+  'fapi2 fapi2-security-profile-final-par-test-token-endpoint-url-as-audience-fails': 'pass',
+};
+
 /** Modules whose requests carry no PKCE: a server requiring it of every request must fail them. */
 const NO_PKCE_MODULES = ['oidcc-ensure-request-without-nonce-succeeds-for-code-flow', 'oidcc-server', 'oidcc-userinfo-get'];
 
@@ -137,18 +201,23 @@ describe('conformance runner', function () {
   let basicAndConfig: Promise<ConformanceRun>;
   let dynamic: Promise<ConformanceRun>;
   let strict: Promise<ConformanceRun>;
+  let fapiServer: TestServer;
+  let fapi2: Promise<ConformanceRun>;
 
   before(async () => {
-    [server, strictServer] = await Promise.all([startServer({ env: { PKCE_REQUIRED: 'public' } }), startServer()]);
-    const [user, strictUser] = await Promise.all([seedUser(server), seedUser(strictServer)]);
+    // The FAPI plan registers about 60 clients and opens as many sign-ins from one address.
+    const fapiEnv = { FAPI: 'on', RATE_LIMIT_REGISTRATION: '500/1h', RATE_LIMIT_INTERACTION_ADDRESS: '500/10m' };
+    [server, strictServer, fapiServer] = await Promise.all([startServer({ env: { PKCE_REQUIRED: 'public' } }), startServer(), startServer({ env: fapiEnv })]);
+    const [user, strictUser, fapiUser] = await Promise.all([seedUser(server), seedUser(strictServer), seedUser(fapiServer)]);
+    fapi2 = runConformance(fapiServer, fapiUser, ['--plan', 'fapi2', ...Object.keys(FAPI2_EXPECTED).flatMap((row) => ['--module', row.replace(/^fapi2 /, '')])]);
     basicAndConfig = runConformance(server, user, ['--plan', 'basic', '--plan', 'config']);
     dynamic = runConformance(server, user, ['--plan', 'dynamic']);
     strict = runConformance(strictServer, strictUser, ['--plan', 'basic', ...NO_PKCE_MODULES.flatMap((name) => ['--module', name]), '--module', 'oidcc-ensure-request-with-valid-pkce-succeeds']);
   });
 
   after(async () => {
-    await Promise.allSettled([basicAndConfig, dynamic, strict]);
-    await Promise.all([server?.stop(), strictServer?.stop()]);
+    await Promise.allSettled([basicAndConfig, dynamic, strict, fapi2]);
+    await Promise.all([server?.stop(), strictServer?.stop(), fapiServer?.stop()]);
   });
 
   it('passes the basic and config plans against a server with PKCE_REQUIRED=public: exit code 0, every module as expected', async () => {
@@ -175,5 +244,11 @@ describe('conformance runner', function () {
     expect(byModule['oidcc-ensure-request-with-valid-pkce-succeeds']?.status).to.equal('pass');
     expect(run.code).to.equal(1);
     expect(run.stderr).to.include('Failures, with the exchange that showed each');
+  });
+
+  it('passes the FAPI 2.0 Security Profile plan against a server with FAPI=on: every module as expected, exit code 0', async () => {
+    const run = await fapi2;
+    expect(statuses(run.rows), run.stderr).to.deep.equal(FAPI2_EXPECTED);
+    expect(run.code, run.stderr).to.equal(0);
   });
 });

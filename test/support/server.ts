@@ -248,12 +248,13 @@ export async function seedUser(server: TestServer, memberships: Array<{ workspac
   }
 }
 
-/** An initial access token for a workspace, made with the admin CLI: single-use unless `uses` says otherwise. */
-export async function initialAccessToken(server: TestServer, workspaceId: string, options: { uses?: number; expiresIn?: string } = {}): Promise<string> {
+/** An initial access token for a workspace, made with the admin CLI: single-use unless `uses` says otherwise; `fapi` registers FAPI 2.0 clients. */
+export async function initialAccessToken(server: TestServer, workspaceId: string, options: { uses?: number; expiresIn?: string; fapi?: boolean } = {}): Promise<string> {
   const result = await server.admin([
     'iat', 'create', '--workspace', workspaceId, '--json',
     ...(options.uses === undefined ? [] : ['--uses', String(options.uses)]),
     ...(options.expiresIn === undefined ? [] : ['--expires-in', options.expiresIn]),
+    ...(options.fapi ? ['--fapi'] : []),
   ]);
   if (result.code !== 0) throw new Error(`iat create failed: ${result.stderr}`);
   return (JSON.parse(result.stdout) as { initial_access_token: string }).initial_access_token;

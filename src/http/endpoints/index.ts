@@ -59,7 +59,7 @@ export function engineEndpoints(deps: EndpointDependencies): { routes: Middlewar
   router.post(ENGINE_ROUTES.registration, ...registration.post);
   router.all(`${ENGINE_ROUTES.registration}/:clientId`, ...clientManagementEndpoint(deps.clients));
   router.post(ENGINE_ROUTES.token, ...tokenEndpoint(deps));
-  router.post(ENGINE_ROUTES.pushed_authorization_request, ...pushedAuthorizationEndpoint(deps.rateLimits));
+  router.post(ENGINE_ROUTES.pushed_authorization_request, ...pushedAuthorizationEndpoint(deps.rateLimits, deps.provider));
   router.post(ENGINE_ROUTES.introspection, ...introspectionEndpoint(deps.verifier, deps.rateLimits));
   router.post(ENGINE_ROUTES.revocation, ...revocationEndpoint(deps.verifier));
   const userinfoEndpoint = userinfo({

@@ -1,20 +1,24 @@
 import type { Middleware } from 'koa';
+import type { Provider } from 'oidc-provider';
 
 import type { RateLimiting } from '../../rate_limits/limits.ts';
+import { fapiClientsUseKeys } from './fapi_clients.ts';
 
 /**
  * POST /oauth/par (RFC 9126): what runs around the engine's pushed authorization request endpoint.
  *
  * Before the engine:
  * 1. the rate limits, as at the token endpoint: requests per client address, requests pushed per
- *    client (counted apart from its tokens; src/rate_limits/).
+ *    client (counted apart from its tokens; src/rate_limits/);
+ * 2. a FAPI 2.0 client that does not authenticate with private_key_jwt (one stored before
+ *    FAPI=on) is refused, as at the token endpoint (fapi_clients.ts).
  * The engine then authenticates the client, checks the request as the authorization endpoint
  * would, and answers a `request_uri` that lives 60 seconds and is used once.
  * After the engine:
- * 2. a refusal the engine gives no description says what to do instead.
+ * 3. a refusal the engine gives no description says what to do instead.
  */
-export function pushedAuthorizationEndpoint(rateLimits: RateLimiting): Middleware[] {
-  return [rateLimits.pushedAuthorization, describedRefusals];
+export function pushedAuthorizationEndpoint(rateLimits: RateLimiting, provider: Provider): Middleware[] {
+  return [rateLimits.pushedAuthorization, fapiClientsUseKeys(provider), describedRefusals];
 }
 
 /** The engine's refusals here that come without an `error_description`. */

@@ -24,7 +24,8 @@ export interface RegistrationEndpointDependencies {
  * 2. a body over REGISTRATION_BODY_MAX is refused before anything reads it;
  * 3. the rate limit: registrations per client address (src/rate_limits/);
  * 4. an initial access token, when one is presented, must be live and its workspace still exist:
- *    the workspace binds the client, and the registration uses the token up once the client is stored.
+ *    the workspace binds the client (and, for a token made with `--fapi`, makes it a FAPI 2.0
+ *    client), and the registration uses the token up once the client is stored.
  * After the engine:
  * 5. the response shows the client's metadata, not what the server keeps about it.
  */
@@ -72,6 +73,7 @@ function registrationWorkspace(provider: Provider, accounts: Accounts): Middlewa
         throw new HttpError(401, 'invalid_token', description, { 'WWW-Authenticate': `Bearer error="invalid_token", error_description="${description}"` });
       }
       if (iat.workspace) ctx.state.registrationWorkspace = iat.workspace;
+      if (iat.fapi) ctx.state.registrationFapi = true;
       ctx.state.initialAccessTokenUse = iat;
     }
     await next();

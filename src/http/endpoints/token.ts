@@ -7,6 +7,7 @@ import { unknownResource } from '../../engine/resource_indicators.ts';
 import type { RateLimiting } from '../../rate_limits/limits.ts';
 import { HttpError } from '../../shared/http_error.ts';
 import { tokenRequestForm } from '../token_request_form.ts';
+import { fapiClientsUseKeys } from './fapi_clients.ts';
 import { rfc6749ErrorCodes } from './rfc6749_errors.ts';
 
 export interface TokenEndpointDependencies {
@@ -23,15 +24,17 @@ export interface TokenEndpointDependencies {
  *
  * Before the engine:
  * 1. the rate limits: requests per client address, tokens issued per client (src/rate_limits/);
- * 2. a `resource` the server issues no tokens for, or one the code's or refresh token's grant does
+ * 2. a FAPI 2.0 client that does not authenticate with private_key_jwt (one stored before FAPI=on)
+ *    is refused (fapi_clients.ts);
+ * 3. a `resource` the server issues no tokens for, or one the code's or refresh token's grant does
  *    not include, is refused before the code or refresh token is used up.
  * After the engine:
- * 3. a refresh token rotation is completed, now that the answer is settled, or given back when the
+ * 4. a refresh token rotation is completed, now that the answer is settled, or given back when the
  *    answer is an error (src/engine/refresh_tokens.ts, RefreshTokenRotations.finish);
- * 4. RFC 6749 error codes where the engine's differ (rfc6749_errors.ts).
+ * 5. RFC 6749 error codes where the engine's differ (rfc6749_errors.ts).
  */
 export function tokenEndpoint({ provider, rotations, rateLimits, resources }: TokenEndpointDependencies): Middleware[] {
-  return [rateLimits.token, refuseResourceBeforeRedemption(provider, resources), rfc6749ErrorCodes, completeRotation(rotations)];
+  return [rateLimits.token, fapiClientsUseKeys(provider), refuseResourceBeforeRedemption(provider, resources), rfc6749ErrorCodes, completeRotation(rotations)];
 }
 
 /** The last step after the engine: the rotation completed only for tokens about to be sent. */

@@ -1,0 +1,321 @@
+import { randomUUID } from 'node:crypto';
+
+import { expect } from 'chai';
+import { decodeJwt, exportJWK, generateKeyPair, SignJWT, type CryptoKey, type JWK } from 'jose';
+import * as oauth from 'oauth4webapi';
+import * as openidClient from 'openid-client';
+
+import { LIFETIMES } from '../../config/lifetimes.ts';
+import { FAPI_CODE_LIFETIME_MAX } from '../../src/clients/fapi.ts';
+import { REDIRECT_URI, management, pkcePair, register, tokenRequest, type RegisteredClient } from '../support/oauth.ts';
+import { expectOAuthError } from '../support/oauth_errors.ts';
+import { initialAccessToken, seedUser, startServer, type SeededUser, type TestServer } from '../support/server.ts';
+import { UserAgent, authorize } from '../support/user_agent.ts';
+
+const insecure = { [oauth.allowInsecureRequests]: true };
+const ASSERTION_TYPE = 'urn:ietf:params:oauth:client-assertion-type:jwt-bearer';
+
+interface ClientKey {
+  privateKey: CryptoKey;
+  publicJwk: JWK;
+}
+
+async function clientKey(alg: string): Promise<ClientKey> {
+  const { privateKey, publicKey } = await generateKeyPair(alg, { extractable: true });
+  return { privateKey, publicJwk: { ...await exportJWK(publicKey), alg, use: 'sig', kid: randomUUID() } };
+}
+
+/** A client assertion (RFC 7523) for the issuer, signed with `key`. */
+function assertion(clientId: string, key: ClientKey, issuer: string): Promise<string> {
+  const now = Math.floor(Date.now() / 1000);
+  return new SignJWT({ jti: randomUUID(), iss: clientId, sub: clientId, aud: issuer, iat: now, exp: now + 60 })
+    .setProtectedHeader({ alg: key.publicJwk.alg!, kid: key.publicJwk.kid! })
+    .sign(key.privateKey);
+}
+
+/** What a FAPI client registers: private_key_jwt with its public keys inline. */
+function fapiMetadata(keys: ClientKey[], extra: Record<string, unknown> = {}): Record<string, unknown> {
+  return { client_name: 'FAPI App', redirect_uris: [REDIRECT_URI], token_endpoint_auth_method: 'private_key_jwt', jwks: { keys: keys.map((key) => key.publicJwk) }, ...extra };
+}
+
+/** A FAPI 2.0 client as a stock library (oauth4webapi) runs it: PAR with PKCE and a DPoP key, private_key_jwt, DPoP at the token endpoint. */
+class FapiClient {
+  readonly as: oauth.AuthorizationServer;
+  readonly client: oauth.Client;
+  readonly key: ClientKey;
+  readonly auth: oauth.ClientAuth;
+  readonly dpop: oauth.DPoPHandle;
+
+  constructor(as: oauth.AuthorizationServer, clientId: string, key: ClientKey, dpopKeys: oauth.CryptoKeyPair) {
+    this.as = as;
+    this.client = { client_id: clientId };
+    this.key = key;
+    this.auth = oauth.PrivateKeyJwt(key.privateKey, { [oauth.modifyAssertion]: (header) => { header.kid = key.publicJwk.kid; } });
+    this.dpop = oauth.DPoP(this.client, dpopKeys);
+  }
+
+  static async create(server: TestServer, clientId: string, key: ClientKey): Promise<FapiClient> {
+    const issuer = new URL(server.issuer);
+    const as = await oauth.processDiscoveryResponse(issuer, await oauth.discoveryRequest(issuer, { algorithm: 'oauth2', ...insecure }));
+    return new FapiClient(as, clientId, key, await oauth.generateKeyPair('ES256'));
+  }
+
+  /** PAR (with a DPoP proof, binding the code to the key, unless `dpopAtPar` is false), then the browser through sign-in and consent. */
+  async authorize(server: TestServer, user: SeededUser, { dpopAtPar = true } = {}): Promise<{ callback: URL; verifier: string; state: string }> {
+    const verifier = oauth.generateRandomCodeVerifier();
+    const state = oauth.generateRandomState();
+    const pushed = await oauth.processPushedAuthorizationResponse(this.as, this.client, await oauth.pushedAuthorizationRequest(this.as, this.client, this.auth, {
+      response_type: 'code', redirect_uri: REDIRECT_URI, scope: 'api profile', state, code_challenge: await oauth.calculatePKCECodeChallenge(verifier), code_challenge_method: 'S256',
+    }, { ...(dpopAtPar ? { DPoP: this.dpop } : {}), ...insecure }));
+    const url = `${this.as.authorization_endpoint}?${new URLSearchParams({ client_id: this.client.client_id, request_uri: pushed.request_uri })}`;
+    const callback = await authorize(new UserAgent(), url, server.origin, { email: user.email, password: user.password });
+    return { callback, verifier, state };
+  }
+
+  async tokens(server: TestServer, user: SeededUser): Promise<oauth.TokenEndpointResponse> {
+    const { callback, verifier, state } = await this.authorize(server, user);
+    const params = oauth.validateAuthResponse(this.as, this.client, callback, state);
+    return oauth.processAuthorizationCodeResponse(this.as, this.client, await oauth.authorizationCodeGrantRequest(this.as, this.client, this.auth, params, REDIRECT_URI, verifier, { DPoP: this.dpop, ...insecure }));
+  }
+}
+
+/** PAR with a raw client assertion: what a client that does not follow the profile sends. */
+function push(server: TestServer, form: Record<string, string>): Promise<Response> {
+  return fetch(`${server.issuer}/oauth/par`, { method: 'POST', headers: { 'content-type': 'application/x-www-form-urlencoded' }, body: new URLSearchParams(form) });
+}
+
+/** The FAPI 2.0 Security Profile: for clients an operator registered for it, and with FAPI=on for every client. */
+describe('FAPI 2.0 Security Profile', function () {
+  this.timeout(90_000);
+
+  it('keeps authorization codes within the profile\'s 60 seconds', () => {
+    expect(LIFETIMES.AuthorizationCode).to.be.at.most(FAPI_CODE_LIFETIME_MAX);
+  });
+
+  describe('a client registered with an initial access token made with --fapi (FAPI=off)', () => {
+    let server: TestServer;
+    let user: SeededUser;
+    let token: string;
+    let key: ClientKey;
+    let rsaKey: ClientKey;
+    let registered: RegisteredClient;
+    let fapi: FapiClient;
+
+    before(async () => {
+      // PKCE_REQUIRED=public: a confidential client's OpenID Connect request may omit PKCE, except a FAPI client's.
+      server = await startServer({ env: { PKCE_REQUIRED: 'public' } });
+      user = await seedUser(server);
+      token = await initialAccessToken(server, user.workspaces[0]!.id, { uses: 20, fapi: true });
+      key = await clientKey('ES256');
+      rsaKey = await clientKey('RS256');
+      const response = await register(server.issuer, fapiMetadata([key, rsaKey]), token);
+      expect(response.status, await response.clone().text()).to.equal(201);
+      registered = await response.json() as RegisteredClient;
+      fapi = await FapiClient.create(server, registered.client_id, key);
+    });
+
+    after(async () => {
+      await server?.stop();
+    });
+
+    it('is registered as a FAPI 2.0 client: PAR and DPoP-bound tokens required, ID tokens ES256', () => {
+      expect(registered).to.include({
+        fapi_profile: '2.0', token_endpoint_auth_method: 'private_key_jwt', require_pushed_authorization_requests: true, dpop_bound_access_tokens: true,
+        id_token_signed_response_alg: 'ES256',
+      });
+      expect(registered).to.not.have.property('client_secret');
+    });
+
+    it('gets DPoP-bound tokens (oauth4webapi) through PAR, PKCE S256 and private_key_jwt; the redirect carries iss; the refresh is bound too', async () => {
+      const { callback, verifier, state } = await fapi.authorize(server, user);
+      expect(callback.searchParams.get('iss')).to.equal(server.issuer);
+      const params = oauth.validateAuthResponse(fapi.as, fapi.client, callback, state);
+      const tokens = await oauth.processAuthorizationCodeResponse(fapi.as, fapi.client, await oauth.authorizationCodeGrantRequest(
+        fapi.as, fapi.client, fapi.auth, params, REDIRECT_URI, verifier, { DPoP: fapi.dpop, ...insecure },
+      ));
+      expect(tokens.token_type).to.equal('dpop');
+      const jkt = (decodeJwt(tokens.access_token).cnf as { jkt?: string } | undefined)?.jkt;
+      expect(jkt).to.be.a('string');
+      const refreshed = await oauth.processRefreshTokenResponse(fapi.as, fapi.client, await oauth.refreshTokenGrantRequest(
+        fapi.as, fapi.client, fapi.auth, tokens.refresh_token!, { DPoP: fapi.dpop, ...insecure },
+      ));
+      expect(refreshed.token_type).to.equal('dpop');
+      expect((decodeJwt(refreshed.access_token).cnf as { jkt?: string }).jkt).to.equal(jkt);
+    });
+
+    it('gets DPoP-bound tokens with openid-client too (buildAuthorizationUrlWithPAR, DPoP)', async () => {
+      const config = await openidClient.discovery(new URL(server.issuer), registered.client_id, undefined, openidClient.PrivateKeyJwt(key.privateKey, {
+        [oauth.modifyAssertion]: (header) => { header.kid = key.publicJwk.kid; },
+      }), { execute: [openidClient.allowInsecureRequests] });
+      const DPoP = openidClient.getDPoPHandle(config, await openidClient.randomDPoPKeyPair('ES256'));
+      const verifier = openidClient.randomPKCECodeVerifier();
+      const state = openidClient.randomState();
+      const url = await openidClient.buildAuthorizationUrlWithPAR(config, {
+        redirect_uri: REDIRECT_URI, scope: 'openid api', state, code_challenge: await openidClient.calculatePKCECodeChallenge(verifier), code_challenge_method: 'S256',
+      }, { DPoP });
+      const callback = await authorize(new UserAgent(), url.href, server.origin, { email: user.email, password: user.password });
+      const tokens = await openidClient.authorizationCodeGrant(config, callback, { pkceCodeVerifier: verifier, expectedState: state }, undefined, { DPoP });
+      expect(tokens.token_type).to.equal('dpop');
+      expect(tokens.id_token).to.be.a('string');
+    });
+
+    it('refuses an authorization request that was not pushed', async () => {
+      const { challenge } = pkcePair();
+      const url = `${server.issuer}/oauth/authorize?${new URLSearchParams({
+        client_id: registered.client_id, response_type: 'code', redirect_uri: REDIRECT_URI, scope: 'api', state: 'xyz', code_challenge: challenge, code_challenge_method: 'S256',
+      })}`;
+      const { url: landed } = await new UserAgent().follow(url, server.origin);
+      const callback = new URL(landed);
+      expect(callback.searchParams.get('error')).to.equal('invalid_request');
+      expect(callback.searchParams.get('error_description')).to.match(/pushed authorization request/i);
+      expect(callback.searchParams.has('code')).to.equal(false);
+    });
+
+    it('refuses a pushed request without PKCE, even an OpenID Connect one under PKCE_REQUIRED=public', async () => {
+      const body = await expectOAuthError(await push(server, {
+        client_id: registered.client_id, response_type: 'code', redirect_uri: REDIRECT_URI, scope: 'openid api', nonce: 'n-0S6_WzA2Mj',
+        client_assertion_type: ASSERTION_TYPE, client_assertion: await assertion(registered.client_id, key, server.issuer),
+      }), 400, 'invalid_request');
+      expect(body.error_description).to.match(/PKCE/);
+    });
+
+    it('refuses a pushed request without redirect_uri', async () => {
+      const { challenge } = pkcePair();
+      const body = await expectOAuthError(await push(server, {
+        client_id: registered.client_id, response_type: 'code', scope: 'api', code_challenge: challenge, code_challenge_method: 'S256',
+        client_assertion_type: ASSERTION_TYPE, client_assertion: await assertion(registered.client_id, key, server.issuer),
+      }), 400, 'invalid_request');
+      expect(body.error_description).to.match(/redirect_uri/);
+    });
+
+    it('refuses a client assertion signed with RS256 (only PS256, ES256, EdDSA)', async () => {
+      const { challenge } = pkcePair();
+      await expectOAuthError(await push(server, {
+        client_id: registered.client_id, response_type: 'code', redirect_uri: REDIRECT_URI, scope: 'api', code_challenge: challenge, code_challenge_method: 'S256',
+        client_assertion_type: ASSERTION_TYPE, client_assertion: await assertion(registered.client_id, rsaKey, server.issuer),
+      }), 401, 'invalid_client');
+      // The same key signs an accepted assertion with an algorithm the profile allows: the algorithm alone was refused.
+      const pushed = await push(server, {
+        client_id: registered.client_id, response_type: 'code', redirect_uri: REDIRECT_URI, scope: 'api', code_challenge: challenge, code_challenge_method: 'S256',
+        client_assertion_type: ASSERTION_TYPE, client_assertion: await assertion(registered.client_id, key, server.issuer),
+      });
+      expect(pushed.status).to.equal(201);
+    });
+
+    it('refuses a code redeemed without a DPoP proof (its request pushed without one), or with client_secret_post', async () => {
+      const { callback, verifier } = await fapi.authorize(server, user, { dpopAtPar: false });
+      const code = callback.searchParams.get('code')!;
+      await expectOAuthError(await tokenRequest(server.issuer, {
+        grant_type: 'authorization_code', code, redirect_uri: REDIRECT_URI, code_verifier: verifier, client_id: registered.client_id, client_secret: 'a guessed secret',
+      }), 401, 'invalid_client');
+      await expectOAuthError(await tokenRequest(server.issuer, {
+        grant_type: 'authorization_code', code, redirect_uri: REDIRECT_URI, code_verifier: verifier,
+        client_assertion_type: ASSERTION_TYPE, client_assertion: await assertion(registered.client_id, key, server.issuer),
+      }), 400, 'invalid_grant');
+    });
+
+    it('refuses a registration with a shared secret, as a public client, or with RS256 assertions (invalid_client_metadata)', async () => {
+      for (const [extra, mentions] of [
+        [{ token_endpoint_auth_method: 'client_secret_post', jwks: undefined }, /private_key_jwt/],
+        [{ token_endpoint_auth_method: 'client_secret_basic', jwks: undefined }, /private_key_jwt/],
+        [{ token_endpoint_auth_method: 'none', jwks: undefined }, /private_key_jwt/],
+        [{ token_endpoint_auth_signing_alg: 'RS256' }, /RS256/],
+        [{ id_token_signed_response_alg: 'RS256' }, /id_token_signed_response_alg/],
+        [{ dpop_bound_access_tokens: false }, /DPoP/],
+        [{ require_pushed_authorization_requests: false }, /PAR/],
+      ] as const) {
+        const body = await expectOAuthError(await register(server.issuer, fapiMetadata([key], extra), token), 400, 'invalid_client_metadata');
+        expect(body.error_description, JSON.stringify(extra)).to.match(mentions);
+      }
+    });
+
+    it('stays a FAPI client through an RFC 7592 update, which cannot turn DPoP off', async () => {
+      const uri = registered.registration_client_uri!;
+      const current = await (await management(uri, registered.registration_access_token)).json() as Record<string, unknown>;
+      const { registration_client_uri: _uri, registration_access_token: _token, client_id_issued_at: _issued, ...metadata } = current;
+      const body = await expectOAuthError(await management(uri, registered.registration_access_token, 'PUT', { ...metadata, dpop_bound_access_tokens: false }), 400, 'invalid_client_metadata');
+      expect(body.error_description).to.match(/DPoP/);
+      const { fapi_profile: _profile, ...withoutProfile } = metadata;
+      const updated = await management(uri, registered.registration_access_token, 'PUT', { ...withoutProfile, client_name: 'FAPI App, renamed' });
+      const answer = await updated.json() as Record<string, unknown>;
+      expect(updated.status, JSON.stringify(answer)).to.equal(200);
+      expect(answer).to.include({ client_name: 'FAPI App, renamed', fapi_profile: '2.0', dpop_bound_access_tokens: true });
+      registered = { ...registered, registration_access_token: answer.registration_access_token as string };
+    });
+
+    it('does not take fapi_profile from a registration without such a token', async () => {
+      const response = await register(server.issuer, { redirect_uris: [REDIRECT_URI], fapi_profile: '2.0' });
+      const body = await response.json() as Record<string, unknown>;
+      expect(response.status, JSON.stringify(body)).to.equal(201);
+      expect(body).to.not.have.property('fapi_profile');
+      expect(body).to.include({ token_endpoint_auth_method: 'client_secret_post' });
+    });
+  });
+
+  describe('FAPI=on: every client that obtains tokens', () => {
+    let before_: TestServer;
+    let server: TestServer;
+    let user: SeededUser;
+    let key: ClientKey;
+    /** Registered before FAPI=on: a client_secret_post client, and a private_key_jwt one that asked for nothing of FAPI. */
+    let secretClient: RegisteredClient;
+    let keyedClient: RegisteredClient;
+
+    before(async () => {
+      before_ = await startServer();
+      user = await seedUser(before_);
+      key = await clientKey('ES256');
+      secretClient = await (await register(before_.issuer, { redirect_uris: [REDIRECT_URI] })).json() as RegisteredClient;
+      const keyed = await register(before_.issuer, fapiMetadata([key]));
+      expect(keyed.status).to.equal(201);
+      keyedClient = await keyed.json() as RegisteredClient;
+      // The same store, served with FAPI=on.
+      server = await startServer({ store: before_.store, env: { FAPI: 'on' } });
+    });
+
+    after(async () => {
+      await server?.stop();
+      await before_?.stop();
+    });
+
+    it('refuses an open registration that is not a FAPI client\'s, and makes one that is a FAPI client', async () => {
+      const body = await expectOAuthError(await register(server.issuer, { redirect_uris: [REDIRECT_URI] }), 400, 'invalid_client_metadata');
+      expect(body.error_description).to.match(/private_key_jwt/);
+      const response = await register(server.issuer, fapiMetadata([key]));
+      const registered = await response.json() as Record<string, unknown>;
+      expect(response.status, JSON.stringify(registered)).to.equal(201);
+      expect(registered).to.include({ require_pushed_authorization_requests: true, dpop_bound_access_tokens: true, id_token_signed_response_alg: 'ES256' });
+      const tokens = await (await FapiClient.create(server, registered.client_id as string, key)).tokens(server, user);
+      expect(tokens.token_type).to.equal('dpop');
+    });
+
+    it('holds a client registered before to the profile: a shared secret is refused with invalid_client at the token and PAR endpoints, a keyed client needs PAR and DPoP', async () => {
+      const body = await expectOAuthError(await tokenRequest(server.issuer, {
+        grant_type: 'refresh_token', refresh_token: 'whatever', client_id: secretClient.client_id, client_secret: secretClient.client_secret!,
+      }), 401, 'invalid_client');
+      expect(body.error_description).to.match(/private_key_jwt/);
+      const { challenge: secretChallenge } = pkcePair();
+      const pushed = await expectOAuthError(await push(server, {
+        client_id: secretClient.client_id, client_secret: secretClient.client_secret!, response_type: 'code', redirect_uri: REDIRECT_URI, scope: 'api',
+        code_challenge: secretChallenge, code_challenge_method: 'S256',
+      }), 401, 'invalid_client');
+      expect(pushed.error_description).to.match(/private_key_jwt/);
+
+      const { challenge } = pkcePair();
+      const notPushed = `${server.issuer}/oauth/authorize?${new URLSearchParams({
+        client_id: keyedClient.client_id, response_type: 'code', redirect_uri: REDIRECT_URI, scope: 'api', code_challenge: challenge, code_challenge_method: 'S256',
+      })}`;
+      const { response } = await new UserAgent().follow(notPushed, server.origin);
+      // Not vetted: the error is shown on a page rather than sent to the redirect URI.
+      expect(await response.text()).to.match(/pushed authorization request/i);
+      const tokens = await (await FapiClient.create(server, keyedClient.client_id, key)).tokens(server, user);
+      expect(tokens.token_type).to.equal('dpop');
+    });
+
+    it('leaves the settings area\'s own sign-in working', async () => {
+      const { url, response } = await new UserAgent().follow(`${server.issuer}/settings`, server.origin);
+      expect(response.status, url).to.equal(200);
+      expect(await response.text()).to.match(/name="password"/);
+    });
+  });
+});
