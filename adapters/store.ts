@@ -50,6 +50,12 @@ export interface ModelStore {
    */
   completionOf(id: string, claim: string): Promise<Completion | 'pending'>;
   /**
+   * Deletes the mark `complete` left for `claim`, once its caller knows the outcome: marks then
+   * never add up, however often a record is redeemed. Best effort, and not waited for by replicas:
+   * a mark left behind expires.
+   */
+  forgetCompletion(id: string, claim: string): Promise<void>;
+  /**
    * Counts one use of the record, atomically, unless it already has `limit`: resolves how many uses
    * it has with this one (1 to `limit`), or 0 when it is used up or gone. An upsert starts the count
    * again. However many callers race, at most `limit` of them get a number.

@@ -100,6 +100,12 @@ redis.call('EXPIRE', KEYS[1], ARGV[2])
 return { fields[1], ttl }
 `);
 
+/** Deletes a completion's mark (m) of claim ARGV[1] only. KEYS: record. */
+const forgetMark = new Script(`
+if redis.call('HGET', KEYS[1], 'm') ~= ARGV[1] then return 0 end
+return redis.call('DEL', KEYS[1])
+`);
+
 /** Deletes a uid or user-code entry only while it still points at record ARGV[1] (another record may have taken it since). */
 const deleteLookup = new Script(`
 if redis.call('GET', KEYS[1]) == ARGV[1] then return redis.call('DEL', KEYS[1]) end
@@ -232,6 +238,12 @@ export class RedisModelStore implements ModelStore {
       if (taken !== 2) await this.#removeLookups(client, id, taken as [string, number], true);
     });
     return completion;
+  }
+
+  /** An undo, as release: not waited for by replicas. */
+  async forgetCompletion(id: string, claim: string) {
+    const record = this.#keys.record(this.#model, id);
+    await this.#redis.undo((client) => forgetMark.run(client, [record], [claim]));
   }
 
   completionOf(id: string, claim: string) {

@@ -56,6 +56,7 @@ const MODEL_SQL = {
   // The record becomes its completion's mark: nothing of it kept but its id and the claim.
   complete: `UPDATE oidc_models SET completed_by = claim, payload = '{}', grant_id = NULL, uid = NULL, user_code = NULL, listed_by = NULL, expires_at = ?
     WHERE model = ? AND id = ? AND claim = ? AND consumed_at IS NOT NULL AND completed_by IS NULL AND (expires_at IS NULL OR expires_at > ?)`,
+  forgetCompletion: 'DELETE FROM oidc_models WHERE model = ? AND id = ? AND completed_by = ?',
   completion: 'SELECT claim, consumed_at, completed_by FROM oidc_models WHERE model = ? AND id = ? AND (expires_at IS NULL OR expires_at > ?)',
   insertNew: `
     INSERT INTO oidc_models (model, id, payload, expires_at) VALUES (?, ?, ?, ?)
@@ -118,6 +119,10 @@ export class SqliteModelStore implements ModelStore {
       const found = this.#completion(id, claim);
       return found === 'pending' ? 'unclaimed' : found;
     });
+  }
+
+  async forgetCompletion(id: string, claim: string) {
+    await this.#db.write(() => this.#db.statement(MODEL_SQL.forgetCompletion).run(this.#model, id, claim));
   }
 
   async completionOf(id: string, claim: string) {

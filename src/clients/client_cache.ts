@@ -79,6 +79,10 @@ export class CachedClients implements ModelStore {
     return this.#models.completionOf(id, claim);
   }
 
+  forgetCompletion(id: string, claim: string) {
+    return this.#models.forgetCompletion(id, claim);
+  }
+
   insertNew(id: string, payload: ModelPayload, expiresIn: number) {
     return this.#models.insertNew(id, payload, expiresIn);
   }

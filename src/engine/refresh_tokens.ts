@@ -240,7 +240,10 @@ export class RefreshTokenRotations {
       await this.#giveBack(stored, stored.successor);
       throw error;
     }
-    if (completed) return;
+    if (completed) {
+      await this.#models.forgetCompletion(stored.storeId, stored.claim).catch(() => undefined);
+      return;
+    }
     // Taken over by a retry that found this rotation abandoned: the successor is never answered.
     await this.#models.discard(stored.successor).catch(() => undefined);
     throw new HttpError(400, 'invalid_grant', 'refresh token already used');
@@ -254,10 +257,11 @@ export class RefreshTokenRotations {
   /**
    * Completes the rotation: true once the consumed token is completed under its claim (by this try,
    * or by an earlier one whose answer was lost, was sent again by the store's client when its
-   * connection broke, or was applied by a primary that then could not confirm it), or is gone (its
-   * grant revoked meanwhile, which took the successor with it); false when another claim holds it
-   * (a retry took the abandoned rotation over). After each failed try the outcome is read, which a
-   * primary refusing writes still serves; past the deadline, only read.
+   * connection broke, or was applied by a primary that then could not confirm it: its mark says
+   * so). False when another claim holds it or completed it (a retry took the abandoned rotation
+   * over; its mark, once that retry has answered, is gone), or it is gone (its grant revoked, which
+   * took the successor with it). After each failed try the outcome is read, which a primary
+   * refusing writes still serves; past the deadline, only read.
    */
   async #complete(rotation: Rotation): Promise<boolean> {
     let refusal: unknown;
@@ -271,7 +275,7 @@ export class RefreshTokenRotations {
         }
       }
       found ??= await this.#models.completionOf(rotation.storeId, rotation.claim).catch(() => undefined);
-      if (found !== undefined && found !== 'pending') return found !== 'unclaimed';
+      if (found !== undefined && found !== 'pending') return found === 'completed';
       if (this.#late(rotation, COMPLETION_RETRY_MS)) throw refusal ?? new BackendUnavailableError('the rotation could not complete in time');
       await new Promise((resolve) => setTimeout(resolve, COMPLETION_RETRY_MS));
     }

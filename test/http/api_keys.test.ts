@@ -141,7 +141,8 @@ describe('API keys', function () {
       await fetch(`${server.issuer}/oauth/userinfo`, { method: 'POST', body: new URLSearchParams({ access_token: key }) }),
     ]) {
       expect(userinfo.status).to.equal(401);
-      expect(userinfo.headers.get('www-authenticate')).to.equal(`Bearer realm="oauth", error="invalid_token", error_description="${plainly}"`);
+      // The Bearer challenge carries the error; the DPoP one (RFC 9449) only says that DPoP-bound tokens are taken too.
+      expect(userinfo.headers.get('www-authenticate')).to.equal(`Bearer realm="oauth", error="invalid_token", error_description="${plainly}", DPoP realm="oauth", algs="ES256 PS256 EdDSA Ed25519"`);
       expect(await userinfo.json()).to.include({ error: 'invalid_token', error_description: plainly });
     }
     const notAKey = await fetch(`${server.issuer}/oauth/userinfo`, { headers: { authorization: 'Bearer not-a-key-nor-a-token' } });

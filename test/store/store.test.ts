@@ -176,6 +176,11 @@ for (const backend of BACKENDS) {
         await model.revokeByGrantId('g-marked');
         expect(await model.complete('rt-marked', claim!)).to.equal('completed');
         expect(await model.completionOf('rt-never-stored', claim!)).to.equal('gone');
+        // Once its caller knows, the mark goes: by its own claim only.
+        await model.forgetCompletion('rt-marked', 'another claim');
+        expect(await model.completionOf('rt-marked', claim!)).to.equal('completed');
+        await model.forgetCompletion('rt-marked', claim!);
+        expect(await model.completionOf('rt-marked', claim!)).to.equal('gone');
       });
 
       it('takes an abandoned consumption over, by exactly one caller, and then only the new claim counts', async () => {

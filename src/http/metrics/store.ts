@@ -7,7 +7,7 @@ import type { Metrics, StoreOperationMetrics } from './metrics.ts';
 type EveryMethod<T> = Record<keyof T, true>;
 
 const MODEL_METHODS: EveryMethod<ModelStore> = {
-  upsert: true, find: true, findByUid: true, findByUserCode: true, consume: true, release: true, complete: true, completionOf: true, insertNew: true, countUse: true,
+  upsert: true, find: true, findByUid: true, findByUserCode: true, consume: true, release: true, complete: true, completionOf: true, forgetCompletion: true, insertNew: true, countUse: true,
   destroy: true, discard: true, revokeByGrantId: true, list: true, listBy: true,
 };
 const ACCOUNT_METHODS: EveryMethod<AccountStore> = {
