@@ -6,6 +6,7 @@ import * as oauth from 'oauth4webapi';
 import * as openidClient from 'openid-client';
 
 import { REDIRECT_URI, register, registerClient, tokenRequest, type RegisteredClient } from '../support/oauth.ts';
+import { createApiKey } from '../support/data_api.ts';
 import { expectOAuthError } from '../support/oauth_errors.ts';
 import { initialAccessToken, seedUser, startServer, type SeededUser, type TestServer } from '../support/server.ts';
 import { UserAgent, authorize } from '../support/user_agent.ts';
@@ -195,6 +196,10 @@ describe('DPoP', function () {
       const url = `${server.issuer}/rest/companies`;
       await refusedWith(await withProof(url, bearer, await handMadeProof(await proofKey(), 'GET', url, bearer)), 401, 'invalid_token');
       expect((await withProof(url, bearer, undefined, { scheme: 'Bearer' })).status).to.equal(200);
+
+      const { key } = await createApiKey(server, user.workspaces[0]!.id);
+      await refusedWith(await withProof(url, key, await handMadeProof(await proofKey(), 'GET', url, key)), 401, 'invalid_token');
+      expect((await withProof(url, key, undefined, { scheme: 'Bearer' })).status).to.equal(200);
     });
 
     it('says in its metadata (RFC 9728) that it takes DPoP and which algorithms', async () => {
