@@ -1,16 +1,32 @@
 import type { IncomingMessage } from 'node:http';
+import { parse, type ParsedUrlQuery } from 'node:querystring';
 
 import { decodeJwt } from 'jose';
 import type { Context } from 'koa';
 
 import { ENGINE_BODY_LIMIT } from '../engine/body_limit.ts';
 
-const FORMS = new WeakMap<Context, URLSearchParams | undefined>();
+/** A token request's form, parsed as the engine parses it (node:querystring), so both read the same values. */
+export class TokenRequestForm {
+  readonly #fields: ParsedUrlQuery;
 
-/**
- * What a token request's form says, read before the engine runs: the rate limits want the
- * client_id, the resource check the resource.
- */
+  constructor(body: string) {
+    this.#fields = parse(body);
+  }
+
+  /** Every value of the parameter, in order. */
+  getAll(name: string): string[] {
+    const value = this.#fields[name];
+    return value === undefined ? [] : typeof value === 'string' ? [value] : value;
+  }
+
+  /** The parameter's first value, or null. */
+  get(name: string): string | null {
+    return this.getAll(name)[0] ?? null;
+  }
+}
+
+const FORMS = new WeakMap<Context, TokenRequestForm | undefined>();
 
 /**
  * A token request's form parameters, read before the engine runs (the rate limits want the
@@ -18,12 +34,12 @@ const FORMS = new WeakMap<Context, URLSearchParams | undefined>();
  * per request and put back (peekBody). Undefined for a body that is not a form, or one the engine
  * refuses anyway.
  */
-export async function tokenRequestForm(ctx: Context): Promise<URLSearchParams | undefined> {
+export async function tokenRequestForm(ctx: Context): Promise<TokenRequestForm | undefined> {
   if (FORMS.has(ctx)) return FORMS.get(ctx);
-  let form: URLSearchParams | undefined;
+  let form: TokenRequestForm | undefined;
   if (ctx.is('application/x-www-form-urlencoded')) {
     const body = await peekBody(ctx.req, ctx.request.length);
-    form = body ? new URLSearchParams(body.toString('utf8')) : undefined;
+    form = body ? new TokenRequestForm(body.toString('utf8')) : undefined;
   }
   FORMS.set(ctx, form);
   return form;

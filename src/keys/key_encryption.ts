@@ -1,4 +1,4 @@
-import { createCipheriv, createDecipheriv, createHash, hkdfSync, randomBytes } from 'node:crypto';
+import { createCipheriv, createDecipheriv, createHash, createSecretKey, hkdfSync, randomBytes, type KeyObject } from 'node:crypto';
 import { mkdir, readFile, stat, writeFile } from 'node:fs/promises';
 import { dirname } from 'node:path';
 
@@ -110,19 +110,27 @@ function keyId(key: Buffer): string {
   return createHash('sha256').update('kek-id').update(key).digest('base64url').slice(0, 8);
 }
 
+/** A key-encryption key: its bytes (to name it and derive from it) and, for the cipher, its key object (a raw buffer is checked again at every use). */
+interface RingKey {
+  bytes: Buffer;
+  cipherKey: KeyObject;
+}
+
 export class KeyRing {
-  readonly #current: { id: string; key: Buffer };
-  readonly #byId: Map<string, Buffer>;
+  readonly #current: { id: string; key: RingKey };
+  readonly #byId: Map<string, RingKey>;
 
   /** `current` seals; it and every key in `previous` open. */
   constructor(current: Buffer, previous: Buffer[] = []) {
-    this.#current = { id: keyId(current), key: current };
-    this.#byId = new Map([current, ...previous].map((key) => [keyId(key), key]));
+    const ringKey = (bytes: Buffer): RingKey => ({ bytes, cipherKey: createSecretKey(bytes) });
+    this.#current = { id: keyId(current), key: ringKey(current) };
+    this.#byId = new Map([current, ...previous].map((key) => [keyId(key), ringKey(key)]));
+    this.#byId.set(this.#current.id, this.#current.key);
   }
 
   seal(plaintext: string): string {
     const iv = randomBytes(IV_BYTES);
-    const cipher = createCipheriv('aes-256-gcm', this.#current.key, iv);
+    const cipher = createCipheriv('aes-256-gcm', this.#current.key.cipherKey, iv);
     const body = Buffer.concat([cipher.update(plaintext, 'utf8'), cipher.final(), cipher.getAuthTag()]);
     return [VERSION, this.#current.id, iv.toString('base64url'), body.toString('base64url')].join('.');
   }
@@ -139,7 +147,7 @@ export class KeyRing {
    */
   derivedKeys(purpose: string): Buffer[] {
     const keys = [this.#current.key, ...[...this.#byId.values()].filter((key) => key !== this.#current.key)];
-    return keys.map((key) => Buffer.from(hkdfSync('sha256', key, Buffer.alloc(0), purpose, KEY_BYTES)));
+    return keys.map(({ bytes }) => Buffer.from(hkdfSync('sha256', bytes, Buffer.alloc(0), purpose, KEY_BYTES)));
   }
 
   open(sealed: string): string {
@@ -151,7 +159,7 @@ export class KeyRing {
     }
     const bytes = Buffer.from(body, 'base64url');
     try {
-      const decipher = createDecipheriv('aes-256-gcm', key, Buffer.from(iv, 'base64url'));
+      const decipher = createDecipheriv('aes-256-gcm', key.cipherKey, Buffer.from(iv, 'base64url'));
       decipher.setAuthTag(bytes.subarray(bytes.length - TAG_BYTES));
       return Buffer.concat([decipher.update(bytes.subarray(0, bytes.length - TAG_BYTES)), decipher.final()]).toString('utf8');
     } catch {

@@ -1,4 +1,4 @@
-import { createHmac, timingSafeEqual } from 'node:crypto';
+import { createHmac, createSecretKey, timingSafeEqual, type KeyObject } from 'node:crypto';
 
 /**
  * Anti-CSRF tokens for the login and consent forms: an HMAC of the interaction's id, so a form
@@ -6,10 +6,11 @@ import { createHmac, timingSafeEqual } from 'node:crypto';
  * (The engine's interaction cookie already binds the browser; this binds the form.)
  */
 export class CsrfTokens {
-  readonly #key: string;
+  /** A key object, not the string: Node checks a raw key's kind at every HMAC, at a cost. */
+  readonly #key: KeyObject;
 
   constructor(key: string) {
-    this.#key = key;
+    this.#key = createSecretKey(key, 'utf8');
   }
 
   issue(interactionUid: string): string {

@@ -1,4 +1,4 @@
-import { hkdfSync, timingSafeEqual } from 'node:crypto';
+import { createSecretKey, hkdfSync, timingSafeEqual, type KeyObject } from 'node:crypto';
 
 import { nowSeconds, systemClock, type Clock } from '../shared/clock.ts';
 
@@ -16,11 +16,12 @@ const STEPS_EITHER_SIDE = 2;
  * The APIs' nonces are not the token endpoint's (RFC 9449 section 8: each server its own).
  */
 export class DpopNonces {
-  readonly #secret: Buffer;
+  /** A key object, not the buffer: Node checks a raw key's kind at every derivation, at a cost. */
+  readonly #secret: KeyObject;
   readonly #clock: Clock;
 
   constructor(secret: Buffer, clock: Clock = systemClock) {
-    this.#secret = secret;
+    this.#secret = createSecretKey(secret);
     this.#clock = clock;
   }
 

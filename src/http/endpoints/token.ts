@@ -6,7 +6,7 @@ import type { RefreshTokenRotations } from '../../engine/refresh_tokens.ts';
 import { unknownResource } from '../../engine/resource_indicators.ts';
 import type { RateLimiting } from '../../rate_limits/limits.ts';
 import { HttpError } from '../../shared/http_error.ts';
-import { tokenRequestForm } from '../token_request_form.ts';
+import { tokenRequestForm, type TokenRequestForm } from '../token_request_form.ts';
 import { fapiClientsUseKeys } from './fapi_clients.ts';
 import { rfc6749ErrorCodes } from './rfc6749_errors.ts';
 
@@ -79,7 +79,7 @@ function refuseResourceBeforeRedemption(provider: Provider, resources: Protected
  * names none the store knows, or one already used: the engine answers those (a replay revokes the
  * grant, which a refusal here would spare).
  */
-async function grantedResources(provider: Provider, form: URLSearchParams): Promise<ReadonlySet<string | undefined> | undefined> {
+async function grantedResources(provider: Provider, form: TokenRequestForm): Promise<ReadonlySet<string | undefined> | undefined> {
   const grantType = form.get('grant_type');
   const value = grantType === 'refresh_token' ? form.get('refresh_token') : grantType === 'authorization_code' ? form.get('code') : null;
   if (!value) return undefined;
