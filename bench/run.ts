@@ -11,7 +11,8 @@ import { parseArgs } from 'node:util';
 import { startBaseline } from './baseline/start.ts';
 import { measureCryptoLimits } from './report/crypto_limits.ts';
 import { machineInfo } from './report/machine.ts';
-import { cleanUp, cleanUpNow, profileServersInto } from './processes.ts';
+import { cleanUp, cleanUpNow, countInstructionsInto, profileServersInto, tempDir } from './processes.ts';
+import { countScenario, formatInstructions, type InstructionRow } from './load/instructions.ts';
 import { formatReport, jsonReport, summarize, type RunSettings } from './report/report.ts';
 import { runScenario, worstCaseSeconds, type ScenarioRun } from './load/rounds.ts';
 import { SCENARIO_NAMES, SCENARIOS, type Scenario, type ScenarioName } from './load/scenarios.ts';
@@ -39,6 +40,9 @@ const USAGE = `Usage: npm run bench -- [options]
                         SQLITE_SYNCHRONOUS=full (sqlite), or a replica and REDIS_WAIT_REPLICAS=1 (redis)
   --profile DIR         write each server's CPU profile (node --cpu-prof) under DIR/<server>/;
                         summarise one with: node bench/report/profile_summary.ts FILE.cpuprofile
+  --instructions N      count instructions instead of timing: every server under valgrind's
+                        callgrind, N requests per scenario counted after 2N of warm-up (about a
+                        minute per server and scenario for N=1000); not for rss
   -h, --help`;
 
 interface BenchOptions extends RunSettings {
@@ -51,6 +55,8 @@ interface BenchOptions extends RunSettings {
   withOff: boolean;
   /** Also measure the service on its store's durable variant (service_durable). */
   durable: boolean;
+  /** Requests counted per server and scenario under callgrind (`--instructions`); undefined: timed rounds. */
+  instructions: number | undefined;
 }
 
 class UsageError extends Error {
@@ -75,6 +81,7 @@ function parseOptions(argv: string[]): BenchOptions | undefined {
       workers: { type: 'string', default: '1' },
       'without-off': { type: 'boolean', default: false },
       durable: { type: 'boolean', default: false },
+      instructions: { type: 'string' },
       help: { type: 'boolean', short: 'h', default: false },
     },
   });
@@ -100,6 +107,7 @@ function parseOptions(argv: string[]): BenchOptions | undefined {
     workers: number('--workers', values.workers, { min: 1, integer: true }),
     withOff: !values['without-off'],
     durable: values.durable,
+    instructions: values.instructions === undefined ? undefined : number('--instructions', values.instructions, { min: 100, integer: true }),
   };
 }
 
@@ -125,11 +133,21 @@ async function main(): Promise<number> {
   }
   const progress = (line: string) => process.stderr.write(`[bench] ${line}\n`);
   if (options.profile) profileServersInto(resolve(options.profile));
+  if (options.instructions !== undefined) {
+    if (options.scenarios.includes('rss')) {
+      process.stderr.write('--instructions counts requests; leave out the rss scenario\n');
+      return 2;
+    }
+    countInstructionsInto(await tempDir('oauth-bench-callgrind-'));
+  }
 
   // The whole run is bounded: every phase has a limit, and this catches anything that hangs anyway.
   const scenarios = options.scenarios.map((name) => SCENARIOS[name]);
   const services = 1 + (options.withOff ? 1 : 0) + (options.durable ? 1 : 0);
-  const bound = 120 + scenarios.reduce((sum, scenario) => sum + worstCaseSeconds(scenario, options, services + (scenario.serviceOnly ? 0 : 1)), 0);
+  const servers = (scenario: Scenario) => services + (scenario.serviceOnly ? 0 : 1);
+  const bound = options.instructions !== undefined
+    ? 900 * (services + 1) + scenarios.reduce((sum, scenario) => sum + servers(scenario) * (120 + options.instructions! / 5), 0)
+    : 120 + scenarios.reduce((sum, scenario) => sum + worstCaseSeconds(scenario, options, servers(scenario)), 0);
   const watchdog = setTimeout(() => void abort(`the run exceeded its time bound of ${bound} s`, 3), bound * 1000);
   progress(`${scenarios.map((s) => s.name).join(', ')}; at most ${Math.ceil(bound / 60)} min`);
   try {
@@ -156,6 +174,14 @@ async function measure(options: BenchOptions, scenarios: readonly Scenario[], pr
   if (options.withOff) targets.push(await startService({ ...service, side: 'service_off' }));
   if (options.durable) targets.push(await startService({ ...service, side: 'service_durable' }));
   if (needsBaseline) targets.push(await startBaseline());
+
+  if (options.instructions !== undefined) {
+    const counting = { requests: options.instructions, connections: Math.min(options.connections, 8) };
+    const rows: InstructionRow[] = [];
+    for (const scenario of scenarios) rows.push(...await countScenario(scenario, targets, counting, progress));
+    report.write(`\nmachine: ${machine.cpuModel}, ${machine.cores} cores, Node ${machine.node}; service ${machine.revision}; baseline: bare oidc-provider ${machine.engineVersion}\n${formatInstructions(rows, counting)}\n`);
+    return rows.some((row) => row.errors > 0) ? 1 : 0;
+  }
 
   const runs: ScenarioRun[] = [];
   for (const scenario of scenarios) runs.push(await runScenario(scenario, targets, options, progress));
