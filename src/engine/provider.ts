@@ -27,6 +27,7 @@ import type { KeyMaterial } from '../keys/keys.ts';
 import { LIFETIMES, sessionLifetime } from '../../config/lifetimes.ts';
 import { pkceRequired } from './pkce.ts';
 import { RecordsAtRest } from './records_at_rest.ts';
+import { findClientsOncePerRequest } from './clients_per_request.ts';
 import { RefreshTokenRotations, RefreshTokenValues, refreshTokenLifetime, refreshTokensNameTheirGrant } from './refresh_tokens.ts';
 import { loadConsentedGrant } from './redirect_uri_consent.ts';
 import { INTROSPECTION_AUDIENCE, keepOperatorIntrospectionAudience } from '../clients/resource_servers.ts';
@@ -255,6 +256,7 @@ export function buildProvider({ config, store, accounts, keys, revocations, page
   countedInitialAccessTokens(provider);
   useHashedClientSecrets(provider);
   refreshTokensNameTheirGrant(provider, refreshTokenValues);
+  findClientsOncePerRequest(provider);
   assertionsUsedOnce(provider, store.model('ReplayDetection'));
   holdFapiPolicy(provider, config.fapi);
   registerClientCredentialsGrant(provider, resources, audience);

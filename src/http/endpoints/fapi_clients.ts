@@ -2,6 +2,7 @@ import type { Middleware } from 'koa';
 import type { Provider } from 'oidc-provider';
 
 import { fapiAuthMethodRule, isFapiClientOf } from '../../clients/fapi.ts';
+import { clientOfRequest } from '../../engine/clients_per_request.ts';
 import { HttpError } from '../../shared/http_error.ts';
 import { tokenRequestClientId } from '../token_request_form.ts';
 
@@ -15,8 +16,8 @@ import { tokenRequestClientId } from '../token_request_form.ts';
 export function fapiClientsUseKeys(provider: Provider): Middleware {
   return async (ctx, next) => {
     const clientId = await tokenRequestClientId(ctx);
-    // An unknown or broken client is the engine's to answer.
-    const client = clientId === undefined ? undefined : await provider.Client.find(clientId).catch(() => undefined);
+    // An unknown or broken client is the engine's to answer. Loaded once: the engine's client authentication gets this one.
+    const client = clientId === undefined ? undefined : await clientOfRequest(provider, ctx, clientId).catch(() => undefined);
     if (client && client.clientAuthMethod !== 'private_key_jwt' && isFapiClientOf(provider, client)) {
       const headers: Record<string, string> = { 'Access-Control-Allow-Origin': '*' };
       // RFC 6749 5.2: a client that tried HTTP Basic is told the scheme.
