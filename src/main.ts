@@ -22,7 +22,7 @@ import { listen, ListenError } from './http/listen.ts';
 import { serveMetrics, stopServingMetrics } from './http/metrics/listener.ts';
 import { quickstartCommand } from './cli/quickstart_command.ts';
 import { startingService, whenStoreAnswers } from './http/starting.ts';
-import { stopWorkerOnConfigurationError, superviseWorkers } from './http/workers.ts';
+import { leaveSupervisor, stopWorkerOnConfigurationError, superviseWorkers } from './http/workers.ts';
 
 /** How long SIGTERM waits for requests in flight before it closes their connections. */
 const SHUTDOWN_GRACE_MS = 10_000;
@@ -122,7 +122,7 @@ async function serve(config: Config, logger: Logger, alone: boolean): Promise<vo
     serving?.stop();
     await store.close();
     // A worker's channel to its supervisor would keep it alive.
-    cluster.worker?.disconnect();
+    leaveSupervisor();
   };
   process.once('SIGTERM', () => void stop('SIGTERM'));
   process.once('SIGINT', () => void stop('SIGINT'));

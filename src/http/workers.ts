@@ -76,8 +76,9 @@ export function superviseWorkers(count: number, logger: Logger): void {
  */
 export function stopWorkerOnConfigurationError(line: string): void {
   if (!process.connected || !process.send) {
-    // No supervisor to tell (it is gone): said here, then.
-    process.stderr.write(`${line}\n`);
+    // No supervisor to tell. Gone: said here, then. Left by this worker, stopping on the signal the
+    // supervisor sent when another worker met the error first: the supervisor has said it.
+    if (!leftSupervisor) process.stderr.write(`${line}\n`);
     process.exit(CONFIGURATION_ERROR_EXIT);
   }
   const message: ConfigurationErrorMessage = { configurationError: line };
@@ -85,6 +86,15 @@ export function stopWorkerOnConfigurationError(line: string): void {
   process.send(message);
   // The channel keeps this process alive until the supervisor stops it; should it not, this does.
   setTimeout(() => process.exit(CONFIGURATION_ERROR_EXIT), STOPPED_BY_SUPERVISOR_MS).unref();
+}
+
+/** Whether this worker disconnected from its supervisor itself, as it stops (leaveSupervisor). */
+let leftSupervisor = false;
+
+/** In a worker that is stopping: lets go of its channel to the supervisor, which would keep it alive. */
+export function leaveSupervisor(): void {
+  leftSupervisor = true;
+  cluster.worker?.disconnect();
 }
 
 function isConfigurationError(message: unknown): message is ConfigurationErrorMessage {
