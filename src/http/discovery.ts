@@ -16,12 +16,12 @@ export function authorizationServerMetadata(basePath: string): Middleware {
     [`${basePath}${OAUTH_AUTHORIZATION_SERVER}`, OAUTH_AUTHORIZATION_SERVER],
   ]);
   if (basePath) aliases.set(`${OPENID_CONFIGURATION}${basePath}`, OPENID_CONFIGURATION);
-  return async (ctx, next) => {
+  return (ctx, next) => {
     const alias = aliases.get(ctx.path);
     if (alias !== undefined) {
       ctx.state.route = alias;
       ctx.path = openidConfiguration;
     }
-    await next();
+    return next();
   };
 }

@@ -29,8 +29,7 @@ export interface Readiness {
  * startingReadiness (src/http/starting.ts).
  */
 export function health(readiness: () => Promise<Readiness>): Middleware {
-  return async (ctx, next) => {
-    if (!PROBE_PATHS.has(ctx.path) || (ctx.method !== 'GET' && ctx.method !== 'HEAD')) return next();
+  const probe = async (ctx: Context) => {
     ctx.state.route = ctx.path;
     noStore(ctx);
     if (ctx.path === '/healthz') {
@@ -39,6 +38,8 @@ export function health(readiness: () => Promise<Readiness>): Middleware {
     }
     answerReadiness(ctx, await readiness());
   };
+  // Not async itself: every other request passes with one check, and no promise of its own.
+  return (ctx, next) => (PROBE_PATHS.has(ctx.path) && (ctx.method === 'GET' || ctx.method === 'HEAD') ? probe(ctx) : next());
 }
 
 /** Ready when the store answers within READY_TIMEOUT_MS and the service holds a signing key for each algorithm. */

@@ -20,10 +20,10 @@ export function homePage(site: Site, issuer: string): Middleware {
     openidConfiguration: `${issuer}/.well-known/openid-configuration`,
     documentationUrl: site.documentationUrl,
   };
-  return async (ctx, next) => {
+  return (ctx, next) => {
     if (!isHome(ctx.path) || (ctx.method !== 'GET' && ctx.method !== 'HEAD')) return next();
     ctx.state.route = '/';
-    await renderPage(ctx, 'home', site.name, data);
+    return renderPage(ctx, 'home', site.name, data);
   };
 }
 

@@ -17,7 +17,7 @@ import { noStore } from '../shared/no_store.ts';
  */
 export function pagesAtIssuerHost(issuer: string, trustProxy: boolean, isPage: (path: string) => boolean): Middleware {
   const { origin, protocol, hostname, port } = new URL(issuer);
-  return async (ctx, next) => {
+  return (ctx, next) => {
     if ((ctx.method !== 'GET' && ctx.method !== 'HEAD') || !isPage(ctx.path)) return next();
     const requested = requestedHost(ctx, trustProxy, protocol);
     if (!requested || requested.hostname === hostname || requested.port !== port) return next();

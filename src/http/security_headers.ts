@@ -10,7 +10,7 @@ export function securityHeaders(formPostPaths: readonly string[]): Middleware {
     for (const prefix of formPostPaths) if (path.startsWith(prefix)) return true;
     return false;
   };
-  return async (ctx, next) => {
+  return (ctx, next) => {
     ctx.set('X-Content-Type-Options', 'nosniff');
     ctx.set('X-Frame-Options', 'DENY');
     ctx.set('Referrer-Policy', 'no-referrer');
@@ -18,7 +18,7 @@ export function securityHeaders(formPostPaths: readonly string[]): Middleware {
     ctx.set('Content-Security-Policy', answersFormPost(ctx.path) ? FORM_POST_POLICY : DEFAULT_POLICY);
     // A year, for every subdomain too: an https issuer is never reached over http again.
     if (ctx.secure) ctx.set('Strict-Transport-Security', 'max-age=31536000; includeSubDomains');
-    await next();
+    return next();
   };
 }
 
