@@ -76,8 +76,9 @@ export function superviseWorkers(count: number, logger: Logger): void {
  */
 export function stopWorkerOnConfigurationError(line: string): void {
   if (!process.connected || !process.send) {
-    // No supervisor to tell. Gone: said here, then. Left by this worker, stopping on the signal the
-    // supervisor sent when another worker met the error first: the supervisor has said it.
+    // No supervisor to tell. Gone: said here, then. Left by this worker as it stops, on a signal its
+    // supervisor passed on (an operator's, or its own when another worker met the error first and it
+    // said so): the service is stopping, and there is nothing to add.
     if (!leftSupervisor) process.stderr.write(`${line}\n`);
     process.exit(CONFIGURATION_ERROR_EXIT);
   }
