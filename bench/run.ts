@@ -22,14 +22,14 @@ import type { Target } from './load/target.ts';
 
 const USAGE = `Usage: npm run bench -- [options]
 
-  --duration SECONDS    length of each round (default 10)
+  --duration SECONDS    length of each round (default 6)
   --connections N       concurrent connections (default 32)
-  --rounds N            rounds per server, alternating service/baseline (default 3)
+  --rounds N            rounds per server, alternating service/baseline (default 5)
   --scenario NAME       repeatable or comma-separated (default all):
                         ${SCENARIO_NAMES.join(', ')}
                         (data_api_*: the service alone, against the machine's ES256 verification rate)
   --store KIND          the service's storage: ${STORE_KINDS.join(' | ')} (default sqlite)
-  --warmup SECONDS      unrecorded warm-up per server and scenario (default 2; 0 for none)
+  --warmup SECONDS      unrecorded warm-up per server and scenario (default 5; 0 for none)
   --rss-tokens N        client_credentials tokens the rss scenario issues per server (default 100000)
   --log-level LEVEL     the service's LOG_LEVEL (default warn: request logging is not measured)
   --json                also print the results as JSON: JSON on stdout, the table on stderr
@@ -68,12 +68,12 @@ function parseOptions(argv: string[]): BenchOptions | undefined {
     args: argv,
     strict: true,
     options: {
-      duration: { type: 'string', default: '10' },
+      duration: { type: 'string', default: '6' },
       connections: { type: 'string', default: '32' },
-      rounds: { type: 'string', default: '3' },
+      rounds: { type: 'string', default: '5' },
       scenario: { type: 'string', multiple: true },
       store: { type: 'string', default: 'sqlite' },
-      warmup: { type: 'string', default: '2' },
+      warmup: { type: 'string', default: '5' },
       'rss-tokens': { type: 'string', default: '100000' },
       'log-level': { type: 'string', default: 'warn' },
       json: { type: 'boolean', default: false },

@@ -4,7 +4,12 @@ import type { MachineInfo } from './machine.ts';
 import type { ScenarioRun } from '../load/rounds.ts';
 import { SIDES, type Side } from '../load/target.ts';
 
-/** Turns rounds into medians and prints them side by side, for people (a table) and programs (JSON). */
+/**
+ * Turns rounds into medians and prints them side by side, for people (a table) and programs (JSON).
+ * A ratio between two servers is the median of their ratios round by round: the two rounds of a
+ * pair ran seconds apart, while this machine's speed drifts by tens of percent over a run, so a
+ * ratio of the whole run's medians would compare rounds run on differently fast machines.
+ */
 
 export interface RunSettings {
   store: string;
@@ -44,7 +49,7 @@ export interface SideSummary {
 export interface ScenarioSummary {
   scenario: string;
   summary: string;
-  /** Service req/s over baseline req/s (medians); absent for a service-only scenario. */
+  /** Service req/s over baseline req/s (pairedRatio); absent for a service-only scenario. */
   ratio?: number;
   /** The same for the service with RATE_LIMITS=off METRICS=off. */
   offRatio?: number;
@@ -70,6 +75,12 @@ export function median(values: readonly number[]): number {
   const sorted = [...values].sort((a, b) => a - b);
   const middle = Math.floor(sorted.length / 2);
   return sorted.length % 2 ? sorted[middle]! : (sorted[middle - 1]! + sorted[middle]!) / 2;
+}
+
+/** The median, over the rounds both ran, of `numerator`'s req/s over `denominator`'s in the same round. */
+export function pairedRatio(numerator: readonly LoadResult[], denominator: readonly LoadResult[]): number {
+  const rounds = Math.min(numerator.length, denominator.length);
+  return median(Array.from({ length: rounds }, (_, i) => numerator[i]!.requestsPerSecond / denominator[i]!.requestsPerSecond));
 }
 
 function summarizeSide(results: readonly LoadResult[], rssBefore: number | undefined): SideSummary {
@@ -103,11 +114,12 @@ export function summarize(run: ScenarioRun, crypto: CryptoLimits | undefined): S
   const service = summarizeSide(run.rounds.service, run.rssBefore.service);
   const off = run.rounds.service_off.length ? summarizeSide(run.rounds.service_off, run.rssBefore.service_off) : undefined;
   const durable = run.rounds.service_durable.length ? summarizeSide(run.rounds.service_durable, run.rssBefore.service_durable) : undefined;
+  const { rounds } = run;
   const common = {
     scenario: run.scenario,
     summary: run.summary,
-    ...(off ? { againstOff: service.requestsPerSecond / off.requestsPerSecond } : {}),
-    ...(durable ? { durableAgainstService: durable.requestsPerSecond / service.requestsPerSecond } : {}),
+    ...(off ? { againstOff: pairedRatio(rounds.service, rounds.service_off) } : {}),
+    ...(durable ? { durableAgainstService: pairedRatio(rounds.service_durable, rounds.service) } : {}),
   };
   const variants = { ...(off ? { service_off: off } : {}), ...(durable ? { service_durable: durable } : {}) };
   if (run.serviceOnly) {
@@ -121,9 +133,9 @@ export function summarize(run: ScenarioRun, crypto: CryptoLimits | undefined): S
   const baseline = summarizeSide(run.rounds.baseline, run.rssBefore.baseline);
   return {
     ...common,
-    ratio: service.requestsPerSecond / baseline.requestsPerSecond,
-    ...(off ? { offRatio: off.requestsPerSecond / baseline.requestsPerSecond } : {}),
-    ...(durable ? { durableRatio: durable.requestsPerSecond / baseline.requestsPerSecond } : {}),
+    ratio: pairedRatio(rounds.service, rounds.baseline),
+    ...(off ? { offRatio: pairedRatio(rounds.service_off, rounds.baseline) } : {}),
+    ...(durable ? { durableRatio: pairedRatio(rounds.service_durable, rounds.baseline) } : {}),
     sides: { service, ...variants, baseline },
   };
 }
@@ -192,6 +204,7 @@ export function formatReport(machine: MachineInfo, crypto: CryptoLimits | undefi
   lines.push(`service:   ${machine.revision}, STORE=${settings.store}, LOG_LEVEL=${settings.logLevel}, WORKERS=${settings.workers}; baseline: bare engine, Map storage`);
   lines.push(`load:      autocannon, ${settings.connections} connections, ${settings.duration} s rounds, ${settings.rounds} per server alternating `
     + `after a ${settings.warmup} s warm-up each; medians of rounds (errors: totals)`);
+  lines.push('           /base and /off: the median of the two servers\' ratios round by round (each pair ran seconds apart)');
   if (summaries.some((summary) => summary.sides.service_off)) {
     lines.push('           service_off: the service with RATE_LIMITS=off METRICS=off; /base: req/s over the baseline\'s; /off: the service\'s over service_off\'s');
   }
