@@ -41,8 +41,9 @@ const USAGE = `Usage: npm run bench -- [options]
   --profile DIR         write each server's CPU profile (node --cpu-prof) under DIR/<server>/;
                         summarise one with: node bench/report/profile_summary.ts FILE.cpuprofile
   --instructions N      count instructions instead of timing: every server under valgrind's
-                        callgrind, N requests per scenario counted after 2N of warm-up (about a
-                        minute per server and scenario for N=1000); not for rss
+                        callgrind, N requests per scenario counted in 5 windows after 2N of
+                        warm-up, the median window's count reported (a few minutes per server
+                        and scenario for N=1000); not for rss
   -h, --help`;
 
 interface BenchOptions extends RunSettings {
@@ -146,7 +147,7 @@ async function main(): Promise<number> {
   const services = 1 + (options.withOff ? 1 : 0) + (options.durable ? 1 : 0);
   const servers = (scenario: Scenario) => services + (scenario.serviceOnly ? 0 : 1);
   const bound = options.instructions !== undefined
-    ? 900 * (services + 1) + scenarios.reduce((sum, scenario) => sum + servers(scenario) * (120 + options.instructions! / 5), 0)
+    ? 900 * (services + 1) + scenarios.reduce((sum, scenario) => sum + servers(scenario) * (240 + options.instructions! / 5), 0)
     : 120 + scenarios.reduce((sum, scenario) => sum + worstCaseSeconds(scenario, options, servers(scenario)), 0);
   const watchdog = setTimeout(() => void abort(`the run exceeded its time bound of ${bound} s`, 3), bound * 1000);
   progress(`${scenarios.map((s) => s.name).join(', ')}; at most ${Math.ceil(bound / 60)} min`);
