@@ -38,6 +38,10 @@ const USAGE = `Usage: npm run bench -- [options]
                         shows what counting costs (on by default)
   --durable             also measure service_durable: the service on its store's durable variant,
                         SQLITE_SYNCHRONOUS=full (sqlite), or a replica and REDIS_WAIT_REPLICAS=1 (redis)
+  --together            load every server at once in each round (each with its own connections),
+                        not one after the other: each round's ratio then compares the same
+                        seconds of the machine, which drifts by tens of percent within a run;
+                        req/s are lower than alone (the servers share the cores); not for rss
   --profile DIR         write each server's CPU profile (node --cpu-prof) under DIR/<server>/;
                         summarise one with: node bench/report/profile_summary.ts FILE.cpuprofile
   --instructions N      count instructions instead of timing: every server under valgrind's
@@ -82,6 +86,7 @@ function parseOptions(argv: string[]): BenchOptions | undefined {
       workers: { type: 'string', default: '1' },
       'without-off': { type: 'boolean', default: false },
       durable: { type: 'boolean', default: false },
+      together: { type: 'boolean', default: false },
       instructions: { type: 'string' },
       help: { type: 'boolean', short: 'h', default: false },
     },
@@ -108,6 +113,7 @@ function parseOptions(argv: string[]): BenchOptions | undefined {
     workers: number('--workers', values.workers, { min: 1, integer: true }),
     withOff: !values['without-off'],
     durable: values.durable,
+    together: values.together,
     instructions: values.instructions === undefined ? undefined : number('--instructions', values.instructions, { min: 100, integer: true }),
   };
 }

@@ -1,11 +1,12 @@
-import { runLoad, type LoadResult } from './load.ts';
+import { runLoad, type LoadPlan, type LoadResult } from './load.ts';
 import { residentBytes } from '../report/proc.ts';
 import type { RoundContext, Scenario, ScenarioName } from './scenarios.ts';
 import { isService, SIDES, type Side, type Target } from './target.ts';
 
 /**
  * One scenario, measured in alternating rounds (service, service_off, baseline, service, ...) so
- * that the machine's noise falls on every server alike, after an unrecorded warm-up of each.
+ * that the machine's noise falls on every server alike, after an unrecorded warm-up of each; or,
+ * with `together`, every server loaded at once in each round.
  */
 
 export interface RoundOptions {
@@ -14,6 +15,14 @@ export interface RoundOptions {
   connections: number;
   warmup: number;
   rssTokens: number;
+  /**
+   * Load every server at once in each round (and warm-up), each with its own connections, instead
+   * of one after the other: a round's ratio then compares what the servers made of the same
+   * seconds of the machine, whose speed on these shared machines drifts by tens of percent within
+   * a run. Each server gets part of the cores, so req/s are lower than alone; the ratios are the
+   * point. Scenarios that run once (rss) still run one server at a time.
+   */
+  together: boolean;
 }
 
 export interface ScenarioRun {
@@ -54,20 +63,31 @@ export async function runScenario(scenario: Scenario, allTargets: readonly Targe
   const rounds = Object.fromEntries(SIDES.map((side) => [side, []])) as unknown as Record<Side, LoadResult[]>;
   const rssBefore = Object.fromEntries(SIDES.map((side) => [side, undefined])) as Record<Side, number | undefined>;
   const context = (duration: number): RoundContext => ({ connections: options.connections, duration, rssTokens: options.rssTokens });
-  const run = async (target: Target, duration: number) => {
-    const plan = await scenario.plan(target, context(duration));
-    return runLoad(target.issuer, target.process.pid, plan, {
-      connections: options.connections,
-      duration,
-      limitSeconds: limitSeconds(scenario, duration),
-    });
+  const load = (target: Target, plan: LoadPlan, duration: number) => runLoad(target.issuer, target.process.pid, plan, {
+    connections: options.connections,
+    duration,
+    limitSeconds: limitSeconds(scenario, duration),
+  });
+  const together = options.together && !scenario.once;
+  // Every server's plan (minting codes, refresh token chains) is made before any load starts, so loads that run together start together.
+  const runAll = async (duration: number, each: (target: Target, result: LoadResult) => void) => {
+    if (together) {
+      const plans: LoadPlan[] = [];
+      for (const target of targets) plans.push(await scenario.plan(target, context(duration)));
+      const results = await Promise.all(targets.map((target, i) => load(target, plans[i]!, duration)));
+      targets.forEach((target, i) => each(target, results[i]!));
+      return;
+    }
+    for (const target of targets) {
+      if (target.process.exited()) throw new Error(`${target.side} exited:\n${target.process.output()}`);
+      each(target, await load(target, await scenario.plan(target, context(duration)), duration));
+    }
   };
 
   if (!scenario.once && options.warmup > 0) {
-    for (const target of targets) {
-      const warm = await run(target, options.warmup);
+    await runAll(options.warmup, (target, warm) => {
       progress(`${scenario.name} warm-up ${target.side}: ${Math.round(warm.requestsPerSecond)} req/s, ${warm.errors} errors`);
-    }
+    });
   }
   for (const target of targets) rssBefore[target.side] = await residentBytes(target.process.pid);
 
@@ -75,10 +95,11 @@ export async function runScenario(scenario: Scenario, allTargets: readonly Targe
   for (let round = 1; round <= count; round += 1) {
     for (const target of targets) {
       if (target.process.exited()) throw new Error(`${target.side} exited:\n${target.process.output()}`);
-      const result = await run(target, options.duration);
+    }
+    await runAll(options.duration, (target, result) => {
       rounds[target.side].push(result);
       progress(`${scenario.name} round ${round}/${count} ${target.side}: ${describe(result)}`);
-    }
+    });
   }
   return {
     scenario: scenario.name,

@@ -21,6 +21,8 @@ export interface RunSettings {
   rounds: number;
   warmup: number;
   rssTokens: number;
+  /** Every server loaded at once in each round (`--together`), not one after the other. */
+  together: boolean;
 }
 
 export interface SideSummary {
@@ -202,9 +204,16 @@ export function formatReport(machine: MachineInfo, crypto: CryptoLimits | undefi
   lines.push(`Benchmark: this service vs bare oidc-provider ${machine.engineVersion}   ${machine.date}`);
   lines.push(`machine:   ${machine.cpuModel}, ${machine.cores} cores, Node ${machine.node}, load average ${machine.loadAverage.join(' ')} at start`);
   lines.push(`service:   ${machine.revision}, STORE=${settings.store}, LOG_LEVEL=${settings.logLevel}, WORKERS=${settings.workers}; baseline: bare engine, Map storage`);
-  lines.push(`load:      autocannon, ${settings.connections} connections, ${settings.duration} s rounds, ${settings.rounds} per server alternating `
-    + `after a ${settings.warmup} s warm-up each; medians of rounds (errors: totals)`);
-  lines.push('           /base and /off: the median of the two servers\' ratios round by round (each pair ran seconds apart)');
+  if (settings.together) {
+    lines.push(`load:      autocannon, ${settings.connections} connections to each server, every server loaded at once: ${settings.rounds} rounds of `
+      + `${settings.duration} s after a ${settings.warmup} s warm-up; medians of rounds (errors: totals)`);
+    lines.push('           /base and /off: the median of the two servers\' ratios round by round (each pair ran in the same seconds, sharing the cores:');
+    lines.push('           req/s are lower than a server alone makes, the ratios are the point)');
+  } else {
+    lines.push(`load:      autocannon, ${settings.connections} connections, ${settings.duration} s rounds, ${settings.rounds} per server alternating `
+      + `after a ${settings.warmup} s warm-up each; medians of rounds (errors: totals)`);
+    lines.push('           /base and /off: the median of the two servers\' ratios round by round (each pair ran seconds apart)');
+  }
   if (summaries.some((summary) => summary.sides.service_off)) {
     lines.push('           service_off: the service with RATE_LIMITS=off METRICS=off; /base: req/s over the baseline\'s; /off: the service\'s over service_off\'s');
   }
