@@ -41,7 +41,8 @@ const USAGE = `Usage: npm run bench -- [options]
   --together            load every server at once in each round (each with its own connections),
                         not one after the other: each round's ratio then compares the same
                         seconds of the machine, which drifts by tens of percent within a run;
-                        req/s are lower than alone (the servers share the cores); not for rss
+                        req/s are lower than alone (the servers share the cores), and ratios
+                        can differ from alone: for comparing a change, not the targets; not for rss
   --profile DIR         write each server's CPU profile (node --cpu-prof) under DIR/<server>/;
                         summarise one with: node bench/report/profile_summary.ts FILE.cpuprofile
   --instructions N      count instructions instead of timing: every server under valgrind's

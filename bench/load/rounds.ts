@@ -19,8 +19,9 @@ export interface RoundOptions {
    * Load every server at once in each round (and warm-up), each with its own connections, instead
    * of one after the other: a round's ratio then compares what the servers made of the same
    * seconds of the machine, whose speed on these shared machines drifts by tens of percent within
-   * a run. Each server gets part of the cores, so req/s are lower than alone; the ratios are the
-   * point. Scenarios that run once (rss) still run one server at a time.
+   * a run. Each server gets part of the cores, so req/s are lower than alone, and a ratio under
+   * contention can differ from the ratio alone: for comparing a change with what it runs beside.
+   * Scenarios that run once (rss) still run one server at a time.
    */
   together: boolean;
 }
