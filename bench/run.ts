@@ -25,6 +25,7 @@ const USAGE = `Usage: npm run bench -- [options]
   --duration SECONDS    length of each round (default 6)
   --connections N       concurrent connections (default 32)
   --rounds N            rounds per server, alternating service/baseline (default 5)
+                        or, with --together, loading them at once
   --scenario NAME       repeatable or comma-separated (default all):
                         ${SCENARIO_NAMES.join(', ')}
                         (data_api_*: the service alone, against the machine's ES256 verification rate)

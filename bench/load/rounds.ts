@@ -70,19 +70,20 @@ export async function runScenario(scenario: Scenario, allTargets: readonly Targe
     limitSeconds: limitSeconds(scenario, duration),
   });
   const together = options.together && !scenario.once;
+  const planFor = (target: Target, duration: number) => {
+    if (target.process.exited()) throw new Error(`${target.side} exited:\n${target.process.output()}`);
+    return scenario.plan(target, context(duration));
+  };
   // Every server's plan (minting codes, refresh token chains) is made before any load starts, so loads that run together start together.
   const runAll = async (duration: number, each: (target: Target, result: LoadResult) => void) => {
     if (together) {
       const plans: LoadPlan[] = [];
-      for (const target of targets) plans.push(await scenario.plan(target, context(duration)));
+      for (const target of targets) plans.push(await planFor(target, duration));
       const results = await Promise.all(targets.map((target, i) => load(target, plans[i]!, duration)));
       targets.forEach((target, i) => each(target, results[i]!));
       return;
     }
-    for (const target of targets) {
-      if (target.process.exited()) throw new Error(`${target.side} exited:\n${target.process.output()}`);
-      each(target, await load(target, await scenario.plan(target, context(duration)), duration));
-    }
+    for (const target of targets) each(target, await load(target, await planFor(target, duration), duration));
   };
 
   if (!scenario.once && options.warmup > 0) {
@@ -94,9 +95,6 @@ export async function runScenario(scenario: Scenario, allTargets: readonly Targe
 
   const count = scenario.once ? 1 : options.rounds;
   for (let round = 1; round <= count; round += 1) {
-    for (const target of targets) {
-      if (target.process.exited()) throw new Error(`${target.side} exited:\n${target.process.output()}`);
-    }
     await runAll(options.duration, (target, result) => {
       rounds[target.side].push(result);
       progress(`${scenario.name} round ${round}/${count} ${target.side}: ${describe(result)}`);
