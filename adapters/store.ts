@@ -15,7 +15,11 @@ export type ModelPayload = Record<string, unknown>;
  * one addition, so the engine-facing layer can make redemption atomic.
  */
 export interface ModelStore {
-  /** Insert or replace. `expiresIn` seconds; undefined means the record never expires (clients). */
+  /**
+   * Insert or replace. `expiresIn` seconds, a fraction allowed (the record then expires at the
+   * second they reach: `secondsUntil(at)` stores it to expire at `at`); undefined means the record
+   * never expires (clients).
+   */
   upsert(id: string, payload: ModelPayload, expiresIn: number | undefined): Promise<void>;
   find(id: string): Promise<ModelPayload | undefined>;
   findByUid(uid: string): Promise<ModelPayload | undefined>;

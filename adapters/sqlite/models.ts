@@ -1,6 +1,6 @@
 import { randomUUID } from 'node:crypto';
 
-import { nowSeconds } from '../../src/shared/clock.ts';
+import { nowSeconds, systemClock } from '../../src/shared/clock.ts';
 import { type Completion, COMPLETION_MARK_SECONDS, listedValue, type ModelPayload, type ModelStore } from '../store.ts';
 import type { SqliteConnection } from './connection.ts';
 
@@ -71,6 +71,11 @@ const MODEL_SQL = {
   listBy: `SELECT id, payload, consumed_at FROM oidc_models WHERE model = ? AND listed_by = ? AND ${LIVE} ORDER BY rowid`,
 } as const;
 
+/** The second a record given `expiresIn` seconds (a fraction allowed) expires at, as the column counts them. */
+function expirySecond(expiresIn: number): number {
+  return Math.floor(systemClock() / 1000 + expiresIn);
+}
+
 export class SqliteModelStore implements ModelStore {
   readonly #db: SqliteConnection;
   readonly #model: string;
@@ -81,7 +86,7 @@ export class SqliteModelStore implements ModelStore {
   }
 
   async upsert(id: string, payload: ModelPayload, expiresIn: number | undefined) {
-    const expiresAt = expiresIn ? nowSeconds() + expiresIn : null;
+    const expiresAt = expiresIn ? expirySecond(expiresIn) : null;
     await this.#db.write(() => this.#db.statement(MODEL_SQL.upsert).run(
       this.#model, id, JSON.stringify(payload),
       stringOrNull(payload.grantId), stringOrNull(payload.uid), stringOrNull(payload.userCode),
@@ -137,8 +142,7 @@ export class SqliteModelStore implements ModelStore {
   }
 
   async insertNew(id: string, payload: ModelPayload, expiresIn: number) {
-    const now = nowSeconds();
-    const result = await this.#db.write(() => this.#db.statement(MODEL_SQL.insertNew).run(this.#model, id, JSON.stringify(payload), now + expiresIn, now));
+    const result = await this.#db.write(() => this.#db.statement(MODEL_SQL.insertNew).run(this.#model, id, JSON.stringify(payload), expirySecond(expiresIn), nowSeconds()));
     return result.changes === 1;
   }
 

@@ -3,7 +3,7 @@ import type { Client, KoaContextWithOIDC, Provider } from 'oidc-provider';
 import type { ModelPayload, ModelStore } from '../../adapters/store.ts';
 import type { Logger } from '../shared/logger.ts';
 import { UNUSED_UNTIL_METADATA, WORKSPACE_METADATA } from './registration.ts';
-import { nowSeconds } from '../shared/clock.ts';
+import { nowSeconds, secondsUntil } from '../shared/clock.ts';
 
 /**
  * Clients that registered themselves and never completed a flow are removed after a while
@@ -26,10 +26,13 @@ function unusedUntil(client: Client): number | undefined {
   return unusedUntilByClient.get(client);
 }
 
-/** Seconds a stored client record on probation has left (at least 1), or undefined when it has none. */
+/**
+ * Seconds a stored client record on probation has left (at least 1), or undefined when it has none;
+ * with their fraction, so that storing it again keeps the same second of expiry.
+ */
 function secondsLeft(payload: ModelPayload | undefined): number | undefined {
   const until = payload?.[UNUSED_UNTIL_METADATA];
-  return typeof until === 'number' ? Math.max(1, until - nowSeconds()) : undefined;
+  return typeof until === 'number' ? Math.max(1, secondsUntil(until)) : undefined;
 }
 
 /**
@@ -96,7 +99,7 @@ async function endProbation(clientId: string, { clients, registrationAccessToken
   const { [UNUSED_UNTIL_METADATA]: _ended, ...kept } = record;
   await clients.upsert(clientId, kept, undefined);
   for (const { id, payload } of await registrationAccessTokens.listBy(clientId)) {
-    const exp = typeof payload.exp === 'number' ? payload.exp - nowSeconds() : undefined;
-    await registrationAccessTokens.upsert(id, payload, exp !== undefined ? Math.max(1, exp) : undefined);
+    const left = typeof payload.exp === 'number' ? Math.max(1, secondsUntil(payload.exp)) : undefined;
+    await registrationAccessTokens.upsert(id, payload, left);
   }
 }

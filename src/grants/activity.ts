@@ -2,7 +2,7 @@ import type { KoaContextWithOIDC, Provider } from 'oidc-provider';
 
 import type { ModelStore } from '../../adapters/store.ts';
 import { boundedCache } from '../shared/bounded_cache.ts';
-import { nowSeconds, systemClock, type Clock } from '../shared/clock.ts';
+import { nowSeconds, secondsUntil, systemClock, type Clock } from '../shared/clock.ts';
 
 /** Last use is recorded to this precision: a busy grant costs one store write a minute, not one per token. */
 const LAST_USED_RESOLUTION_SECONDS = 60;
@@ -36,7 +36,7 @@ export class GrantActivity {
     if (previous !== undefined && now - previous < LAST_USED_RESOLUTION_SECONDS) return;
     if (grantExpiresAt <= now) return;
     this.#written.set(grantId, now);
-    await this.#store.upsert(grantId, { lastUsedAt: now }, grantExpiresAt - now);
+    await this.#store.upsert(grantId, { lastUsedAt: now }, secondsUntil(grantExpiresAt, this.#clock));
   }
 
   /** Seconds since the epoch, or undefined when the grant was never used (or is gone). */

@@ -11,7 +11,7 @@ import { redirectTarget } from '../pages/client_display.ts';
 import type { CsrfTokens } from '../pages/csrf.ts';
 import { renderPage } from '../pages/render.ts';
 import { describeClaims, SCOPE_DESCRIPTIONS } from '../pages/scope_descriptions.ts';
-import { nowSeconds } from '../shared/clock.ts';
+import { secondsUntil } from '../shared/clock.ts';
 import { HttpError } from '../shared/http_error.ts';
 import { findClient, type Details } from './login.ts';
 
@@ -100,7 +100,7 @@ export async function saveGrant(deps: ConsentDependencies, details: Details, acc
     for (const api of await requestedResources(deps, details)) grant.addResourceScope(api.resource, scopesFor(api, scope));
   }
   const grantId = await grant.save();
-  const expiresIn = grant.exp ? grant.exp - nowSeconds() : LIFETIMES.Grant;
+  const expiresIn = grant.exp ? secondsUntil(grant.exp) : LIFETIMES.Grant;
   await grantWorkspaces.bind(grantId, workspaceId, expiresIn);
   return grantId;
 }
