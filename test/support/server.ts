@@ -78,36 +78,40 @@ export async function freePort(): Promise<number> {
   });
 }
 
+/**
+ * How many times a server is started on other ports when one it was given is taken meanwhile:
+ * freePort's probe lets the port go, and another process (tests run in parallel) may bind it first.
+ */
+const PORT_ATTEMPTS = 5;
+
+/** The server could not have a port it was given; ports picked again, it may start. */
+class PortTaken extends Error {}
+
 /** Starts `node src/main.ts` as a real process on loopback, with its own SQLite file. */
 export async function startServer(options: ServerOptions = {}): Promise<TestServer> {
   const dir = await mkdtemp(join(tmpdir(), 'oauth-test-'));
-  const port = await freePort();
-  const metricsPort = await freePort();
-  const origin = `http://127.0.0.1:${port}`;
-  const issuer = `http://${options.issuerHost ?? '127.0.0.1'}:${port}${options.basePath ?? ''}`;
   const store = options.store ?? `sqlite:${join(dir, 'data', 'oauth.sqlite')}`;
   const home = homes.get(store) ?? join(dir, 'home');
   if (!homes.has(store)) homes.set(store, home);
-  const env = {
+  const env: Record<string, string> = {
     PATH: process.env.PATH ?? '',
     ...compileCacheEnv(),
     HOME: home,
-    PORT: String(port),
     HOST: '127.0.0.1',
-    BASE_URL: issuer,
     STORE: store,
-    METRICS_PORT: String(metricsPort),
     LOG_LEVEL: 'info',
-    ...options.env,
   };
+  let port = 0;
+  let metricsPort = 0;
   let output = '';
   let child: ChildProcess | undefined;
 
   const start = async () => {
+    const since = output.length;
     child = spawn(process.execPath, ['src/main.ts'], { cwd: ROOT, env, stdio: ['ignore', 'pipe', 'pipe'] });
     child.stdout!.on('data', (chunk: Buffer) => { output += chunk.toString(); });
     child.stderr!.on('data', (chunk: Buffer) => { output += chunk.toString(); });
-    await waitUntilAnswering(`${origin}${options.until === 'listening' ? '/healthz' : '/readyz'}`, child, () => output);
+    await waitUntilAnswering(`http://127.0.0.1:${port}${options.until === 'listening' ? '/healthz' : '/readyz'}`, child, () => output.slice(since), env.LOG_LEVEL === 'info' || env.LOG_LEVEL === 'debug');
   };
   const stopChild = async () => {
     const running = child;
@@ -119,7 +123,28 @@ export async function startServer(options: ServerOptions = {}): Promise<TestServ
     });
   };
 
-  await start();
+  for (let attempt = 1; ; attempt++) {
+    port = await freePort();
+    metricsPort = await freePort();
+    Object.assign(env, {
+      PORT: String(port),
+      BASE_URL: `http://${options.issuerHost ?? '127.0.0.1'}:${port}${options.basePath ?? ''}`,
+      METRICS_PORT: String(metricsPort),
+      ...options.env,
+    });
+    try {
+      await start();
+      break;
+    } catch (error) {
+      if (!(error instanceof PortTaken) || attempt === PORT_ATTEMPTS) {
+        await rm(dir, { recursive: true, force: true });
+        throw error;
+      }
+      output = '';
+    }
+  }
+  const origin = `http://127.0.0.1:${port}`;
+  const issuer = env.BASE_URL!;
   return {
     issuer,
     origin,
@@ -149,14 +174,22 @@ export async function startServer(options: ServerOptions = {}): Promise<TestServ
   };
 }
 
-/** Until `probe` answers 200: `/readyz` once the store answers and the keys are loaded, `/healthz` once the process listens. */
-async function waitUntilAnswering(probe: string, child: ChildProcess, output: () => string): Promise<void> {
+/**
+ * Until `probe` answers 200: `/readyz` once the store answers and the keys are loaded, `/healthz`
+ * once the process listens. With `logsListening`, only once the child has also said it listens,
+ * so that another process holding the port cannot answer for it.
+ */
+async function waitUntilAnswering(probe: string, child: ChildProcess, output: () => string, logsListening: boolean): Promise<void> {
   const deadline = Date.now() + 20_000;
   while (Date.now() < deadline) {
-    if (child.exitCode !== null) throw new Error(`server exited with ${child.exitCode}:\n${output()}`);
+    if (child.exitCode !== null) {
+      const said = output();
+      if (said.includes('(EADDRINUSE)')) throw new PortTaken(said);
+      throw new Error(`server exited with ${child.exitCode}:\n${said}`);
+    }
     try {
       const response = await fetch(probe);
-      if (response.ok) return;
+      if (response.ok && (!logsListening || output().includes('"message":"listening"'))) return;
     } catch {
       // not listening yet
     }
