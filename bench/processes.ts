@@ -64,14 +64,14 @@ function callgrindIdentity(env: Record<string, string | undefined>): Record<stri
 /** Each server's identity, by process id, for the control calls. */
 const identities = new Map<number, Record<string, string>>();
 
-/** Starts `node <args>` from the repository root and waits until `readyUrl` answers 200. */
-export async function startNode(name: string, args: readonly string[], env: Record<string, string>, readyUrl: string): Promise<ServerProcess> {
+/** Starts `node <args>` from the repository root (or `cwd`, a copy of another commit) and waits until `readyUrl` answers 200. */
+export async function startNode(name: string, args: readonly string[], env: Record<string, string>, readyUrl: string, cwd = ROOT): Promise<ServerProcess> {
   const profiling = profileDir ? ['--cpu-prof', `--cpu-prof-dir=${join(profileDir, name)}`] : [];
   const child = instructionsDir
     ? spawn('valgrind', [
       '--tool=callgrind', '--separate-threads=yes', `--callgrind-out-file=${join(instructionsDir, `${name}.%p`)}`, process.execPath, ...args,
-    ], { cwd: ROOT, env: { ...env, ...callgrindIdentity(env) }, stdio: ['ignore', 'pipe', 'pipe'] })
-    : spawn(process.execPath, [...profiling, ...args], { cwd: ROOT, env, stdio: ['ignore', 'pipe', 'pipe'] });
+    ], { cwd, env: { ...env, ...callgrindIdentity(env) }, stdio: ['ignore', 'pipe', 'pipe'] })
+    : spawn(process.execPath, [...profiling, ...args], { cwd, env, stdio: ['ignore', 'pipe', 'pipe'] });
   if (instructionsDir) identities.set(child.pid!, callgrindIdentity(env));
   children.add(child);
   child.once('exit', () => children.delete(child));

@@ -16,6 +16,7 @@ import { countScenario, formatInstructions, type InstructionRow } from './load/i
 import { formatReport, jsonReport, summarize, type RunSettings } from './report/report.ts';
 import { runScenario, worstCaseSeconds, type ScenarioRun } from './load/rounds.ts';
 import { SCENARIO_NAMES, SCENARIOS, type Scenario, type ScenarioName } from './load/scenarios.ts';
+import { checkOutCommit, type OtherCommit } from './service/other_commit.ts';
 import { startService } from './service/start.ts';
 import { STORE_KINDS, hasDurableVariant, isStoreKind, type StoreKind } from './service/stores.ts';
 import type { Target } from './load/target.ts';
@@ -39,6 +40,10 @@ const USAGE = `Usage: npm run bench -- [options]
                         shows what counting costs (on by default)
   --durable             also measure service_durable: the service on its store's durable variant,
                         SQLITE_SYNCHRONOUS=full (sqlite), or a replica and REDIS_WAIT_REPLICAS=1 (redis)
+  --against REV         also measure service_rev: the service as commit REV has it (a copy made
+                        with git archive, run with this checkout's node_modules), to judge a
+                        change in the same run; the notes give the service's req/s over REV's.
+                        Best with --together. REV must read the store this checkout seeds
   --together            load every server at once in each round (each with its own connections),
                         not one after the other: each round's ratio then compares the same
                         seconds of the machine, which drifts by tens of percent within a run;
@@ -64,6 +69,8 @@ interface BenchOptions extends RunSettings {
   durable: boolean;
   /** Requests counted per server and scenario under callgrind (`--instructions`); undefined: timed rounds. */
   instructions: number | undefined;
+  /** The other commit to measure as service_rev (`--against`), as given. */
+  againstRevision: string | undefined;
 }
 
 class UsageError extends Error {
@@ -89,6 +96,7 @@ function parseOptions(argv: string[]): BenchOptions | undefined {
       'without-off': { type: 'boolean', default: false },
       durable: { type: 'boolean', default: false },
       together: { type: 'boolean', default: false },
+      against: { type: 'string' },
       instructions: { type: 'string' },
       help: { type: 'boolean', short: 'h', default: false },
     },
@@ -117,6 +125,7 @@ function parseOptions(argv: string[]): BenchOptions | undefined {
     durable: values.durable,
     together: values.together,
     instructions: values.instructions === undefined ? undefined : number('--instructions', values.instructions, { min: 100, integer: true }),
+    againstRevision: values.against,
   };
 }
 
@@ -152,7 +161,7 @@ async function main(): Promise<number> {
 
   // The whole run is bounded: every phase has a limit, and this catches anything that hangs anyway.
   const scenarios = options.scenarios.map((name) => SCENARIOS[name]);
-  const services = 1 + (options.withOff ? 1 : 0) + (options.durable ? 1 : 0);
+  const services = 1 + (options.withOff ? 1 : 0) + (options.durable ? 1 : 0) + (options.againstRevision !== undefined ? 1 : 0);
   const servers = (scenario: Scenario) => services + (scenario.serviceOnly ? 0 : 1);
   const bound = options.instructions !== undefined
     ? 900 * (services + 1) + scenarios.reduce((sum, scenario) => sum + servers(scenario) * (240 + options.instructions! / 5), 0)
@@ -160,14 +169,24 @@ async function main(): Promise<number> {
   const watchdog = setTimeout(() => void abort(`the run exceeded its time bound of ${bound} s`, 3), bound * 1000);
   progress(`${scenarios.map((s) => s.name).join(', ')}; at most ${Math.ceil(bound / 60)} min`);
   try {
-    return await measure(options, scenarios, progress);
+    let other: OtherCommit | undefined;
+    if (options.againstRevision !== undefined) {
+      try {
+        other = await checkOutCommit(options.againstRevision);
+      } catch (error) {
+        process.stderr.write(`${(error as Error).message}\n`);
+        return 2;
+      }
+      options.against = other.label;
+    }
+    return await measure(options, scenarios, other, progress);
   } finally {
     clearTimeout(watchdog);
     await cleanUp();
   }
 }
 
-async function measure(options: BenchOptions, scenarios: readonly Scenario[], progress: (line: string) => void): Promise<number> {
+async function measure(options: BenchOptions, scenarios: readonly Scenario[], other: OtherCommit | undefined, progress: (line: string) => void): Promise<number> {
   const report = options.json ? process.stderr : process.stdout;
 
   const machine = machineInfo();
@@ -182,6 +201,10 @@ async function measure(options: BenchOptions, scenarios: readonly Scenario[], pr
   const targets: Target[] = [await startService({ ...service, side: 'service' })];
   if (options.withOff) targets.push(await startService({ ...service, side: 'service_off' }));
   if (options.durable) targets.push(await startService({ ...service, side: 'service_durable' }));
+  if (other) {
+    progress(`starting the service at ${other.label}`);
+    targets.push(await startService({ ...service, side: 'service_rev', root: other.root }));
+  }
   if (needsBaseline) targets.push(await startBaseline());
 
   if (options.instructions !== undefined) {

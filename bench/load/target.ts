@@ -8,10 +8,11 @@ import type { Credentials } from './credentials.ts';
  * `service`: the service with its defaults; `service_off`: the same with RATE_LIMITS=off and
  * METRICS=off, to show what counting costs; `service_durable`: the same on its store's durable
  * variant (SQLITE_SYNCHRONOUS=full, or REDIS_WAIT_REPLICAS=1 with a replica), to show what
- * surviving a power loss or a failover costs; `baseline`: the bare engine.
+ * surviving a power loss or a failover costs; `service_rev`: the service as another commit has it
+ * (--against), to judge a change in the same run; `baseline`: the bare engine.
  */
-export type Side = 'service' | 'service_off' | 'service_durable' | 'baseline';
-export const SIDES: readonly Side[] = ['service', 'service_off', 'service_durable', 'baseline'];
+export type Side = 'service' | 'service_off' | 'service_durable' | 'service_rev' | 'baseline';
+export const SIDES: readonly Side[] = ['service', 'service_off', 'service_durable', 'service_rev', 'baseline'];
 
 /** The sides that run the service's own code (the data API scenarios measure only these). */
 export function isService(side: Side): boolean {

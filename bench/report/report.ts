@@ -23,6 +23,8 @@ export interface RunSettings {
   rssTokens: number;
   /** Every server loaded at once in each round (`--together`), not one after the other. */
   together: boolean;
+  /** The other commit service_rev runs (`--against`), as the report names it; undefined without one. */
+  against?: string | undefined;
 }
 
 export interface SideSummary {
@@ -61,11 +63,15 @@ export interface ScenarioSummary {
   durableRatio?: number;
   /** service_durable's req/s over the service's: 1 minus what durability costs. */
   durableAgainstService?: number;
+  /** The same for the service as another commit has it (--against). */
+  revRatio?: number;
+  /** The service's req/s over service_rev's: above 1 when this commit is faster than the other. */
+  againstRev?: number;
   /**
    * The baseline is absent for a service-only scenario (the data API: the bare engine has none);
-   * service_off with --without-off; service_durable without --durable.
+   * service_off with --without-off; service_durable without --durable; service_rev without --against.
    */
-  sides: { service: SideSummary; service_off?: SideSummary; service_durable?: SideSummary; baseline?: SideSummary };
+  sides: { service: SideSummary; service_off?: SideSummary; service_durable?: SideSummary; service_rev?: SideSummary; baseline?: SideSummary };
   /** Service-only: the service's req/s over the machine's single-core ES256 verifications/s (from crypto_limits.ts). */
   perEs256Verification?: number;
   /** Whether the credential's check is cached in the measured case. */
@@ -116,14 +122,16 @@ export function summarize(run: ScenarioRun, crypto: CryptoLimits | undefined): S
   const service = summarizeSide(run.rounds.service, run.rssBefore.service);
   const off = run.rounds.service_off.length ? summarizeSide(run.rounds.service_off, run.rssBefore.service_off) : undefined;
   const durable = run.rounds.service_durable.length ? summarizeSide(run.rounds.service_durable, run.rssBefore.service_durable) : undefined;
+  const rev = run.rounds.service_rev.length ? summarizeSide(run.rounds.service_rev, run.rssBefore.service_rev) : undefined;
   const { rounds } = run;
   const common = {
     scenario: run.scenario,
     summary: run.summary,
     ...(off ? { againstOff: pairedRatio(rounds.service, rounds.service_off) } : {}),
     ...(durable ? { durableAgainstService: pairedRatio(rounds.service_durable, rounds.service) } : {}),
+    ...(rev ? { againstRev: pairedRatio(rounds.service, rounds.service_rev) } : {}),
   };
-  const variants = { ...(off ? { service_off: off } : {}), ...(durable ? { service_durable: durable } : {}) };
+  const variants = { ...(off ? { service_off: off } : {}), ...(durable ? { service_durable: durable } : {}), ...(rev ? { service_rev: rev } : {}) };
   if (run.serviceOnly) {
     return {
       ...common,
@@ -138,6 +146,7 @@ export function summarize(run: ScenarioRun, crypto: CryptoLimits | undefined): S
     ratio: pairedRatio(rounds.service, rounds.baseline),
     ...(off ? { offRatio: pairedRatio(rounds.service_off, rounds.baseline) } : {}),
     ...(durable ? { durableRatio: pairedRatio(rounds.service_durable, rounds.baseline) } : {}),
+    ...(rev ? { revRatio: pairedRatio(rounds.service_rev, rounds.baseline) } : {}),
     sides: { service, ...variants, baseline },
   };
 }
@@ -175,6 +184,7 @@ const againstOff = (summary: ScenarioSummary, side: Side) => (side === 'service'
 function baseRatio(summary: ScenarioSummary, side: Side): number | undefined {
   if (side === 'service') return summary.ratio;
   if (side === 'service_off') return summary.offRatio;
+  if (side === 'service_rev') return summary.revRatio;
   return side === 'service_durable' ? summary.durableRatio : undefined;
 }
 
@@ -220,6 +230,9 @@ export function formatReport(machine: MachineInfo, crypto: CryptoLimits | undefi
   if (summaries.some((summary) => summary.sides.service_durable)) {
     lines.push(`           service_durable: the service with ${settings.store === 'redis' ? 'a replica and REDIS_WAIT_REPLICAS=1' : 'SQLITE_SYNCHRONOUS=full'}; `
       + 'its req/s over the service\'s in the notes (1 minus what durability costs)');
+  }
+  if (settings.against !== undefined) {
+    lines.push(`           service_rev: the service at ${settings.against}, with this checkout's node_modules; the notes give the service's req/s over service_rev's`);
   }
   if (summaries.some((summary) => !summary.sides.baseline)) {
     lines.push('           (data API scenarios: the service alone; errors: non-2xx, socket errors, timeouts, and 2xx without records)');
@@ -270,6 +283,11 @@ export function formatReport(machine: MachineInfo, crypto: CryptoLimits | undefi
     if (durable && summary.durableAgainstService !== undefined) {
       notes.push(`  service_durable: ${fixed(summary.durableAgainstService, 2)}x the service's req/s; p50 ${fixed(summary.sides.service.latencyP50, 1)} -> ${fixed(durable.latencyP50, 1)} ms, `
         + `p99 ${fixed(summary.sides.service.latencyP99, 1)} -> ${fixed(durable.latencyP99, 1)} ms`);
+    }
+    const rev = summary.sides.service_rev;
+    if (rev && summary.againstRev !== undefined) {
+      notes.push(`  service over service_rev: ${fixed(summary.againstRev, 2)}x req/s; p50 ${fixed(rev.latencyP50, 1)} -> ${fixed(summary.sides.service.latencyP50, 1)} ms, `
+        + `p99 ${fixed(rev.latencyP99, 1)} -> ${fixed(summary.sides.service.latencyP99, 1)} ms`);
     }
     if (summary.scenario === 'rss') {
       const growth = measuredSides(summary).map(([side, s]) => `${side} ${mb(s.rssBeforeBytes)} -> ${mb(s.rssAfterBytes)} MB after ${thousands(s.requests)} tokens`);

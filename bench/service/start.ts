@@ -16,8 +16,13 @@ export interface ServiceOptions {
   logLevel: string;
   /** The service's WORKERS: processes serving the port. */
   workers: number;
-  /** `service_off`: with RATE_LIMITS=off and METRICS=off; `service_durable`: on the store's durable variant (stores.ts). */
-  side: 'service' | 'service_off' | 'service_durable';
+  /**
+   * `service_off`: with RATE_LIMITS=off and METRICS=off; `service_durable`: on the store's durable
+   * variant (stores.ts); `service_rev`: as another commit has it, run from `root`.
+   */
+  side: 'service' | 'service_off' | 'service_durable' | 'service_rev';
+  /** The copy of the repository the service runs from (other_commit.ts); this checkout by default. */
+  root?: string;
 }
 
 /**
@@ -50,9 +55,9 @@ export async function startService(options: ServiceOptions): Promise<Target> {
     ...(options.side === 'service_off' ? { RATE_LIMITS: 'off', METRICS: 'off' } : {}),
     ...plan.env,
   };
-  const server = await startNode(options.side, plan.nodeArgs, env, `${issuer}/healthz`);
+  const server = await startNode(options.side, plan.nodeArgs, env, `${issuer}/healthz`, options.root);
   const { user, initialAccessToken, dataApiKey } = plan.seededFromOutside
-    ? await seedFromOutside(plan, env)
+    ? await seedFromOutside(plan, env, options.root)
     : await seedReportedBy(server.output);
 
   const workspaceClient = credentials(await registerClient(issuer, {
@@ -88,7 +93,7 @@ function once<T>(make: () => Promise<T>): () => Promise<T> {
 }
 
 /** As the tests do: the user straight into the store the server reads live, the initial access token from the admin CLI. */
-async function seedFromOutside(plan: StorePlan, env: Record<string, string>): Promise<Seed> {
+async function seedFromOutside(plan: StorePlan, env: Record<string, string>, root: string | undefined): Promise<Seed> {
   const store = openStore(plan.url);
   let user: BenchUser;
   try {
@@ -96,15 +101,15 @@ async function seedFromOutside(plan: StorePlan, env: Record<string, string>): Pr
   } finally {
     await store.close();
   }
-  const result = await runAdmin(env, ['iat', 'create', '--workspace', user.workspaceId, '--json']);
+  const result = await runAdmin(env, ['iat', 'create', '--workspace', user.workspaceId, '--json'], undefined, root);
   if (result.code !== 0) throw new Error(`admin iat create failed (${result.code}): ${result.stderr}`);
   const { initial_access_token: initialAccessToken } = JSON.parse(result.stdout) as { initial_access_token: string };
-  return { user, initialAccessToken, dataApiKey: once(() => createApiKey(env, user.workspaceId)) };
+  return { user, initialAccessToken, dataApiKey: once(() => createApiKey(env, user.workspaceId, root)) };
 }
 
 /** An API key of the workspace, from the admin CLI (`api-key create --json`), as an operator makes one. */
-async function createApiKey(env: Record<string, string>, workspaceId: string): Promise<string> {
-  const result = await runAdmin(env, ['api-key', 'create', '--workspace', workspaceId, '--name', 'bench', '--json']);
+async function createApiKey(env: Record<string, string>, workspaceId: string, root: string | undefined): Promise<string> {
+  const result = await runAdmin(env, ['api-key', 'create', '--workspace', workspaceId, '--name', 'bench', '--json'], undefined, root);
   if (result.code !== 0) throw new Error(`admin api-key create failed (${result.code}): ${result.stderr}`);
   const { key } = JSON.parse(result.stdout) as { key?: unknown };
   if (typeof key !== 'string') throw new Error(`admin api-key create printed no key: ${result.stdout}`);

@@ -235,9 +235,10 @@ export async function startOnHeldPort(withPort: (port: number) => Record<string,
   }
 }
 
-export function runAdmin(env: Record<string, string>, args: string[], stdin?: string): Promise<{ code: number; stdout: string; stderr: string }> {
+/** Runs the admin CLI of this checkout, or of the copy of another commit at `root`. */
+export function runAdmin(env: Record<string, string>, args: string[], stdin?: string, root = ROOT): Promise<{ code: number; stdout: string; stderr: string }> {
   return new Promise((resolve) => {
-    const child = spawn(process.execPath, ['src/cli/admin.ts', ...args], { cwd: ROOT, env, stdio: ['pipe', 'pipe', 'pipe'] });
+    const child = spawn(process.execPath, ['src/cli/admin.ts', ...args], { cwd: root, env, stdio: ['pipe', 'pipe', 'pipe'] });
     let stdout = '';
     let stderr = '';
     child.stdout.on('data', (chunk: Buffer) => { stdout += chunk.toString(); });

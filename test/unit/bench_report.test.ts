@@ -2,7 +2,8 @@ import { expect } from 'chai';
 
 import type { LoadResult } from '../../bench/load/load.ts';
 import type { ScenarioRun } from '../../bench/load/rounds.ts';
-import { summarize } from '../../bench/report/report.ts';
+import { formatReport, summarize } from '../../bench/report/report.ts';
+import type { MachineInfo } from '../../bench/report/machine.ts';
 
 function round(requestsPerSecond: number): LoadResult {
   return {
@@ -12,13 +13,13 @@ function round(requestsPerSecond: number): LoadResult {
   };
 }
 
-function run(rounds: Partial<Record<'service' | 'service_off' | 'baseline', number[]>>): ScenarioRun {
+function run(rounds: Partial<Record<'service' | 'service_off' | 'service_rev' | 'baseline', number[]>>): ScenarioRun {
   const sides = (values: number[] = []) => values.map(round);
   return {
     scenario: 'client_credentials',
     summary: 'POST /oauth/token grant_type=client_credentials',
-    rounds: { service: sides(rounds.service), service_off: sides(rounds.service_off), service_durable: [], baseline: sides(rounds.baseline) },
-    rssBefore: { service: undefined, service_off: undefined, service_durable: undefined, baseline: undefined },
+    rounds: { service: sides(rounds.service), service_off: sides(rounds.service_off), service_durable: [], service_rev: sides(rounds.service_rev), baseline: sides(rounds.baseline) },
+    rssBefore: { service: undefined, service_off: undefined, service_durable: undefined, service_rev: undefined, baseline: undefined },
   };
 }
 
@@ -36,5 +37,20 @@ describe('bench report ratios', () => {
     const summary = summarize(run({ service: [950, 2850, 1900], service_off: [1000, 3000, 1400], baseline: [1000, 3000, 2000] }), undefined);
     expect(summary.againstOff).to.be.closeTo(0.95, 1e-9);
     expect(summary.offRatio).to.be.closeTo(1, 1e-9);
+  });
+
+  it('pairs the service with another commit of it (--against) the same way, and says it in the report', () => {
+    const summary = summarize(run({ service: [1100, 3300, 1650], service_rev: [1000, 3000, 1000], baseline: [2000, 6000, 2000] }), undefined);
+    expect(summary.againstRev).to.be.closeTo(1.1, 1e-9);
+    expect(summary.revRatio).to.be.closeTo(0.5, 1e-9);
+    const machine: MachineInfo = {
+      date: '2026-11-26', cpuModel: 'test CPU', cores: 2, node: 'v24', loadAverage: [0, 0, 0], revision: 'abc1234', engineVersion: '9.0.0',
+    };
+    const report = formatReport(machine, undefined, {
+      store: 'sqlite', logLevel: 'warn', workers: 1, connections: 32, duration: 6, rounds: 3, warmup: 5, rssTokens: 1, together: true, against: 'def5678 (main~1)',
+    }, [summary]);
+    expect(report).to.include('service_rev: the service at def5678 (main~1)');
+    expect(report).to.match(/^\s+service_rev\s+1,000\s+0\.50x/m);
+    expect(report).to.include('service over service_rev: 1.10x req/s');
   });
 });
