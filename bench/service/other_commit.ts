@@ -5,8 +5,6 @@ import { join } from 'node:path';
 import { ROOT, tempDir } from '../processes.ts';
 
 export interface OtherCommit {
-  /** The commit's full id. */
-  commit: string;
   /** How the report names it: its short id, and the name it was asked by when that is not the id. */
   label: string;
   /** A copy of its files (`git archive`), removed with the run's other temporary directories. */
@@ -31,5 +29,5 @@ export async function checkOutCommit(revision: string): Promise<OtherCommit> {
   execFileSync('sh', ['-c', 'git archive --format=tar "$1" | tar -x -C "$2"', 'archive', commit, root], { cwd: ROOT, stdio: ['ignore', 'ignore', 'pipe'] });
   symlinkSync(join(ROOT, 'node_modules'), join(root, 'node_modules'), 'dir');
   const short = commit.slice(0, 7);
-  return { commit, label: revision === short || commit.startsWith(revision) ? short : `${short} (${revision})`, root };
+  return { label: revision === short || commit.startsWith(revision) ? short : `${short} (${revision})`, root };
 }
