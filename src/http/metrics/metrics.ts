@@ -1,8 +1,9 @@
 import cluster from 'node:cluster';
 
-import { collectDefaultMetrics, Counter, Histogram, Registry } from 'prom-client';
+import { collectDefaultMetrics, Counter, Registry } from 'prom-client';
 
 import { scrapeThroughPrimary } from './cluster.ts';
+import { FixedSeriesHistogram } from './fixed_series_histogram.ts';
 
 /** Seconds. The token endpoint answers in milliseconds; the buckets reach down to 1 ms. */
 const REQUEST_BUCKETS = [0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10];
@@ -27,21 +28,24 @@ export interface StoreOperationMetrics {
 /**
  * The service's Prometheus metrics, one registry a process, made once at start (a key rotation
  * rebuilds the service, never these). Every label value is bounded: routes are templates
-  * (routes.ts: from the route that answered), codes and grant types are checked, ids never appear. Children of a label set are
- * made once and kept: prom-client checks and hashes labels on every `labels()` call.
+ * (routes.ts: from the route that answered), codes and grant types are checked, ids never appear.
+ * Children of a label set are made once and kept: prom-client checks and hashes labels on every
+ * `labels()` call. The two histograms, observed at every request and every store operation, keep
+ * their counts in plain arrays (fixed_series_histogram.ts): prom-client's Histogram hashes the
+ * labels at every observation, a child's too.
  */
 export class Metrics {
   /** The exposition text: this process's, or with WORKERS above 1 every worker's summed up through the primary. */
   readonly scrape: () => Promise<string>;
   readonly #requests: Counter<'route' | 'method' | 'status'>;
-  readonly #duration: Histogram<'route' | 'method'>;
+  readonly #duration: FixedSeriesHistogram;
   readonly #tokens: Counter<'grant_type'>;
   readonly #oauthErrors: Counter<'route' | 'error'>;
   readonly #loginFailures: Counter<'reason'>;
   readonly #rateLimited: Counter<'route'>;
-  readonly #storeDuration: Histogram<'facet' | 'operation'>;
+  readonly #storeDuration: FixedSeriesHistogram;
   readonly #storeErrors: Counter<'facet' | 'operation' | 'error'>;
-  readonly #requestChildren = new Map<string, { count: Counter.Internal; duration: Histogram.Internal<'route' | 'method'> }>();
+  readonly #requestChildren = new Map<string, { count: Counter.Internal; duration: (seconds: number) => void }>();
   readonly #tokenChildren = new Map<string, Counter.Internal>();
 
   /** In a cluster worker this also starts answering the primary's requests for this worker's metrics (cluster.ts). */
@@ -51,9 +55,8 @@ export class Metrics {
     this.scrape = cluster.isWorker ? scrapeThroughPrimary(registry) : () => registry.metrics();
     collectDefaultMetrics({ register: registry });
     this.#requests = new Counter({ name: 'http_requests_total', help: 'HTTP requests answered, by route template, method and status', labelNames: ['route', 'method', 'status'], registers });
-    this.#duration = new Histogram({
-      name: 'http_request_duration_seconds', help: 'Time to answer an HTTP request, by route template and method',
-      labelNames: ['route', 'method'], buckets: REQUEST_BUCKETS, registers,
+    this.#duration = new FixedSeriesHistogram({
+      name: 'http_request_duration_seconds', help: 'Time to answer an HTTP request, by route template and method', buckets: REQUEST_BUCKETS, registers,
     });
     this.#tokens = new Counter({ name: 'oauth_tokens_issued_total', help: 'Successful token endpoint answers, by grant type', labelNames: ['grant_type'], registers });
     this.#oauthErrors = new Counter({ name: 'oauth_errors_total', help: 'OAuth error answers of the /oauth/ endpoints, by route template and error code', labelNames: ['route', 'error'], registers });
@@ -62,9 +65,9 @@ export class Metrics {
       labelNames: ['reason'], registers,
     });
     this.#rateLimited = new Counter({ name: 'rate_limit_refusals_total', help: 'Requests refused by a rate limit (429), by route template', labelNames: ['route'], registers });
-    this.#storeDuration = new Histogram({
+    this.#storeDuration = new FixedSeriesHistogram({
       name: 'store_operation_duration_seconds', help: 'Time a store operation took, by facet (engine model or accounts, settings, ...) and operation',
-      labelNames: ['facet', 'operation'], buckets: STORE_BUCKETS, registers,
+      buckets: STORE_BUCKETS, registers,
     });
     this.#storeErrors = new Counter({
       name: 'store_operation_errors_total', help: 'Store operations that failed, by facet, operation and error (BackendUnavailableError: the store did not answer)',
@@ -80,11 +83,11 @@ export class Metrics {
     const key = `${route} ${verb} ${status}`;
     let children = this.#requestChildren.get(key);
     if (!children) {
-      children = { count: this.#requests.labels(route, verb, String(status)), duration: this.#duration.labels(route, verb) };
+      children = { count: this.#requests.labels(route, verb, String(status)), duration: this.#duration.series({ route, method: verb }) };
       this.#requestChildren.set(key, children);
     }
     children.count.inc();
-    children.duration.observe(seconds);
+    children.duration(seconds);
   }
 
   tokenIssued(grantType: unknown): void {
@@ -110,10 +113,10 @@ export class Metrics {
   }
 
   storeOperation(facet: string, operation: string): StoreOperationMetrics {
-    const duration = this.#storeDuration.labels(facet, operation);
+    const duration = this.#storeDuration.series({ facet, operation });
     const errors = this.#storeErrors;
     return {
-      observe: (ms) => duration.observe(ms / 1000),
+      observe: (ms) => duration(ms / 1000),
       failed: (error) => {
         const name = error instanceof Error && STORE_ERRORS.has(error.name) ? error.name : 'other';
         errors.labels(facet, operation, name).inc();

@@ -60,15 +60,23 @@ function instrument<T extends object>(facet: T, methods: EveryMethod<T>, name: s
 }
 
 function timed(target: object, method: AsyncMethod, operation: StoreOperationMetrics): AsyncMethod {
-  return async (...args) => {
+  // No async frame of its own: an operation's promise gets one reaction, counted once it settles.
+  return (...args) => {
     const started = performance.now();
-    try {
-      return await method.apply(target, args);
-    } catch (error) {
+    const failed = (error: unknown) => {
       operation.failed(error);
-      throw error;
-    } finally {
       operation.observe(performance.now() - started);
+      throw error;
+    };
+    let pending: Promise<unknown>;
+    try {
+      pending = Promise.resolve(method.apply(target, args));
+    } catch (error) {
+      return Promise.reject(error).catch(failed);
     }
+    return pending.then((value) => {
+      operation.observe(performance.now() - started);
+      return value;
+    }, failed);
   };
 }
