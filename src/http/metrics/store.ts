@@ -72,7 +72,7 @@ function timed(target: object, method: AsyncMethod, operation: StoreOperationMet
     try {
       pending = Promise.resolve(method.apply(target, args));
     } catch (error) {
-      return Promise.reject(error).catch(failed);
+      pending = Promise.reject(error);
     }
     return pending.then((value) => {
       operation.observe(performance.now() - started);
