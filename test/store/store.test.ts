@@ -345,6 +345,9 @@ for (const backend of BACKENDS) {
       const now = () => Math.floor(Date.now() / 1000);
 
       // One wait for everything that lapses (a second's granularity makes each wait two seconds); each check says what it is about.
+      // Entries dated in whole seconds lapse at the first second boundary past their date, so one dated
+      // now() + 1 can be gone before it is read back (a slow replicated write is enough); now() + 2
+      // lives at least a second, and is past once the wait is over.
       it('forgets what has expired: engine records (found, listed, consumed, counted), revocation entries and API keys', async () => {
         const codes = store.model('AuthorizationCode');
         await codes.upsert('c1', { jti: 'c1' }, 1);
@@ -354,7 +357,7 @@ for (const backend of BACKENDS) {
         expect(await initialAccessTokens.countUse('t1', 5)).to.equal(1);
         await store.model('Grant').upsert('short', { accountId: 'usr_1' }, 1);
         await store.model('Grant').upsert('long', { accountId: 'usr_1' }, 60);
-        await store.revocations.add({ key: 'token:short', issuedBefore: now() + 1, expiresAt: now() + 1 });
+        await store.revocations.add({ key: 'token:short', issuedBefore: now() + 2, expiresAt: now() + 2 });
         await store.revocations.add({ key: 'token:long', issuedBefore: now() + 60, expiresAt: now() + 60 });
         expect((await store.revocations.changesSince(0)).entries.map((e) => e.key)).to.deep.equal(['token:short', 'token:long']);
         const apiKey = (id: string, expiresAt: number): ApiKeyRecord => ({ id, workspaceId: 'ws_1', name: `key ${id}`, digest: `digest-${id}`, hint: 'wsk_Ab', createdAt: now(), expiresAt });
