@@ -113,8 +113,9 @@ export function answerUnavailable(description: string): Middleware {
 }
 
 function answerOutage(ctx: Context, description = 'the storage backend is unavailable; try again shortly'): void {
-  // Whatever the request set up (a session cookie) was not stored.
+  // Whatever the request set up (a session cookie) was not stored, nor what a redirect would lead to.
   ctx.remove('Set-Cookie');
+  ctx.remove('Location');
   ctx.status = 503;
   ctx.set('Retry-After', String(RETRY_AFTER_SECONDS));
   noStore(ctx);

@@ -1,5 +1,6 @@
 import Router from '@koa/router';
-import { errors, type InteractionResults } from 'oidc-provider';
+import type { Context } from 'koa';
+import { errors, type InteractionResults, type Provider } from 'oidc-provider';
 
 import { PASSWORD_ACR, PASSWORD_AMR } from '../engine/authentication_context.ts';
 import { INTERACTION_PATH } from '../engine/routes.ts';
@@ -58,7 +59,7 @@ export function interactionRouter(deps: InteractionDependencies): Router {
       return showLogin(ctx, deps, details, { email, error: 'The email or password is not right.' });
     }
     const result: InteractionResults = { login: { accountId: user.id, acr: PASSWORD_ACR, amr: PASSWORD_AMR } };
-    await provider.interactionFinished(ctx.req, ctx.res, result, { mergeWithLastSubmission: false });
+    await finishInteraction(ctx, provider, result, { mergeWithLastSubmission: false });
   });
 
   router.post('/:uid/consent', form, async (ctx) => {
@@ -69,7 +70,7 @@ export function interactionRouter(deps: InteractionDependencies): Router {
 
     if (body.decision !== 'allow') {
       const result: InteractionResults = { error: 'access_denied', error_description: 'the user denied the request' };
-      await provider.interactionFinished(ctx.req, ctx.res, result, { mergeWithLastSubmission: false });
+      await finishInteraction(ctx, provider, result, { mergeWithLastSubmission: false });
       return;
     }
     const accountId = details.session.accountId;
@@ -79,10 +80,23 @@ export function interactionRouter(deps: InteractionDependencies): Router {
       return showConsent(ctx, deps, details, 'Choose one of your workspaces.');
     }
     const grantId = await saveGrant(deps, details, accountId, chosen.id);
-    await provider.interactionFinished(ctx.req, ctx.res, { consent: { grantId } }, { mergeWithLastSubmission: true });
+    await finishInteraction(ctx, provider, { consent: { grantId } }, { mergeWithLastSubmission: true });
   });
 
   return router;
+}
+
+/**
+ * Stores the interaction's result and sends the browser back to the engine (303), as a Koa
+ * response. The engine's own interactionFinished ends the Node response itself, before the
+ * store's commit (src/http/commit_before_response.ts): the browser could then reach an instance
+ * that does not see the result yet (WORKERS on one SQLite file) and be shown the login page
+ * again, or be sent on with a sign-in or consent that a failed commit did not keep.
+ */
+async function finishInteraction(ctx: Context, provider: Provider, result: InteractionResults, options: { mergeWithLastSubmission: boolean }): Promise<void> {
+  const returnTo = await provider.interactionResult(ctx.req, ctx.res, result, options);
+  ctx.status = 303;
+  ctx.redirect(returnTo);
 }
 
 function forgedForm(): HttpError {
