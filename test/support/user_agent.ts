@@ -69,7 +69,9 @@ const formAction = (html: string) => /<form method="post" action="([^"]+)"/.exec
  */
 export async function authorize(agent: UserAgent, authorizationUrl: string, origin: string, decision: Decision): Promise<URL> {
   let { url, response } = await agent.follow(authorizationUrl, origin);
+  const seen: string[] = [];
   for (let step = 0; step < 4; step += 1) {
+    seen.push(`${response.status} ${url}`);
     if (!url.startsWith(origin)) return new URL(url);
     const html = await response.text();
     const action = formAction(html);
@@ -84,5 +86,5 @@ export async function authorize(agent: UserAgent, authorizationUrl: string, orig
     if (!location) throw new Error(`form post to ${action} answered ${posted.status}: ${await posted.text()}`);
     ({ url, response } = await agent.follow(new URL(location, origin).href, origin));
   }
-  throw new Error('authorization did not finish');
+  throw new Error(`authorization did not finish: ${seen.join(' | ')}`);
 }
