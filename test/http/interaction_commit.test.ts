@@ -15,7 +15,7 @@ import { createLogger } from '../../src/shared/logger.ts';
 import { RevocationList } from '../../src/tokens/revocation_list.ts';
 import { codeRequest, registerClient, REDIRECT_URI } from '../support/oauth.ts';
 import { freePort } from '../support/server.ts';
-import { UserAgent } from '../support/user_agent.ts';
+import { field, formAction, UserAgent } from '../support/user_agent.ts';
 
 /**
  * The login and consent forms end their interaction with a redirect back to the engine. Like every
@@ -77,14 +77,12 @@ describe('login and consent: the redirect back to the engine waits for the store
     await rm(dir, { recursive: true, force: true });
   });
 
-  /** The form the page shows: where it posts, and its fields as the page fills them. */
-  async function formOf(response: Response): Promise<{ action: string; fields: Record<string, string> }> {
+  /** The form the page shows: where it posts, and the page's HTML to read its fields from. */
+  async function formOf(response: Response): Promise<{ action: string; html: string }> {
     const html = await response.text();
-    const action = /<form method="post" action="([^"]+)"/.exec(html)?.[1];
+    const action = formAction(html);
     expect(action, html.slice(0, 300)).to.be.a('string');
-    const fields: Record<string, string> = {};
-    for (const [, name, value] of html.matchAll(/name="([^"]+)" value="([^"]*)"/g)) fields[name!] ??= value!;
-    return { action: new URL(action!, origin).href, fields };
+    return { action: new URL(action!, origin).href, html };
   }
 
   /** Posts the form once with the commit failing, then again: the first is 503 and sends the browser nowhere, the second redirects. */
@@ -108,12 +106,12 @@ describe('login and consent: the redirect back to the engine waits for the store
     const login = await agent.follow(url, origin);
     const loginForm = await formOf(login.response);
     expect(loginForm.action).to.match(/\/login$/);
-    const resume = await postWhileTheCommitFails(agent, loginForm.action, { csrf: loginForm.fields.csrf!, email: 'commit@example.com', password: 'a long enough password' });
+    const resume = await postWhileTheCommitFails(agent, loginForm.action, { csrf: field(loginForm.html, 'csrf')!, email: 'commit@example.com', password: 'a long enough password' });
 
     const consent = await agent.follow(resume, origin);
     const consentForm = await formOf(consent.response);
     expect(consentForm.action, 'the sign-in was kept: the consent page follows').to.match(/\/consent$/);
-    const back = await postWhileTheCommitFails(agent, consentForm.action, { csrf: consentForm.fields.csrf!, decision: 'allow', workspace: consentForm.fields.workspace! });
+    const back = await postWhileTheCommitFails(agent, consentForm.action, { csrf: field(consentForm.html, 'csrf')!, decision: 'allow', workspace: field(consentForm.html, 'workspace')! });
 
     const callback = await agent.follow(back, origin);
     expect(callback.url.startsWith(REDIRECT_URI), callback.url).to.equal(true);

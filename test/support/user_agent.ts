@@ -60,8 +60,10 @@ export interface Decision {
   onConsent?: (html: string) => void;
 }
 
-const field = (html: string, name: string) => new RegExp(`name="${name}" value="([^"]*)"`).exec(html)?.[1];
-const formAction = (html: string) => /<form method="post" action="([^"]+)"/.exec(html)?.[1];
+/** The value a page's form field `name` is filled with. */
+export const field = (html: string, name: string) => new RegExp(`name="${name}" value="([^"]*)"`).exec(html)?.[1];
+/** Where a page's form posts. */
+export const formAction = (html: string) => /<form method="post" action="([^"]+)"/.exec(html)?.[1];
 
 /**
  * Drives /oauth/authorize to its final redirect: logs in if the login page shows, answers the
