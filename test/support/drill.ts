@@ -1,9 +1,14 @@
-import { sleep } from './wait.ts';
+import { expect } from 'chai';
+
+import { codeRequest, exchangeCode, postCredentials, revokeToken, tokenRequest, type RegisteredClient } from './oauth.ts';
+import type { SeededUser, TestServer } from './server.ts';
+import { UserAgent, authorize } from './user_agent.ts';
+import { eventually, sleep } from './wait.ts';
 
 /**
- * What the drills (a crash, a failover under load) share: load that runs until told to stop, and
- * refresh-token chains as their clients know them, to check after the drill against what the
- * service acknowledged.
+ * What the drills (a crash, a restart, a failover under load) share: load that runs until told to
+ * stop, and refresh-token chains as their clients know them, to check after the drill against what
+ * the service acknowledged.
  */
 
 export interface TokenSet {
@@ -25,6 +30,41 @@ export interface Chain {
    * rotation is abandoned, and then rotates.
    */
   inDoubt: boolean;
+}
+
+/** One registered client of the service's instances, as a drill's load drives it. */
+export interface DrillClient {
+  /** The instance for the next request: the instances take turns, as behind one load balancer. */
+  next: () => TestServer;
+  /** Rotates a refresh token, at the next instance unless told where. */
+  refresh: (refreshToken: string, on?: TestServer) => Promise<Response>;
+}
+
+/** `client` at `instances`, taking turns (one instance: always that one). */
+export function drillClient(instances: TestServer[], client: RegisteredClient): DrillClient {
+  let turn = 0;
+  const next = () => instances[(turn += 1) % instances.length]!;
+  return {
+    next,
+    refresh: (refreshToken, on = next()) => tokenRequest(on.issuer, { grant_type: 'refresh_token', refresh_token: refreshToken, ...postCredentials(client) }),
+  };
+}
+
+/**
+ * `count` refresh-token chains of `user`, each begun with its own user agent (its own session, so
+ * its own grant) signed in at the first instance, whose URLs are the issuer's, and its code
+ * exchanged at the next instance.
+ */
+export async function openChains(count: number, { instances, client, user, next }: { instances: TestServer[]; client: RegisteredClient; user: SeededUser; next: () => TestServer }): Promise<Chain[]> {
+  const chains: Chain[] = [];
+  for (let i = 0; i < count; i += 1) {
+    const { url, verifier } = codeRequest(instances[0]!.issuer, client.client_id);
+    const callback = await authorize(new UserAgent(), url, instances[0]!.origin, { email: user.email, password: user.password });
+    const response = await exchangeCode(next().issuer, client, callback.searchParams.get('code')!, verifier);
+    expect(response.status).to.equal(200);
+    chains.push(newChain(await response.json() as TokenSet));
+  }
+  return chains;
 }
 
 export function newChain(tokens: TokenSet): Chain {
@@ -61,6 +101,34 @@ export interface Acknowledged {
   revokedAccessTokens: string[];
   /** Ids of data API records created. */
   records: string[];
+}
+
+/**
+ * mixedLoad against the service: `client` rotates the chains and revokes access tokens with its
+ * credentials, and records are created with the workspace's API key `apiKey`.
+ */
+export function serviceLoad({ chains, drill, client, apiKey, paused }: { chains: Chain[]; drill: DrillClient; client: RegisteredClient; apiKey: string; paused?: (chain: Chain) => boolean }) {
+  return mixedLoad({
+    chains,
+    next: drill.next,
+    refresh: (token) => drill.refresh(token),
+    revoke: (issuer, token) => revokeToken(issuer, client, token),
+    createRecord: (issuer, name) => fetch(`${issuer}/rest/companies`, {
+      method: 'POST',
+      headers: { authorization: `Bearer ${apiKey}`, 'content-type': 'application/json' },
+      body: JSON.stringify({ name }),
+    }),
+    paused,
+  });
+}
+
+/** Last, as a replay revokes the grant: no rotated-out refresh token is redeemed again. */
+export async function expectNoReplay(chains: Chain[], refresh: DrillClient['refresh']): Promise<void> {
+  for (const token of chains.flatMap((chain) => chain.consumed)) {
+    const response = await refresh(token);
+    expect(response.status).to.equal(400);
+    expect(await response.json()).to.include({ error: 'invalid_grant' });
+  }
 }
 
 export interface MixedLoadOptions {
@@ -142,6 +210,8 @@ export function mixedLoad(options: MixedLoadOptions) {
   }));
 
   const rotations = () => chains.reduce((sum, chain) => sum + chain.consumed.length, 0);
+  const progress = () => `${rotations()} rotations, ${acknowledged.revokedAccessTokens.length} revocations, ${acknowledged.records.length} records, `
+    + `${refusedAt.length} refusals; ${unexpected.slice(0, 5).join('; ')}`;
   return {
     unexpected,
     refusedAt,
@@ -150,8 +220,10 @@ export function mixedLoad(options: MixedLoadOptions) {
     rotations,
     /** How many chains were in doubt at some point (each must rotate again). */
     doubted: () => doubted.size,
-    progress: () => `${rotations()} rotations, ${acknowledged.revokedAccessTokens.length} revocations, ${acknowledged.records.length} records, `
-      + `${refusedAt.length} refusals; ${unexpected.slice(0, 5).join('; ')}`,
+    /** Waits until `probe` holds, failing with `what` and the load's progress after `timeoutMs`. */
+    until: (what: string, probe: () => boolean | Promise<boolean>, timeoutMs: number) => eventually(what, probe, timeoutMs, 50).catch((error: unknown) => {
+      throw new Error(`${(error as Error).message}: ${progress()}`);
+    }),
     /** Ends the load once each worker's request in flight is answered. */
     stop: async () => {
       load.stopped = true;
