@@ -1,11 +1,7 @@
 import { storedId } from '../../src/engine/records_at_rest.ts';
-import { failoverDrill } from '../support/failover_drill.ts';
-import { registerClient, type RegisteredClient } from '../support/oauth.ts';
+import { failoverDrill, startDeployment, type Deployment } from '../support/failover_drill.ts';
 import { redisCli, startCluster, type Shard } from '../support/redis.ts';
-import { seedUser, startServer, type SeededUser, type TestServer } from '../support/server.ts';
 import { eventually } from '../support/wait.ts';
-
-const KEY_ENCRYPTION_KEY = Buffer.alloc(32, 29).toString('base64url');
 
 /**
  * The failover drill (test/support/failover_drill.ts) on a Redis Cluster of three primaries with
@@ -18,31 +14,22 @@ const KEY_ENCRYPTION_KEY = Buffer.alloc(32, 29).toString('base64url');
 describe('Redis Cluster failover under load, writes waiting for a replica', function () {
   this.timeout(240_000);
   let cluster: Awaited<ReturnType<typeof startCluster>>;
-  let instances: TestServer[];
-  let user: SeededUser;
-  let client: RegisteredClient;
+  let deployment: Deployment;
 
   before(async () => {
     cluster = await startCluster(3, 1);
-    const env = { KEY_ENCRYPTION_KEY, REDIS_WAIT_REPLICAS: '1', REDIS_WAIT_TIMEOUT: '1s', RATE_LIMITS: 'off' };
-    instances = [await startServer({ store: cluster.url, env })];
-    // Behind one load balancer: one issuer, each instance on its own port.
-    instances.push(await startServer({ store: cluster.url, env: { ...env, BASE_URL: instances[0]!.issuer } }));
-    user = await seedUser(instances[0]!);
-    client = await registerClient(instances[0]!.issuer, { client_name: 'Cluster Drill App' });
+    deployment = await startDeployment(cluster.url, 'Cluster Drill App');
   });
 
   after(async () => {
-    for (const instance of instances ?? []) await instance.stop();
+    for (const instance of deployment?.instances ?? []) await instance.stop();
     await cluster?.stop();
   });
 
   it('answers 503 with Retry-After (never another 5xx) while a replica takes over a killed primary\'s slots and until it has a replica again, then keeps every acknowledged write', async () => {
     await failoverDrill({
       name: 'cluster failover drill',
-      instances,
-      client,
-      user,
+      ...deployment,
       failOver: async (settled) => {
         // The primary holding the record of a settled chain's refresh token: that token must survive its primary's death.
         const victim = await primaryHolding(cluster.shards, `oauth:m:RefreshToken:${storedId('RefreshToken', settled[0]!.refreshToken)}`);

@@ -1,10 +1,6 @@
-import { failoverDrill } from '../support/failover_drill.ts';
-import { registerClient, type RegisteredClient } from '../support/oauth.ts';
+import { failoverDrill, startDeployment, type Deployment } from '../support/failover_drill.ts';
 import { sentinelMaster, startSentinel } from '../support/redis.ts';
-import { seedUser, startServer, type SeededUser, type TestServer } from '../support/server.ts';
 import { eventually } from '../support/wait.ts';
-
-const KEY_ENCRYPTION_KEY = Buffer.alloc(32, 23).toString('base64url');
 
 /**
  * The failover drill (test/support/failover_drill.ts) on a Redis master, its one replica and three
@@ -14,31 +10,22 @@ const KEY_ENCRYPTION_KEY = Buffer.alloc(32, 23).toString('base64url');
 describe('Sentinel failover under load, writes waiting for a replica', function () {
   this.timeout(240_000);
   let sentinel: Awaited<ReturnType<typeof startSentinel>>;
-  let instances: TestServer[];
-  let user: SeededUser;
-  let client: RegisteredClient;
+  let deployment: Deployment;
 
   before(async () => {
     sentinel = await startSentinel(3, { replica: true });
-    const env = { KEY_ENCRYPTION_KEY, REDIS_WAIT_REPLICAS: '1', REDIS_WAIT_TIMEOUT: '1s', RATE_LIMITS: 'off' };
-    instances = [await startServer({ store: sentinel.url, env })];
-    // Behind one load balancer: one issuer, each instance on its own port.
-    instances.push(await startServer({ store: sentinel.url, env: { ...env, BASE_URL: instances[0]!.issuer } }));
-    user = await seedUser(instances[0]!);
-    client = await registerClient(instances[0]!.issuer, { client_name: 'Failover Drill App' });
+    deployment = await startDeployment(sentinel.url, 'Failover Drill App');
   });
 
   after(async () => {
-    for (const instance of instances ?? []) await instance.stop();
+    for (const instance of deployment?.instances ?? []) await instance.stop();
     await sentinel?.stop();
   });
 
   it('answers 503 with Retry-After (never another 5xx) while the replica is promoted and until writes can wait for a replica again, then keeps every acknowledged write', async () => {
     await failoverDrill({
       name: 'sentinel failover drill',
-      instances,
-      client,
-      user,
+      ...deployment,
       failOver: async () => {
         const oldMaster = `127.0.0.1:${sentinel.master.port}`;
         const killedAt = Date.now();

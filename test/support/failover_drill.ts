@@ -1,10 +1,37 @@
+import { randomBytes } from 'node:crypto';
+
 import { expect } from 'chai';
 
 import { api, createApiKey } from './data_api.ts';
 import { drillClient, expectNoReplay, openChains, serviceLoad, type Chain } from './drill.ts';
-import { introspect, postCredentials, type RegisteredClient } from './oauth.ts';
-import type { SeededUser, TestServer } from './server.ts';
+import { introspect, postCredentials, registerClient, type RegisteredClient } from './oauth.ts';
+import { seedUser, startServer, type SeededUser, type TestServer } from './server.ts';
 import { eventually } from './wait.ts';
+
+/** What a failover drill runs against. */
+export interface Deployment {
+  /** Instances of the service behind one issuer, writes waiting for a replica. */
+  instances: TestServer[];
+  client: RegisteredClient;
+  user: SeededUser;
+}
+
+/**
+ * Two instances of the service on the Redis at `store`, behind one load balancer (one issuer, each
+ * instance on its own port), every write waiting for a replica (REDIS_WAIT_REPLICAS=1); a user,
+ * and a client registered as `clientName`.
+ */
+export async function startDeployment(store: string, clientName: string): Promise<Deployment> {
+  const env = { KEY_ENCRYPTION_KEY: randomBytes(32).toString('base64url'), REDIS_WAIT_REPLICAS: '1', REDIS_WAIT_TIMEOUT: '1s', RATE_LIMITS: 'off' };
+  const instances = [await startServer({ store, env })];
+  try {
+    instances.push(await startServer({ store, env: { ...env, BASE_URL: instances[0]!.issuer } }));
+    return { instances, user: await seedUser(instances[0]!), client: await registerClient(instances[0]!.issuer, { client_name: clientName }) };
+  } catch (error) {
+    for (const instance of instances) await instance.stop();
+    throw error;
+  }
+}
 
 /** When the failover's steps happened (Date.now()). */
 export interface Failover {
@@ -15,13 +42,9 @@ export interface Failover {
   restartedAt: number;
 }
 
-export interface FailoverDrillOptions {
+export interface FailoverDrillOptions extends Deployment {
   /** What the drill's log line calls it. */
   name: string;
-  /** Instances of the service behind one issuer, writes waiting for a replica. */
-  instances: TestServer[];
-  client: RegisteredClient;
-  user: SeededUser;
   /**
    * Kills a primary and brings the store back: a replica promoted, the killed primary restarted
    * as its replica. Called with the settled chains, whose last rotation must survive the kill.
