@@ -1,9 +1,9 @@
 import { expect } from 'chai';
 import { decodeJwt } from 'jose';
 import * as oauth from 'oauth4webapi';
-import type { Browser, BrowserContext, BrowserContextOptions, Page, Response as PageResponse } from 'playwright-core';
+import type { Page, Response as PageResponse } from 'playwright-core';
 
-import { type CapturedRequest, captureRedirect, launchBrowser, newPage, recordRequests, type RedirectCapture, signIn } from '../support/browser.ts';
+import { browserForSuite, type CapturedRequest, captureRedirect, recordRequests, type RedirectCapture, signIn } from '../support/browser.ts';
 import { REDIRECT_URI, codeRequest, registerClient, type CodeRequest, type RegisteredClient } from '../support/oauth.ts';
 import { registerVettedClient, seedUser, startServer, type SeededUser, type TestServer } from '../support/server.ts';
 
@@ -16,31 +16,19 @@ describe('authorization in a real browser', function () {
   this.timeout(30_000);
 
   let server: TestServer;
-  let browser: Browser;
   let as: oauth.AuthorizationServer;
-  const contexts: BrowserContext[] = [];
+  const { open } = browserForSuite();
   let clientCount = 0;
 
   before(async function () {
-    [server, browser] = await Promise.all([startServer(), launchBrowser()]);
+    server = await startServer();
     const issuer = new URL(server.issuer);
     as = await oauth.processDiscoveryResponse(issuer, await oauth.discoveryRequest(issuer, { algorithm: 'oauth2', [oauth.allowInsecureRequests]: true }));
   });
 
-  afterEach(async function () {
-    await Promise.all(contexts.splice(0).map((context) => context.close()));
-  });
-
   after(async function () {
-    await browser?.close();
     await server?.stop();
   });
-
-  async function open(options: BrowserContextOptions = {}): Promise<Page> {
-    const { context, page } = await newPage(browser, options);
-    contexts.push(context);
-    return page;
-  }
 
   /** A client that registered itself (open registration), or, when `vetted`, one an operator let in with an initial access token. */
   async function newClient(metadata: Record<string, unknown> = {}, { vetted = false } = {}): Promise<RegisteredClient> {

@@ -1,9 +1,9 @@
 import { createServer, type Server } from 'node:http';
 
 import { expect } from 'chai';
-import type { Browser, BrowserContext, Page } from 'playwright-core';
+import type { Page } from 'playwright-core';
 
-import { captureRedirect, launchBrowser, newPage } from '../support/browser.ts';
+import { browserForSuite, captureRedirect } from '../support/browser.ts';
 import { REDIRECT_URI, codeRequest, type CodeRequest, type RegisteredClient } from '../support/oauth.ts';
 import { freePort, registerVettedClient, seedUser, startServer, type SeededUser, type TestServer } from '../support/server.ts';
 
@@ -16,14 +16,13 @@ describe('authorization request sent with POST', function () {
   this.timeout(30_000);
 
   let server: TestServer;
-  let browser: Browser;
   let rpSite: Server;
   let rpOrigin: string;
   let user: SeededUser;
-  const contexts: BrowserContext[] = [];
+  const { open } = browserForSuite();
 
   before(async function () {
-    [server, browser] = await Promise.all([startServer({ env: { PKCE_REQUIRED: 'public' } }), launchBrowser()]);
+    server = await startServer({ env: { PKCE_REQUIRED: 'public' } });
     user = await seedUser(server, [{ workspace: 'Post Co' }]);
     const port = await freePort();
     rpOrigin = `http://localhost:${port}`;
@@ -39,23 +38,12 @@ describe('authorization request sent with POST', function () {
     await new Promise<void>((resolve) => rpSite.listen(port, '127.0.0.1', resolve));
   });
 
-  afterEach(async function () {
-    await Promise.all(contexts.splice(0).map((context) => context.close()));
-  });
-
   after(async function () {
     rpSite?.close();
-    await browser?.close();
     await server?.stop();
   });
 
   const escape = (value: string) => value.replace(/&/g, '&amp;').replace(/"/g, '&quot;').replace(/</g, '&lt;');
-
-  async function open(): Promise<Page> {
-    const { context, page } = await newPage(browser);
-    contexts.push(context);
-    return page;
-  }
 
   /** Sends the browser to the relying party's page, which posts the request's parameters to the authorization endpoint. */
   async function postFromRelyingParty(page: Page, auth: CodeRequest): Promise<void> {

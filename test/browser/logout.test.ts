@@ -1,7 +1,7 @@
 import { expect } from 'chai';
-import type { Browser, BrowserContext, Page } from 'playwright-core';
+import type { Page } from 'playwright-core';
 
-import { captureRedirect, launchBrowser, newPage, type CapturedRequest, type RedirectCapture } from '../support/browser.ts';
+import { browserForSuite, captureRedirect, type CapturedRequest, type RedirectCapture } from '../support/browser.ts';
 import { codeRequest, exchangeCode, registerClient, type RegisteredClient } from '../support/oauth.ts';
 import { PHONE, checkPage } from '../support/page_audit.ts';
 import { seedUser, startServer, type SeededUser, type TestServer } from '../support/server.ts';
@@ -50,31 +50,24 @@ describe('sign-out pages in a browser', function () {
   this.timeout(60_000);
 
   let server: TestServer;
-  let browser: Browser;
   let user: SeededUser;
   let app: RegisteredClient;
   let service: string;
-  const contexts: BrowserContext[] = [];
+  const browser = browserForSuite({ viewport: PHONE });
 
   before(async function () {
-    [server, browser] = await Promise.all([startServer(), launchBrowser()]);
+    server = await startServer();
     user = await seedUser(server, [{ workspace: 'Sign-out Co' }]);
     app = await registerClient(server.issuer, { client_name: 'Logout Browser App', post_logout_redirect_uris: [SIGNED_OUT_URI] });
     service = new URL(server.issuer).host;
   });
 
-  afterEach(async function () {
-    await Promise.all(contexts.splice(0).map((context) => context.close()));
-  });
-
   after(async function () {
-    await browser?.close();
     await server?.stop();
   });
 
   async function open(): Promise<Tab> {
-    const { context, page } = await newPage(browser, { viewport: PHONE });
-    contexts.push(context);
+    const page = await browser.open();
     const cspViolations: string[] = [];
     page.on('console', (message) => {
       if (/Content Security Policy/i.test(message.text())) cspViolations.push(message.text());

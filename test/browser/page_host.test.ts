@@ -1,7 +1,7 @@
 import { expect } from 'chai';
-import type { Browser, BrowserContext, Page } from 'playwright-core';
+import type { Page } from 'playwright-core';
 
-import { captureRedirect, launchBrowser, newPage, signIn } from '../support/browser.ts';
+import { browserForSuite, captureRedirect, signIn } from '../support/browser.ts';
 import { REDIRECT_URI, codeRequest, exchangeCode, registerClient } from '../support/oauth.ts';
 import { PHONE } from '../support/page_audit.ts';
 import { requestNaming } from '../support/named_host.ts';
@@ -16,29 +16,17 @@ describe('pages opened under another name than BASE_URL\'s', function () {
   this.timeout(60_000);
 
   let server: TestServer;
-  let browser: Browser;
-  const contexts: BrowserContext[] = [];
+  const { open } = browserForSuite({ viewport: PHONE });
 
   before(async function () {
-    [server, browser] = await Promise.all([startServer({ issuerHost: 'localhost' }), launchBrowser()]);
+    server = await startServer({ issuerHost: 'localhost' });
     expect(new URL(server.issuer).hostname).to.equal('localhost');
     expect(new URL(server.origin).hostname).to.equal('127.0.0.1');
   });
 
-  afterEach(async function () {
-    await Promise.all(contexts.splice(0).map((context) => context.close()));
-  });
-
   after(async function () {
-    await browser?.close();
     await server?.stop();
   });
-
-  async function open(): Promise<Page> {
-    const { context, page } = await newPage(browser, { viewport: PHONE });
-    contexts.push(context);
-    return page;
-  }
 
   /** The server's first answer to `url`, as the browser received it. */
   const answerTo = (page: Page, url: string) => page.waitForResponse((response) => response.url() === url);

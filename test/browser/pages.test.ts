@@ -2,11 +2,11 @@ import { createServer, type Server } from 'node:http';
 import { crc32, deflateSync } from 'node:zlib';
 
 import { expect } from 'chai';
-import type { Browser, BrowserContext, Page, Response as PageResponse } from 'playwright-core';
+import type { Page, Response as PageResponse } from 'playwright-core';
 
 import { clientDisplay } from '../../src/pages/client_display.ts';
 import { cspOrigin, htmlContentSecurityPolicy } from '../../src/pages/csp.ts';
-import { captureRedirect, launchBrowser, newPage, signIn } from '../support/browser.ts';
+import { browserForSuite, captureRedirect, signIn } from '../support/browser.ts';
 import { REDIRECT_URI, codeRequest, registerClient, type RegisteredClient } from '../support/oauth.ts';
 import { PHONE, axeViolations, checkPage, imagesSettled } from '../support/page_audit.ts';
 import { startDocumentServer, type DocumentServer } from '../support/document_server.ts';
@@ -97,30 +97,23 @@ describe('login, consent and error pages: the application\'s logo and documents,
   this.timeout(60_000);
 
   let server: TestServer;
-  let browser: Browser;
   let logos: LogoServer;
   let otherLogos: LogoServer;
-  const contexts: BrowserContext[] = [];
+  const browser = browserForSuite({ viewport: PHONE });
   let clientCount = 0;
 
   before(async function () {
-    [server, browser, logos, otherLogos] = await Promise.all([startServer(), launchBrowser(), startLogoServer(), startLogoServer()]);
-  });
-
-  afterEach(async function () {
-    await Promise.all(contexts.splice(0).map((context) => context.close()));
+    [server, logos, otherLogos] = await Promise.all([startServer(), startLogoServer(), startLogoServer()]);
   });
 
   after(async function () {
-    await browser?.close();
     await server?.stop();
     await logos?.close();
     await otherLogos?.close();
   });
 
   async function open(): Promise<Page> {
-    const { context, page } = await newPage(browser, { viewport: PHONE });
-    contexts.push(context);
+    const page = await browser.open();
     await captureRedirect(page, REDIRECT_URI);
     return page;
   }
@@ -434,12 +427,12 @@ describe('the service\'s name, logo and documentation (SERVICE_NAME, SERVICE_LOG
   let brand: DocumentServer;
   let logos: LogoServer;
   let server: TestServer;
-  let browser: Browser;
-  const contexts: BrowserContext[] = [];
+  // The logo's https server has the test's own certificate.
+  const { open } = browserForSuite({ viewport: PHONE, ignoreHTTPSErrors: true });
 
   before(async function () {
     certificates = await testCertificates();
-    [brand, logos, browser] = await Promise.all([startDocumentServer(certificates), startLogoServer(), launchBrowser()]);
+    [brand, logos] = await Promise.all([startDocumentServer(certificates), startLogoServer()]);
     const png = logoPng(64);
     brand.serve('/brand.png', (_request, response) => {
       response.writeHead(200, { 'content-type': 'image/png', 'content-length': png.length, 'cache-control': 'no-store' }).end(png);
@@ -447,24 +440,12 @@ describe('the service\'s name, logo and documentation (SERVICE_NAME, SERVICE_LOG
     server = await startServer({ env: { SERVICE_NAME: NAME, SERVICE_LOGO_URL: `${brand.origin}/brand.png`, SERVICE_DOCUMENTATION_URL: DOCUMENTATION } });
   });
 
-  afterEach(async function () {
-    await Promise.all(contexts.splice(0).map((context) => context.close()));
-  });
-
   after(async function () {
-    await browser?.close();
     await server?.stop();
     await brand?.stop();
     await logos?.close();
     await certificates?.remove();
   });
-
-  async function open(): Promise<Page> {
-    // The logo's https server has the test's own certificate.
-    const { context, page } = await newPage(browser, { viewport: PHONE, ignoreHTTPSErrors: true });
-    contexts.push(context);
-    return page;
-  }
 
   /** The header: the name, linking home, and the logo (loaded, allowed by the page's policy). */
   async function expectBrand(page: Page, response: PageResponse): Promise<void> {

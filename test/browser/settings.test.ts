@@ -1,8 +1,8 @@
 import { expect } from 'chai';
-import type { Browser, BrowserContext, BrowserContextOptions, Page, Request } from 'playwright-core';
+import type { Page, Request } from 'playwright-core';
 
 import { openStore } from '../../adapters/index.ts';
-import { captureRedirect, launchBrowser, newPage, recordRequests, signIn } from '../support/browser.ts';
+import { browserForSuite, captureRedirect, recordRequests, signIn } from '../support/browser.ts';
 import { api, clientCredentialsToken, createApiKey } from '../support/data_api.ts';
 import { REDIRECT_URI, codeRequest, exchangeCode, postCredentials, registerClient, tokenRequest, type RegisteredClient } from '../support/oauth.ts';
 import { PHONE, checkPage } from '../support/page_audit.ts';
@@ -24,30 +24,18 @@ describe('settings area in a real browser', function () {
   this.timeout(30_000);
 
   let server: TestServer;
-  let browser: Browser;
-  const contexts: BrowserContext[] = [];
+  const { open } = browserForSuite({ viewport: PHONE });
   let clientCount = 0;
 
   before(async function () {
-    [server, browser] = await Promise.all([startServer(), launchBrowser()]);
-  });
-
-  afterEach(async function () {
-    await Promise.all(contexts.splice(0).map((context) => context.close()));
+    server = await startServer();
   });
 
   after(async function () {
-    await browser?.close();
     await server?.stop();
   });
 
   const settingsUrl = () => `${server.issuer}/settings`;
-
-  async function open(options: BrowserContextOptions = {}): Promise<Page> {
-    const { context, page } = await newPage(browser, { viewport: PHONE, ...options });
-    contexts.push(context);
-    return page;
-  }
 
   async function newClient(name?: string): Promise<RegisteredClient> {
     clientCount += 1;

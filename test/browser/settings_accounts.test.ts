@@ -1,7 +1,7 @@
 import { expect } from 'chai';
-import type { Browser, BrowserContext, BrowserContextOptions, Locator, Page } from 'playwright-core';
+import type { Locator, Page } from 'playwright-core';
 
-import { launchBrowser, newPage, signIn } from '../support/browser.ts';
+import { browserForSuite, signIn } from '../support/browser.ts';
 import { api, memberOf, userAccessToken } from '../support/data_api.ts';
 import { registerClient } from '../support/oauth.ts';
 import { PHONE, checkPage } from '../support/page_audit.ts';
@@ -17,31 +17,19 @@ describe('settings area: your password, and a workspace\'s members', function ()
   this.timeout(60_000);
 
   let server: TestServer;
-  let browser: Browser;
-  const contexts: BrowserContext[] = [];
+  const { open } = browserForSuite({ viewport: PHONE });
 
   before(async function () {
-    [server, browser] = await Promise.all([startServer(), launchBrowser()]);
-  });
-
-  afterEach(async function () {
-    await Promise.all(contexts.splice(0).map((context) => context.close()));
+    server = await startServer();
   });
 
   after(async function () {
-    await browser?.close();
     await server?.stop();
   });
 
   const settingsUrl = () => `${server.issuer}/settings`;
   const heading = (page: Page, name: string | RegExp) => page.getByRole('heading', { level: 1, name });
   const focusedId = (page: Page) => page.evaluate(() => document.activeElement?.id);
-
-  async function open(options: BrowserContextOptions = {}): Promise<Page> {
-    const { context, page } = await newPage(browser, { viewport: PHONE, ...options });
-    contexts.push(context);
-    return page;
-  }
 
   /** Opens `path` of the settings area, signing in on the way (with `password`, the user's own by default). */
   async function openSignedIn(page: Page, user: SeededUser, path = '', password = user.password): Promise<void> {

@@ -1,8 +1,8 @@
 import { expect } from 'chai';
 import { decodeJwt } from 'jose';
-import type { Browser, Page } from 'playwright-core';
+import type { Page } from 'playwright-core';
 
-import { captureRedirect, launchBrowser, newPage, signIn } from '../support/browser.ts';
+import { browserForSuite, captureRedirect, signIn } from '../support/browser.ts';
 import { api } from '../support/data_api.ts';
 import { REDIRECT_URI, codeRequest, exchangeCode, registerClient, type RegisteredClient } from '../support/oauth.ts';
 import { seedUser, startServer, type SeededUser, type TestServer } from '../support/server.ts';
@@ -17,18 +17,17 @@ describe('step-up: asking again for more scopes', function () {
   this.timeout(60_000);
 
   let server: TestServer;
-  let browser: Browser;
+  const browser = browserForSuite();
   let user: SeededUser;
   let client: RegisteredClient;
 
   before(async () => {
-    [server, browser] = await Promise.all([startServer(), launchBrowser()]);
+    server = await startServer();
     user = await seedUser(server, [{ workspace: 'First Co', role: 'admin' }, { workspace: 'Second Co', role: 'member' }]);
     client = await registerClient(server.issuer, { client_name: 'Growing App' });
   });
 
   after(async () => {
-    await browser?.close();
     await server?.stop();
   });
 
@@ -51,41 +50,37 @@ describe('step-up: asking again for more scopes', function () {
   }
 
   it('403 names the missing scope; the second consent asks only for it, in the same workspace; the token has the union in one grant', async () => {
-    const { context, page } = await newPage(browser);
-    try {
-      const first = await toConsent(page, 'profile');
-      await page.getByLabel(/Second Co/).check();
-      await page.getByRole('button', { name: 'Allow' }).click();
-      const narrow = await tokenFor(await first.next(), first.verifier);
-      expect(decodeJwt(narrow).scope).to.equal('profile');
+    const page = await browser.open();
+    const first = await toConsent(page, 'profile');
+    await page.getByLabel(/Second Co/).check();
+    await page.getByRole('button', { name: 'Allow' }).click();
+    const narrow = await tokenFor(await first.next(), first.verifier);
+    expect(decodeJwt(narrow).scope).to.equal('profile');
 
-      const refused = await api(server, '/rest/companies', { credential: narrow });
-      expect(refused.status).to.equal(403);
-      const challenge = refused.headers.get('www-authenticate')!;
-      expect(challenge).to.include('error="insufficient_scope"').and.include('scope="api"')
-        .and.include(`resource_metadata="${server.origin}/.well-known/oauth-protected-resource/rest"`);
+    const refused = await api(server, '/rest/companies', { credential: narrow });
+    expect(refused.status).to.equal(403);
+    const challenge = refused.headers.get('www-authenticate')!;
+    expect(challenge).to.include('error="insufficient_scope"').and.include('scope="api"')
+      .and.include(`resource_metadata="${server.origin}/.well-known/oauth-protected-resource/rest"`);
 
-      // The client asks for the union of what it has and what the challenge named.
-      const union = [...new Set([...String(decodeJwt(narrow).scope).split(' '), 'api'])].join(' ');
-      const second = await toConsent(page, union);
-      const main = await page.locator('main').innerText();
-      expect(main).to.match(/asks to be able to do more/i);
-      const newItems = await page.locator('main ul').first().innerText();
-      const alreadyAllowed = await page.locator('main ul.already').innerText();
-      expect(newItems, 'only the new scope is asked for').to.match(/records and metadata/).and.not.match(/email/);
-      expect(alreadyAllowed).to.match(/email/).and.not.match(/records/);
-      expect(main, 'the workspace of the first consent, not a choice').to.include('Workspace: Second Co');
-      expect(await page.getByRole('radio').count()).to.equal(0);
-      await page.getByRole('button', { name: 'Allow' }).click();
-      const wide = await tokenFor(await second.next(), second.verifier);
+    // The client asks for the union of what it has and what the challenge named.
+    const union = [...new Set([...String(decodeJwt(narrow).scope).split(' '), 'api'])].join(' ');
+    const second = await toConsent(page, union);
+    const main = await page.locator('main').innerText();
+    expect(main).to.match(/asks to be able to do more/i);
+    const newItems = await page.locator('main ul').first().innerText();
+    const alreadyAllowed = await page.locator('main ul.already').innerText();
+    expect(newItems, 'only the new scope is asked for').to.match(/records and metadata/).and.not.match(/email/);
+    expect(alreadyAllowed).to.match(/email/).and.not.match(/records/);
+    expect(main, 'the workspace of the first consent, not a choice').to.include('Workspace: Second Co');
+    expect(await page.getByRole('radio').count()).to.equal(0);
+    await page.getByRole('button', { name: 'Allow' }).click();
+    const wide = await tokenFor(await second.next(), second.verifier);
 
-      const claims = decodeJwt(wide);
-      expect(String(claims.scope).split(' ').sort()).to.deep.equal(['api', 'profile']);
-      expect(claims.workspace_id).to.equal(user.workspaces[1]!.id);
-      expect(claims.gid, 'one grant, grown').to.be.a('string').and.equal(decodeJwt(narrow).gid);
-      expect((await api(server, '/rest/companies', { credential: wide })).status).to.equal(200);
-    } finally {
-      await context.close();
-    }
+    const claims = decodeJwt(wide);
+    expect(String(claims.scope).split(' ').sort()).to.deep.equal(['api', 'profile']);
+    expect(claims.workspace_id).to.equal(user.workspaces[1]!.id);
+    expect(claims.gid, 'one grant, grown').to.be.a('string').and.equal(decodeJwt(narrow).gid);
+    expect((await api(server, '/rest/companies', { credential: wide })).status).to.equal(200);
   });
 });

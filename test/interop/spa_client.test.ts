@@ -5,9 +5,9 @@ import { fileURLToPath } from 'node:url';
 import { expect } from 'chai';
 import { decodeJwt } from 'jose';
 import type { User, UserManager, UserManagerSettings } from 'oidc-client-ts';
-import type { Browser, BrowserContext, ConsoleMessage, Page, Request as PageRequest, Response as PageResponse } from 'playwright-core';
+import type { ConsoleMessage, Page, Request as PageRequest, Response as PageResponse } from 'playwright-core';
 
-import { launchBrowser, newPage, recordRequests } from '../support/browser.ts';
+import { browserForSuite, recordRequests } from '../support/browser.ts';
 import { registerClient, type RegisteredClient } from '../support/oauth.ts';
 import { freePort, seedUser, startServer, type SeededUser, type TestServer } from '../support/server.ts';
 
@@ -88,19 +88,17 @@ describe('a stock single-page app (oidc-client-ts in Chromium) on another origin
   this.timeout(30_000);
 
   let server: TestServer;
-  let browser: Browser;
   let spa: Server;
   let spaOrigin: string;
   let client: RegisteredClient;
   let user: SeededUser;
-  const contexts: BrowserContext[] = [];
+  const browser = browserForSuite();
 
   before(async () => {
     const spaPort = await freePort();
     spaOrigin = `http://127.0.0.1:${spaPort}`;
-    [server, browser, spa] = await Promise.all([
+    [server, spa] = await Promise.all([
       startServer(),
-      launchBrowser(),
       startSpa(spaPort, () => ({
         authority: server.issuer,
         client_id: client.client_id,
@@ -121,12 +119,10 @@ describe('a stock single-page app (oidc-client-ts in Chromium) on another origin
   });
 
   afterEach(async function () {
-    await Promise.all(contexts.splice(0).map((context) => context.close()));
     if (this.currentTest?.state === 'failed') console.error(server.logs().split('\n').slice(-40).join('\n'));
   });
 
   after(async () => {
-    await browser?.close();
     await new Promise((resolve) => spa ? spa.close(resolve) : resolve(undefined));
     await server?.stop();
   });
@@ -173,8 +169,7 @@ describe('a stock single-page app (oidc-client-ts in Chromium) on another origin
     }, { url, init });
 
   it('signs in with code + PKCE, loads userinfo, calls the data API, refreshes, revokes; the revoked refresh token is refused', async () => {
-    const { context, page } = await newPage(browser);
-    contexts.push(context);
+    const page = await browser.open();
     const seen = watch(page);
     const requests = recordRequests(page);
 

@@ -27,6 +27,41 @@ export async function newPage(browser: Browser, options: BrowserContextOptions =
   return { context, page };
 }
 
+/** A suite's Chromium: pages in fresh contexts, each closed after the test that opened it. */
+export interface SuiteBrowser {
+  /** A page in a fresh context (no cookies, no storage), the suite's defaults under `options`. */
+  open(options?: BrowserContextOptions): Promise<Page>;
+}
+
+/**
+ * Registers in the calling `describe` the hooks every browser suite needs: Chromium launched
+ * before its tests and closed after them, and each test's contexts closed after it. The launch is
+ * started, not awaited, in its hook, so the browser comes up while the suite's own `before` starts
+ * its servers; the first `open` waits for it (and fails with the launch's error).
+ */
+export function browserForSuite(defaults: BrowserContextOptions = {}): SuiteBrowser {
+  let launching: Promise<Browser> | undefined;
+  const contexts: BrowserContext[] = [];
+  before(function () {
+    launching = launchBrowser();
+    launching.catch(() => undefined);
+  });
+  afterEach(async function () {
+    await Promise.all(contexts.splice(0).map((context) => context.close()));
+  });
+  after(async function () {
+    await (await launching?.catch(() => undefined))?.close();
+  });
+  return {
+    async open(options = {}) {
+      if (!launching) throw new Error('open() is for the suite\'s tests and hooks, after its before hooks started');
+      const { context, page } = await newPage(await launching, { ...defaults, ...options });
+      contexts.push(context);
+      return page;
+    },
+  };
+}
+
 export interface CapturedRequest {
   url: URL;
   method: string;
