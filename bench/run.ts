@@ -9,6 +9,7 @@ import { resolve } from 'node:path';
 import { parseArgs } from 'node:util';
 
 import { startBaseline } from './baseline/start.ts';
+import { numberOption, runCommand, UsageError, type Run } from './command.ts';
 import { measureCryptoLimits } from './report/crypto_limits.ts';
 import { machineInfo } from './report/machine.ts';
 import { cleanUp, cleanUpNow, countInstructionsInto, profileServersInto, tempDir } from './processes.ts';
@@ -73,10 +74,6 @@ interface BenchOptions extends RunSettings {
   againstRevision: string | undefined;
 }
 
-class UsageError extends Error {
-  override name = 'UsageError';
-}
-
 function parseOptions(argv: string[]): BenchOptions | undefined {
   const { values } = parseArgs({
     args: argv,
@@ -109,47 +106,27 @@ function parseOptions(argv: string[]): BenchOptions | undefined {
   if (!isStoreKind(values.store)) throw new UsageError(`--store must be one of ${STORE_KINDS.join(', ')}, got "${values.store}"`);
   if (values.durable && !hasDurableVariant(values.store)) throw new UsageError(`--durable needs a store that can be made more durable (sqlite, redis), not ${values.store}`);
   return {
-    duration: number('--duration', values.duration, { min: 1 }),
-    connections: number('--connections', values.connections, { min: 1, integer: true }),
-    rounds: number('--rounds', values.rounds, { min: 1, integer: true }),
-    warmup: number('--warmup', values.warmup, { min: 0 }),
-    rssTokens: number('--rss-tokens', values['rss-tokens'], { min: 1, integer: true }),
+    duration: numberOption('--duration', values.duration, { min: 1 }),
+    connections: numberOption('--connections', values.connections, { min: 1, integer: true }),
+    rounds: numberOption('--rounds', values.rounds, { min: 1, integer: true }),
+    warmup: numberOption('--warmup', values.warmup, { min: 0 }),
+    rssTokens: numberOption('--rss-tokens', values['rss-tokens'], { min: 1, integer: true }),
     // In run order, each once: the rss scenario last, since it grows the servers on purpose.
     scenarios: SCENARIO_NAMES.filter((name) => scenarios.includes(name)),
     store: values.store,
     logLevel: values['log-level'],
     json: values.json,
     profile: values.profile,
-    workers: number('--workers', values.workers, { min: 1, integer: true }),
+    workers: numberOption('--workers', values.workers, { min: 1, integer: true }),
     withOff: !values['without-off'],
     durable: values.durable,
     together: values.together,
-    instructions: values.instructions === undefined ? undefined : number('--instructions', values.instructions, { min: 100, integer: true }),
+    instructions: values.instructions === undefined ? undefined : numberOption('--instructions', values.instructions, { min: 100, integer: true }),
     againstRevision: values.against,
   };
 }
 
-function number(name: string, value: string, { min, integer = false }: { min: number; integer?: boolean }): number {
-  const parsed = Number(value);
-  if (value.trim() === '' || !Number.isFinite(parsed) || parsed < min || (integer && !Number.isInteger(parsed))) {
-    throw new UsageError(`${name} must be ${integer ? 'a whole number' : 'a number'} of at least ${min}, got "${value}"`);
-  }
-  return parsed;
-}
-
-async function main(): Promise<number> {
-  let options: BenchOptions | undefined;
-  try {
-    options = parseOptions(process.argv.slice(2));
-  } catch (error) {
-    process.stderr.write(`${(error as Error).message}\n\n${USAGE}\n`);
-    return 2;
-  }
-  if (!options) {
-    process.stdout.write(`${USAGE}\n`);
-    return 0;
-  }
-  const progress = (line: string) => process.stderr.write(`[bench] ${line}\n`);
+async function bench(options: BenchOptions, { progress, abort }: Run): Promise<number> {
   if (options.profile) profileServersInto(resolve(options.profile));
   if (options.instructions !== undefined) {
     if (options.scenarios.includes('rss')) {
@@ -182,7 +159,6 @@ async function main(): Promise<number> {
     return await measure(options, scenarios, other, progress);
   } finally {
     clearTimeout(watchdog);
-    await cleanUp();
   }
 }
 
@@ -230,17 +206,5 @@ async function measure(options: BenchOptions, scenarios: readonly Scenario[], ot
   return 0;
 }
 
-async function abort(reason: string, code: number): Promise<void> {
-  process.stderr.write(`\n[bench] stopping: ${reason}\n`);
-  await cleanUp();
-  process.exit(code);
-}
-
-process.once('SIGINT', () => void abort('interrupted', 130));
-process.once('SIGTERM', () => void abort('terminated', 143));
 process.once('exit', cleanUpNow);
-
-main().then((code) => { process.exitCode = code; }, (error: unknown) => {
-  process.stderr.write(`\n[bench] failed: ${(error as Error).stack ?? String(error)}\n`);
-  process.exitCode = 1;
-});
+runCommand({ name: 'bench', usage: USAGE, parse: parseOptions, run: bench, stop: cleanUp });

@@ -13,6 +13,7 @@ import { createApiKey } from '../../test/support/data_api.ts';
 import { registerClient } from '../../test/support/oauth.ts';
 import { redisCli, startRedis, type RedisServer } from '../../test/support/redis.ts';
 import { seedUser, startServer, type TestServer } from '../../test/support/server.ts';
+import { numberOption, runCommand, type Run } from '../command.ts';
 import { residentBytes } from '../report/proc.ts';
 import { startSoakLoad, type Outcome } from './load.ts';
 import { formatHeader, formatRow, growthVerdict, percentile, type Sample } from './samples.ts';
@@ -47,16 +48,11 @@ function parseOptions(argv: string[]): SoakOptions | undefined {
     },
   });
   if (values.help) return undefined;
-  const number = (name: string, value: string, min: number) => {
-    const parsed = Number(value);
-    if (value.trim() === '' || !Number.isFinite(parsed) || parsed < min) throw new Error(`--${name} must be a number of at least ${min}, got "${value}"`);
-    return parsed;
-  };
   return {
-    minutes: number('minutes', values.minutes, 0.5),
-    rate: number('rate', values.rate, 1),
-    interval: number('interval', values.interval, 1),
-    threshold: number('threshold', values.threshold, 0) / 100,
+    minutes: numberOption('--minutes', values.minutes, { min: 0.5 }),
+    rate: numberOption('--rate', values.rate, { min: 1 }),
+    interval: numberOption('--interval', values.interval, { min: 1 }),
+    threshold: numberOption('--threshold', values.threshold, { min: 0 }) / 100,
   };
 }
 
@@ -67,19 +63,7 @@ async function stopAll(): Promise<void> {
   await deployment.redis?.stop().catch(() => undefined);
 }
 
-async function main(): Promise<number> {
-  let options: SoakOptions | undefined;
-  try {
-    options = parseOptions(process.argv.slice(2));
-  } catch (error) {
-    process.stderr.write(`${(error as Error).message}\n\n${USAGE}\n`);
-    return 2;
-  }
-  if (!options) {
-    process.stdout.write(`${USAGE}\n`);
-    return 0;
-  }
-  const progress = (line: string) => process.stderr.write(`[soak] ${line}\n`);
+async function soak(options: SoakOptions, { progress }: Run): Promise<number> {
 
   progress('starting Redis and two instances of the service');
   const redis = await startRedis();
@@ -140,14 +124,4 @@ async function main(): Promise<number> {
   return flagged.length || errors ? 1 : 0;
 }
 
-process.once('SIGINT', () => void stopAll().then(() => process.exit(130)));
-process.once('SIGTERM', () => void stopAll().then(() => process.exit(143)));
-
-main().then(async (code) => {
-  await stopAll();
-  process.exitCode = code;
-}, async (error: unknown) => {
-  process.stderr.write(`\n[soak] failed: ${(error as Error).stack ?? String(error)}\n`);
-  await stopAll();
-  process.exitCode = 1;
-});
+runCommand({ name: 'soak', usage: USAGE, parse: parseOptions, run: soak, stop: stopAll });
