@@ -6,7 +6,7 @@ import { SCHEMA } from './schema.ts';
 /**
  * The operator guide's Configuration table, generated from config/schema.ts so the two cannot drift:
  * `npm run config:table` prints it, `npm run config:table -- --write` puts it into docs/operator-guide.md
- * between the markers below (test/config.test.ts checks it is up to date).
+ * between the markers below (test/unit/config.test.ts checks it is up to date).
  */
 
 const TABLE_START = '<!-- config:table: generated from config/schema.ts by `npm run config:table -- --write`; edit there -->';
