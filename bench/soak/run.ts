@@ -64,7 +64,6 @@ async function stopAll(): Promise<void> {
 }
 
 async function soak(options: SoakOptions, { progress }: Run): Promise<number> {
-
   progress('starting Redis and two instances of the service');
   const redis = await startRedis();
   deployment.redis = redis;
