@@ -1,12 +1,36 @@
 import type { DatabaseSync, StatementSync } from 'node:sqlite';
 
+import { systemClock } from '../../src/shared/clock.ts';
 import { BackendUnavailableError } from '../store.ts';
+
+/**
+ * How long a write waits for another process's transaction (another worker, the admin CLI) before
+ * the store counts as unavailable.
+ */
+export const LOCK_WAIT_MS = 5000;
+
+/**
+ * Between tries for the write lock, in milliseconds, the last repeated; 0 is the end of this
+ * event-loop turn. Another process holds the lock for one of its turns at most, so the first tries
+ * come soon.
+ */
+const LOCK_RETRY_DELAYS_MS = [0, 0, 1, 2, 4, 5];
+
+/**
+ * How long after a write last found the lock taken this connection keeps its transactions short.
+ * Under the load that made it wait, the other process keeps finding the lock taken too.
+ */
+const CONTENDED_MS = 10_000;
 
 export class SqliteConnection {
   readonly #db: DatabaseSync;
   readonly #statements = new Map<string, StatementSync>();
   /** Settles when the open transaction has committed; undefined when none is open. */
   #commit: Promise<void> | undefined;
+  /** Writes waiting, in order, for the write lock another process holds. */
+  readonly #waiting: Array<{ start: () => void; fail: (error: unknown) => void }> = [];
+  /** Until when (clock milliseconds) transactions commit as soon as the writes before them settle. */
+  #contendedUntil = 0;
 
   constructor(db: DatabaseSync) {
     this.#db = db;
@@ -25,14 +49,26 @@ export class SqliteConnection {
     return guard(work);
   }
 
+  /**
+   * Runs `work` in the open transaction, opening one if none is. While another process holds the
+   * write lock the work waits its turn without holding up this process: SQLite's own busy wait
+   * would stop the event loop, and with it every request this process serves, reads included.
+   *
+   * A transaction groups the writes of one event-loop turn, one commit for them all. While other
+   * processes write to the same file (workers), it groups only the writes that follow each other
+   * without waiting on I/O, and commits when they have run: holding the lock for a whole turn,
+   * the work of every request in it, would keep the other processes from writing meanwhile.
+   */
   write<T>(work: () => T): Promise<T> {
     try {
-      this.#begin();
-      return Promise.resolve(work());
+      if (this.#waiting.length === 0 && this.#tryBegin()) return this.#run(work);
     } catch (error) {
-      // A failed statement is undone on its own; the transaction and the other writes in it go on.
       return Promise.reject(mapped(error));
     }
+    return new Promise<T>((resolve, reject) => {
+      this.#waiting.push({ start: () => this.#run(work).then(resolve, reject), fail: reject });
+      if (this.#waiting.length === 1) this.#retryLater(systemClock(), 0);
+    });
   }
 
   /** Resolves once every write made so far is committed; rejects (BackendUnavailableError) if it could not be. */
@@ -45,22 +81,78 @@ export class SqliteConnection {
     if (this.#db.isOpen && this.#db.isTransaction) this.#end();
   }
 
-  #begin(): void {
-    if (this.#db.isTransaction) return;
-    this.#db.exec('BEGIN IMMEDIATE');
+  #run<T>(work: () => T): Promise<T> {
+    try {
+      return Promise.resolve(work());
+    } catch (error) {
+      // A failed statement is undone on its own; the transaction and the other writes in it go on.
+      return Promise.reject(mapped(error));
+    }
+  }
+
+  #retryLater(since: number, attempt: number): void {
+    const delay = LOCK_RETRY_DELAYS_MS[Math.min(attempt, LOCK_RETRY_DELAYS_MS.length - 1)]!;
+    const retry = () => {
+      let begun: boolean;
+      try {
+        begun = this.#tryBegin();
+      } catch (error) {
+        this.#failWaiting(mapped(error));
+        return;
+      }
+      if (begun) {
+        for (const { start } of this.#waiting.splice(0)) start();
+      } else if (systemClock() - since >= LOCK_WAIT_MS) {
+        this.#failWaiting(new BackendUnavailableError(`SQLite store unavailable: another process held the database's write lock for ${LOCK_WAIT_MS} ms`));
+      } else {
+        this.#retryLater(since, attempt + 1);
+      }
+    };
+    if (delay === 0) setImmediate(retry);
+    else setTimeout(retry, delay);
+  }
+
+  #failWaiting(error: unknown): void {
+    for (const { fail } of this.#waiting.splice(0)) fail(error);
+  }
+
+  /** Opens this turn's transaction unless one is open; false when another process holds the write lock. */
+  #tryBegin(): boolean {
+    if (this.#db.isTransaction) return true;
+    if (!this.#lockWithoutWaiting()) {
+      this.#contendedUntil = systemClock() + CONTENDED_MS;
+      return false;
+    }
     const commit = new Promise<void>((resolve, reject) => {
-      setImmediate(() => {
+      const commitNow = () => {
         try {
           if (this.#db.isOpen && this.#db.isTransaction) this.#end();
           resolve();
         } catch (error) {
           reject(error);
         }
-      });
+      };
+      if (systemClock() < this.#contendedUntil) afterPendingPromises(commitNow);
+      else setImmediate(commitNow);
     });
     // A failed commit is reported to whoever awaits committed(); nobody else needs to hear of it.
     commit.catch(() => undefined);
     this.#commit = commit;
+    return true;
+  }
+
+  /** BEGIN IMMEDIATE with SQLite's busy wait off for it alone; the wait stays on for everything else. */
+  #lockWithoutWaiting(): boolean {
+    this.statement('PRAGMA busy_timeout = 0').run();
+    try {
+      this.#db.exec('BEGIN IMMEDIATE');
+      return true;
+    } catch (error) {
+      if (isBusy(error)) return false;
+      throw error;
+    } finally {
+      this.statement(`PRAGMA busy_timeout = ${LOCK_WAIT_MS}`).run();
+    }
   }
 
   #end(): void {
@@ -78,6 +170,15 @@ export class SqliteConnection {
   }
 }
 
+/**
+ * Runs `task` once the promise callbacks queued now, and those they queue in turn, have run: after
+ * the writes that a request makes one after another without waiting on I/O. A tick queued from a
+ * promise callback runs only once Node has run every queued promise callback.
+ */
+function afterPendingPromises(task: () => void): void {
+  queueMicrotask(() => process.nextTick(task));
+}
+
 /** A write refused by a UNIQUE constraint (of `column`, e.g. `users.email`, when given). */
 export function isUniqueViolation(error: unknown, column = ''): boolean {
   return error instanceof Error && error.message.includes(`UNIQUE constraint failed: ${column}`);
@@ -91,6 +192,14 @@ export function guard<T>(work: () => T): T {
     throw mapped(error);
   }
 }
+
+/** SQLITE_BUSY, or one of its extended codes: another connection holds the lock. */
+function isBusy(error: unknown): boolean {
+  const code = (error as { errcode?: unknown } | null)?.errcode;
+  return typeof code === 'number' && (code & 0xff) === SQLITE_BUSY;
+}
+
+const SQLITE_BUSY = 5;
 
 function mapped(error: unknown): unknown {
   if (error instanceof Error && /SQLITE_(BUSY|LOCKED|IOERR|FULL|CANTOPEN|READONLY)|database is (locked|closed)|not open|statement has been finalized/i.test(error.message)) {

@@ -1,11 +1,13 @@
 import { readFile } from 'node:fs/promises';
+import { DatabaseSync } from 'node:sqlite';
 
 import { expect } from 'chai';
 
-import { codeRequest, exchangeCode, registerClient } from '../support/oauth.ts';
+import { codeRequest, exchangeCode, management, register, registerClient } from '../support/oauth.ts';
 import { startRedis, type RedisServer } from '../support/redis.ts';
 import { seedUser, startServer, type TestServer } from '../support/server.ts';
 import { UserAgent, authorize } from '../support/user_agent.ts';
+import { sleep } from '../support/wait.ts';
 
 const KEY_ENCRYPTION_KEY = Buffer.alloc(32, 9).toString('base64url');
 
@@ -101,6 +103,44 @@ describe('a Redis outage', function () {
     while ((await fetch(`${server.origin}/readyz`)).status !== 200) {
       if (Date.now() > deadline) throw new Error('not ready again after Redis resumed');
       await new Promise((resolve) => setTimeout(resolve, 200));
+    }
+  });
+});
+
+/** The service on its embedded store while another process (a worker, the admin CLI, a `sqlite3` shell) holds the file's write lock. */
+describe('the embedded store while another process holds its write lock', function () {
+  this.timeout(60_000);
+
+  let server: TestServer;
+
+  before(async () => {
+    server = await startServer();
+  });
+
+  after(async () => {
+    await server?.stop();
+  });
+
+  it('keeps answering what needs no write, and answers a write once the lock is free', async () => {
+    const other = new DatabaseSync(server.store.replace(/^sqlite:/, ''));
+    try {
+      other.exec('BEGIN IMMEDIATE');
+      let registered: Response | undefined;
+      const registration = register(server.issuer, { client_name: 'Waits Its Turn' }).then((response) => { registered = response; });
+      await sleep(300);
+      expect((await fetch(`${server.issuer}/.well-known/oauth-authorization-server`)).status).to.equal(200);
+      expect((await fetch(`${server.origin}/readyz`)).status).to.equal(200);
+      expect(registered, 'the registration was answered while the lock was held').to.equal(undefined);
+      other.exec('COMMIT');
+      await registration;
+      expect(registered!.status).to.equal(201);
+      const client = await registered!.json() as { client_name: string; registration_client_uri: string; registration_access_token: string };
+      const stored = await management(client.registration_client_uri, client.registration_access_token);
+      expect(stored.status, 'the client was stored').to.equal(200);
+      expect(await stored.json()).to.include({ client_name: 'Waits Its Turn' });
+    } finally {
+      if (other.isTransaction) other.exec('ROLLBACK');
+      other.close();
     }
   });
 });

@@ -1,8 +1,8 @@
 /**
  * A separate process consuming records of one store, for the contract case "exactly one of several
- * stores opened on the same backend wins" (two SQLite connections in one process would wait on
- * each other's lock, see adapters/sqlite/connection.ts). Prints "ready" once its store answers,
- * waits for a line on stdin so every process starts together, then prints the consume results as JSON.
+ * stores opened on the same backend wins", each in its own process as workers and instances are.
+ * Prints "ready" once its store answers, waits for a line on stdin so every process starts
+ * together, then prints the consume results as JSON.
  *
  * argv: storage URL, key prefix ('' none), model, comma-separated ids, and optionally a use limit:
  * then it counts a use of each record (ModelStore.countUse) instead of consuming it.

@@ -1119,6 +1119,80 @@ describe('sqlite store file', () => {
     }
   });
 
+  it('lets a write wait for the write lock another process holds without stopping this one, and stores it once the lock is free', async () => {
+    const dir = await mkdtemp(join(tmpdir(), 'store-'));
+    const path = join(dir, 'db.sqlite');
+    const store = openStore(`sqlite:${path}`);
+    const other = new DatabaseSync(path);
+    try {
+      await store.model('Client').upsert('before', { client_id: 'before' }, undefined);
+      await store.committed();
+      other.exec('BEGIN IMMEDIATE');
+      let settled = false;
+      const waiting = store.model('Client').upsert('during', { client_id: 'during' }, undefined).finally(() => { settled = true; });
+      // Timers fire and reads answer meanwhile: SQLite's own busy wait would have held the event loop.
+      await sleep(200);
+      expect(await store.model('Client').find('before')).to.deep.equal({ client_id: 'before' });
+      expect(settled, 'the write went ahead while another process held the lock').to.equal(false);
+      other.exec('COMMIT');
+      await waiting;
+      await store.committed();
+      const reopened = openStore(`sqlite:${path}`);
+      expect(await reopened.model('Client').find('during')).to.deep.equal({ client_id: 'during' });
+      await reopened.close();
+    } finally {
+      if (other.isTransaction) other.exec('ROLLBACK');
+      other.close();
+      await store.close();
+      await rm(dir, { recursive: true, force: true });
+    }
+  });
+
+  it('fails a write as the store unavailable when another process holds the write lock for 5 s, and writes again once it is free', async () => {
+    const dir = await mkdtemp(join(tmpdir(), 'store-'));
+    const path = join(dir, 'db.sqlite');
+    const store = openStore(`sqlite:${path}`);
+    const other = new DatabaseSync(path);
+    try {
+      await store.ping();
+      other.exec('BEGIN IMMEDIATE');
+      const failures = await Promise.all(['late', 'later'].map((id) => store.model('Client').upsert(id, { client_id: id }, undefined).then(() => undefined, (error: unknown) => error)));
+      for (const failure of failures) expect(failure).to.be.instanceOf(BackendUnavailableError);
+      other.exec('COMMIT');
+      await store.model('Client').upsert('after', { client_id: 'after' }, undefined);
+      await store.committed();
+      expect(await store.model('Client').find('after')).to.deep.equal({ client_id: 'after' });
+      expect(await store.model('Client').find('late')).to.equal(undefined);
+      expect(await store.model('Client').find('later')).to.equal(undefined);
+    } finally {
+      if (other.isTransaction) other.exec('ROLLBACK');
+      other.close();
+      await store.close();
+      await rm(dir, { recursive: true, force: true });
+    }
+  });
+
+  it('stores every write of two stores writing to one file at once, as workers do', async () => {
+    const dir = await mkdtemp(join(tmpdir(), 'store-'));
+    const url = `sqlite:${join(dir, 'db.sqlite')}`;
+    const stores = [openStore(url), openStore(url)];
+    try {
+      // Each store's writes come over several event-loop turns, so each waits for the other's lock
+      // again and again; what one has committed, the other reads.
+      await Promise.all(Array.from({ length: 40 }, async (_, i) => {
+        await sleep(i % 8);
+        await Promise.all(stores.map(async (store, s) => {
+          await store.model('RefreshToken').upsert(`r${s}-${i}`, { jti: `r${s}-${i}` }, 60);
+          await store.committed();
+          expect(await stores[1 - s]!.model('RefreshToken').find(`r${s}-${i}`), `r${s}-${i}`).to.deep.equal({ jti: `r${s}-${i}` });
+        }));
+      }));
+    } finally {
+      await Promise.all(stores.map((store) => store.close()));
+      await rm(dir, { recursive: true, force: true });
+    }
+  });
+
   it('rejects an unknown storage URL with a clear message', () => {
     expect(() => openStore('postgres://x')).to.throw(/unsupported storage URL/);
   });
