@@ -75,7 +75,7 @@ export const SCHEMA = {
   HOST: optional('Address to listen on', text, 'all interfaces'),
   WORKERS: withDefault(
     '1',
-    'Processes serving requests on the same port (`node:cluster`), over the one store; `auto` runs one per core. A worker that dies is replaced; one that cannot start for a configuration error (a port in use) stops them all, with its one line. Each is an instance in the sense of [How tokens are revoked](#how-tokens-are-revoked). On the embedded SQLite store the workers share its one writer: tokens that write nothing (client_credentials) gain from more workers, code exchanges and refreshes do not, and their p99 rises as workers wait for the writer ([measured](performance.md#where-it-stands)); for writes on many cores, use Redis',
+    'Processes serving requests on the same port (`node:cluster`), over the one store; `auto` runs one per core. A worker that dies is replaced; one that cannot start for a configuration error (a port in use) stops them all, with its one line. Each is an instance in the sense of [How tokens are revoked](#how-tokens-are-revoked). On the embedded SQLite store the workers take turns at its one writer, each serving other requests while it waits ([Another process holding the SQLite write lock](failure-modes.md#another-process-holding-the-sqlite-write-lock)): tokens that write nothing (client_credentials) gain from more workers, code exchanges and refreshes about match one worker, at a higher p99 ([measured](performance.md#where-it-stands)); for writes on many cores, use Redis',
     workers,
   ),
   STORE: withDefault(
