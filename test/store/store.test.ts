@@ -1172,6 +1172,47 @@ describe('sqlite store file', () => {
     }
   });
 
+  it('while another process writes to the file too, frees the write lock once a write has run, not at the end of the event-loop turn', async () => {
+    const dir = await mkdtemp(join(tmpdir(), 'store-'));
+    const path = join(dir, 'db.sqlite');
+    const store = openStore(`sqlite:${path}`);
+    const other = new DatabaseSync(path, { timeout: 0 });
+    try {
+      await store.ping();
+      const tryLock = () => {
+        try {
+          other.exec('BEGIN IMMEDIATE');
+          other.exec('COMMIT');
+          return true;
+        } catch {
+          return false;
+        }
+      };
+      const freeBeforeTurnEnds = async (id: string) => {
+        await store.model('Client').upsert(id, { client_id: id }, undefined);
+        // Ticks run before the turn's end (setImmediate), once the promise callbacks queued before them have.
+        await new Promise((resolve) => process.nextTick(resolve));
+        return tryLock();
+      };
+      expect(await freeBeforeTurnEnds('alone'), 'alone on the file, the turn\'s writes share one commit').to.equal(false);
+      await store.committed();
+      // Another process takes the lock for a moment: the store's next write waits for it.
+      other.exec('BEGIN IMMEDIATE');
+      const waited = store.model('Client').upsert('waited', { client_id: 'waited' }, undefined);
+      await sleep(20);
+      other.exec('COMMIT');
+      await waited;
+      await store.committed();
+      expect(await freeBeforeTurnEnds('contended'), 'the lock is free for the other process').to.equal(true);
+      expect(await store.model('Client').find('contended')).to.deep.equal({ client_id: 'contended' });
+    } finally {
+      if (other.isTransaction) other.exec('ROLLBACK');
+      other.close();
+      await store.close();
+      await rm(dir, { recursive: true, force: true });
+    }
+  });
+
   it('stores every write of two stores writing to one file at once, as workers do', async () => {
     const dir = await mkdtemp(join(tmpdir(), 'store-'));
     const url = `sqlite:${join(dir, 'db.sqlite')}`;
