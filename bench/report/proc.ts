@@ -5,15 +5,18 @@ import { readFile } from 'node:fs/promises';
  * can say how big each server is and which process was the bottleneck during a run.
  */
 
+/**
+ * Each figure below covers the process and its children: a service with `WORKERS` above 1 is a
+ * supervisor whose workers serve the requests.
+ */
+
 /** Resident set size in bytes (VmRSS), or undefined when the process is gone or /proc is missing. */
 export async function residentBytes(pid: number): Promise<number | undefined> {
-  try {
-    const status = await readFile(`/proc/${pid}/status`, 'utf8');
+  return sumOver(pid, async (each) => {
+    const status = await readFile(`/proc/${each}/status`, 'utf8');
     const kib = /^VmRSS:\s+(\d+)\s+kB/m.exec(status)?.[1];
     return kib === undefined ? undefined : Number(kib) * 1024;
-  } catch {
-    return undefined;
-  }
+  });
 }
 
 /**
@@ -21,16 +24,41 @@ export async function residentBytes(pid: number): Promise<number | undefined> {
  * in clock ticks; Linux fixes USER_HZ at 100 for user space, and Node cannot ask sysconf.
  */
 export function cpuSeconds(pid: number): Promise<number | undefined> {
-  return ticksIn(`/proc/${pid}/stat`);
+  return sumOver(pid, (each) => ticksIn(`/proc/${each}/stat`));
 }
 
 /**
  * The same for the process's main thread alone (its thread id is its pid): the JavaScript event
  * loop. Near one core means the server is bound by its single JavaScript thread, whatever the
- * process total (GC and the libuv pool, where WebCrypto signs, run on other threads).
+ * process total (GC and the libuv pool, where WebCrypto signs, run on other threads); with
+ * workers, near their number.
  */
 export function mainThreadCpuSeconds(pid: number): Promise<number | undefined> {
-  return ticksIn(`/proc/${pid}/task/${pid}/stat`);
+  return sumOver(pid, (each) => ticksIn(`/proc/${each}/task/${each}/stat`));
+}
+
+/** `measure` summed over the process and its children; undefined when the process is gone. */
+async function sumOver(pid: number, measure: (pid: number) => Promise<number | undefined>): Promise<number | undefined> {
+  let total: number | undefined;
+  try {
+    total = await measure(pid);
+  } catch {
+    return undefined;
+  }
+  if (total === undefined) return undefined;
+  for (const child of await childrenOf(pid)) {
+    // A worker that ended meanwhile is left out.
+    total += await measure(child).catch(() => undefined) ?? 0;
+  }
+  return total;
+}
+
+async function childrenOf(pid: number): Promise<number[]> {
+  try {
+    return (await readFile(`/proc/${pid}/task/${pid}/children`, 'utf8')).split(' ').filter(Boolean).map(Number);
+  } catch {
+    return [];
+  }
 }
 
 async function ticksIn(path: string): Promise<number | undefined> {

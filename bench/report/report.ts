@@ -304,6 +304,7 @@ export function formatReport(machine: MachineInfo, crypto: CryptoLimits | undefi
   lines.push(`  RSS MB: the server's VmRSS after the scenario's last round. The baseline keeps every stored record (codes, refresh tokens,`);
   lines.push(`    grants, sessions) in its heap; the service keeps them in its store (STORE=${settings.store}).`);
   lines.push('  srv cores: CPU of the server process (all threads); srv main: its JavaScript thread alone (1.00 = the event loop never idle);');
+  if (settings.workers > 1) lines.push(`    with WORKERS=${settings.workers}, RSS and both CPU columns add up the supervisor and its workers (srv main then at most ${settings.workers}.00);`);
   lines.push('  bench cores: CPU of the load generator (autocannon, in this process). 1.00 = one core busy.');
   return lines.join('\n');
 }
