@@ -11,8 +11,8 @@ export const LOCK_WAIT_MS = 5000;
 
 /**
  * Between tries for the write lock, in milliseconds, the last repeated; 0 is the end of this
- * event-loop turn. Another process holds the lock for one of its turns at most, so the first tries
- * come soon.
+ * event-loop turn. A worker holds the lock for one of its turns at most, so the first tries come
+ * soon.
  */
 const LOCK_RETRY_DELAYS_MS = [0, 0, 1, 2, 4, 5];
 
@@ -116,7 +116,7 @@ export class SqliteConnection {
     for (const { fail } of this.#waiting.splice(0)) fail(error);
   }
 
-  /** Opens this turn's transaction unless one is open; false when another process holds the write lock. */
+  /** Opens a transaction unless one is open; false when another process holds the write lock. */
   #tryBegin(): boolean {
     if (this.#db.isTransaction) return true;
     if (!this.#lockWithoutWaiting()) {
@@ -193,13 +193,13 @@ export function guard<T>(work: () => T): T {
   }
 }
 
+const SQLITE_BUSY = 5;
+
 /** SQLITE_BUSY, or one of its extended codes: another connection holds the lock. */
 function isBusy(error: unknown): boolean {
   const code = (error as { errcode?: unknown } | null)?.errcode;
   return typeof code === 'number' && (code & 0xff) === SQLITE_BUSY;
 }
-
-const SQLITE_BUSY = 5;
 
 function mapped(error: unknown): unknown {
   if (error instanceof Error && /SQLITE_(BUSY|LOCKED|IOERR|FULL|CANTOPEN|READONLY)|database is (locked|closed)|not open|statement has been finalized/i.test(error.message)) {

@@ -3,10 +3,7 @@ import { readFile } from 'node:fs/promises';
 /**
  * What a server process costs, read from Linux's /proc: memory (VmRSS) and CPU time, so the report
  * can say how big each server is and which process was the bottleneck during a run.
- */
-
-/**
- * Each figure below covers the process and its children: a service with `WORKERS` above 1 is a
+ * Each figure covers the process and its children: a service with `WORKERS` above 1 is a
  * supervisor whose workers serve the requests.
  */
 
