@@ -143,4 +143,21 @@ describe('the embedded store while another process holds its write lock', functi
       other.close();
     }
   });
+
+  it('refuses a write held up 5 s as the store unavailable, says why in the log, and writes again once the lock is free', async () => {
+    const other = new DatabaseSync(server.store.replace(/^sqlite:/, ''));
+    try {
+      other.exec('BEGIN IMMEDIATE');
+      const refused = await register(server.issuer, { client_name: 'Held Up' });
+      expect(refused.status).to.equal(503);
+      expect(refused.headers.get('retry-after')).to.match(/^\d+$/);
+      expect(await refused.json()).to.include({ error: 'temporarily_unavailable' });
+      expect(server.logs()).to.contain('another process held the database\'s write lock for 5000 ms');
+      other.exec('COMMIT');
+      expect((await register(server.issuer, { client_name: 'After It' })).status).to.equal(201);
+    } finally {
+      if (other.isTransaction) other.exec('ROLLBACK');
+      other.close();
+    }
+  });
 });

@@ -1119,99 +1119,64 @@ describe('sqlite store file', () => {
     }
   });
 
-  it('lets a write wait for the write lock another process holds without stopping this one, and stores it once the lock is free', async () => {
-    const dir = await mkdtemp(join(tmpdir(), 'store-'));
-    const path = join(dir, 'db.sqlite');
-    const store = openStore(`sqlite:${path}`);
-    const other = new DatabaseSync(path);
-    try {
-      await store.model('Client').upsert('before', { client_id: 'before' }, undefined);
-      await store.committed();
-      other.exec('BEGIN IMMEDIATE');
-      let settled = false;
-      const waiting = store.model('Client').upsert('during', { client_id: 'during' }, undefined).finally(() => { settled = true; });
-      // Timers fire and reads answer meanwhile: SQLite's own busy wait would have held the event loop.
-      await sleep(200);
-      expect(await store.model('Client').find('before')).to.deep.equal({ client_id: 'before' });
-      expect(settled, 'the write went ahead while another process held the lock').to.equal(false);
-      other.exec('COMMIT');
-      await waiting;
-      await store.committed();
-      const reopened = openStore(`sqlite:${path}`);
-      expect(await reopened.model('Client').find('during')).to.deep.equal({ client_id: 'during' });
-      await reopened.close();
-    } finally {
-      if (other.isTransaction) other.exec('ROLLBACK');
-      other.close();
-      await store.close();
-      await rm(dir, { recursive: true, force: true });
-    }
-  });
+  it('lets a write wait for the write lock another process holds without stopping this one, and stores it once the lock is free', () => besideAnotherProcess(async (store, other, path) => {
+    await store.model('Client').upsert('before', { client_id: 'before' }, undefined);
+    await store.committed();
+    other.exec('BEGIN IMMEDIATE');
+    let settled = false;
+    const waiting = store.model('Client').upsert('during', { client_id: 'during' }, undefined).finally(() => { settled = true; });
+    // Timers fire and reads answer meanwhile: SQLite's own busy wait would have held the event loop.
+    await sleep(200);
+    expect(await store.model('Client').find('before')).to.deep.equal({ client_id: 'before' });
+    expect(settled, 'the write went ahead while another process held the lock').to.equal(false);
+    other.exec('COMMIT');
+    await waiting;
+    await store.committed();
+    const reopened = openStore(`sqlite:${path}`);
+    expect(await reopened.model('Client').find('during')).to.deep.equal({ client_id: 'during' });
+    await reopened.close();
+  }));
 
-  it('fails a write as the store unavailable when another process holds the write lock for 5 s, and writes again once it is free', async () => {
-    const dir = await mkdtemp(join(tmpdir(), 'store-'));
-    const path = join(dir, 'db.sqlite');
-    const store = openStore(`sqlite:${path}`);
-    const other = new DatabaseSync(path);
-    try {
-      await store.ping();
-      other.exec('BEGIN IMMEDIATE');
-      const failures = await Promise.all(['late', 'later'].map((id) => store.model('Client').upsert(id, { client_id: id }, undefined).then(() => undefined, (error: unknown) => error)));
-      for (const failure of failures) expect(failure).to.be.instanceOf(BackendUnavailableError);
-      other.exec('COMMIT');
-      await store.model('Client').upsert('after', { client_id: 'after' }, undefined);
-      await store.committed();
-      expect(await store.model('Client').find('after')).to.deep.equal({ client_id: 'after' });
-      expect(await store.model('Client').find('late')).to.equal(undefined);
-      expect(await store.model('Client').find('later')).to.equal(undefined);
-    } finally {
-      if (other.isTransaction) other.exec('ROLLBACK');
-      other.close();
-      await store.close();
-      await rm(dir, { recursive: true, force: true });
-    }
-  });
+  it('fails a write as the store unavailable when another process holds the write lock for 5 s, and writes again once it is free', () => besideAnotherProcess(async (store, other) => {
+    other.exec('BEGIN IMMEDIATE');
+    const failures = await Promise.all(['late', 'later'].map((id) => store.model('Client').upsert(id, { client_id: id }, undefined).then(() => undefined, (error: unknown) => error)));
+    for (const failure of failures) expect(failure).to.be.instanceOf(BackendUnavailableError);
+    other.exec('COMMIT');
+    await store.model('Client').upsert('after', { client_id: 'after' }, undefined);
+    await store.committed();
+    expect(await store.model('Client').find('after')).to.deep.equal({ client_id: 'after' });
+    expect(await store.model('Client').find('late')).to.equal(undefined);
+    expect(await store.model('Client').find('later')).to.equal(undefined);
+  }));
 
-  it('while another process writes to the file too, frees the write lock once a write has run, not at the end of the event-loop turn', async () => {
-    const dir = await mkdtemp(join(tmpdir(), 'store-'));
-    const path = join(dir, 'db.sqlite');
-    const store = openStore(`sqlite:${path}`);
-    const other = new DatabaseSync(path, { timeout: 0 });
-    try {
-      await store.ping();
-      const tryLock = () => {
-        try {
-          other.exec('BEGIN IMMEDIATE');
-          other.exec('COMMIT');
-          return true;
-        } catch {
-          return false;
-        }
-      };
-      const freeBeforeTurnEnds = async (id: string) => {
-        await store.model('Client').upsert(id, { client_id: id }, undefined);
-        // Ticks run before the turn's end (setImmediate), once the promise callbacks queued before them have.
-        await new Promise((resolve) => process.nextTick(resolve));
-        return tryLock();
-      };
-      expect(await freeBeforeTurnEnds('alone'), 'alone on the file, the turn\'s writes share one commit').to.equal(false);
-      await store.committed();
-      // Another process takes the lock for a moment: the store's next write waits for it.
-      other.exec('BEGIN IMMEDIATE');
-      const waited = store.model('Client').upsert('waited', { client_id: 'waited' }, undefined);
-      await sleep(20);
-      other.exec('COMMIT');
-      await waited;
-      await store.committed();
-      expect(await freeBeforeTurnEnds('contended'), 'the lock is free for the other process').to.equal(true);
-      expect(await store.model('Client').find('contended')).to.deep.equal({ client_id: 'contended' });
-    } finally {
-      if (other.isTransaction) other.exec('ROLLBACK');
-      other.close();
-      await store.close();
-      await rm(dir, { recursive: true, force: true });
-    }
-  });
+  it('while another process writes to the file too, frees the write lock once a write has run, not at the end of the event-loop turn', () => besideAnotherProcess(async (store, other) => {
+    const tryLock = () => {
+      try {
+        other.exec('BEGIN IMMEDIATE');
+        other.exec('COMMIT');
+        return true;
+      } catch {
+        return false;
+      }
+    };
+    const freeBeforeTurnEnds = async (id: string) => {
+      await store.model('Client').upsert(id, { client_id: id }, undefined);
+      // Ticks run before the turn's end (setImmediate), once the promise callbacks queued before them have.
+      await new Promise((resolve) => process.nextTick(resolve));
+      return tryLock();
+    };
+    expect(await freeBeforeTurnEnds('alone'), 'alone on the file, the turn\'s writes share one commit').to.equal(false);
+    await store.committed();
+    // Another process takes the lock for a moment: the store's next write waits for it.
+    other.exec('BEGIN IMMEDIATE');
+    const waited = store.model('Client').upsert('waited', { client_id: 'waited' }, undefined);
+    await sleep(20);
+    other.exec('COMMIT');
+    await waited;
+    await store.committed();
+    expect(await freeBeforeTurnEnds('contended'), 'the lock is free for the other process').to.equal(true);
+    expect(await store.model('Client').find('contended')).to.deep.equal({ client_id: 'contended' });
+  }));
 
   it('stores every write of two stores writing to one file at once, as workers do', async () => {
     const dir = await mkdtemp(join(tmpdir(), 'store-'));
@@ -1238,6 +1203,26 @@ describe('sqlite store file', () => {
     expect(() => openStore('postgres://x')).to.throw(/unsupported storage URL/);
   });
 });
+
+/**
+ * Runs `test` with a SQLite store on a fresh file and a plain connection to the same file, which
+ * stands for another process (a worker, the admin CLI, a `sqlite3` shell) and never waits for a lock.
+ */
+async function besideAnotherProcess(test: (store: Store, other: DatabaseSync, path: string) => Promise<void>): Promise<void> {
+  const dir = await mkdtemp(join(tmpdir(), 'store-'));
+  const path = join(dir, 'db.sqlite');
+  const store = openStore(`sqlite:${path}`);
+  const other = new DatabaseSync(path, { timeout: 0 });
+  try {
+    await store.ping();
+    await test(store, other, path);
+  } finally {
+    if (other.isTransaction) other.exec('ROLLBACK');
+    other.close();
+    await store.close();
+    await rm(dir, { recursive: true, force: true });
+  }
+}
 
 /**
  * Runs `count` processes that each open the store and consume every id at the same moment (or,
