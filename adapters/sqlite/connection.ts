@@ -7,7 +7,7 @@ import { BackendUnavailableError } from '../store.ts';
  * How long a write waits for another process's transaction (another worker, the admin CLI) before
  * the store counts as unavailable.
  */
-export const LOCK_WAIT_MS = 5000;
+const LOCK_WAIT_MS = 5000;
 
 /**
  * Between tries for the write lock, in milliseconds, the last repeated; 0 is the end of this
@@ -15,6 +15,10 @@ export const LOCK_WAIT_MS = 5000;
  * soon.
  */
 const LOCK_RETRY_DELAYS_MS = [0, 0, 1, 2, 4, 5];
+
+/** SQLite's busy wait off for a try at the lock, and back on for everything else. */
+const BUSY_WAIT_OFF = 'PRAGMA busy_timeout = 0';
+export const BUSY_WAIT_ON = `PRAGMA busy_timeout = ${LOCK_WAIT_MS}`;
 
 /**
  * How long after a write last found the lock taken this connection keeps its transactions short.
@@ -143,7 +147,7 @@ export class SqliteConnection {
 
   /** BEGIN IMMEDIATE with SQLite's busy wait off for it alone; the wait stays on for everything else. */
   #lockWithoutWaiting(): boolean {
-    this.statement('PRAGMA busy_timeout = 0').run();
+    this.statement(BUSY_WAIT_OFF).run();
     try {
       this.#db.exec('BEGIN IMMEDIATE');
       return true;
@@ -151,7 +155,7 @@ export class SqliteConnection {
       if (isBusy(error)) return false;
       throw error;
     } finally {
-      this.statement(`PRAGMA busy_timeout = ${LOCK_WAIT_MS}`).run();
+      this.statement(BUSY_WAIT_ON).run();
     }
   }
 

@@ -7,7 +7,7 @@ import type { Logger } from '../../src/shared/logger.ts';
 import { BackendUnavailableError, LISTED_BY, StoreOpenError, type ModelStore, type SqliteSynchronous, type Store } from '../store.ts';
 import { ACCOUNTS_SCHEMA, SqliteAccountStore } from './accounts.ts';
 import { API_KEYS_SCHEMA, SqliteApiKeyStore, SWEEP_EXPIRED_API_KEYS } from './api_keys.ts';
-import { LOCK_WAIT_MS, SqliteConnection } from './connection.ts';
+import { BUSY_WAIT_ON, SqliteConnection } from './connection.ts';
 import { MODELS_SCHEMA, SqliteModelStore } from './models.ts';
 import { memoryRateLimiters } from './rate_limits.ts';
 import { RECORDS_SCHEMA, SqliteRecordStore } from './records.ts';
@@ -24,7 +24,7 @@ const pragmas = (synchronous: SqliteSynchronous) => `
 PRAGMA journal_mode = WAL;
 PRAGMA synchronous = ${synchronous === 'full' ? 'FULL' : 'NORMAL'};
 PRAGMA foreign_keys = ON;
-PRAGMA busy_timeout = ${LOCK_WAIT_MS};
+${BUSY_WAIT_ON};
 `;
 
 /** How often expired engine records are swept; reads already ignore them. */
