@@ -11,7 +11,7 @@ import { decodeJwt } from 'jose';
 
 import { openStore } from '../../adapters/index.ts';
 import { startRedis, type RedisServer } from '../support/redis.ts';
-import { freePort, runAdmin, startServer, type TestServer } from '../support/server.ts';
+import { freePort, freePorts, runAdmin, startServer, type TestServer } from '../support/server.ts';
 import { UserAgent, authorize } from '../support/user_agent.ts';
 import { watchProcess, type WatchedProcess } from '../support/watched_process.ts';
 
@@ -445,7 +445,7 @@ describe('first start on a terminal', function () {
 
   it('with no users, the service says in a plain sentence to run quickstart with its settings, and run as said in another shell it prints this service\'s URLs and writes to its store', async () => {
     const dir = await mkdtemp(join(tmpdir(), 'oauth-tty-'));
-    const port = await freePort();
+    const [port, metricsPort] = await freePorts(2);
     const database = join(dir, 'data', 'oauth.sqlite');
     // As a newcomer would: PORT=... npm start, BASE_URL left to follow PORT.
     const settings = {
@@ -458,7 +458,7 @@ describe('first start on a terminal', function () {
       PORT: String(port),
       HOST: '127.0.0.1',
       STORE: `sqlite:${database}`,
-      METRICS_PORT: String(await freePort()),
+      METRICS_PORT: String(metricsPort),
     });
     try {
       const [, command] = await terminal.shows(/No users yet\. To create the first workspace, its admin and a demo client to try it with, run:\s+(.*npm run admin -- quickstart)\r?\n/);

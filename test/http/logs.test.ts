@@ -6,7 +6,7 @@ import { setTimeout as sleep } from 'node:timers/promises';
 import { expect } from 'chai';
 
 import { codeRequest, registerClient, tokenRequest } from '../support/oauth.ts';
-import { freePort, startServer, type TestServer } from '../support/server.ts';
+import { freePorts, startServer, type TestServer } from '../support/server.ts';
 
 const ROOT = fileURLToPath(new URL('../..', import.meta.url));
 const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/;
@@ -136,12 +136,12 @@ describe('logs on a terminal: readable lines', function () {
   });
 
   it('writes `time LEVEL message key=value` lines instead of JSON when stderr is a terminal', async () => {
-    const port = await freePort();
+    const [port, metricsPort] = await freePorts(2);
     const origin = `http://127.0.0.1:${port}`;
     // script(1) runs the server on a pseudo-terminal and copies what it writes to this pipe.
     child = spawn('script', ['-qfec', `${process.execPath} src/main.ts`, '/dev/null'], {
       cwd: ROOT,
-      env: { PATH: process.env.PATH ?? '', HOME: process.env.HOME ?? '', PORT: String(port), HOST: '127.0.0.1', BASE_URL: origin, STORE: 'memory:', METRICS_PORT: String(await freePort()) },
+      env: { PATH: process.env.PATH ?? '', HOME: process.env.HOME ?? '', PORT: String(port), HOST: '127.0.0.1', BASE_URL: origin, STORE: 'memory:', METRICS_PORT: String(metricsPort) },
       stdio: ['pipe', 'pipe', 'pipe'],
     });
     let output = '';

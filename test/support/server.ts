@@ -1,6 +1,6 @@
 import { execFile, spawn, type ChildProcess } from 'node:child_process';
 import { mkdtemp, rm } from 'node:fs/promises';
-import { createServer } from 'node:net';
+import { createServer, type AddressInfo, type Server } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -68,14 +68,23 @@ export interface ServerOptions {
 const homes = new Map<string, string>();
 
 export async function freePort(): Promise<number> {
-  return new Promise((resolve, reject) => {
+  const [port] = await freePorts(1);
+  return port!;
+}
+
+/**
+ * `count` different free ports: every probe holds its port until all are picked, so two picked
+ * together (a server's PORT and METRICS_PORT) are never the same one.
+ */
+export async function freePorts(count: number): Promise<number[]> {
+  const probes = await Promise.all(Array.from({ length: count }, () => new Promise<Server>((resolve, reject) => {
     const probe = createServer();
     probe.once('error', reject);
-    probe.listen(0, '127.0.0.1', () => {
-      const { port } = probe.address() as { port: number };
-      probe.close(() => resolve(port));
-    });
-  });
+    probe.listen(0, '127.0.0.1', () => resolve(probe));
+  })));
+  const ports = probes.map((probe) => (probe.address() as AddressInfo).port);
+  await Promise.all(probes.map((probe) => new Promise((resolve) => probe.close(resolve))));
+  return ports;
 }
 
 /**
@@ -124,8 +133,7 @@ export async function startServer(options: ServerOptions = {}): Promise<TestServ
   };
 
   for (let attempt = 1; ; attempt++) {
-    port = await freePort();
-    metricsPort = await freePort();
+    [port, metricsPort] = await freePorts(2) as [number, number];
     Object.assign(env, {
       PORT: String(port),
       BASE_URL: `http://${options.issuerHost ?? '127.0.0.1'}:${port}${options.basePath ?? ''}`,
