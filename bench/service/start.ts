@@ -1,7 +1,7 @@
 import { openStore } from '../../adapters/index.ts';
 import { Accounts } from '../../src/accounts/accounts.ts';
 import { registerClient } from '../../test/support/oauth.ts';
-import { freePort, runAdmin } from '../../test/support/server.ts';
+import { freePorts, runAdmin } from '../../test/support/server.ts';
 import { authorize } from '../../test/support/user_agent.ts';
 import { CodeMinter } from '../load/codes.ts';
 import { onCleanUp, startNode, tempDir } from '../processes.ts';
@@ -34,10 +34,10 @@ export interface ServiceOptions {
 export async function startService(options: ServiceOptions): Promise<Target> {
   const plan = await storePlan(options.store, await tempDir('oauth-bench-'), options.side === 'service_durable');
   onCleanUp(plan.stop);
-  const port = await freePort();
+  // The metrics listener too gets a free port, not the default another process may hold; both
+  // are picked together, so they are never the same port (the service refuses to start then).
+  const [port, metricsPort] = await freePorts(2) as [number, number];
   const issuer = `http://127.0.0.1:${port}`;
-  // The metrics listener too: a free port, not the default another process may hold.
-  const metricsPort = await freePort();
   const env: Record<string, string> = {
     PATH: process.env.PATH ?? '',
     HOME: process.env.HOME ?? '',
