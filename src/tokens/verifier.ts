@@ -2,6 +2,7 @@ import { createLocalJWKSet, jwtVerify, type JWK, type JWTPayload } from 'jose';
 
 import { boundedCache, type BoundedCache } from '../shared/bounded_cache.ts';
 import { systemClock, type Clock } from '../shared/clock.ts';
+import { digest } from '../shared/digest.ts';
 import type { RevocationList } from './revocation_list.ts';
 
 /** The claims of an access token this server issued (RFC 9068 plus the workspace claims). */
@@ -42,7 +43,10 @@ export class AccessTokenVerifier {
   readonly #issuer: string;
   readonly #revocations: RevocationList;
   readonly #clock: Clock;
-  /** Token -> its claims, for tokens whose signature and claims checked out, each kept until it expires. */
+  /**
+   * The token's digest -> its claims, for tokens whose signature and claims checked out, each kept
+   * until it expires. Keyed by digest, so the process's memory holds no usable token for it.
+   */
   readonly #verified: BoundedCache<string, AccessTokenClaims>;
 
   constructor(privateJwks: { keys: JWK[] }, issuer: string, revocations: RevocationList, clock: Clock = systemClock) {
@@ -66,11 +70,12 @@ export class AccessTokenVerifier {
   /** Signature and claims only, ignoring revocation. */
   async decode(token: string): Promise<AccessTokenClaims | undefined> {
     // A signature stays valid; only time can make a known token invalid, and the cache forgets it then.
-    const known = this.#verified.get(token);
+    const key = digest(token);
+    const known = this.#verified.get(key);
     if (known) return known;
     const claims = await this.#verify(token);
     const lifeMs = claims ? claims.exp * 1000 - this.#clock() : 0;
-    if (claims && lifeMs > 0) this.#verified.set(token, claims, { ttl: lifeMs });
+    if (claims && lifeMs > 0) this.#verified.set(key, claims, { ttl: lifeMs });
     return claims;
   }
 
