@@ -218,7 +218,7 @@ export const SCENARIOS: Record<ScenarioName, Scenario> = {
     summary: `GET ${DATA_API_PATH} with a client_credentials access token (scope api, workspace-bound client); `
       + `${SEEDED_COMPANIES} companies seeded`,
     serviceOnly: true,
-    caching: 'one token for every request of a round: the service keeps verified tokens in process (src/tokens/verifier.ts, '
+    caching: 'one token for every request of a round: the service keeps verified tokens in process by their SHA-256 (src/tokens/verifier.ts, '
       + `${SERVICE_VERIFIED_TOKENS_KEPT.toLocaleString('en-US')} tokens), so only a round's first request checks the ES256 signature`,
     plan: async (target) => {
       requireDataApi(target);
