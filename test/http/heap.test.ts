@@ -6,15 +6,10 @@ import { setTimeout as sleep } from 'node:timers/promises';
 import { expect } from 'chai';
 
 import { api, clientCredentialsToken, createApiKey } from '../support/data_api.ts';
-import { codeRequest, postCredentials, REDIRECT_URI, registerClient, tokenRequest, type RegisteredClient } from '../support/oauth.ts';
+import type { TokenSet } from '../support/drill.ts';
+import { basicCredentials, codeRequest, postCredentials, postForm, REDIRECT_URI, registerClient, tokenRequest, type RegisteredClient } from '../support/oauth.ts';
 import { seedUser, startServer, type SeededUser, type TestServer } from '../support/server.ts';
 import { UserAgent, authorize } from '../support/user_agent.ts';
-
-/** The tokens a token endpoint answer holds. */
-interface Tokens {
-  access_token: string;
-  refresh_token: string;
-}
 
 /**
  * The service keeps in memory what it needs of a request and drops the request itself. A value
@@ -73,13 +68,11 @@ async function useEveryEndpoint(server: TestServer, user: SeededUser, client: Re
   const callback = await authorize(new UserAgent(), url, server.origin, { email: user.email, password: user.password });
   const code = callback.searchParams.get('code')!;
   const credentials = how === 'client_secret_post' ? postCredentials(client) : {};
-  const headers: Record<string, string> = how === 'client_secret_basic'
-    ? { authorization: `Basic ${Buffer.from(`${encodeURIComponent(client.client_id)}:${encodeURIComponent(client.client_secret!)}`).toString('base64')}` }
-    : {};
+  const headers = how === 'client_secret_basic' ? basicCredentials(client) : {};
   const first = await tokens(tokenRequest(server.issuer, { grant_type: 'authorization_code', code, redirect_uri: REDIRECT_URI, code_verifier: verifier, ...credentials }, headers));
   const second = await tokens(tokenRequest(server.issuer, { grant_type: 'refresh_token', refresh_token: first.refresh_token, ...credentials }, headers));
-  expect((await formPost(`${server.issuer}/oauth/revoke`, { token: second.access_token, ...credentials }, headers)).status).to.equal(200);
-  const introspection = await formPost(`${server.issuer}/oauth/introspect`, { token: first.access_token, ...credentials }, headers);
+  expect((await postForm(`${server.issuer}/oauth/revoke`, { token: second.access_token, ...credentials }, headers)).status).to.equal(200);
+  const introspection = await postForm(`${server.issuer}/oauth/introspect`, { token: first.access_token, ...credentials }, headers);
   expect(await introspection.json()).to.include({ active: true });
   const userinfo = await fetch(`${server.issuer}/oauth/userinfo`, { headers: { authorization: `Bearer ${first.access_token}` } });
   expect(userinfo.status).to.equal(200);
@@ -94,14 +87,10 @@ async function useEveryEndpoint(server: TestServer, user: SeededUser, client: Re
   return Object.fromEntries(Object.entries(carried).map(([what, value]) => [`${how}: ${what}`, value]));
 }
 
-function formPost(url: string, form: Record<string, string>, headers: Record<string, string>): Promise<Response> {
-  return fetch(url, { method: 'POST', headers: { 'content-type': 'application/x-www-form-urlencoded', ...headers }, body: new URLSearchParams(form).toString() });
-}
-
-async function tokens(answer: Promise<Response>): Promise<Tokens> {
+async function tokens(answer: Promise<Response>): Promise<TokenSet> {
   const response = await answer;
   expect(response.status, await response.clone().text()).to.equal(200);
-  return response.json() as Promise<Tokens>;
+  return response.json() as Promise<TokenSet>;
 }
 
 /** The text of a heap snapshot of the server (written on SIGUSR2 into `dir`), once it is whole. */

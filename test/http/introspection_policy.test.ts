@@ -1,7 +1,7 @@
 import { expect } from 'chai';
 import * as oauth from 'oauth4webapi';
 
-import { codeRequest, exchangeCode, postCredentials, register, registerClient, tokenRequest, type RegisteredClient } from '../support/oauth.ts';
+import { basicCredentials, codeRequest, exchangeCode, postCredentials, register, registerClient, tokenRequest, type RegisteredClient } from '../support/oauth.ts';
 import { initialAccessToken, seedUser, startServer, type SeededUser, type TestServer } from '../support/server.ts';
 import { UserAgent, authorize } from '../support/user_agent.ts';
 
@@ -65,7 +65,7 @@ describe('introspection policy (RFC 7662 section 4)', function () {
     const form: Record<string, string> = { token, ...(hint ? { token_type_hint: hint } : {}) };
     const headers: Record<string, string> = { 'content-type': 'application/x-www-form-urlencoded' };
     if ('post' in caller) Object.assign(form, caller.post);
-    else headers.authorization = `Basic ${Buffer.from(`${encodeURIComponent(caller.basic.client_id)}:${encodeURIComponent(caller.basic.client_secret)}`).toString('base64')}`;
+    else Object.assign(headers, basicCredentials(caller.basic));
     const response = await fetch(`${server.issuer}/oauth/introspect`, { method: 'POST', headers, body: new URLSearchParams(form).toString() });
     const body = await response.text();
     expect(response.status, body).to.equal(200);

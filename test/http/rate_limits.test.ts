@@ -7,7 +7,7 @@ import { RateLimiterRes } from 'rate-limiter-flexible';
 import { openStore } from '../../adapters/index.ts';
 import { generateApiKey } from '../../src/api_keys/format.ts';
 import { api, createApiKey, userAccessToken } from '../support/data_api.ts';
-import { codeRequest, postCredentials, REDIRECT_URI, type RegisteredClient } from '../support/oauth.ts';
+import { basicCredentials, codeRequest, postCredentials, REDIRECT_URI, type RegisteredClient } from '../support/oauth.ts';
 import { startRedis, type RedisServer } from '../support/redis.ts';
 import { initialAccessToken, seedUser, startServer, type SeededUser, type TestServer } from '../support/server.ts';
 import { authorize, UserAgent } from '../support/user_agent.ts';
@@ -209,8 +209,7 @@ describe('rate limits', function () {
         await token(server, newAddress(), { ...grant, client_id: machine.client_id, client_secret: machine.client_secret! }),
         3600, /too many tokens issued to this client/,
       );
-      const basic = `Basic ${Buffer.from(`${encodeURIComponent(machine.client_id)}:${encodeURIComponent(machine.client_secret!)}`).toString('base64')}`;
-      expect((await token(server, newAddress(), grant, { authorization: basic })).status, 'HTTP Basic').to.equal(429);
+      expect((await token(server, newAddress(), grant, basicCredentials(machine))).status, 'HTTP Basic').to.equal(429);
 
       const other = await token(server, newAddress(), { grant_type: 'refresh_token', refresh_token: 'not-a-token', client_id: app.client_id, client_secret: app.client_secret! });
       expect(other.status).to.equal(400);

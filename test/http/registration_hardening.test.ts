@@ -6,7 +6,7 @@ import { expect } from 'chai';
 
 import { openStore, sqliteFile } from '../../adapters/index.ts';
 import { ConfigError, loadConfig } from '../../config/index.ts';
-import { authorizationUrl, codeRequest, exchangeCode, management, postCredentials, REDIRECT_URI, register, registerClient, type RegisteredClient, tokenRequest } from '../support/oauth.ts';
+import { authorizationUrl, basicCredentials, codeRequest, exchangeCode, management, postCredentials, REDIRECT_URI, register, registerClient, type RegisteredClient, tokenRequest } from '../support/oauth.ts';
 import { startRedis, type RedisServer } from '../support/redis.ts';
 import { freePort, initialAccessToken, seedUser, startServer, type SeededUser, type TestServer } from '../support/server.ts';
 import { UserAgent, authorize } from '../support/user_agent.ts';
@@ -210,13 +210,11 @@ describe('registration hardening', function () {
       const request = codeRequest(server.issuer, client.client_id);
       const callback = await authorize(new UserAgent(), request.url, server.origin, user);
       const exchanged = method === 'client_secret_basic'
-        ? await tokenRequest(server.issuer, { grant_type: 'authorization_code', code: callback.searchParams.get('code')!, redirect_uri: REDIRECT_URI, code_verifier: request.verifier }, { authorization: basic(client) })
+        ? await tokenRequest(server.issuer, { grant_type: 'authorization_code', code: callback.searchParams.get('code')!, redirect_uri: REDIRECT_URI, code_verifier: request.verifier }, basicCredentials(client))
         : await exchangeCode(server.issuer, client, callback.searchParams.get('code')!, request.verifier);
       expect(exchanged.status, await exchanged.clone().text()).to.equal(200);
       return { client, refreshToken: (await exchanged.json() as { refresh_token: string }).refresh_token };
     }
-
-    const basic = (client: RegisteredClient) => `Basic ${Buffer.from(`${encodeURIComponent(client.client_id)}:${encodeURIComponent(client.client_secret!)}`).toString('base64')}`;
 
     for (const method of ['client_secret_basic', 'client_secret_post']) {
       it(`refuses to change token_endpoint_auth_method from ${method} to none (400), and the refresh token still needs the secret`, async () => {
@@ -229,7 +227,7 @@ describe('registration hardening', function () {
         const withIdAlone = await tokenRequest(server.issuer, { grant_type: 'refresh_token', refresh_token: refreshToken, client_id: client.client_id });
         await expectRefusal(withIdAlone, 401, 'invalid_client');
         const withSecret = method === 'client_secret_basic'
-          ? await tokenRequest(server.issuer, { grant_type: 'refresh_token', refresh_token: refreshToken }, { authorization: basic(client) })
+          ? await tokenRequest(server.issuer, { grant_type: 'refresh_token', refresh_token: refreshToken }, basicCredentials(client))
           : await tokenRequest(server.issuer, { grant_type: 'refresh_token', refresh_token: refreshToken, ...postCredentials(client) });
         expect(withSecret.status, await withSecret.clone().text()).to.equal(200);
       });

@@ -67,7 +67,12 @@ export function management(uri: string, token: string | undefined, method = 'GET
 
 /** POST /oauth/token with a form body. */
 export async function tokenRequest(issuer: string, form: Record<string, string>, headers: Record<string, string> = {}): Promise<Response> {
-  return fetch(`${issuer}/oauth/token`, {
+  return postForm(`${issuer}/oauth/token`, form, headers);
+}
+
+/** POST with a form body (application/x-www-form-urlencoded). */
+export function postForm(url: string, form: Record<string, string>, headers: Record<string, string> = {}): Promise<Response> {
+  return fetch(url, {
     method: 'POST',
     headers: { 'content-type': 'application/x-www-form-urlencoded', ...headers },
     body: new URLSearchParams(form).toString(),
@@ -77,6 +82,11 @@ export async function tokenRequest(issuer: string, form: Record<string, string>,
 /** Drops undefined values, so an override can remove a parameter. */
 export function definedOnly(values: Record<string, string | undefined>): Record<string, string> {
   return Object.fromEntries(Object.entries(values).filter((entry): entry is [string, string] => entry[1] !== undefined));
+}
+
+/** A registered client's credentials for client_secret_basic: the Authorization header, id and secret form-encoded (RFC 6749 2.3.1). */
+export function basicCredentials(client: { client_id: string; client_secret?: string }): Record<string, string> {
+  return { authorization: `Basic ${Buffer.from(`${encodeURIComponent(client.client_id)}:${encodeURIComponent(client.client_secret ?? '')}`).toString('base64')}` };
 }
 
 /** A registered client's credentials for client_secret_post (form body). */
