@@ -24,9 +24,24 @@ import { isNativeRedirectSet } from './native_apps.ts';
  *   would otherwise take it for a web client's, whose loopback port must match exactly.
  */
 
-/** Whether a client_id names a metadata document (an https URL), as opposed to a registered client's id. */
+/**
+ * Whether a client_id names a metadata document (an https URL), as opposed to a registered
+ * client's id. The engine's own test, whose scheme match ignores case: every rule this service
+ * adds for document clients must reach every client_id the engine would fetch a document for.
+ */
 export function isMetadataDocumentUrl(clientId: unknown): clientId is string {
-  return typeof clientId === 'string' && clientId.startsWith('https://');
+  return typeof clientId === 'string' && /^https:\/\//i.test(clientId);
+}
+
+/**
+ * Whether a client_id URL is written the one way the URL standard writes it: a lower-case scheme
+ * and host, a path (the draft requires one; `https://host` has none), no default port. Otherwise one document would be
+ * several clients, each with its own consent, and `HTTPS://host/x` and `https://host/x` could be
+ * told apart by one check and not by another.
+ */
+function isCanonicalUrl(clientId: string): boolean {
+  const url = URL.parse(clientId);
+  return url?.href === clientId;
 }
 
 /** The host a document's client is known by on the pages: who the application is. */
@@ -62,11 +77,12 @@ export class MetadataDocuments {
   }
 
   /**
-   * Whether a client_id URL may act as a client (the engine's `allowFetch`): any, unless the
-   * operator named the domains that may (CIMD_ALLOWED_DOMAINS): then its host must be one of them
-   * or below one.
+   * Whether a client_id URL may act as a client (the engine's `allowFetch`): any written the one
+   * way a URL is written, unless the operator named the domains that may (CIMD_ALLOWED_DOMAINS):
+   * then its host must be one of them or below one.
    */
   mayFetch(clientId: string): boolean {
+    if (!isCanonicalUrl(clientId)) return false;
     if (!this.#allowedDomains) return true;
     const host = URL.parse(clientId)?.hostname.toLowerCase();
     return host !== undefined && this.#allowedDomains.some((domain) => host === domain || host.endsWith(`.${domain}`));

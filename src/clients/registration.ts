@@ -74,6 +74,9 @@ const FETCHED_METADATA: ReadonlyArray<[string, string]> = [
   ['jwks_uri', 'jwks_uri is not supported here (CIMD=off: the server fetches no documents); a private_key_jwt client registers its public keys inline, in jwks'],
 ];
 
+/** A document's keys come with it: one fetch per client, never a second one on its say-so. */
+const DOCUMENT_JWKS_URI = 'jwks_uri is not supported in a client metadata document; a private_key_jwt client puts its public keys in the document itself, in jwks';
+
 /** What registration allows beyond the rules above. */
 export interface RegistrationOptions {
   /**
@@ -158,7 +161,8 @@ function checkMetadataDocument(key: string, metadata: Metadata): void {
   delete metadata[WORKSPACE_METADATA];
   checkRegistrationHygiene(metadata);
   for (const [field, description] of FETCHED_METADATA) {
-    if (metadata[field] !== undefined && metadata[field] !== null) throw new errors.InvalidClientMetadata(description);
+    if (metadata[field] === undefined || metadata[field] === null) continue;
+    throw new errors.InvalidClientMetadata(field === 'jwks_uri' ? DOCUMENT_JWKS_URI : description);
   }
   metadata.token_endpoint_auth_method ??= 'none';
   const grantTypes = Array.isArray(metadata.grant_types) ? metadata.grant_types as unknown[] : ['authorization_code'];

@@ -3,7 +3,7 @@ import type { ServerResponse } from 'node:http';
 import { expect } from 'chai';
 
 import { startDocumentServer, type DocumentServer } from '../support/document_server.ts';
-import { authorizationUrl, pkcePair } from '../support/oauth.ts';
+import { authorizationUrl, pkcePair, postForm } from '../support/oauth.ts';
 import { startServer, type TestServer } from '../support/server.ts';
 import { eventually } from '../support/wait.ts';
 import { testCertificates, type TestCertificates } from '../support/tls.ts';
@@ -192,7 +192,6 @@ describe('Client ID Metadata Documents: what the server refuses', function () {
       `https://localhost:${untrusted.port}/client.json`,
       `https://127.0.0.1:${untrusted.port}/client.json`,
       `https://127.1.2.3:${untrusted.port}/client.json`,
-      `https://[::ffff:127.0.0.1]:${untrusted.port}/client.json`,
       `https://[::ffff:7f00:1]:${untrusted.port}/client.json`,
       `https://[::1]:${untrustedV6.port}/client.json`,
       `https://10.0.0.1:${untrusted.port}/client.json`,
@@ -220,6 +219,33 @@ describe('Client ID Metadata Documents: what the server refuses', function () {
       expect(answer.location, clientId).to.equal(null);
     }
     expect(documents.connections() - before, 'connections to the document server').to.equal(0);
+  });
+
+  it('refuses a client_id URL written any other way than the URL standard writes it, at every endpoint, without fetching it', async () => {
+    // Each is a document that would otherwise be fetched: served, and claiming a workspace and client credentials.
+    const origin = `localhost:${documents.port}`;
+    const variants = [`HTTPS://${origin}/upper.json`, `https://LOCALHOST:${documents.port}/upper.json`, `https://${origin}`, `https://${origin}/a/%2E/upper.json`];
+    for (const clientId of variants) {
+      documents.serve(URL.parse(clientId)!.pathname, document(clientId, { grant_types: ['client_credentials'], workspace_id: 'ws_someone_elses', token_endpoint_auth_method: 'private_key_jwt' }));
+    }
+    const before = documents.connections();
+    for (const clientId of variants) {
+      expectRefusedOnPage(await authorizeAs(server, clientId), clientId);
+      const token = await postForm(`${server.issuer}/oauth/token`, { grant_type: 'client_credentials', scope: 'api', client_id: clientId });
+      const body = await token.json() as { error?: string };
+      expect([token.status, body.error, token.headers.get('www-authenticate')], clientId).to.deep.equal([401, 'invalid_client', 'Basic realm="oauth"']);
+    }
+    expect(documents.connections() - before, 'connections to the document server').to.equal(0);
+    // An IPv4-mapped address written as IPv4 is one such: refused before the address is looked at.
+    untrusted.serve('/client.json', document('(any)'));
+    expectRefusedOnPage(await authorizeAs(server, `https://[::ffff:127.0.0.1]:${untrusted.port}/client.json`), 'IPv4-mapped, dotted');
+    expect(untrusted.connections(), 'connections to the untrusted listener').to.equal(0);
+  });
+
+  it('says a document\'s keys belong in the document when it names a jwks_uri', async () => {
+    const url = publish('/keys-by-reference.json', { token_endpoint_auth_method: 'private_key_jwt', jwks_uri: `${documents.origin}/jwks.json` });
+    expectRefusedOnPage(await authorizeAs(server, url), 'jwks_uri');
+    await expectLoggedReason(server, url, /jwks_uri is not supported in a client metadata document/);
   });
 
   describe('limits', () => {
