@@ -24,6 +24,8 @@ export const INTERACTION_PATH = '/interaction';
 
 const { authorization, token, registration, jwks, revocation, introspection, end_session: endSession, pushed_authorization_request: par } = ENGINE_ROUTES;
 const DISCOVERY = '/.well-known/openid-configuration';
+/** The engine serves its metadata at both well-known paths (RFC 8414 and OpenID Discovery). */
+const OAUTH_DISCOVERY = '/.well-known/oauth-authorization-server';
 
 /**
  * The engine's names for its routes (`ctx.oidc.route`; `cors.*` are their preflights), with the
@@ -53,3 +55,6 @@ export const ENGINE_ROUTE_TEMPLATES: Readonly<Record<string, string>> = {
   end_session_confirm: `${endSession}/confirm`,
   end_session_success: `${endSession}/success`,
 };
+
+/** Every path the engine answers at, as a template relative to the issuer (src/http/exact_engine_paths.ts). */
+export const ENGINE_PATH_TEMPLATES: readonly string[] = [...new Set([...Object.values(ENGINE_ROUTE_TEMPLATES), OAUTH_DISCOVERY, USERINFO_PATH])];

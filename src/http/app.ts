@@ -38,6 +38,7 @@ import { commitBeforeResponse } from './commit_before_response.ts';
 import { authorizationServerMetadata } from './discovery.ts';
 import { holdErrorRedirects } from './endpoints/authorization.ts';
 import { engineEndpoints } from './endpoints/index.ts';
+import { exactEnginePaths } from './exact_engine_paths.ts';
 import { enginePages } from './engine_pages.ts';
 import { logEngineEvents } from './engine_events.ts';
 import { answerErrorsAs, errorMapping } from './errors.ts';
@@ -87,7 +88,8 @@ const VIEWS = fileURLToPath(new URL('../../views', import.meta.url));
  *   -> pages only at BASE_URL's host -> home page -> discovery aliases
  *   -> protected resource metadata -> data API (/rest) -> MCP (/mcp) -> login and consent pages (/interaction)
  *   -> the host's steps at the engine's endpoints (src/http/endpoints/) -> settings area (/settings)
- *   -> held error redirects (around /oauth/authorize) -> the engine, mounted at the issuer's path.
+ *   -> held error redirects (around /oauth/authorize) -> the engine's exact paths only
+ *   -> the engine, mounted at the issuer's path.
  */
 export function createService({ config, store, keys, revocations, logger, metrics }: ServiceDependencies): Service {
   const { issuer, basePath } = config;
@@ -177,6 +179,7 @@ export function createService({ config, store, keys, revocations, logger, metric
   app.use(onlyWhere(endpoints.handles, endpoints.routes));
   app.use(onlyWhere(settingsPages, pages(settings)));
   app.use(onlyWhere(atOrUnder(`${basePath}${ENGINE_ROUTES.authorization}`), holdErrorRedirects(issuer)));
+  app.use(exactEnginePaths(basePath));
   app.use(mount(basePath || '/', provider as unknown as Koa));
   return { app, provider, accounts };
 }

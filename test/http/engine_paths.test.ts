@@ -1,0 +1,72 @@
+import { expect } from 'chai';
+
+import { authorizationUrl, pkcePair, postCredentials, postForm, REDIRECT_URI, register, registerClient, type RegisteredClient } from '../support/oauth.ts';
+import { startServer, type TestServer } from '../support/server.ts';
+
+/**
+ * The engine's router also takes a path in another case or with a trailing slash, which the
+ * host's steps around each endpoint (rate limits, held error redirects, the token endpoint's
+ * checks) would not see. Every such variant is answered 404, as an unknown path is; the exact
+ * paths, ids in any case included, are answered as before.
+ */
+describe('engine endpoints answer at their exact paths only', function () {
+  this.timeout(60_000);
+
+  let server: TestServer;
+  /** A self-registered client: unvetted, so its errors are held on a page at the exact path. */
+  let client: RegisteredClient;
+
+  before(async () => {
+    server = await startServer();
+    client = await registerClient(server.issuer, { redirect_uris: [REDIRECT_URI] });
+  });
+
+  after(async () => {
+    await server?.stop();
+  });
+
+  async function expectNotFound(response: Response, what: string): Promise<void> {
+    expect([response.status, response.headers.get('location')], `${what}: ${await response.text()}`).to.deep.equal([404, null]);
+  }
+
+  it('the token endpoint: a wrong secret is refused at the exact path only; nowhere else is the engine reached', async () => {
+    const form = postCredentials({ client_id: client.client_id, client_secret: 'wrong' });
+    const exact = await postForm(`${server.issuer}/oauth/token`, { grant_type: 'client_credentials', ...form });
+    expect(exact.status).to.equal(401);
+    for (const path of ['/OAuth/Token', '/oauth/token/', '/OAUTH/TOKEN/', '/oauth/Token']) {
+      await expectNotFound(await postForm(`${server.issuer}${path}`, { grant_type: 'client_credentials', ...form }), path);
+    }
+  });
+
+  it("the authorization endpoint: an unvetted client's error is held on a page at the exact path, and is never redirected from a variant", async () => {
+    const params = {
+      client_id: client.client_id, response_type: 'code', redirect_uri: REDIRECT_URI, scope: 'no-such-scope', state: 's',
+      code_challenge: pkcePair().challenge, code_challenge_method: 'S256',
+    };
+    const exact = await fetch(authorizationUrl(server.issuer, params), { redirect: 'manual' });
+    expect([exact.status, exact.headers.get('location')]).to.deep.equal([400, null]);
+    for (const path of ['/OAuth/Authorize', '/oauth/authorize/']) {
+      const url = new URL(authorizationUrl(server.issuer, params));
+      url.pathname = path;
+      await expectNotFound(await fetch(url, { redirect: 'manual' }), path);
+    }
+  });
+
+  it('sign-out, registration and discovery: variants are 404, and a client id in any case still reaches its registration', async () => {
+    const logout = new URL(`${server.issuer}/oauth/logout/`);
+    logout.searchParams.set('client_id', client.client_id);
+    logout.searchParams.set('post_logout_redirect_uri', 'https://elsewhere.example/bye');
+    await expectNotFound(await fetch(logout, { redirect: 'manual' }), logout.pathname);
+
+    const body = JSON.stringify({ redirect_uris: [REDIRECT_URI], application_type: 'web' });
+    await expectNotFound(await fetch(`${server.issuer}/OAuth/Register`, { method: 'POST', headers: { 'content-type': 'application/json' }, body }), '/OAuth/Register');
+    expect((await register(server.issuer)).status, 'the exact registration path').to.equal(201);
+
+    await expectNotFound(await fetch(`${server.issuer}/.well-known/OpenID-Configuration`), 'discovery in another case');
+    expect((await fetch(`${server.issuer}/.well-known/openid-configuration`)).status).to.equal(200);
+
+    expect(client.client_id, 'a client id with letters of both cases').to.match(/[a-z]/).and.to.match(/[A-Z]/);
+    const read = await fetch(client.registration_client_uri, { headers: { authorization: `Bearer ${client.registration_access_token}` } });
+    expect(read.status).to.equal(200);
+  });
+});
