@@ -1,4 +1,4 @@
-import Provider, { type Configuration, type KoaContextWithOIDC } from 'oidc-provider';
+import Provider, { type Configuration, type KoaContextWithOIDC, type SigningAlgorithm } from 'oidc-provider';
 
 import type { Store } from '../../adapters/store.ts';
 import type { Accounts } from '../accounts/accounts.ts';
@@ -23,6 +23,7 @@ import { GrantActivity } from '../grants/activity.ts';
 import { GrantWorkspaces } from '../grants/workspaces.ts';
 import { countedInitialAccessTokens } from '../clients/initial_access_tokens.ts';
 import { introspectionAllowedPolicy } from '../tokens/introspection_policy.ts';
+import { revocationAllowedPolicy } from '../tokens/revocation_policy.ts';
 import type { KeyMaterial } from '../keys/keys.ts';
 import { LIFETIMES, sessionLifetime } from '../../config/lifetimes.ts';
 import { pkceRequired } from './pkce.ts';
@@ -85,6 +86,14 @@ export interface ProviderDependencies {
 /** How long fetching a client's metadata document may take: the authorization request waits for it. */
 const METADATA_DOCUMENT_TIMEOUT_MS = 2500;
 
+/**
+ * What a client may sign its `private_key_jwt` assertion with, at every endpoint that
+ * authenticates clients. Asymmetric only: client secrets are stored hashed, so nothing may be
+ * keyed with them (no client_secret_jwt). FAPI 2.0's ES256, PS256 and EdDSA, and RS256, which
+ * most libraries sign with.
+ */
+const CLIENT_AUTH_SIGNING_ALGORITHMS: SigningAlgorithm[] = ['ES256', 'PS256', 'EdDSA', 'RS256'];
+
 /** With metadata documents off, the engine has nothing to fetch. */
 const refuseFetching = () => Promise.reject(new Error('this server fetches nothing'));
 
@@ -141,8 +150,7 @@ export function buildProvider({ config, store, accounts, keys, revocations, page
     enabledJWA: {
       idTokenSigningAlgValues: ['RS256', 'ES256'],
       userinfoSigningAlgValues: ['RS256', 'ES256'],
-      // Asymmetric only (no client_secret_jwt): FAPI 2.0's ES256, PS256 and EdDSA, and RS256, which most libraries sign with.
-      clientAuthSigningAlgValues: ['ES256', 'PS256', 'EdDSA', 'RS256'],
+      clientAuthSigningAlgValues: CLIENT_AUTH_SIGNING_ALGORITHMS,
       dPoPSigningAlgValues: DPOP_SIGNING_ALGORITHMS,
     },
     extraClientMetadata: {
@@ -189,10 +197,13 @@ export function buildProvider({ config, store, accounts, keys, revocations, page
     fetchResponseBodyLimits: { 'client_id metadata document': REGISTRATION_BODY_MAX, jwks_uri: REGISTRATION_BODY_MAX, sector_identifier_uri: 0 },
 
     discovery: {
-      // RFC 8414 defaults these to client_secret_basic alone; say what really works.
+      // RFC 8414 defaults these to client_secret_basic alone; say what really works. With
+      // private_key_jwt listed, RFC 8414 section 2 requires the algorithms it may be signed with.
       revocation_endpoint_auth_methods_supported: ['client_secret_post', 'client_secret_basic', 'private_key_jwt', 'none'],
+      revocation_endpoint_auth_signing_alg_values_supported: CLIENT_AUTH_SIGNING_ALGORITHMS,
       // A public client may introspect nothing (src/tokens/introspection_policy.ts).
       introspection_endpoint_auth_methods_supported: ['client_secret_post', 'client_secret_basic', 'private_key_jwt'],
+      introspection_endpoint_auth_signing_alg_values_supported: CLIENT_AUTH_SIGNING_ALGORITHMS,
     },
 
     features: {
@@ -207,7 +218,8 @@ export function buildProvider({ config, store, accounts, keys, revocations, page
       clientCredentials: { enabled: true },
       // Least privilege (RFC 7662 section 4): a client sees its own tokens, an operator's resource server those meant for it.
       introspection: { enabled: true, allowedPolicy: introspectionAllowedPolicy },
-      revocation: { enabled: true },
+      // RFC 7009 section 2.1, one rule for refresh tokens and JWT access tokens alike.
+      revocation: { enabled: true, allowedPolicy: revocationAllowedPolicy },
       resourceIndicators: resourceIndicators(resources, audience),
       // Enabled so the engine accepts `claims.userinfo` requests; the endpoint itself is served by
       // the host, in front of the engine's (src/http/endpoints/userinfo.ts): the engine's accepts only audience-less tokens.

@@ -153,6 +153,28 @@ describe('discovery', () => {
       }
     });
 
+    it('token, revocation and introspection endpoints: every refusal is no-store, and a body sent without a Content-Type is named as the problem', async () => {
+      const { body: metadata } = await getJson(`${server.issuer}/.well-known/oauth-authorization-server`);
+      for (const name of ['token_endpoint', 'revocation_endpoint', 'introspection_endpoint']) {
+        const url = metadata[name] as string;
+        const unauthenticated = await fetch(url, { method: 'POST', headers: { 'content-type': 'application/x-www-form-urlencoded' }, body: 'token=x&grant_type=client_credentials' });
+        expect([unauthenticated.status, unauthenticated.headers.get('cache-control')], name).to.deep.equal([401, 'no-store']);
+        const untyped = await fetch(url, { method: 'POST', body: new TextEncoder().encode('token=x&grant_type=client_credentials&client_id=a&client_secret=b') });
+        const body = await untyped.json() as Metadata;
+        expect([untyped.status, body.error], `${name}: ${body.error_description}`).to.deep.equal([400, 'invalid_request']);
+        expect(body.error_description, name).to.match(/application\/x-www-form-urlencoded/);
+        expect(untyped.headers.get('cache-control'), name).to.equal('no-store');
+      }
+    });
+
+    it('lists the algorithms a private_key_jwt assertion may be signed with wherever it lists private_key_jwt (RFC 8414 section 2)', async () => {
+      const { body } = await getJson(`${server.issuer}/.well-known/oauth-authorization-server`);
+      for (const endpoint of ['token_endpoint', 'revocation_endpoint', 'introspection_endpoint']) {
+        expect(body[`${endpoint}_auth_methods_supported`], endpoint).to.include('private_key_jwt');
+        expect(body[`${endpoint}_auth_signing_alg_values_supported`], endpoint).to.deep.equal(['ES256', 'PS256', 'EdDSA', 'RS256']);
+      }
+    });
+
     it('registration endpoint answers an empty registration with a 400 JSON error', async () => {
       const { body: metadata } = await getJson(`${server.issuer}/.well-known/oauth-authorization-server`);
       const response = await fetch(metadata.registration_endpoint as string, {

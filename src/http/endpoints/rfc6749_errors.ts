@@ -7,19 +7,32 @@ interface ErrorBody {
   error_description?: string;
 }
 
+/** The challenge of a 401 from an endpoint that authenticates clients: HTTP requires one. */
+const CLIENT_CHALLENGE = 'Basic realm="oauth"';
+
 /**
- * Where the engine's error code differs from RFC 6749 section 5.2, the host corrects it on the
+ * Where the engine's error differs from RFC 6749 section 5.2, the host corrects it on the
  * endpoints that authenticate clients (token, introspection, revocation):
- * - no client authentication at all is `invalid_client` (401), not `invalid_request`;
- * - a grant type the client is not registered for is `unauthorized_client`, not `invalid_request`.
+ * - no client authentication at all is `invalid_client` (401), not `invalid_request`; but a body
+ *   the engine did not read, sent without a content type, is said to be the problem;
+ * - a grant type the client is not registered for is `unauthorized_client`, not `invalid_request`;
+ * - `invalid_client` is always 401 with a challenge, as HTTP requires of a 401 (a metadata
+ *   document that could not be used is 400 from the engine, and a failed client_secret_post has
+ *   no challenge), so a client sees one status for one error.
  */
 export const rfc6749ErrorCodes: Middleware = async (ctx, next) => {
   await next();
   const body = ctx.body as ErrorBody | undefined;
+  if (body?.error === 'invalid_client' && (ctx.status === 400 || ctx.status === 401)) {
+    ctx.status = 401;
+    if (!ctx.response.get('WWW-Authenticate')) ctx.set('WWW-Authenticate', CLIENT_CHALLENGE);
+    return;
+  }
   if (ctx.status !== 400 || body?.error !== 'invalid_request') return;
   const oidc = oidcOf(ctx);
   if (!oidc?.client && body.error_description === 'no client authentication mechanism provided') {
-    answerMissingClientAuthentication(ctx, body);
+    if (hasUntypedBody(ctx)) body.error_description = 'send the parameters as application/x-www-form-urlencoded: a body without a Content-Type is not read';
+    else answerMissingClientAuthentication(ctx, body);
     return;
   }
   const grantType = oidc?.params?.grant_type;
@@ -31,9 +44,16 @@ export const rfc6749ErrorCodes: Middleware = async (ctx, next) => {
   }
 };
 
+/** A request body the engine ignored, having no Content-Type to tell it what the body is. */
+function hasUntypedBody(ctx: Context): boolean {
+  const declared = ctx.request.length;
+  const chunked = ctx.get('transfer-encoding') !== '';
+  return ctx.get('content-type') === '' && ((declared !== undefined && declared > 0) || chunked);
+}
+
 function answerMissingClientAuthentication(ctx: Context, body: ErrorBody): void {
   ctx.status = 401;
-  ctx.set('WWW-Authenticate', 'Basic realm="oauth"');
+  ctx.set('WWW-Authenticate', CLIENT_CHALLENGE);
   body.error = 'invalid_client';
   body.error_description = 'client authentication is required: send client_id and client_secret (client_secret_post or client_secret_basic), or client_id alone for a public client';
 }
