@@ -218,6 +218,35 @@ describe('client registration', () => {
       await expectRefusal(await bogusRefresh(server.issuer, own.client_id, own.client_secret!), 400, 'invalid_grant');
     });
 
+    it("checks an update's client_secret however the body is sent: the secret is accepted chunked; a wrong one, or the stored hash, is refused and changes nothing", async () => {
+      const own = await registerClient(server.issuer, { client_name: 'Before Update' });
+      const store = openStore(server.store);
+      const storedHash = await store.model('Client').find(own.client_id).finally(() => store.close());
+      const update = (secret: unknown) => JSON.stringify({
+        client_id: own.client_id, client_secret: secret, client_name: 'After Update', redirect_uris: [REDIRECT_URI],
+        grant_types: ['authorization_code'], token_endpoint_auth_method: 'client_secret_post',
+      });
+      // Without a Content-Length: a stream body is sent chunked.
+      const put = (body: string, token: string) => fetch(own.registration_client_uri, {
+        method: 'PUT', headers: { authorization: `Bearer ${token}`, 'content-type': 'application/json' }, duplex: 'half',
+        body: new Blob([body]).stream(),
+      } as RequestInit);
+
+      for (const refused of [`${own.client_secret}x`, storedHash!.client_secret, 42]) {
+        await expectRefusal(await put(update(refused), own.registration_access_token), 400, 'invalid_request', /client_secret does not match/);
+      }
+      const read = await management(own.registration_client_uri, own.registration_access_token);
+      expect((await read.json() as Json).client_name, 'nothing changed').to.equal('Before Update');
+      // Without the registration access token, the secret is not checked: a guess learns nothing.
+      for (const guess of [own.client_secret, `${own.client_secret}x`]) {
+        await expectRefusal(await put(update(guess), 'not-the-registration-access-token'), 401, 'invalid_token');
+      }
+
+      const accepted = await put(update(own.client_secret), own.registration_access_token);
+      expect(accepted.status, await accepted.clone().text()).to.equal(200);
+      expect((await accepted.json() as Json).client_name).to.equal('After Update');
+    });
+
     it('updates the client with PUT (without client_secret): the secret keeps working and cannot be read back', async () => {
       const own = await registerClient(server.issuer, { client_name: 'Before Update' });
       const response = await management(own.registration_client_uri, own.registration_access_token, 'PUT', {

@@ -1,10 +1,11 @@
-import { text } from 'node:stream/consumers';
+import { randomBytes } from 'node:crypto';
 
+import { bodyParser } from '@koa/bodyparser';
 import type { Middleware } from 'koa';
 
 import type { ModelStore } from '../../../adapters/store.ts';
 import { isHashedSecret, secretMatches } from '../../clients/client_secrets.ts';
-import { ENGINE_BODY_LIMIT } from '../../engine/body_limit.ts';
+import { REGISTRATION_BODY_MAX } from '../../clients/registration_hygiene.ts';
 import { hideServerKeptMetadata, registrationBodyLimit } from './registration.ts';
 
 /**
@@ -24,27 +25,26 @@ export function clientManagementEndpoint(clients: ModelStore): Middleware[] {
 
 /**
  * RFC 7592 2.2 lets an update carry the client's current secret, which must match. The engine
- * compares it with the stored value as plaintext, so the host checks it against the hash first
- * and, when it matches, removes it; a wrong secret is left for the engine to refuse as before.
- * The body is parsed here and handed on (the engine reads an already parsed body).
+ * compares it with the stored value as plaintext, which is a hash here (it would take the stored
+ * hash for the secret). So the host checks it against the hash first: a match is removed; anything
+ * else is replaced by a value no stored secret can equal, for the engine to refuse once it has
+ * checked the registration access token. Refusing it here, before that check, would tell anyone
+ * without the token whether a guess is the secret. The body is parsed here, within the
+ * registration limit whether or not it declares its length, and handed on: the engine reads a
+ * parsed body.
  */
 function checkSecretOnUpdate(clients: ModelStore): Middleware {
+  const parse = bodyParser({ enableTypes: ['json'], jsonLimit: REGISTRATION_BODY_MAX });
   return async (ctx, next) => {
-    const length = ctx.request.length;
-    if (ctx.method !== 'PUT' || !ctx.is('application/json') || length === undefined || length > ENGINE_BODY_LIMIT) return next();
-    const raw = await text(ctx.req);
-    let body: unknown;
-    try {
-      body = JSON.parse(raw);
-    } catch {
-      body = raw; // the engine answers the parse error
-    }
-    const presented = (body as { client_secret?: unknown } | null)?.client_secret;
-    if (typeof presented === 'string') {
+    if (ctx.method !== 'PUT' || !ctx.is('application/json')) return next();
+    await parse(ctx, async () => undefined);
+    const body = ctx.request.body as { client_secret?: unknown } | undefined;
+    if (body && typeof body === 'object' && 'client_secret' in body) {
       const stored = await clients.find(String(ctx.params.clientId));
-      if (secretMatches(stored?.client_secret, presented)) delete (body as { client_secret?: unknown }).client_secret;
+      const matches = typeof body.client_secret === 'string' && secretMatches(stored?.client_secret, body.client_secret);
+      if (matches) delete body.client_secret;
+      else body.client_secret = randomBytes(32).toString('base64url');
     }
-    ctx.request.body = body;
     await next();
   };
 }
