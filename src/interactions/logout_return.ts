@@ -45,7 +45,8 @@ interface HeldTarget {
 export function holdUnconfirmedLogoutReturn(provider: Provider, cookiePath: string): Middleware {
   return async (ctx, next) => {
     const { client_id: clientId, post_logout_redirect_uri: uri, id_token_hint: hint, state } = ctx.query;
-    if (hint !== undefined || typeof clientId !== 'string' || typeof uri !== 'string' || (state !== undefined && typeof state !== 'string')) return next();
+    // The engine reads an empty parameter as an absent one: an empty hint vouches for nothing.
+    if ((hint !== undefined && hint !== '') || typeof clientId !== 'string' || typeof uri !== 'string' || (state !== undefined && typeof state !== 'string')) return next();
     const client = await findClient(provider, clientId);
     if (!client || isVetted(client) || !client.postLogoutRedirectUriAllowed(uri)) return next();
     const query = new URLSearchParams(ctx.querystring);

@@ -227,6 +227,14 @@ describe('sign-out (RP-Initiated Logout) over HTTP', function () {
       expect(linkBack(await again.text()), 'the link is offered once').to.equal(null);
     });
 
+    it('an empty id_token_hint vouches for nothing: the browser is not carried to a self-registered client\'s post_logout_redirect_uri', async () => {
+      const agent = new UserAgent();
+      const confirmed = await signOutWithoutSession(agent, { client_id: app.client_id, post_logout_redirect_uri: SIGNED_OUT_URI, state: 'empty-hint', id_token_hint: '' });
+      expect(confirmed.headers.get('location'), 'not sent to the application').to.equal(`${server.issuer}/oauth/logout/success`);
+      const page = await agent.request(`${server.issuer}/oauth/logout/success`);
+      expect(linkBack(await page.text())).to.equal(`${SIGNED_OUT_URI}?state=empty-hint | Logout App at 127.0.0.1:9`);
+    });
+
     it('without id_token_hint, a signed-in user is asked, told a link will follow, and after signing out gets the link, not a redirect', async () => {
       const agent = new UserAgent();
       await signIn(agent);
