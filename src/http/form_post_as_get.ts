@@ -2,6 +2,7 @@ import { bodyParser } from '@koa/bodyparser';
 import type { Middleware } from 'koa';
 import compose from 'koa-compose';
 
+import { unreadableBodyStatus } from '../pages/form_body.ts';
 import { HttpError } from '../shared/http_error.ts';
 import { noStore } from '../shared/no_store.ts';
 import { answerErrorsAs } from './errors.ts';
@@ -52,8 +53,8 @@ function refuseWhatIsNotAForm(requestName: string): Middleware {
       await next();
     } catch (error) {
       // A body that outgrows its declared length (chunked) or cannot be decoded.
-      const status = (error as { status?: unknown }).status;
-      if (error instanceof HttpError || typeof status !== 'number' || status >= 500) throw error;
+      const status = error instanceof HttpError ? undefined : unreadableBodyStatus(error);
+      if (status === undefined) throw error;
       throw new HttpError(status, 'invalid_request', `the ${requestName} body could not be read`);
     }
   };

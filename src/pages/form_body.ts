@@ -16,10 +16,21 @@ export function formBody(): Middleware {
     try {
       await parse(ctx, async () => undefined);
     } catch (error) {
-      const status = (error as { status?: unknown }).status;
-      if (typeof status !== 'number' || status < 400 || status >= 500) throw error;
+      const status = unreadableBodyStatus(error);
+      if (status === undefined) throw error;
       throw new HttpError(status, 'invalid_request', status === 413 ? 'The form was larger than this server accepts, so nothing was changed' : 'The form could not be read, so nothing was changed');
     }
     await next();
   };
+}
+
+/**
+ * The status to refuse a body the parser could not read with: the parser's own 4xx (too large,
+ * cut short, an unknown encoding), or 400 for a body that is not what its Content-Encoding says
+ * (zlib's errors carry no status). Undefined for the server's own failure (a 5xx), to be answered as one.
+ */
+export function unreadableBodyStatus(error: unknown): number | undefined {
+  const status = (error as { status?: unknown } | null)?.status;
+  if (typeof status !== 'number') return 400;
+  return status >= 400 && status < 500 ? status : undefined;
 }

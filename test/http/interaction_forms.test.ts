@@ -28,4 +28,25 @@ describe('interaction forms that cannot be read', function () {
     expect(posted.headers.get('content-type')).to.match(/^text\/html/);
     expect(await posted.text()).to.include('larger than this server accepts');
   });
+
+  it('answers a form whose body is not what its Content-Encoding says with 400 and the error page, never a 500', async () => {
+    const client = await registerClient(server.issuer);
+    for (const encoding of ['gzip', 'deflate', 'br']) {
+      // Every request of this browser says its body is compressed; a GET has none to read.
+      const agent = new UserAgent({ 'content-encoding': encoding });
+      const { response } = await agent.follow(codeRequest(server.issuer, client.client_id).url, server.origin);
+      const action = /<form method="post" action="([^"]+)"/.exec(await response.text())![1]!;
+      const forms = {
+        'the login form': new URL(action, server.origin).href,
+        'the authorization request by POST': `${server.issuer}/oauth/authorize`,
+        'the logout request by POST': `${server.issuer}/oauth/logout`,
+      };
+      for (const [what, url] of Object.entries(forms)) {
+        const posted = await agent.request(url, { form: { email: 'a@example.com', password: 'not compressed', client_id: client.client_id } });
+        expect(posted.status, `${what}, ${encoding}`).to.equal(400);
+        expect(posted.headers.get('content-type'), `${what}, ${encoding}`).to.match(/^text\/html/);
+      }
+    }
+    expect(server.logs(), 'no server error logged').not.to.match(/"level":"error"/);
+  });
 });
