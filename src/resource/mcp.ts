@@ -48,7 +48,7 @@ export function mcpEndpoint(deps: McpDependencies): Middleware {
   const router = new Router({ prefix: deps.mcpPath });
   router.use(refuseRebinding(deps.allowedHosts, deps.allowedOrigins), authenticate(deps));
   if (deps.rateLimit) router.use(deps.rateLimit);
-  router.all('/', async (ctx) => {
+  router.post('/', async (ctx) => {
     const principal = ctx.state.principal!;
     const server = workspaceDataServer(principal, core, metadata);
     const transport = new WebStandardStreamableHTTPServerTransport({ sessionIdGenerator: undefined, enableJsonResponse: true, maxRequestBodySize: BODY_LIMIT });
@@ -59,8 +59,9 @@ export function mcpEndpoint(deps: McpDependencies): Middleware {
       await server.close();
     }
   });
+  router.all('/', onlyPost);
   return compose([
-    bearerCors('GET, POST, DELETE', MCP_HEADERS),
+    bearerCors('POST', MCP_HEADERS),
     async (ctx, next) => {
       noStore(ctx);
       await next();
@@ -68,6 +69,17 @@ export function mcpEndpoint(deps: McpDependencies): Middleware {
     router.routes() as Middleware,
   ]);
 }
+
+/**
+ * The endpoint is stateless (no session, nothing the server sends unasked), so it answers POST
+ * alone. The MCP transport lets a server answer 405 to the GET that opens an event stream and to
+ * the DELETE that ends a session; an empty stream instead makes a client open it again and again.
+ */
+const onlyPost: Middleware = (ctx) => {
+  ctx.status = 405;
+  ctx.set('Allow', 'POST');
+  ctx.body = { jsonrpc: '2.0', error: { code: -32000, message: 'Method not allowed: this MCP endpoint is stateless and answers POST only' }, id: null };
+};
 
 /**
  * The `Host` values `/mcp` answers: the issuer's, and the loopback names of the port the service

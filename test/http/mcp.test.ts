@@ -1,11 +1,14 @@
 import { request } from 'node:http';
 
+import { Client } from '@modelcontextprotocol/sdk/client/index.js';
+import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
 import { expect } from 'chai';
 import { decodeJwt } from 'jose';
 
 import { clientCredentialsToken, createApiKey, memberOf, userAccessToken } from '../support/data_api.ts';
 import { registerClient, type RegisteredClient } from '../support/oauth.ts';
 import { seedUser, startServer, type SeededUser, type TestServer } from '../support/server.ts';
+import { sleep } from '../support/wait.ts';
 
 /**
  * `/mcp` over HTTP, as any MCP host speaks it (JSON-RPC over streamable HTTP, stateless): a
@@ -228,6 +231,36 @@ describe('the MCP endpoint (/mcp)', function () {
       expect((await rpc('tools/list', {}, credentials.admin, { host: local })).status, `a client on this machine: ${local}`).to.equal(200);
     }
     expect((await rpc('tools/list', {}, credentials.admin, { host: 'localhost:1' })).status, 'another port').to.equal(403);
+  });
+
+  it('answers GET and DELETE with 405 Allow: POST: it is stateless, with no event stream to open and no session to end', async () => {
+    for (const method of ['GET', 'DELETE']) {
+      const answer = await fetch(mcpUrl, { method, headers: { authorization: `Bearer ${credentials.machine}`, accept: 'text/event-stream', 'mcp-protocol-version': '2025-11-25' } });
+      expect([answer.status, answer.headers.get('allow')], method).to.deep.equal([405, 'POST']);
+      expect(answer.headers.get('content-type'), method).to.match(/^application\/json/);
+    }
+  });
+
+  it('is left in peace by a connected stock client (the SDK): it asks once for an event stream, takes the 405, and does not ask again', async () => {
+    const gets: string[] = [];
+    const counting: typeof fetch = async (url, init) => {
+      if ((init?.method ?? 'GET') === 'GET') gets.push(String(url));
+      return fetch(url, init);
+    };
+    const client = new Client({ name: 'test host', version: '1' });
+    // Reconnecting after a tenth of a second, it would ask about ten times in the wait below if the stream closed at once.
+    const transport = new StreamableHTTPClientTransport(new URL(mcpUrl), {
+      fetch: counting, requestInit: { headers: { authorization: `Bearer ${credentials.machine}` } },
+      reconnectionOptions: { initialReconnectionDelay: 100, maxReconnectionDelay: 100, reconnectionDelayGrowFactor: 1, maxRetries: 1000 },
+    });
+    await client.connect(transport);
+    try {
+      expect((await client.listTools()).tools).to.have.length(6);
+      await sleep(1_000);
+      expect(gets, 'GET requests to /mcp').to.have.length(1);
+    } finally {
+      await client.close();
+    }
   });
 
   it('answers a CORS preflight from a browser-based host', async () => {
