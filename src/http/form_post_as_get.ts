@@ -2,8 +2,7 @@ import { bodyParser } from '@koa/bodyparser';
 import type { Middleware } from 'koa';
 import compose from 'koa-compose';
 
-import { unreadableBodyStatus } from '../pages/form_body.ts';
-import { HttpError } from '../shared/http_error.ts';
+import { HttpError, unreadableBodyStatus } from '../shared/http_error.ts';
 import { noStore } from '../shared/no_store.ts';
 import { answerErrorsAs } from './errors.ts';
 

@@ -1,7 +1,7 @@
 import { bodyParser } from '@koa/bodyparser';
 import type { Middleware } from 'koa';
 
-import { HttpError } from '../shared/http_error.ts';
+import { HttpError, unreadableBodyStatus } from '../shared/http_error.ts';
 
 /** Bytes at most in a page's form (sign-in, consent, settings). */
 const FORM_LIMIT = '16kb';
@@ -22,15 +22,4 @@ export function formBody(): Middleware {
     }
     await next();
   };
-}
-
-/**
- * The status to refuse a body the parser could not read with: the parser's own 4xx (too large,
- * cut short, an unknown encoding), or 400 for a body that is not what its Content-Encoding says
- * (zlib's errors carry no status). Undefined for the server's own failure (a 5xx), to be answered as one.
- */
-export function unreadableBodyStatus(error: unknown): number | undefined {
-  const status = (error as { status?: unknown } | null)?.status;
-  if (typeof status !== 'number') return 400;
-  return status >= 400 && status < 500 ? status : undefined;
 }

@@ -5,7 +5,7 @@ import { isUserToken, type AccessTokenClaims, type AccessTokenVerifier } from '.
 import { looksLikeApiKey } from '../api_keys/format.ts';
 import type { ApiKeys } from '../api_keys/api_keys.ts';
 import type { FailedCredentials } from '../rate_limits/limits.ts';
-import { accessCredential, refusalOf, type Refusal } from './bearer.ts';
+import { accessCredential, missingCredential, refusalOf, type Refusal } from './bearer.ts';
 import type { LiveRoles } from './live_roles.ts';
 import { lowerRole, type Principal } from './principal.ts';
 import { dpopChallenge, senderConstraintRefusal, type DpopPolicy } from './sender_constraint.ts';
@@ -44,7 +44,7 @@ export function authenticate({ audience, verifier, apiKeys, liveRoles, resourceM
 
   return async (ctx, next) => {
     const credential = accessCredential(ctx);
-    if (!credential) throw refusal({ status: 401, description: 'an OAuth access token or an API key is required (Authorization: Bearer, or DPoP for a DPoP-bound token)' });
+    if (!credential) throw refusal(missingCredential(ctx, 'an OAuth access token or an API key is required (Authorization: Bearer, or DPoP for a DPoP-bound token)'));
 
     if (looksLikeApiKey(credential.token)) {
       if (credential.scheme !== 'Bearer') throw refusal({ status: 401, error: 'invalid_token', description: 'an API key is sent as Authorization: Bearer; DPoP is for access tokens bound to a key' });

@@ -10,11 +10,28 @@ export interface AccessCredential {
   token: string;
 }
 
+/** One token after its scheme, in the syntax of RFC 6750 section 2.1 (`b64token`). */
+const CREDENTIAL = /^(Bearer|DPoP) +([A-Za-z0-9\-._~+/]+=*)$/i;
+
+/** A header that names one of the schemes, whatever follows. */
+const NAMES_SCHEME = /^(Bearer|DPoP)(\s|$)/i;
+
 /** The credential of an `Authorization: Bearer <token>` (RFC 6750 section 2.1) or `Authorization: DPoP <token>` (RFC 9449 section 7.1) header, if there is one. */
 export function accessCredential(ctx: Context): AccessCredential | undefined {
-  const match = /^(Bearer|DPoP) +([A-Za-z0-9\-._~+/]+=*)$/i.exec(ctx.get('authorization'));
+  const match = CREDENTIAL.exec(ctx.get('authorization'));
   if (!match) return undefined;
   return { scheme: match[1]!.toLowerCase() === 'dpop' ? 'DPoP' : 'Bearer', token: match[2]! };
+}
+
+/**
+ * A request without a credential, refused: RFC 6750 section 3.1. A header that names Bearer or
+ * DPoP but does not carry one token as section 2.1 writes it (`Bearer`, `Bearer a b`,
+ * `Bearer tok!en`) is a malformed request, 400 `invalid_request`; any other (none, or another
+ * scheme) is a request that lacks authentication, 401 with no error code.
+ */
+export function missingCredential(ctx: Context, description: string): Omit<Refusal, 'realm' | 'resourceMetadata' | 'dpop'> {
+  if (!NAMES_SCHEME.test(ctx.get('authorization'))) return { status: 401, description };
+  return { status: 400, error: 'invalid_request', description: 'the Authorization header is malformed: send one access token after its scheme, as Authorization: Bearer <token> (RFC 6750 section 2.1)' };
 }
 
 /**
@@ -40,10 +57,10 @@ export interface DpopChallenge {
 }
 
 export interface Refusal {
-  /** 401 for a missing or bad credential, 403 for one lacking a scope (RFC 6750 section 3.1). */
-  status: 401 | 403;
+  /** 400 for a malformed request, 401 for a missing or bad credential, 403 for one lacking a scope (RFC 6750 section 3.1). */
+  status: 400 | 401 | 403;
   /** None when the request carried no credential: RFC 6750 section 3.1 asks for no error code then. */
-  error?: 'invalid_token' | 'insufficient_scope' | 'invalid_dpop_proof' | 'use_dpop_nonce';
+  error?: 'invalid_request' | 'invalid_token' | 'insufficient_scope' | 'invalid_dpop_proof' | 'use_dpop_nonce';
   description?: string;
   /** The scope the request needs (insufficient_scope). */
   scope?: string;

@@ -26,3 +26,15 @@ export class HttpError extends Error {
 
 export const notFound = (description: string) => new HttpError(404, 'not_found', description);
 export const invalidRequest = (description: string) => new HttpError(400, 'invalid_request', description);
+
+/**
+ * The status to refuse a body a body parser could not read with: the parser's own 4xx (too large,
+ * cut short, an unknown encoding), or 400 for one whose errors carry no status (a body that is not
+ * what its Content-Encoding says, JSON that does not parse). Undefined for the server's own
+ * failure (a 5xx), to be answered as one.
+ */
+export function unreadableBodyStatus(error: unknown): number | undefined {
+  const status = (error as { status?: unknown } | null)?.status;
+  if (typeof status !== 'number') return 400;
+  return status >= 400 && status < 500 ? status : undefined;
+}

@@ -108,6 +108,22 @@ describe('data API', function () {
       expect((await api(server, '/rest/metadata/objects')).status).to.equal(401);
     });
 
+    it('answers a malformed Authorization header with 400 invalid_request, and another scheme as no credential (RFC 6750 section 3.1)', async () => {
+      const good = Object.values(tokens)[0]!;
+      for (const authorization of ['Bearer', 'Bearer ', `Bearer ${good} ${good}`, 'Bearer tok!en', 'DPoP a b']) {
+        const response = await api<ErrorBody>(server, '/rest/companies', { headers: { authorization } });
+        expect([response.status, response.body.error], authorization).to.deep.equal([400, 'invalid_request']);
+        expect(response.headers.get('www-authenticate'), authorization).to.include('error="invalid_request"');
+      }
+      for (const authorization of ['Basic dXNlcjpwYXNz', 'Bearertoken', 'Token abc']) {
+        const response = await api<ErrorBody>(server, '/rest/companies', { headers: { authorization } });
+        expect(response.status, authorization).to.equal(401);
+        expect(response.headers.get('www-authenticate'), authorization).to.not.include('error=');
+      }
+      const userinfo = await fetch(`${server.issuer}/oauth/userinfo`, { headers: { authorization: 'Bearer a b' } });
+      expect(userinfo.status, 'userinfo').to.equal(400);
+    });
+
     it('accepts a good token of every kind, and a token built from a good one to fit the check it fails never', async () => {
       for (const credential of Object.values(tokens)) expect((await api(server, '/rest/companies', { credential })).status).to.equal(200);
       expect((await api(server, '/rest/companies', { credential: await forgedToken({}) })).status, 'control: a forged token that differs in nothing').to.equal(200);

@@ -6,6 +6,7 @@ import type { Middleware } from 'koa';
 import type { ModelStore } from '../../../adapters/store.ts';
 import { isHashedSecret, secretMatches } from '../../clients/client_secrets.ts';
 import { REGISTRATION_BODY_MAX } from '../../clients/registration_hygiene.ts';
+import { HttpError, unreadableBodyStatus } from '../../shared/http_error.ts';
 import { hideServerKeptMetadata, registrationBodyLimit } from './registration.ts';
 
 /**
@@ -37,7 +38,10 @@ function checkSecretOnUpdate(clients: ModelStore): Middleware {
   const parse = bodyParser({ enableTypes: ['json'], jsonLimit: REGISTRATION_BODY_MAX });
   return async (ctx, next) => {
     if (ctx.method !== 'PUT' || !ctx.is('application/json')) return next();
-    await parse(ctx, async () => undefined);
+    await parse(ctx, async () => undefined).catch((error: unknown) => {
+      const status = unreadableBodyStatus(error);
+      throw status === undefined ? error : new HttpError(status, 'invalid_request', 'the request body could not be read as a JSON object');
+    });
     const body = ctx.request.body as { client_secret?: unknown } | undefined;
     if (body && typeof body === 'object' && 'client_secret' in body) {
       const stored = await clients.find(String(ctx.params.clientId));

@@ -7,7 +7,7 @@ import type { Accounts } from '../../accounts/accounts.ts';
 import { looksLikeApiKey } from '../../api_keys/format.ts';
 import { PROFILE_CLAIM_NAMES, profileClaims, type ProfileClaims } from '../../accounts/profile.ts';
 import { isUserToken, type AccessTokenVerifier } from '../../tokens/verifier.ts';
-import { headerOrFormCredential, refusalOf, type Refusal } from '../../resource/bearer.ts';
+import { headerOrFormCredential, missingCredential, refusalOf, type Refusal } from '../../resource/bearer.ts';
 import { dpopChallenge, senderConstraintRefusal, type DpopPolicy } from '../../resource/sender_constraint.ts';
 import { bearerCors } from '../../resource/cors.ts';
 import type { FailedCredentials } from '../../rate_limits/limits.ts';
@@ -68,7 +68,7 @@ function answer({ verifier, audience, accounts, signed, failedCredentials, dpop 
   return async (ctx) => {
     noStore(ctx);
     const credential = headerOrFormCredential(ctx);
-    if (!credential) throw refusal({ status: 401 });
+    if (!credential) throw refusal(missingCredential(ctx, 'an access token is required'));
     // Said plainly, since the data API takes one: a key acts for no user, so there is no one to describe. Not looked up, so nothing is learnt of it.
     if (looksLikeApiKey(credential.token)) {
       throw refusal({
