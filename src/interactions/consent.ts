@@ -1,3 +1,5 @@
+import { createHash } from 'node:crypto';
+
 import type { Context } from 'koa';
 import type { Grant, Provider } from 'oidc-provider';
 
@@ -85,7 +87,7 @@ export async function saveGrant(deps: ConsentDependencies, details: Details, acc
   const clientId = String(details.params.client_id);
   const existing = details.grantId ? await provider.Grant.find(details.grantId) : undefined;
   const sameWorkspace = existing && await grantWorkspaces.workspaceOf(existing.jti) === workspaceId;
-  const grant = sameWorkspace ? existing : new provider.Grant({ accountId, clientId });
+  const grant = sameWorkspace ? existing : Object.assign(new provider.Grant({ accountId, clientId }), { jti: newGrantId(details.uid) });
 
   if (sameWorkspace) {
     // The engine lists what the existing grant lacks.
@@ -103,6 +105,15 @@ export async function saveGrant(deps: ConsentDependencies, details: Details, acc
   const expiresIn = grant.exp ? secondsUntil(grant.exp) : LIFETIMES.Grant;
   await grantWorkspaces.bind(grantId, workspaceId, expiresIn);
   return grantId;
+}
+
+/**
+ * The id of the grant a consent creates, one per interaction: the same form sent twice at once
+ * (a double click) saves the one grant twice, never two grants. Not a secret: a grant id gives
+ * nothing to whoever knows it.
+ */
+function newGrantId(interactionUid: string): string {
+  return createHash('sha256').update(`grant for interaction ${interactionUid}`).digest('base64url');
 }
 
 /** The APIs the request names (RFC 8707 `resource`), or the data API when it names none. */

@@ -67,6 +67,13 @@ export function interactionRouter(deps: InteractionDependencies): Router {
     const body = ctx.request.body as FormBody;
     if (!csrf.verify(details.uid, body.csrf)) throw forgedForm();
     if (details.prompt.name !== 'consent' || !details.session?.accountId) return showLogin(ctx, deps, details);
+    // The first answer stands: the form sent again (a double click, the back button) goes on with it,
+    // so no second grant is made and an allow is not left behind by a later deny.
+    if (details.result) {
+      ctx.status = 303;
+      ctx.redirect(details.returnTo);
+      return;
+    }
 
     if (body.decision !== 'allow') {
       const result: InteractionResults = { error: 'access_denied', error_description: 'the user denied the request' };

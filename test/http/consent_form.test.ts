@@ -1,0 +1,64 @@
+import { expect } from 'chai';
+
+import { openStore } from '../../adapters/index.ts';
+import { codeRequest, registerClient, type RegisteredClient } from '../support/oauth.ts';
+import { seedUser, startServer, type SeededUser, type TestServer } from '../support/server.ts';
+import { field, formAction, UserAgent } from '../support/user_agent.ts';
+
+/**
+ * The consent form is answered once: sent again, at once (a double click) or later (the back
+ * button), it goes on with its first answer, and the user has one grant for the application,
+ * never one per submission, nor one left behind by a later deny.
+ */
+describe('the consent form, sent more than once', function () {
+  this.timeout(30_000);
+
+  let server: TestServer;
+  let user: SeededUser;
+  let client: RegisteredClient;
+
+  before(async () => {
+    server = await startServer();
+    user = await seedUser(server, [{ workspace: 'Once Co' }]);
+    client = await registerClient(server.issuer, { client_name: 'Once App' });
+  });
+
+  after(async () => {
+    await server?.stop();
+  });
+
+  /** Signs in and stops at the consent page: where its form posts, and the answer to send. */
+  async function consentPage(agent: UserAgent): Promise<{ action: string; form: (decision: 'allow' | 'deny') => Record<string, string> }> {
+    const login = await agent.follow(codeRequest(server.issuer, client.client_id).url, server.origin);
+    const loginHtml = await login.response.text();
+    const signedIn = await agent.request(new URL(formAction(loginHtml)!, server.origin).href, { form: { csrf: field(loginHtml, 'csrf')!, email: user.email, password: user.password } });
+    const consent = await agent.follow(new URL(signedIn.headers.get('location')!, server.origin).href, server.origin);
+    const html = await consent.response.text();
+    const action = formAction(html);
+    expect(action, `the consent page: ${html.slice(0, 300)}`).to.match(/\/consent$/);
+    const csrf = field(html, 'csrf')!;
+    return { action: new URL(action!, server.origin).href, form: (decision) => ({ csrf, decision, workspace: user.workspaces[0]!.id }) };
+  }
+
+  async function grantsOfUser(): Promise<number> {
+    const store = openStore(server.store);
+    try {
+      return (await store.model('Grant').listBy(user.id)).length;
+    } finally {
+      await store.close();
+    }
+  }
+
+  it('makes one grant for allow sent three times at once, and a deny sent after it changes nothing', async () => {
+    const agent = new UserAgent();
+    const { action, form } = await consentPage(agent);
+    const answers = await Promise.all([1, 2, 3].map(() => agent.request(action, { form: form('allow') })));
+    expect(answers.map((answer) => answer.status)).to.deep.equal([303, 303, 303]);
+    const denied = await agent.request(action, { form: form('deny') });
+    expect(denied.status).to.equal(303);
+
+    const back = await agent.follow(new URL(denied.headers.get('location')!, server.origin).href, server.origin);
+    expect(new URL(back.url).searchParams.has('code'), `the first answer, allow, stands: ${back.url}`).to.equal(true);
+    expect(await grantsOfUser()).to.equal(1);
+  });
+});
