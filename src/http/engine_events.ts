@@ -24,10 +24,16 @@ interface EngineError {
   message?: string;
 }
 
+/**
+ * The most of a value from the request a log line keeps: enough to tell what was wrong, while a
+ * 50 KB parameter the engine repeats in its detail ("requested scope ...") does not make a 50 KB line.
+ */
+const LOGGED_VALUE_MAX = 300;
+
 /** The client a refused request named: the engine's client, or the client_id asked for (a metadata document URL that was refused). */
 function clientIdOf(ctx: KoaContextWithOIDC): string | undefined {
   const named = ctx.oidc?.params?.client_id;
-  return ctx.oidc?.client?.clientId ?? (typeof named === 'string' ? named.slice(0, 300) : undefined);
+  return ctx.oidc?.client?.clientId ?? (typeof named === 'string' ? named.slice(0, LOGGED_VALUE_MAX) : undefined);
 }
 
 /**
@@ -45,7 +51,7 @@ export function logEngineEvents(provider: Provider, logger: Logger): void {
         event,
         error: error.error ?? error.message,
         // The engine's detail when it gives one, else its description (a metadata document's refusal says why there).
-        detail: error.error_detail ?? error.error_description,
+        detail: (error.error_detail ?? error.error_description)?.slice(0, LOGGED_VALUE_MAX),
         client_id: clientIdOf(ctx),
       });
     });

@@ -6,7 +6,8 @@ import { setTimeout as sleep } from 'node:timers/promises';
 import { expect } from 'chai';
 
 import { codeRequest, registerClient, tokenRequest } from '../support/oauth.ts';
-import { freePorts, startServer, type TestServer } from '../support/server.ts';
+import { clientCredentialsToken } from '../support/data_api.ts';
+import { freePorts, seedUser, startServer, type TestServer } from '../support/server.ts';
 
 const ROOT = fileURLToPath(new URL('../..', import.meta.url));
 const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/;
@@ -66,6 +67,17 @@ describe('logs: a request id on every line and answer', function () {
     const page = await fetch(codeRequest(direct.issuer, 'no-such-client').url, { headers: { accept: 'text/html' } });
     expect(page.status).to.equal(400);
     expect(await page.text()).to.contain(`Reference: <code>${page.headers.get('x-request-id')}</code>`);
+  });
+
+  it('keeps a line short when the engine repeats a huge parameter in its reason (a 50 KB scope)', async () => {
+    const user = await seedUser(direct, [{ workspace: 'Long Lines' }]);
+    const { client } = await clientCredentialsToken(direct, user.workspaces[0]!.id);
+    const scope = 'x'.repeat(50_000);
+    const response = await tokenRequest(direct.issuer, { grant_type: 'client_credentials', scope, client_id: client.client_id, client_secret: client.client_secret! });
+    expect(response.status).to.equal(400);
+    const lines = await linesWithId(direct, response.headers.get('x-request-id')!, 2);
+    expect(lines.map((line) => line.message)).to.include('request refused');
+    for (const line of lines) expect(JSON.stringify(line).length, String(line.message)).to.be.below(2_000);
   });
 
   it('ignores an incoming X-Request-Id without TRUST_PROXY: anyone could plant ids in the log', async () => {
