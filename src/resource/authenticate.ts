@@ -44,7 +44,9 @@ export function authenticate({ audience, verifier, apiKeys, liveRoles, resourceM
 
   return async (ctx, next) => {
     const credential = accessCredential(ctx);
-    if (!credential) throw refusal(missingCredential(ctx, 'an OAuth access token or an API key is required (Authorization: Bearer, or DPoP for a DPoP-bound token)'));
+    if (!credential) {
+      throw refusal(missingCredential(ctx, { description: 'an OAuth access token or an API key is required (Authorization: Bearer, or DPoP for a DPoP-bound token)', scope: DATA_API_SCOPE }));
+    }
 
     if (looksLikeApiKey(credential.token)) {
       if (credential.scheme !== 'Bearer') throw refusal({ status: 401, error: 'invalid_token', description: 'an API key is sent as Authorization: Bearer; DPoP is for access tokens bound to a key' });

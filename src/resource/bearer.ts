@@ -27,10 +27,11 @@ export function accessCredential(ctx: Context): AccessCredential | undefined {
  * A request without a credential, refused: RFC 6750 section 3.1. A header that names Bearer or
  * DPoP but does not carry one token as section 2.1 writes it (`Bearer`, `Bearer a b`,
  * `Bearer tok!en`) is a malformed request, 400 `invalid_request`; any other (none, or another
- * scheme) is a request that lacks authentication, 401 with no error code.
+ * scheme) is a request that lacks authentication, 401 with no error code, naming the `scope` a
+ * token needs when the API says (section 3; what MCP clients ask for first).
  */
-export function missingCredential(ctx: Context, description: string): Omit<Refusal, 'realm' | 'resourceMetadata' | 'dpop'> {
-  if (!NAMES_SCHEME.test(ctx.get('authorization'))) return { status: 401, description };
+export function missingCredential(ctx: Context, needed: { description: string; scope?: string }): Omit<Refusal, 'realm' | 'resourceMetadata' | 'dpop'> {
+  if (!NAMES_SCHEME.test(ctx.get('authorization'))) return { status: 401, ...needed };
   return { status: 400, error: 'invalid_request', description: 'the Authorization header is malformed: send one access token after its scheme, as Authorization: Bearer <token> (RFC 6750 section 2.1)' };
 }
 

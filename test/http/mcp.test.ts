@@ -107,6 +107,8 @@ describe('the MCP endpoint (/mcp)', function () {
     const challenge = answer.headers.get('www-authenticate')!;
     const metadataUrl = `${server.origin}/.well-known/oauth-protected-resource/mcp`;
     expect(challenge).to.match(/^Bearer /).and.include(`resource_metadata="${metadataUrl}"`);
+    // The MCP specification's scope selection: a client asks first for the scope the challenge names.
+    expect(challenge).to.include('scope="api"').and.not.include('error=');
     const metadata = await (await fetch(metadataUrl)).json() as Record<string, unknown>;
     expect(metadata).to.deep.include({ resource: mcpUrl, authorization_servers: [server.issuer], scopes_supported: ['api'] });
   });

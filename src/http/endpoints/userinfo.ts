@@ -68,7 +68,7 @@ function answer({ verifier, audience, accounts, signed, failedCredentials, dpop 
   return async (ctx) => {
     noStore(ctx);
     const credential = headerOrFormCredential(ctx);
-    if (!credential) throw refusal(missingCredential(ctx, 'an access token is required'));
+    if (!credential) throw refusal(missingCredential(ctx, { description: 'an access token is required' }));
     // Said plainly, since the data API takes one: a key acts for no user, so there is no one to describe. Not looked up, so nothing is learnt of it.
     if (looksLikeApiKey(credential.token)) {
       throw refusal({
