@@ -35,6 +35,11 @@ const ERROR_TEXTS: Record<string, ErrorText> = {
     message: 'The application that sent you here is not registered with this server. Nothing was shared with it.',
     next: 'Go back to the application and try again. If this happens again, tell its developer: the application has to register with this server first.',
   },
+  invalid_client_metadata: {
+    heading: 'Application not accepted',
+    message: 'The application describes itself in a way this server does not accept, so nothing was shared with it.',
+    next: 'Go back to the application and tell its developer, quoting the reference below.',
+  },
   invalid_redirect_uri: {
     heading: 'Unregistered return address',
     message: 'The application asked to send you to an address it has not registered, so you were not sent anywhere.',

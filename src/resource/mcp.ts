@@ -99,7 +99,8 @@ function refuseRebinding(allowedHosts: readonly string[], allowedOrigins: readon
   return async (ctx, next) => {
     const host = ctx.req.headers.host;
     const origin = ctx.get('Origin');
-    const refusal = !host || !allowedHosts.includes(host) ? `Invalid Host header: ${host ?? '(none)'}`
+    // A host name is case-insensitive; the allowed ones are written in lower case (URL's host).
+    const refusal = !host || !allowedHosts.includes(host.toLowerCase()) ? `Invalid Host header: ${host ?? '(none)'}`
       : origin && !allowedOrigins.includes(origin) ? `Invalid Origin header: ${origin}` : undefined;
     if (!refusal) return next();
     ctx.status = 403;

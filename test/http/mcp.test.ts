@@ -229,7 +229,7 @@ describe('the MCP endpoint (/mcp)', function () {
       expect(allowed.status, origin).to.equal(200);
     }
     const port = new URL(server.origin).port;
-    for (const local of [`localhost:${port}`, `127.0.0.1:${port}`]) {
+    for (const local of [`localhost:${port}`, `127.0.0.1:${port}`, `LOCALHOST:${port}`]) {
       expect((await rpc('tools/list', {}, credentials.admin, { host: local })).status, `a client on this machine: ${local}`).to.equal(200);
     }
     expect((await rpc('tools/list', {}, credentials.admin, { host: 'localhost:1' })).status, 'another port').to.equal(403);

@@ -244,7 +244,9 @@ describe('Client ID Metadata Documents: what the server refuses', function () {
 
   it('says a document\'s keys belong in the document when it names a jwks_uri', async () => {
     const url = publish('/keys-by-reference.json', { token_endpoint_auth_method: 'private_key_jwt', jwks_uri: `${documents.origin}/jwks.json` });
-    expectRefusedOnPage(await authorizeAs(server, url), 'jwks_uri');
+    const answer = await authorizeAs(server, url);
+    expectRefusedOnPage(answer, 'jwks_uri');
+    expect(answer.text, 'the page says what happened').to.include('Application not accepted');
     await expectLoggedReason(server, url, /jwks_uri is not supported in a client metadata document/);
   });
 
