@@ -114,21 +114,23 @@ function get(url: URL, pinned: { address: string; family: number }, hostname: st
 }
 
 /**
- * Addresses no fetch on someone else's say-so may reach (IANA special-purpose registries):
- * "this network", private, CGNAT, loopback, link-local, the IETF and documentation blocks, 6to4
- * relays, benchmarking, multicast and reserved; IPv6 unspecified, loopback, the IPv4-mapped,
- * -compatible and translated blocks, discard, Teredo and ORCHID, documentation, 6to4,
- * unique-local, link-local, site-local and multicast. Two lists: a BlockList holding IPv6 rules
+ * Addresses no fetch on someone else's say-so may reach (IANA special-purpose registries, the
+ * blocks the engine's own fetcher refuses and more): "this network", private, CGNAT, loopback,
+ * link-local, the IETF and documentation blocks, AS112 and AMT, 6to4 relays, benchmarking,
+ * multicast and reserved; IPv6 unspecified, loopback, the IPv4-mapped, -compatible and translated
+ * blocks, discard and the dummy prefix, Teredo and ORCHID, documentation (both), 6to4, AS112,
+ * SRv6, unique-local, link-local, site-local and multicast. Two lists: a BlockList holding IPv6 rules
  * checks an IPv4 address as its IPv4-mapped form, which the IPv6 rules refuse.
  */
 const SPECIAL_USE_IPV4 = blockList('ipv4', [
   ['0.0.0.0', 8], ['10.0.0.0', 8], ['100.64.0.0', 10], ['127.0.0.0', 8], ['169.254.0.0', 16], ['172.16.0.0', 12],
-  ['192.0.0.0', 24], ['192.0.2.0', 24], ['192.88.99.0', 24], ['192.168.0.0', 16], ['198.18.0.0', 15],
-  ['198.51.100.0', 24], ['203.0.113.0', 24], ['224.0.0.0', 4], ['240.0.0.0', 4],
+  ['192.0.0.0', 24], ['192.0.2.0', 24], ['192.31.196.0', 24], ['192.52.193.0', 24], ['192.88.99.0', 24], ['192.168.0.0', 16],
+  ['192.175.48.0', 24], ['198.18.0.0', 15], ['198.51.100.0', 24], ['203.0.113.0', 24], ['224.0.0.0', 4], ['240.0.0.0', 4],
 ]);
 const SPECIAL_USE_IPV6 = blockList('ipv6', [
-  ['::', 96], ['::1', 128], ['::ffff:0:0', 96], ['64:ff9b::', 96], ['64:ff9b:1::', 48], ['100::', 64], ['2001::', 23],
-  ['2001:db8::', 32], ['2002::', 16], ['fc00::', 7], ['fe80::', 10], ['fec0::', 10], ['ff00::', 8],
+  ['::', 96], ['::1', 128], ['::ffff:0:0', 96], ['64:ff9b::', 96], ['64:ff9b:1::', 48], ['100::', 64], ['100:0:0:1::', 64],
+  ['2001::', 23], ['2001:db8::', 32], ['2002::', 16], ['2620:4f:8000::', 48], ['3fff::', 20], ['5f00::', 16],
+  ['fc00::', 7], ['fe80::', 10], ['fec0::', 10], ['ff00::', 8],
 ]);
 
 function blockList(family: 'ipv4' | 'ipv6', networks: ReadonlyArray<readonly [string, number]>): BlockList {
