@@ -35,9 +35,9 @@ export function isMetadataDocumentUrl(clientId: unknown): clientId is string {
 
 /**
  * Whether a client_id URL is written the one way the URL standard writes it: a lower-case scheme
- * and host, a path (the draft requires one; `https://host` has none), no default port. Otherwise one document would be
- * several clients, each with its own consent, and `HTTPS://host/x` and `https://host/x` could be
- * told apart by one check and not by another.
+ * and host, a path (the draft requires one; `https://host` has none), no default port. Otherwise
+ * one document would be several clients, each with its own consent, and `HTTPS://host/x` and
+ * `https://host/x` could be told apart by one check and not by another.
  */
 function isCanonicalUrl(clientId: string): boolean {
   const url = URL.parse(clientId);

@@ -63,7 +63,7 @@ export interface Refusal {
   /** None when the request carried no credential: RFC 6750 section 3.1 asks for no error code then. */
   error?: 'invalid_request' | 'invalid_token' | 'insufficient_scope' | 'invalid_dpop_proof' | 'use_dpop_nonce';
   description?: string;
-  /** The scope the request needs (insufficient_scope). */
+  /** The scope the request needs: with insufficient_scope, or to a request without a credential. */
   scope?: string;
   realm?: string;
   /** Where the protected resource's metadata is (RFC 9728 section 5.1). */
