@@ -30,23 +30,30 @@ export function accessCredential(ctx: Context): AccessCredential | undefined {
  * scheme) is a request that lacks authentication, 401 with no error code, naming the `scope` a
  * token needs when the API says (section 3; what MCP clients ask for first).
  */
-export function missingCredential(ctx: Context, needed: { description: string; scope?: string }): Omit<Refusal, 'realm' | 'resourceMetadata' | 'dpop'> {
+export function missingCredential(ctx: Context, needed: { description: string; scope?: string }): CredentialRefusal {
   if (!NAMES_SCHEME.test(ctx.get('authorization'))) return { status: 401, ...needed };
   return { status: 400, error: 'invalid_request', description: 'the Authorization header is malformed: send one access token after its scheme, as Authorization: Bearer <token> (RFC 6750 section 2.1)' };
 }
 
+/** What refusing a request for its credential says, before the API adds its challenge's own parts. */
+export type CredentialRefusal = Omit<Refusal, 'realm' | 'resourceMetadata' | 'dpop'>;
+
 /**
  * The credential of the header or, for a form-encoded POST, of its `access_token` parameter (RFC
  * 6750 section 2.2, a bearer token); the form must have been parsed into `ctx.request.body`. The
- * query string (section 2.3) is not read: tokens in URLs end up in logs.
+ * query string (section 2.3) is not read: tokens in URLs end up in logs. Else the refusal: none
+ * (missingCredential), or one in both places, a request that uses more than one method
+ * (section 3.1, 400 `invalid_request`).
  */
-export function headerOrFormCredential(ctx: Context): AccessCredential | undefined {
+export function headerOrFormCredential(ctx: Context, needed: { description: string }): AccessCredential | CredentialRefusal {
   const header = accessCredential(ctx);
   const body = ctx.request.body as Record<string, unknown> | undefined;
   const form = ctx.method === 'POST' && ctx.is('application/x-www-form-urlencoded') ? body?.access_token : undefined;
-  if (form === undefined) return header;
-  if (header !== undefined || ctx.get('authorization')) throw new HttpError(400, 'invalid_request', 'send the access token once: in the Authorization header or in the form body, not both');
-  return typeof form === 'string' && form !== '' ? { scheme: 'Bearer', token: form } : undefined;
+  if (form === undefined) return header ?? missingCredential(ctx, needed);
+  if (header !== undefined || ctx.get('authorization')) {
+    return { status: 400, error: 'invalid_request', description: 'send the access token once: in the Authorization header or in the form body, not both' };
+  }
+  return typeof form === 'string' && form !== '' ? { scheme: 'Bearer', token: form } : missingCredential(ctx, needed);
 }
 
 /** What an API that takes DPoP-bound tokens says in its challenges (RFC 9449 section 7.1). */

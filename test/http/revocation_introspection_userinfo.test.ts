@@ -277,6 +277,8 @@ describe('revocation, introspection and userinfo', function () {
       });
       expect(twice.status).to.equal(400);
       expect((await twice.json() as OAuthErrorBody).error).to.equal('invalid_request');
+      // RFC 6750 section 3: the refusal names its error in the challenge too.
+      expect(twice.headers.get('www-authenticate')).to.include('error="invalid_request"');
       // The query string is not a way in: tokens in URLs end up in logs.
       expect((await fetch(`${userinfoUrl()}?access_token=${tokens.access_token}`)).status).to.equal(401);
     });

@@ -7,7 +7,7 @@ import type { Accounts } from '../../accounts/accounts.ts';
 import { looksLikeApiKey } from '../../api_keys/format.ts';
 import { PROFILE_CLAIM_NAMES, profileClaims, type ProfileClaims } from '../../accounts/profile.ts';
 import { isUserToken, type AccessTokenVerifier } from '../../tokens/verifier.ts';
-import { headerOrFormCredential, missingCredential, refusalOf, type Refusal } from '../../resource/bearer.ts';
+import { headerOrFormCredential, refusalOf, type Refusal } from '../../resource/bearer.ts';
 import { dpopChallenge, senderConstraintRefusal, type DpopPolicy } from '../../resource/sender_constraint.ts';
 import { bearerCors } from '../../resource/cors.ts';
 import type { FailedCredentials } from '../../rate_limits/limits.ts';
@@ -67,8 +67,8 @@ function answer({ verifier, audience, accounts, signed, failedCredentials, dpop 
   const refusal = (refused: Omit<Refusal, 'realm' | 'dpop'>) => refusalOf({ realm: 'oauth', dpop: dpopChallenge(dpop), ...refused });
   return async (ctx) => {
     noStore(ctx);
-    const credential = headerOrFormCredential(ctx);
-    if (!credential) throw refusal(missingCredential(ctx, { description: 'an access token is required' }));
+    const credential = headerOrFormCredential(ctx, { description: 'an access token is required' });
+    if (!('token' in credential)) throw refusal(credential);
     // Said plainly, since the data API takes one: a key acts for no user, so there is no one to describe. Not looked up, so nothing is learnt of it.
     if (looksLikeApiKey(credential.token)) {
       throw refusal({
