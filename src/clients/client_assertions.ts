@@ -23,6 +23,27 @@ export function assertionsUsedOnce(provider: Provider, markers: ModelStore): voi
 }
 
 /**
+ * The longest a client assertion may stay valid from now. RFC 7523 section 3 lets a server refuse
+ * an `exp` "unreasonably far in the future"; client libraries make assertions that live a minute
+ * or a few. Its used-once marker is kept until then, so without a bound one assertion could make
+ * the store keep a record for ever (or, with an `exp` of 1e300, fail to store it at all).
+ */
+const ASSERTION_LIFETIME_MAX_SECONDS = 60 * 60;
+
+/** How far ahead of this server's clock a client's may be: an `iat` later than that is not a time the assertion was made. */
+const CLIENT_CLOCK_AHEAD_MAX_SECONDS = 60;
+
+/** Part of the engine's `assertJwtClientAuthClaimsAndHeader`: an assertion's times are ones a client's clock could give. */
+export function assertionTimesAreBounded(claims: { exp?: unknown; iat?: unknown }, now = nowSeconds()): void {
+  if (typeof claims.exp === 'number' && claims.exp - now > ASSERTION_LIFETIME_MAX_SECONDS) {
+    throw new errors.InvalidClientAuth(`the client assertion must expire (exp) within ${ASSERTION_LIFETIME_MAX_SECONDS / 60} minutes`);
+  }
+  if (typeof claims.iat === 'number' && claims.iat - now > CLIENT_CLOCK_AHEAD_MAX_SECONDS) {
+    throw new errors.InvalidClientAuth('the client assertion was issued in the future (iat): check the client\'s clock');
+  }
+}
+
+/**
  * A client assertion's audience must be this server's issuer identifier, alone: an assertion made
  * for one of its endpoints, or for several servers, could be replayed where its maker did not mean
  * it (the audience injection the OpenID Foundation disclosed in 2025; FAPI 2.0 and RFC 7523bis).

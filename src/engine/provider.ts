@@ -12,7 +12,7 @@ import { apiAudience, builtInResources, resourceIndicators } from './resource_in
 import { workspaceClaims } from './token_claims.ts';
 import { ACR_VALUES } from './authentication_context.ts';
 import { registerClientCredentialsGrant } from './grants/client_credentials.ts';
-import { assertionsUsedOnce, audienceIsTheIssuer } from '../clients/client_assertions.ts';
+import { assertionsUsedOnce, assertionTimesAreBounded, audienceIsTheIssuer } from '../clients/client_assertions.ts';
 import { FAPI_METADATA, applyFapiProfile, fapiAssertionAlgorithm, fapiProfile, holdFapiPolicy, isFapiClient } from '../clients/fapi.ts';
 import { newClientId } from '../clients/client_ids.ts';
 import { useHashedClientSecrets } from '../clients/client_secrets.ts';
@@ -132,11 +132,12 @@ export function buildProvider({ config, store, accounts, keys, revocations, page
     pkce: { required: pkceRequired(config.pkceRequired, (client) => isFapiClient(client, config.fapi)) },
     allowOmittingSingleRegisteredRedirectUri: false,
     // private_key_jwt with keys registered inline (`jwks`), or by reference (`jwks_uri`, fetched as metadata documents are, only with CIMD on):
-    // each assertion used once on every instance, its audience the issuer (src/clients/client_assertions.ts);
+    // each assertion used once on every instance, its audience the issuer, its exp and iat within bounds (src/clients/client_assertions.ts);
     // a FAPI 2.0 client's signed with an algorithm the profile allows (src/clients/fapi.ts).
     clientAuthMethods: ['client_secret_post', 'client_secret_basic', 'private_key_jwt', 'none'],
     assertJwtClientAuthClaimsAndHeader: (ctx, claims, header, client) => {
       audienceIsTheIssuer(ctx, claims);
+      assertionTimesAreBounded(claims);
       fapiAssertionAlgorithm(header, client, config.fapi);
     },
     clientDefaults: {

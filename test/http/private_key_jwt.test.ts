@@ -8,6 +8,7 @@ import * as openidClient from 'openid-client';
 import { REDIRECT_URI, codeRequest, register, tokenRequest, type RegisteredClient } from '../support/oauth.ts';
 import { startDocumentServer, type DocumentServer } from '../support/document_server.ts';
 import { expectOAuthError } from '../support/oauth_errors.ts';
+import { eventually } from '../support/wait.ts';
 import { seedUser, startServer, type SeededUser, type TestServer } from '../support/server.ts';
 import { testCertificates, type TestCertificates } from '../support/tls.ts';
 import { UserAgent, authorize } from '../support/user_agent.ts';
@@ -149,6 +150,24 @@ describe('private_key_jwt client authentication', function () {
     await expectOAuthError(await redeem(await assertion(client, key, [server.issuer, 'https://elsewhere.example'])), 401, 'invalid_client');
     await expectOAuthError(await redeem(await assertion(client, await clientKey(), server.issuer)), 401, 'invalid_client');
     await expectOAuthError(await redeem(await assertion(client, key, server.issuer, { exp: Math.floor(Date.now() / 1000) - 120 })), 401, 'invalid_client');
+  });
+
+  it('refuses an assertion valid for more than an hour or issued in the future, and keeps nothing of it', async () => {
+    const now = Math.floor(Date.now() / 1000);
+    for (const claims of [{ exp: now + 2 * 3600 }, { exp: 1e20 }, { exp: 1e300 }, { iat: now + 600 }]) {
+      const far = await assertion(client, key, server.issuer, claims);
+      await expectOAuthError(await refreshAuthenticatedBy(server, far), 401, 'invalid_client');
+      // Refused before it was marked used: refused again for the same reason, never as a replay.
+      await expectOAuthError(await refreshAuthenticatedBy(server, far), 401, 'invalid_client');
+    }
+    const reasons = await eventually('the refusals in the log', () => {
+      const found = server.logs().split('\n').filter((line) => line.includes('"request refused"') && line.includes(client.client_id)).map((line) => (JSON.parse(line) as { detail: string }).detail);
+      return found.filter((detail) => /exp|iat/.test(detail)).length >= 8 ? found : undefined;
+    }, 5_000);
+    expect(reasons.filter((detail) => /only be used once/.test(detail)), 'refused as replays').to.deep.equal([]);
+    // An assertion that lives for the hour is still taken.
+    await expectOAuthError(await refreshAuthenticatedBy(server, await assertion(client, key, server.issuer, { exp: now + 3500 })), 400, 'invalid_grant');
+    expect(server.logs()).to.not.match(/"level":"error"/);
   });
 
   it('refuses a client secret for a client registered with private_key_jwt', async () => {
