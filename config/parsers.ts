@@ -2,7 +2,7 @@ import { availableParallelism } from 'node:os';
 import { isAbsolute } from 'node:path';
 
 import { isRedisUrl, parseRedisUrl } from '../adapters/redis/url.ts';
-import { parseDuration } from './duration.ts';
+import { DURATION_MAX_DAYS, parseDuration } from './duration.ts';
 import type { Rate } from './types.ts';
 
 /**
@@ -49,7 +49,7 @@ export const metricsMode: Parser<'local' | 'public' | 'off'> = (value, name) => 
 /** `90d`, `12h`, `30m`, `45s` or seconds, as seconds. */
 export const duration: Parser<number> = (value, name) => {
   const seconds = parseDuration(value);
-  if (seconds === undefined) throw new ConfigError(`${name} must be a duration such as 30s, 15m, 12h, 90d or a number of seconds, got "${value}"`);
+  if (seconds === undefined) throw new ConfigError(`${name} must be a duration such as 30s, 15m, 12h, 90d or a number of seconds, at most ${DURATION_MAX_DAYS}d, got "${value}"`);
   return seconds;
 };
 

@@ -1,5 +1,5 @@
 import type { ApiKeyRecord } from '../../adapters/store.ts';
-import { parseDuration } from '../../config/duration.ts';
+import { DURATION_MAX_DAYS, parseDuration } from '../../config/duration.ts';
 import { ApiKeyError, ApiKeys } from '../api_keys/api_keys.ts';
 import { isoTime } from '../shared/clock.ts';
 import { UsageError, existingWorkspace, required, waitForPropagation, type Command } from './command.ts';
@@ -16,7 +16,7 @@ const create: Command = {
     const workspaceId = await existingWorkspace(accounts, options);
     const given = options['expires-in'];
     const expiresIn = given === undefined ? undefined : parseDuration(given);
-    if (given !== undefined && expiresIn === undefined) throw new UsageError('--expires-in must be a duration such as 90d, 12h, 30m or a number of seconds');
+    if (given !== undefined && expiresIn === undefined) throw new UsageError(`--expires-in must be a duration such as 90d, 12h, 30m or a number of seconds, at most ${DURATION_MAX_DAYS}d`);
     const { key, record } = await new ApiKeys(store.apiKeys).create(workspaceId, name, expiresIn);
     const expiry = record.expiresAt === undefined ? 'never expires' : `expires ${isoTime(record.expiresAt)}`;
     return {

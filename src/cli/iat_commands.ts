@@ -1,5 +1,5 @@
 import { LIFETIMES } from '../../config/lifetimes.ts';
-import { parseDuration } from '../../config/duration.ts';
+import { DURATION_MAX_DAYS, parseDuration } from '../../config/duration.ts';
 import { MAX_INITIAL_ACCESS_TOKEN_USES, createInitialAccessToken } from '../clients/initial_access_tokens.ts';
 import { isoTime } from '../shared/clock.ts';
 import { UsageError, existingWorkspace, type Command } from './command.ts';
@@ -17,7 +17,7 @@ const create: Command = {
     const workspaceId = await existingWorkspace(accounts, options);
     const given = options['expires-in'];
     const expiresIn = given === undefined ? LIFETIMES.InitialAccessToken : parseDuration(given);
-    if (expiresIn === undefined) throw new UsageError('--expires-in must be a duration such as 24h, 30m, 7d or a number of seconds');
+    if (expiresIn === undefined) throw new UsageError(`--expires-in must be a duration such as 24h, 30m, 7d or a number of seconds, at most ${DURATION_MAX_DAYS}d`);
     const uses = options.uses === undefined ? 1 : Number(options.uses);
     if (!/^\d+$/.test(options.uses ?? '1') || uses < 1 || uses > MAX_INITIAL_ACCESS_TOKEN_USES) {
       throw new UsageError(`--uses must be a whole number from 1 to ${MAX_INITIAL_ACCESS_TOKEN_USES}: how many clients the token may register`);

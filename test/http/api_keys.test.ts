@@ -168,6 +168,7 @@ describe('API keys', function () {
       [['api-key', 'create', '--workspace', 'ws_nope', '--name', 'x'], 1, /no workspace with id ws_nope/],
       [['api-key', 'create', '--workspace', workspaceId], 2, /--name is required/],
       [['api-key', 'create', '--workspace', workspaceId, '--name', 'x', '--expires-in', 'soon'], 2, /--expires-in must be a duration/],
+      [['api-key', 'create', '--workspace', workspaceId, '--name', 'forever and more', '--expires-in', '999999999d'], 2, /--expires-in must be a duration .*at most 36500d/],
       [['api-key', 'create', '--workspace', workspaceId, '--name', ' '], 1, /needs a name/],
       [['api-key', 'revoke'], 2, /name the key/],
       [['api-key', 'list', '--workspace', 'ws_nope'], 1, /no workspace with id ws_nope/],
@@ -177,6 +178,10 @@ describe('API keys', function () {
       expect(result.code, args.join(' ')).to.equal(code);
       expect(result.stderr, args.join(' ')).to.match(message);
     }
+    // Nothing was written: the list still reads, and holds no key from the refused commands.
+    const listed = await server.admin(['api-key', 'list', '--workspace', workspaceId, '--json']);
+    expect(listed.code, listed.stderr).to.equal(0);
+    expect(listed.stdout).to.not.include('forever and more');
   });
 
   describe('on Redis', () => {

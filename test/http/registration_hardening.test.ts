@@ -453,7 +453,7 @@ describe('registration hardening', function () {
         expect(result.stderr).to.contain('--uses');
         expect(result.stdout).to.equal('');
       }
-      for (const expiresIn of ['soon', '0', '1w']) {
+      for (const expiresIn of ['soon', '0', '1w', '999999999d']) {
         const result = await iatCreate(['--expires-in', expiresIn]);
         expect(result.code, expiresIn).to.equal(2);
         expect(result.stderr).to.contain('--expires-in');

@@ -74,6 +74,14 @@ describe('configuration', () => {
     expect(configError({ REFRESH_TOKEN_ABSOLUTE_LIFETIME: '10m' })).to.match(/^REFRESH_TOKEN_ABSOLUTE_LIFETIME must be at least 3600s/);
   });
 
+  it('takes durations up to a century, and refuses a longer one that no date could hold', () => {
+    expect(loadConfig({ KEY_RETENTION: '36500d' }).keyRotation.retentionSeconds).to.equal(36_500 * 86_400);
+    for (const name of ['KEY_RETENTION', 'KEY_PREPUBLISH', 'UNUSED_CLIENT_TTL', 'REGISTRATION_ACCESS_TOKEN_TTL', 'REFRESH_TOKEN_ABSOLUTE_LIFETIME']) {
+      expect(configError({ [name]: '999999999d' }), name).to.match(new RegExp(`^${name} must be a duration .*at most 36500d`));
+    }
+    expect(configError({ RATE_LIMIT_REGISTRATION: '10/999999999d' })).to.match(/^RATE_LIMIT_REGISTRATION/);
+  });
+
   it('bounds refresh tokens at 365 days through every rotation unless told otherwise', () => {
     expect(loadConfig({}).refreshTokenAbsoluteLifetime).to.equal(365 * 24 * 3600);
     expect(loadConfig({ REFRESH_TOKEN_ABSOLUTE_LIFETIME: '90d' }).refreshTokenAbsoluteLifetime).to.equal(90 * 24 * 3600);
