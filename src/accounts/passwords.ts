@@ -3,12 +3,23 @@ import { promisify } from 'node:util';
 
 const argon2Async = promisify(argon2);
 
-/** The one rule a new password must meet, wherever it is set. */
+/** The rules a new password must meet, wherever it is set (the CLI, the quickstart, the settings area). */
 export const MIN_PASSWORD_LENGTH = 8;
+
+/**
+ * The longest password: far more than NIST's 64, and one the sign-in form always carries (its
+ * body may be 16 KiB, and a character may take 12 bytes once encoded). A longer one could be set
+ * from the command line and then never used to sign in.
+ */
+export const MAX_PASSWORD_LENGTH = 1024;
 
 /** Why a password will not do, said to the person choosing it; undefined when it will. */
 export function passwordProblem(password: string): string | undefined {
-  return password.length < MIN_PASSWORD_LENGTH ? `a password needs at least ${MIN_PASSWORD_LENGTH} characters` : undefined;
+  if (password.length < MIN_PASSWORD_LENGTH) return `a password needs at least ${MIN_PASSWORD_LENGTH} characters`;
+  if (password.length > MAX_PASSWORD_LENGTH) return `a password may have at most ${MAX_PASSWORD_LENGTH} characters`;
+  // A line break or another control character cannot be typed into the sign-in form's field.
+  if (/\p{Cc}/u.test(password)) return 'a password cannot contain a line break, a tab or another control character';
+  return undefined;
 }
 
 /** OWASP's minimum argon2id profile: 19 MiB, 2 passes, 1 lane. */

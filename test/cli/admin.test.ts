@@ -267,6 +267,14 @@ describe('admin CLI', function () {
       expect(result.stderr).not.to.contain('shrt7');
     });
 
+    it('a password no sign-in form could carry (a line break inside, over 1024 characters) fails with a clear message', async () => {
+      for (const [password, message] of [['two\nline password', /control character/], ['x'.repeat(1025), /at most 1024/]] as const) {
+        passwords.push(password);
+        const result = await failing(['user', 'create', '--email', uniqueEmail('unusable'), '--name', 'Unusable', '--workspace', workspace.id, '--role', 'member', '--password-stdin'], `${password}\n`);
+        expect(result.stderr).to.match(message);
+      }
+    });
+
     it('--password given as an argument is not accepted', async () => {
       const secret = 'argv-password-never-accepted';
       passwords.push(secret);
