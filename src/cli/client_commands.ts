@@ -48,13 +48,17 @@ const remove: Command = {
 export const CLIENT_COMMANDS: readonly Command[] = [list, remove];
 
 /**
- * Deletes a client and refuses its access tokens, which are never stored, through the revocation
- * list on every instance (within PROPAGATION_BOUND_MS). False when there is no such client.
+ * Deletes a client and its registration access tokens, and refuses its access tokens, which are
+ * never stored, through the revocation list on every instance (within PROPAGATION_BOUND_MS). False
+ * when there is no such client.
  */
 export async function deleteClient(store: Store, clientId: string): Promise<boolean> {
   const clients = store.model('Client');
   if (!await clients.find(clientId)) return false;
   await clients.destroy(clientId);
   await store.revocations.add(revocationEntries.deletedClient(clientId, nowSeconds()));
+  // As the engine's RFC 7592 delete does: a kept client's token has no expiry, and would stay for good.
+  const registrationTokens = store.model('RegistrationAccessToken');
+  for (const { id } of await registrationTokens.listBy(clientId)) await registrationTokens.destroy(id);
   return true;
 }

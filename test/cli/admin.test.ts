@@ -350,6 +350,24 @@ describe('admin CLI', function () {
       expect((await after.json() as { error?: string }).error).to.equal('invalid_client');
     });
 
+    it('client delete leaves nothing of the client in the store: its registration access token goes with it', async () => {
+      const iat = await admin(['iat', 'create', '--workspace', workspace.id, '--json']);
+      const { initial_access_token: token } = JSON.parse(iat.stdout) as { initial_access_token: string };
+      const registered = await registerClient(server.issuer, { client_name: 'Short Lived', grant_types: ['client_credentials'], redirect_uris: [] }, token);
+      const tokensOf = async () => {
+        const store = openStore(server.store);
+        try {
+          return await store.model('RegistrationAccessToken').listBy(registered.client_id);
+        } finally {
+          await store.close();
+        }
+      };
+      expect(await tokensOf(), 'the registration access token, stored').to.have.length(1);
+      const result = await admin(['client', 'delete', '--', registered.client_id]);
+      expect(result.code, result.stderr).to.equal(0);
+      expect(await tokensOf(), 'after the delete').to.deep.equal([]);
+    });
+
     it("client delete also ends the deleted client's access tokens (RFC 7592 section 2.3)", async () => {
       const iat = await admin(['iat', 'create', '--workspace', workspace.id, '--json']);
       expect(iat.code, iat.stderr).to.equal(0);
