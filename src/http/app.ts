@@ -117,8 +117,10 @@ export function createService({ config, store, keys, revocations, logger, metric
       return typeof clientId === 'string' && await documents?.wouldFetch(clientId) ? clientId : undefined;
     },
   });
+  const liveRoles = new LiveRoles(store.accounts);
   const endpoints = engineEndpoints({
-    issuer, basePath, provider, rotations, resources, audience, accounts, clients: store.model('Client'), verifier, rateLimits, signUserinfo: userinfoSigner(keys.jwks, issuer), dpop,
+    issuer, basePath, provider, rotations, resources, audience, accounts, clients: store.model('Client'), verifier, liveRoles, rateLimits,
+    signUserinfo: userinfoSigner(keys.jwks, issuer), dpop,
   });
 
   const apiKeys = new ApiKeys(store.apiKeys, {
@@ -131,7 +133,6 @@ export function createService({ config, store, keys, revocations, logger, metric
   ], dpopChallenge(dpop));
   const restPath = `${basePath}/rest`;
   const mcpPath = `${basePath}/mcp`;
-  const liveRoles = new LiveRoles(store.accounts);
   const data = dataApi({
     records: store.records, restPath, audience, verifier, apiKeys, liveRoles, resourceMetadata: resourceMetadata.metadataUrlOf(audience), dpop,
     rateLimit: rateLimits.dataApi, failedCredentials: rateLimits.failedCredentials,

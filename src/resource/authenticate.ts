@@ -1,13 +1,12 @@
 import type { Context, Middleware } from 'koa';
 
-import { ROLES, type Role } from '../../adapters/store.ts';
 import { isUserToken, type AccessTokenClaims, type AccessTokenVerifier } from '../tokens/verifier.ts';
 import { looksLikeApiKey } from '../api_keys/format.ts';
 import type { ApiKeys } from '../api_keys/api_keys.ts';
 import type { FailedCredentials } from '../rate_limits/limits.ts';
 import { accessCredential, missingCredential, refusalOf, type Refusal } from './bearer.ts';
 import type { LiveRoles } from './live_roles.ts';
-import { lowerRole, type Principal } from './principal.ts';
+import type { Principal } from './principal.ts';
 import { dpopChallenge, senderConstraintRefusal, type DpopPolicy } from './sender_constraint.ts';
 
 /** The scope an OAuth token needs for the data API. */
@@ -73,9 +72,6 @@ export function authenticate({ audience, verifier, apiKeys, liveRoles, resourceM
 async function tokenPrincipal(claims: AccessTokenClaims, liveRoles: LiveRoles): Promise<Principal | undefined> {
   if (typeof claims.workspace_id !== 'string') return undefined;
   if (!isUserToken(claims)) return { kind: 'client', workspaceId: claims.workspace_id, clientId: claims.client_id };
-  const issuedRole = ROLES.includes(claims.role as Role) ? claims.role as Role : undefined;
-  const currentRole = await liveRoles.roleOf(claims.sub, claims.workspace_id);
-  if (!issuedRole || !currentRole) return undefined;
-  // A demotion applies at once; a promotion with the next token.
-  return { kind: 'user', workspaceId: claims.workspace_id, userId: claims.sub, clientId: claims.client_id, role: lowerRole(issuedRole, currentRole) };
+  const role = await liveRoles.ofToken(claims);
+  return role && { kind: 'user', workspaceId: claims.workspace_id, userId: claims.sub, clientId: claims.client_id, role };
 }

@@ -1,7 +1,9 @@
-import type { AccountStore, Role } from '../../adapters/store.ts';
+import { ROLES, type AccountStore, type Role } from '../../adapters/store.ts';
 import { boundedCache, type BoundedCache } from '../shared/bounded_cache.ts';
 import { systemClock, type Clock } from '../shared/clock.ts';
 import { PROPAGATION_BOUND_MS } from '../shared/propagation.ts';
+import type { AccessTokenClaims } from '../tokens/verifier.ts';
+import { lowerRole } from './principal.ts';
 
 const MAX_CACHED = 10_000;
 
@@ -18,6 +20,17 @@ export class LiveRoles {
   constructor(accounts: AccountStore, clock: Clock = systemClock) {
     this.#accounts = accounts;
     this.#roles = boundedCache<string, Role | 'none'>({ max: MAX_CACHED, ttlMs: PROPAGATION_BOUND_MS, clock });
+  }
+
+  /**
+   * The role a user's token acts with now: the lower of the role it was issued with and the user's
+   * role now (a demotion applies at once, a promotion with the next token). Undefined once the
+   * user is no longer a member of the token's workspace.
+   */
+  async ofToken(claims: AccessTokenClaims): Promise<Role | undefined> {
+    const issued = ROLES.includes(claims.role as Role) ? claims.role as Role : undefined;
+    const current = await this.roleOf(claims.sub, claims.workspace_id);
+    return issued && current ? lowerRole(issued, current) : undefined;
   }
 
   async roleOf(userId: string, workspaceId: string): Promise<Role | undefined> {

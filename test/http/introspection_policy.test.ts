@@ -4,6 +4,7 @@ import * as oauth from 'oauth4webapi';
 import { basicCredentials, codeRequest, exchangeCode, postCredentials, register, registerClient, tokenRequest, type RegisteredClient } from '../support/oauth.ts';
 import { initialAccessToken, seedUser, startServer, type SeededUser, type TestServer } from '../support/server.ts';
 import { UserAgent, authorize } from '../support/user_agent.ts';
+import { eventually } from '../support/wait.ts';
 
 /**
  * Introspection is least-privilege (RFC 7662 section 4): a client learns only about the tokens
@@ -121,6 +122,20 @@ describe('introspection policy (RFC 7662 section 4)', function () {
 
     const own = await introspectAs(as(service), await clientCredentialsToken());
     expect(own).to.include({ active: true, client_id: service.client_id, workspace_id: user.workspaces[0]!.id });
+  });
+
+  it("a user's access token is introspected with the role the user has now, as the data API reads it: a demotion shows at once", async () => {
+    const demoted = await seedUser(server, [{ workspace: 'Demoted Co', role: 'member' }]);
+    const workspaceId = demoted.workspaces[0]!.id;
+    const { url, verifier } = codeRequest(server.issuer, clientA.client_id, { scope: 'api' });
+    const callback = await authorize(new UserAgent(), url, server.origin, { email: demoted.email, password: demoted.password });
+    const tokens = await (await exchangeCode(server.issuer, clientA, callback.searchParams.get('code')!, verifier)).json() as TokenSet;
+    expect(await introspectAs(asResourceServer(), tokens.access_token)).to.include({ active: true, role: 'member' });
+
+    const result = await server.admin(['member', 'set-role', '--email', demoted.email, '--workspace', workspaceId, '--role', 'viewer']);
+    expect(result.code, result.stderr).to.equal(0);
+    await eventually('the demotion in introspection', async () => (await introspectAs(asResourceServer(), tokens.access_token)).role === 'viewer', 5_000);
+    expect(await introspectAs(as(clientA), tokens.access_token)).to.include({ active: true, role: 'viewer' });
   });
 
   it("another client gets exactly {\"active\":false} for A's access and refresh tokens, as for a token that does not exist", async () => {

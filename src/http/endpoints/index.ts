@@ -7,6 +7,7 @@ import type { Accounts } from '../../accounts/accounts.ts';
 import type { ProtectedResources } from '../../clients/protected_resources.ts';
 import { ENGINE_ROUTES, USERINFO_PATH } from '../../engine/routes.ts';
 import type { RateLimiting } from '../../rate_limits/limits.ts';
+import type { LiveRoles } from '../../resource/live_roles.ts';
 import type { UserinfoSigner } from '../../tokens/signed_userinfo.ts';
 import type { AccessTokenVerifier } from '../../tokens/verifier.ts';
 import { authorizationByPost, authorizationEndpoint } from './authorization.ts';
@@ -34,6 +35,8 @@ export interface EndpointDependencies {
   accounts: Accounts;
   clients: ModelStore;
   verifier: AccessTokenVerifier;
+  /** A user's role now, for introspection as for the data API. */
+  liveRoles: LiveRoles;
   rateLimits: RateLimiting;
   signUserinfo: UserinfoSigner;
   /** DPoP-bound tokens at userinfo, as at the data API. */
@@ -60,7 +63,7 @@ export function engineEndpoints(deps: EndpointDependencies): { routes: Middlewar
   router.all(`${ENGINE_ROUTES.registration}/:clientId`, ...clientManagementEndpoint(deps.clients));
   router.post(ENGINE_ROUTES.token, ...tokenEndpoint(deps));
   router.post(ENGINE_ROUTES.pushed_authorization_request, ...pushedAuthorizationEndpoint(deps.rateLimits, deps.provider));
-  router.post(ENGINE_ROUTES.introspection, ...introspectionEndpoint(deps.verifier, deps.rateLimits));
+  router.post(ENGINE_ROUTES.introspection, ...introspectionEndpoint(deps.verifier, deps.liveRoles, deps.rateLimits));
   router.post(ENGINE_ROUTES.revocation, ...revocationEndpoint(deps.verifier));
   const userinfoEndpoint = userinfo({
     verifier: deps.verifier, audience: deps.audience, accounts: deps.accounts, signed: { algorithmFor: userinfoSigningAlg(deps.provider), sign: deps.signUserinfo },
