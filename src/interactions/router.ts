@@ -2,7 +2,7 @@ import Router from '@koa/router';
 import type { Context } from 'koa';
 import { errors, type InteractionResults, type Provider } from 'oidc-provider';
 
-import { PASSWORD_ACR, PASSWORD_AMR } from '../engine/authentication_context.ts';
+import { ACR_VALUES, demandsUnofferedAcr, PASSWORD_ACR, PASSWORD_AMR } from '../engine/authentication_context.ts';
 import { INTERACTION_PATH } from '../engine/routes.ts';
 import { formBody } from '../pages/form_body.ts';
 import type { SignIns } from '../rate_limits/limits.ts';
@@ -34,6 +34,9 @@ export function interactionRouter(deps: InteractionDependencies): Router {
 
   router.get('/:uid', async (ctx) => {
     const details = await provider.interactionDetails(ctx.req, ctx.res);
+    if (details.prompt.name === 'login' && demandsUnofferedAcr(details.prompt)) {
+      return finishInteraction(ctx, provider, UNOFFERED_ACR, { mergeWithLastSubmission: false });
+    }
     if (details.prompt.name === 'login') return showLogin(ctx, deps, details);
     if (details.prompt.name === 'consent') return showConsent(ctx, deps, details);
     throw new HttpError(400, 'invalid_request', `unsupported interaction ${details.prompt.name}`);
@@ -92,6 +95,12 @@ export function interactionRouter(deps: InteractionDependencies): Router {
 
   return router;
 }
+
+/** A request that insists on an authentication this server does not offer: a failed authentication (OpenID Connect Core 5.5.1.1). */
+const UNOFFERED_ACR: InteractionResults = {
+  error: 'access_denied',
+  error_description: `the requested authentication context class (acr) is not offered here; this server offers ${ACR_VALUES.join(', ')}`,
+};
 
 /**
  * Stores the interaction's result and sends the browser back to the engine (303), as a Koa

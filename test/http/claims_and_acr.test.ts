@@ -1,7 +1,7 @@
 import { expect } from 'chai';
 import { createRemoteJWKSet, decodeJwt, jwtVerify } from 'jose';
 
-import { codeRequest, exchangeCode, registerClient, type RegisteredClient } from '../support/oauth.ts';
+import { codeRequest, exchangeCode, REDIRECT_URI, registerClient, type RegisteredClient } from '../support/oauth.ts';
 import { registerVettedClient, seedUser, startServer, type SeededUser, type TestServer } from '../support/server.ts';
 import { UserAgent, authorize } from '../support/user_agent.ts';
 
@@ -148,5 +148,23 @@ describe('claims parameter, profile claims and authentication context', function
 
     const asked = await idToken(await signedIn(client, { acr_values: 'urn:workspace-oauth-server:acr:password' }), client);
     expect(asked.acr).to.equal('urn:workspace-oauth-server:acr:password');
+  });
+
+  it('answers a request insisting on an authentication class it does not offer with access_denied, signed in or not, instead of asking to sign in again and again', async function () {
+    const client = await registerVettedClient(server);
+    const insisting = (acr: Record<string, unknown>) => codeRequest(server.issuer, client.client_id, { scope: 'openid', nonce: 'n2', claims: JSON.stringify({ id_token: { acr: { essential: true, ...acr } } }) }).url;
+    const signedInAgent = new UserAgent();
+    await signedIn(client, {}, signedInAgent);
+    for (const [who, agent] of [['no session', new UserAgent()], ['signed in', signedInAgent]] as const) {
+      for (const acr of [{ value: 'urn:example:mfa' }, { values: ['urn:example:mfa', 'urn:example:hardware-key'] }]) {
+        const { url } = await agent.follow(insisting(acr), server.origin);
+        const back = new URL(url);
+        expect(`${back.origin}${back.pathname}`, `${who}, ${JSON.stringify(acr)}: ${url}`).to.equal(REDIRECT_URI);
+        expect(back.searchParams.get('error'), who).to.equal('access_denied');
+      }
+    }
+    // The class it does offer, insisted on, is met by signing in.
+    const met = await signedIn(client, { claims: JSON.stringify({ id_token: { acr: { essential: true, values: ['urn:example:mfa', 'urn:workspace-oauth-server:acr:password'] } } }) });
+    expect((await idToken(met, client)).acr).to.equal('urn:workspace-oauth-server:acr:password');
   });
 });
