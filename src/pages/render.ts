@@ -45,6 +45,11 @@ const ERROR_TEXTS: Record<string, ErrorText> = {
     message: 'The application asked to send you to an address it has not registered, so you were not sent anywhere.',
     next: 'Go back to the application and tell its developer: it has to use a return address it registered.',
   },
+  invalid_request_uri: {
+    heading: 'This sign-in request has expired',
+    message: 'The application\'s sign-in request was already used or has expired, so nothing was shared with it.',
+    next: 'Go back to the application and start again.',
+  },
   invalid_request: {
     heading: 'Invalid request',
     message: 'The application sent a request this server cannot process. Nothing was shared with it.',

@@ -90,7 +90,9 @@ describe('pushed authorization requests (POST /oauth/par)', function () {
       const again = await new UserAgent().follow(byReference(server, client, requestUri), server.origin);
       expect(again.url, 'no redirect with a code').to.not.include('code=');
       expect(again.response.status).to.equal(400);
-      expect(await again.response.text()).to.not.include('Sign in');
+      const page = await again.response.text();
+      expect(page).to.not.include('Sign in');
+      expect(page, 'the page says why, and not that the server failed').to.include('This sign-in request has expired');
     });
 
     it('refuses what it would refuse at the authorization endpoint, and an unauthenticated push, with the RFC\'s errors', async () => {
