@@ -7,7 +7,7 @@ import { codeRequest, exchangeCode, management, register, registerClient } from 
 import { startRedis, type RedisServer } from '../support/redis.ts';
 import { seedUser, startServer, type TestServer } from '../support/server.ts';
 import { UserAgent, authorize } from '../support/user_agent.ts';
-import { sleep } from '../support/wait.ts';
+import { eventually, sleep } from '../support/wait.ts';
 
 const KEY_ENCRYPTION_KEY = Buffer.alloc(32, 9).toString('base64url');
 
@@ -152,7 +152,8 @@ describe('the embedded store while another process holds its write lock', functi
       expect(refused.status).to.equal(503);
       expect(refused.headers.get('retry-after')).to.match(/^\d+$/);
       expect(await refused.json()).to.include({ error: 'temporarily_unavailable' });
-      expect(server.logs()).to.contain('another process held the database\'s write lock for 5000 ms');
+      // The log is written asynchronously: its line may come a moment after the answer.
+      await eventually('the reason in the log', () => server.logs().includes('another process held the database\'s write lock for 5000 ms'), 5_000);
       other.exec('COMMIT');
       expect((await register(server.issuer, { client_name: 'After It' })).status).to.equal(201);
     } finally {
