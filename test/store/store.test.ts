@@ -349,11 +349,12 @@ for (const backend of BACKENDS) {
       // now() + 1 can be gone before it is read back (a slow replicated write is enough); now() + 2
       // lives at least a second, and is past once the wait is over.
       it('forgets what has expired: engine records (found, listed, consumed, counted), revocation entries and API keys', async () => {
+        // Read back before the wait: given 2 s, as a record given 1 s can lapse before it is read.
         const codes = store.model('AuthorizationCode');
-        await codes.upsert('c1', { jti: 'c1' }, 1);
+        await codes.upsert('c1', { jti: 'c1' }, 2);
         expect(await codes.find('c1')).to.deep.equal({ jti: 'c1' });
         const initialAccessTokens = store.model('InitialAccessToken');
-        await initialAccessTokens.upsert('t1', { kind: 'InitialAccessToken' }, 1);
+        await initialAccessTokens.upsert('t1', { kind: 'InitialAccessToken' }, 2);
         expect(await initialAccessTokens.countUse('t1', 5)).to.equal(1);
         await store.model('Grant').upsert('short', { accountId: 'usr_1' }, 1);
         await store.model('Grant').upsert('long', { accountId: 'usr_1' }, 60);
