@@ -62,13 +62,13 @@ export class AccessTokenVerifier {
    * API asking; without it, any this server issues tokens for: introspection).
    */
   async verify(token: string, audience?: string): Promise<AccessTokenClaims | undefined> {
-    const claims = await this.decode(token);
+    const claims = await this.#decode(token);
     if (!claims || (audience !== undefined && !isFor(claims, audience)) || await this.#revocations.isRevoked(claims)) return undefined;
     return claims;
   }
 
   /** Signature and claims only, ignoring revocation. */
-  async decode(token: string): Promise<AccessTokenClaims | undefined> {
+  async #decode(token: string): Promise<AccessTokenClaims | undefined> {
     // A signature stays valid; only time can make a known token invalid, and the cache forgets it then.
     const key = digest(token);
     const known = this.#verified.get(key);
