@@ -61,8 +61,19 @@ export class ProtectedResources {
     this.#registered = boundedCache({ max: CACHED, ttlMs: PROPAGATION_BOUND_MS, clock });
   }
 
-  /** The API a `resource` names, or undefined for one this server issues no tokens for. */
+  /**
+   * The API a `resource` names, or undefined for one this server issues no tokens for. A spelling
+   * with an upper-case scheme or host names the same API (the MCP authorization specification asks
+   * servers to accept one); the rest of the URI is compared exactly.
+   */
   async find(resource: string): Promise<ProtectedResource | undefined> {
+    const found = await this.#findExactly(resource);
+    if (found) return found;
+    const canonical = withCanonicalCase(resource);
+    return canonical === resource ? undefined : this.#findExactly(canonical);
+  }
+
+  async #findExactly(resource: string): Promise<ProtectedResource | undefined> {
     const builtIn = this.#builtIn.get(resource);
     if (builtIn) return builtIn;
     const cached = this.#registered.get(resource);
@@ -95,17 +106,18 @@ export class ProtectedResources {
 
   /** Removes a registered API; undefined when there is none (a built-in one cannot be removed). */
   async remove(resource: string): Promise<ProtectedResource | undefined> {
-    const found = this.#builtIn.has(resource) ? undefined : fromPayload(await this.#models.find(storeId(resource)));
-    if (!found) return undefined;
-    this.#registered.delete(resource);
-    await this.#models.destroy(storeId(resource));
+    const found = await this.find(resource);
+    if (!found || found.builtIn) return undefined;
+    this.#registered.delete(found.resource);
+    await this.#models.destroy(storeId(found.resource));
     return found;
   }
 }
 
 /**
  * A resource indicator as RFC 8707 section 2 wants it: an absolute URI without a fragment; https,
- * or http on loopback (development); without userinfo. Returned as given (it is compared exactly).
+ * or http on loopback (development); without userinfo. Returned with its scheme and host in lower
+ * case, the canonical form; the rest as given (it is compared exactly).
  */
 export function canonicalResource(value: string): string {
   const url = URL.parse(value);
@@ -113,7 +125,13 @@ export function canonicalResource(value: string): string {
   if (url.protocol === 'http:' && !LOOPBACK_HOSTS.has(url.hostname)) throw new ResourceError(`the resource must use https (http only on loopback), got "${value}"`);
   if (value.includes('#')) throw new ResourceError('the resource must not have a fragment (RFC 8707 section 2)');
   if (url.username || url.password) throw new ResourceError('the resource must not contain a user name or password');
-  return value;
+  return withCanonicalCase(value);
+}
+
+/** The URI with its scheme and host in lower case: both are case-insensitive (RFC 3986 section 6.2.2.1). */
+function withCanonicalCase(uri: string): string {
+  const authority = /^[a-z][a-z0-9+.-]*:\/\/[^/?#]*/i.exec(uri)?.[0];
+  return authority ? authority.toLowerCase() + uri.slice(authority.length) : uri;
 }
 
 /** Fixed-length store ids, whatever the URI. */

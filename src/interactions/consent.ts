@@ -69,7 +69,7 @@ export async function showConsent(ctx: Context, deps: ConsentDependencies, detai
     signOutUrl: `${basePath}${ENGINE_ROUTES.end_session}`,
     scopes: added.length ? added : requested,
     alreadyAllowed: existing && added.length ? existing.allowed : [],
-    apis: (await requestedResources(deps, details)).map(({ name, resource }) => ({ name, host: URL.parse(resource)?.host ?? resource })),
+    apis: (await requestedResources(deps, details)).map(({ api: { name, resource } }) => ({ name, host: URL.parse(resource)?.host ?? resource })),
     workspaces: (existing ? [existing.workspace] : memberships).map(({ id, name, role }) => ({ id, name, role })),
     action: `${basePath}${INTERACTION_PATH}/${details.uid}/consent`,
     csrfToken: csrf.issue(details.uid),
@@ -99,7 +99,7 @@ export async function saveGrant(deps: ConsentDependencies, details: Details, acc
     const scope = String(details.params.scope ?? '');
     grant.addOIDCScope(scope);
     grant.addOIDCClaims(requestedClaimNames(details.params.claims));
-    for (const api of await requestedResources(deps, details)) grant.addResourceScope(api.resource, scopesFor(api, scope));
+    for (const { named, api } of await requestedResources(deps, details)) grant.addResourceScope(named, scopesFor(api, scope));
   }
   const grantId = await grant.save();
   const expiresIn = grant.exp ? secondsUntil(grant.exp) : LIFETIMES.Grant;
@@ -116,12 +116,16 @@ function newGrantId(interactionUid: string): string {
   return createHash('sha256').update(`grant for interaction ${interactionUid}`).digest('base64url');
 }
 
-/** The APIs the request names (RFC 8707 `resource`), or the data API when it names none. */
-async function requestedResources({ resources, defaultResource }: ConsentDependencies, details: Details): Promise<ProtectedResource[]> {
-  const named = details.params.resource;
-  const uris = Array.isArray(named) ? named : typeof named === 'string' ? [named] : [defaultResource];
-  const found = await Promise.all(uris.map((uri) => resources.find(String(uri))));
-  return found.filter((api) => api !== undefined);
+/**
+ * The APIs the request names (RFC 8707 `resource`), or the data API when it names none, each with
+ * the URI it was named by: the engine looks a grant's scopes up by that URI, which may spell the
+ * API's scheme or host in upper case.
+ */
+async function requestedResources({ resources, defaultResource }: ConsentDependencies, details: Details): Promise<Array<{ named: string; api: ProtectedResource }>> {
+  const resource = details.params.resource;
+  const uris = (Array.isArray(resource) ? resource : typeof resource === 'string' ? [resource] : [defaultResource]).map(String);
+  const found = await Promise.all(uris.map(async (named) => ({ named, api: await resources.find(named) })));
+  return found.filter((item): item is { named: string; api: ProtectedResource } => item.api !== undefined);
 }
 
 /** The requested scopes an API accepts: what its tokens may carry. */

@@ -165,6 +165,26 @@ describe('tokens for a registered API (resource indicators)', function () {
     await expectInvalidTarget(await tokenRequest(server.issuer, { grant_type: 'client_credentials', scope: 'api', resource: 'https://unknown.example/api', ...postCredentials(machine) }));
   });
 
+  it('takes an API named with an upper-case scheme or host for the registered one; the path is still compared exactly', async () => {
+    const shouted = 'HTTPS://BILLING.EXAMPLE/mcp';
+    const { code, verifier, consent } = await allow([shouted]);
+    expect(consent).to.contain('<strong>Billing MCP</strong> at billing.example');
+    const first = await tokens(await exchangeCode(server.issuer, client, code, verifier, { resource: shouted }));
+    expect(decodeJwt(first.access_token)).to.deep.include({ aud: BILLING, scope: 'api' });
+    const again = await tokens(await refresh(first.refresh_token, shouted));
+    expect(decodeJwt(again.access_token).aud).to.equal(BILLING);
+    await expectInvalidTarget(await refresh(again.refresh_token, 'https://billing.example/MCP'));
+
+    const machine = await registerClient(server.issuer, { grant_types: ['client_credentials'], redirect_uris: [] }, await initialAccessToken(server, user.workspaces[0]!.id));
+    const mcp = `${server.issuer.toUpperCase()}/mcp`;
+    const issued = await tokens(await tokenRequest(server.issuer, { grant_type: 'client_credentials', scope: 'api', resource: mcp, ...postCredentials(machine) }));
+    expect(decodeJwt(issued.access_token).aud).to.equal(`${server.issuer}/mcp`);
+
+    const duplicate = await server.admin(['resource-server', 'create', '--name', 'Billing again', '--resource', 'https://Billing.Example/mcp']);
+    expect(duplicate.code).to.not.equal(0);
+    expect(duplicate.stderr).to.contain('already');
+  });
+
   // Last: it deletes the API the tests above use.
   it('deleting the API refuses its tokens by the time the command returns; other tokens and API keys go on working', async () => {
     const { code, verifier } = await allow([`${server.issuer}/rest`, BILLING]);
