@@ -1,10 +1,12 @@
+import { setTimeout as sleep } from 'node:timers/promises';
+
 import type { Store } from '../../adapters/store.ts';
 import { ResourceError, type ProtectedResources } from '../clients/protected_resources.ts';
 import {
   createResourceServer, INTROSPECTION_AUDIENCE, RESOURCE_SERVER_AUTH_METHODS, isResourceServerAuthMethod, type ResourceServerAuthMethod,
 } from '../clients/resource_servers.ts';
 import type { OAuthServer } from '../engine/provider.ts';
-import { isoTime, nowSeconds } from '../shared/clock.ts';
+import { isoTime, nowSeconds, systemClock } from '../shared/clock.ts';
 import { revocationEntries } from '../tokens/revocation_list.ts';
 import { UsageError, required, waitForPropagation, type Command, type Output } from './command.ts';
 
@@ -75,17 +77,20 @@ export async function deleteResourceServer(store: Store, resources: ProtectedRes
   const removed = await resources.remove(resource);
   if (!removed) return undefined;
   const now = nowSeconds();
-  await store.revocations.add(revocationEntries.removedResource(resource, now));
+  const revoked = revocationEntries.removedResource(removed.resource, now);
+  await store.revocations.add(revoked);
   const clients = store.model('Client');
-  const introspecting = (await clients.list()).filter(({ payload }) => payload[INTROSPECTION_AUDIENCE] === resource);
+  const introspecting = (await clients.list()).filter(({ payload }) => payload[INTROSPECTION_AUDIENCE] === removed.resource);
   for (const { id } of introspecting) {
     await clients.destroy(id);
     await store.revocations.add(revocationEntries.deletedClient(id, now));
   }
   await waitForPropagation();
+  // From here on, a token for the URI is one for an API registered again under it, and is not refused.
+  await sleep(Math.max(0, revoked.issuedBefore * 1000 - systemClock()));
   return {
-    text: `deleted ${resource} (${removed.name})${introspecting.length ? ` and its resource server ${introspecting.map(({ id }) => id).join(', ')}` : ''}; its tokens are refused from now`,
-    json: { deleted: resource, introspection_clients: introspecting.map(({ id }) => id) },
+    text: `deleted ${removed.resource} (${removed.name})${introspecting.length ? ` and its resource server ${introspecting.map(({ id }) => id).join(', ')}` : ''}; its tokens are refused from now`,
+    json: { deleted: removed.resource, introspection_clients: introspecting.map(({ id }) => id) },
   };
 }
 

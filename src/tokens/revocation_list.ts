@@ -69,9 +69,13 @@ export const revocationEntries = {
   deletedClient(clientId: string, now: number): RevocationEntry {
     return everything(`client:${clientId}`, now);
   },
-  /** Every token for an API its operator removed (src/clients/protected_resources.ts). */
+  /**
+   * Every token for an API its operator removed (src/clients/protected_resources.ts), up to when
+   * every instance knows it is gone; not the tokens issued once it is registered again.
+   */
   removedResource(resource: string, now: number): RevocationEntry {
-    return everything(`resource:${resource}`, now);
+    const issuedBefore = now + Math.ceil(PROPAGATION_BOUND_MS / 1000) + 1;
+    return { key: `resource:${resource}`, issuedBefore, expiresAt: now + MAX_ACCESS_TOKEN_SECONDS + CLOCK_MARGIN_SECONDS };
   },
   /** One token (RFC 7009), until it expires. */
   token(token: RevocableToken): RevocationEntry {

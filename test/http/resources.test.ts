@@ -186,7 +186,7 @@ describe('tokens for a registered API (resource indicators)', function () {
   });
 
   // Last: it deletes the API the tests above use.
-  it('deleting the API refuses its tokens by the time the command returns; other tokens and API keys go on working', async () => {
+  it('deleting the API refuses its tokens by the time the command returns; other tokens and API keys go on working, and so do tokens for it once it is registered again', async () => {
     const { code, verifier } = await allow([`${server.issuer}/rest`, BILLING]);
     const data = await tokens(await exchangeCode(server.issuer, client, code, verifier));
     const billing = await tokens(await refresh(data.refresh_token, BILLING));
@@ -207,5 +207,13 @@ describe('tokens for a registered API (resource indicators)', function () {
     const again = await server.admin(['resource-server', 'delete', BILLING]);
     expect(again.code).to.not.equal(0);
     expect(again.stderr).to.contain('no API registered');
+
+    const recreated = await server.admin(['resource-server', 'create', '--name', 'Billing MCP', '--resource', BILLING, '--scope', 'api', '--auth-method', 'client_secret_post', '--json']);
+    expect(recreated.code, recreated.stderr).to.equal(0);
+    const newServer = JSON.parse(recreated.stdout) as typeof billingServer;
+    const machine = await registerClient(server.issuer, { grant_types: ['client_credentials'], redirect_uris: [] }, await initialAccessToken(server, user.workspaces[0]!.id));
+    const fresh = await tokens(await tokenRequest(server.issuer, { grant_type: 'client_credentials', scope: 'api', resource: BILLING, ...postCredentials(machine) }));
+    expect(await introspect(server.issuer, postCredentials(newServer), fresh.access_token), 'a token for the API registered again').to.include({ active: true, aud: BILLING });
+    expect(await introspect(server.issuer, postCredentials(newServer), billing.access_token), 'one from before the deletion').to.deep.equal({ active: false });
   });
 });
