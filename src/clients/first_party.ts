@@ -15,8 +15,10 @@ import type { ClientMetadata } from 'oidc-provider';
  *
  * The client is static (configuration, never stored), public, and may only send its codes to the
  * settings area, which deletes each one unredeemed: the session is all it is for. It never gets a
- * token either way: a grant without a workspace is refused every access token (src/engine/token_claims.ts).
-Its grant is made on the spot, without a consent page: src/engine/first_party_grant.ts.
+ * token either way: it may ask for `openid` alone, it is never shown a consent page (one asked for
+ * is refused: src/interactions/router.ts), so its grant never names a workspace, and a grant
+ * without a workspace is refused every access token (src/engine/token_claims.ts). Its grant is
+ * made on the spot: src/engine/first_party_grant.ts.
  */
 export const SETTINGS_CLIENT_ID = 'settings';
 export const SETTINGS_PATH = '/settings';
@@ -32,5 +34,7 @@ export function settingsClient(issuer: string): ClientMetadata {
     grant_types: ['authorization_code'],
     response_types: ['code'],
     token_endpoint_auth_method: 'none',
+    // The engine refuses it any other scope (invalid_scope).
+    scope: SETTINGS_SCOPE,
   };
 }

@@ -2,6 +2,7 @@ import Router from '@koa/router';
 import type { Context } from 'koa';
 import { errors, type InteractionResults, type Provider } from 'oidc-provider';
 
+import { SETTINGS_CLIENT_ID } from '../clients/first_party.ts';
 import { ACR_VALUES, demandsUnofferedAcr, PASSWORD_ACR, PASSWORD_AMR } from '../engine/authentication_context.ts';
 import { INTERACTION_PATH } from '../engine/routes.ts';
 import { formBody } from '../pages/form_body.ts';
@@ -38,6 +39,9 @@ export function interactionRouter(deps: InteractionDependencies): Router {
       return finishInteraction(ctx, provider, UNOFFERED_ACR, { mergeWithLastSubmission: false });
     }
     if (details.prompt.name === 'login') return showLogin(ctx, deps, details);
+    if (details.prompt.name === 'consent' && details.params.client_id === SETTINGS_CLIENT_ID) {
+      return finishInteraction(ctx, provider, SETTINGS_NEED_NO_CONSENT, { mergeWithLastSubmission: false });
+    }
     if (details.prompt.name === 'consent') return showConsent(ctx, deps, details);
     throw new HttpError(400, 'invalid_request', `unsupported interaction ${details.prompt.name}`);
   });
@@ -70,6 +74,7 @@ export function interactionRouter(deps: InteractionDependencies): Router {
     const body = ctx.request.body as FormBody;
     if (!csrf.verify(details.uid, body.csrf)) throw forgedForm();
     if (details.prompt.name !== 'consent' || !details.session?.accountId) return showLogin(ctx, deps, details);
+    if (details.params.client_id === SETTINGS_CLIENT_ID) throw new HttpError(400, 'invalid_request', 'the account settings are not an application to allow');
     // The first answer stands: the form sent again (a double click, the back button) goes on with it,
     // so no second grant is made and an allow is not left behind by a later deny.
     if (details.result) {
@@ -95,6 +100,16 @@ export function interactionRouter(deps: InteractionDependencies): Router {
 
   return router;
 }
+
+/**
+ * The settings area's own sign-in is shown no consent page: its grant is made on the spot
+ * (src/engine/first_party_grant.ts), and one allowed on a consent page would name a workspace,
+ * which buys an access token the user could neither see nor revoke in the settings area.
+ */
+const SETTINGS_NEED_NO_CONSENT: InteractionResults = {
+  error: 'access_denied',
+  error_description: 'the account settings sign-in asks for no consent',
+};
 
 /** A request that insists on an authentication this server does not offer: a failed authentication (OpenID Connect Core 5.5.1.1). */
 const UNOFFERED_ACR: InteractionResults = {

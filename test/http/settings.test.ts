@@ -97,4 +97,35 @@ describe('settings area: what it stores', function () {
     const codes = await inStore((store) => store.model('AuthorizationCode').list());
     expect(codes.filter(({ payload }) => payload.clientId === 'settings')).to.deep.equal([]);
   });
+
+  it('the settings area\'s own client is never shown a consent page and gets no code for more than signing in', async function () {
+    const user = await seedUser(server, [{ workspace: 'Settings Client Ltd' }]);
+    const agent = new UserAgent();
+    const login = await agent.follow(`${server.issuer}/settings`, server.origin);
+    const html = await login.response.text();
+    const action = /<form method="post" action="([^"]+)"/.exec(html)![1]!;
+    const csrf = /name="csrf" value="([^"]*)"/.exec(html)![1]!;
+    const posted = await agent.request(new URL(action, server.origin).href, { form: { csrf, email: user.email, password: user.password } });
+    expect((await agent.follow(new URL(posted.headers.get('location')!, server.origin).href, server.origin)).url).to.equal(`${server.issuer}/settings`);
+
+    const callback = `${server.issuer}/settings/callback`;
+    /** Follows the signed-in browser's redirects until one is for the settings callback, which is not followed. */
+    async function untilCallback(overrides: Record<string, string>): Promise<URL> {
+      let url = codeRequest(server.issuer, 'settings', { redirect_uri: callback, ...overrides }).url;
+      for (let hops = 0; hops < 6; hops += 1) {
+        const response = await agent.request(url);
+        const location = response.headers.get('location');
+        expect(location, `${response.status} at ${url}: ${(await response.text()).slice(0, 300)}`).to.be.a('string');
+        url = new URL(location!, url).href;
+        if (url.startsWith(callback)) return new URL(url);
+      }
+      throw new Error(`never reached ${callback}`);
+    }
+    const moreScope = await untilCallback({ scope: 'openid api profile' });
+    expect(moreScope.searchParams.get('error')).to.equal('invalid_scope');
+    const askedConsent = await untilCallback({ scope: 'openid', prompt: 'consent' });
+    expect(askedConsent.searchParams.get('error')).to.equal('access_denied');
+    const signIn = await untilCallback({ scope: 'openid' });
+    expect(signIn.searchParams.get('code'), 'signing in still works').to.be.a('string');
+  });
 });
