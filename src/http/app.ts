@@ -22,6 +22,7 @@ import { recordGrantUse } from '../grants/activity.ts';
 import { interactionRouter } from '../interactions/router.ts';
 import type { KeyMaterial } from '../keys/keys.ts';
 import { CsrfTokens } from '../pages/csrf.ts';
+import { noSuchPage } from '../pages/no_such_page.ts';
 import { describeSite, siteOf } from '../pages/site.ts';
 import { createNewInteractionLimit, createRateLimits } from '../rate_limits/limits.ts';
 import { dataApi } from '../resource/data_api.ts';
@@ -149,7 +150,7 @@ export function createService({ config, store, keys, revocations, logger, metric
     provider, accounts, store, grantWorkspaces, grantActivity, apiKeys, csrfKey: keys.cookieKeys[0]!, issuer, basePath,
     userAccess: new UserAccess({ provider, store, grantWorkspaces }), signIns: rateLimits.signIns,
   });
-  const pages = (router: Router) => compose([answerErrorsAs('page'), router.routes() as Middleware]);
+  const pages = (router: Router) => compose([answerErrorsAs('page'), router.routes() as Middleware, noSuchPage]);
   const site = siteOf(config.service, issuer);
   const interactionPages = atOrUnder(`${basePath}${INTERACTION_PATH}`);
   const settingsPages = inSettingsArea(basePath);

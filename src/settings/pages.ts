@@ -146,7 +146,7 @@ export class SettingsPages {
       explanation: [
         `As ${article(role)} ${role} of ${workspace.name}, ${self ? 'you' : 'they'} ${ROLE_DESCRIPTIONS[role]}.`,
         ...(self && role !== 'admin' ? ['You will no longer be able to manage this workspace: another admin would have to make you one again.'] : []),
-        'The applications they allowed keep working within what the new role allows, everywhere within seconds.',
+        `The applications ${self ? 'you' : 'they'} allowed keep working within what the new role allows, everywhere within seconds.`,
       ],
       facts: [
         { term: 'Name', text: name },

@@ -131,6 +131,12 @@ export function settingsRouter(dependencies: SettingsDependencies): Router {
     return pages.keyCreated(ctx, signedIn.user, workspace, created);
   });
 
+  // Where a new key was shown, opened again (a reload, a restored tab): the key is not shown twice.
+  router.get('/workspaces/:workspaceId/api-keys', (ctx) => {
+    ctx.status = 303;
+    ctx.redirect(`${home}/workspaces/${encodeURIComponent(ctx.params.workspaceId!)}`);
+  });
+
   router.get('/workspaces/:workspaceId/api-keys/revoke', requireSignIn, requireAdmin, async (ctx) => {
     const { signedIn, workspace } = adminOf(ctx);
     const keyId = ctx.query.key;

@@ -200,7 +200,8 @@ describe('settings area: your password, and a workspace\'s members', function ()
       await card(page, admin).getByLabel(/^New role/).selectOption('member');
       await card(page, admin).getByRole('button', { name: /^Change role/ }).click();
       await heading(page, 'Make yourself a member?').waitFor();
-      expect(await page.locator('main').innerText()).to.include('You will no longer be able to manage this workspace');
+      expect(await page.locator('main').innerText()).to.include('You will no longer be able to manage this workspace')
+        .and.to.include('The applications you allowed keep working');
       await page.getByRole('button', { name: 'Make me a member' }).click();
       await heading(page, 'Settings').waitFor();
       expect(await page.getByRole('status').innerText()).to.include('you no longer manage that workspace');

@@ -100,7 +100,7 @@ describe('tokens for a registered API (resource indicators)', function () {
 
   it('names the API on the consent page, and its token has its aud and only the scopes it accepts', async () => {
     const { code, verifier, consent } = await allow([BILLING]);
-    expect(consent).to.contain('<strong>Billing MCP</strong> at billing.example');
+    expect(consent).to.contain('It will reach <strong>Billing MCP</strong> at billing.example');
     const issued = await tokens(await exchangeCode(server.issuer, client, code, verifier));
     const claims = decodeJwt(issued.access_token);
     expect(claims.aud).to.equal(BILLING);

@@ -98,6 +98,23 @@ describe('settings area: what it stores', function () {
     expect(codes.filter(({ payload }) => payload.clientId === 'settings')).to.deep.equal([]);
   });
 
+  it('answers a path no page serves with an error page that links back, a wrong method with 405, and a reload of a new key\'s page with the workspace page', async function () {
+    for (const [method, path, status, back] of [
+      ['GET', '/settings/applications', 404, '/settings'],
+      ['PUT', '/settings', 405, '/settings'],
+      ['GET', '/interaction/unknown/page', 404, '/'],
+    ] as const) {
+      const response = await fetch(`${server.issuer}${path}`, { method, redirect: 'manual' });
+      expect(response.status, `${method} ${path}`).to.equal(status);
+      expect(response.headers.get('content-type')).to.match(/^text\/html/);
+      if (status === 405) expect(response.headers.get('allow')).to.contain('GET');
+      expect(await response.text(), `${method} ${path}`).to.contain(`<a href="${back}">`);
+    }
+    const reload = await fetch(`${server.issuer}/settings/workspaces/ws_1/api-keys`, { redirect: 'manual' });
+    expect(reload.status).to.equal(303);
+    expect(reload.headers.get('location')).to.equal('/settings/workspaces/ws_1');
+  });
+
   it('the settings area\'s own client is never shown a consent page and gets no code for more than signing in', async function () {
     const user = await seedUser(server, [{ workspace: 'Settings Client Ltd' }]);
     const agent = new UserAgent();
