@@ -53,12 +53,31 @@ export class ProtectedResources {
   readonly #builtIn: ReadonlyMap<string, ProtectedResource>;
   readonly #clock: Clock;
   readonly #registered: BoundedCache<string, ProtectedResource>;
+  readonly #builtInDpopOnly: boolean;
+  /** Whether a registered API takes DPoP-bound tokens only, read at most every PROPAGATION_BOUND_MS. */
+  readonly #registeredDpopOnly: BoundedCache<'any', boolean>;
 
   constructor(models: ModelStore, builtIn: readonly ProtectedResource[], clock: Clock = systemClock) {
     this.#models = models;
     this.#builtIn = new Map(builtIn.map((resource) => [resource.resource, resource]));
+    this.#builtInDpopOnly = builtIn.some((api) => api.dpopRequired);
     this.#clock = clock;
     this.#registered = boundedCache({ max: CACHED, ttlMs: PROPAGATION_BOUND_MS, clock });
+    this.#registeredDpopOnly = boundedCache({ max: 1, ttlMs: PROPAGATION_BOUND_MS, clock });
+  }
+
+  /**
+   * Whether any API takes DPoP-bound tokens only (RFC 9449), so that a token request without a
+   * proof may be one to refuse. One registered elsewhere is seen within PROPAGATION_BOUND_MS, or as
+   * soon as a request here names it (an authorization request does before any token request).
+   */
+  async someRequireDpop(): Promise<boolean> {
+    if (this.#builtInDpopOnly) return true;
+    const cached = this.#registeredDpopOnly.get('any');
+    if (cached !== undefined) return cached;
+    const registered = (await this.#models.list()).some(({ payload }) => fromPayload(payload)?.dpopRequired === true);
+    this.#registeredDpopOnly.set('any', registered);
+    return registered;
   }
 
   /**
@@ -79,8 +98,10 @@ export class ProtectedResources {
     const cached = this.#registered.get(resource);
     if (cached) return cached;
     const found = fromPayload(await this.#models.find(storeId(resource)));
-    if (found?.resource === resource) this.#registered.set(resource, found);
-    return found?.resource === resource ? found : undefined;
+    if (found?.resource !== resource) return undefined;
+    this.#registered.set(resource, found);
+    if (found.dpopRequired) this.#registeredDpopOnly.set('any', true);
+    return found;
   }
 
   /** Every API: those served here, then those an operator registered, oldest first. */

@@ -28,9 +28,17 @@ export function builtInResources(issuer: string, dpopRequired: boolean): Protect
  * anything is issued.
  */
 export function assertProofFor(api: ProtectedResource, hasProof: boolean): void {
-  if (api.dpopRequired && !hasProof) {
-    throw new errors.InvalidDpopProof(`${api.resource} accepts DPoP-bound access tokens only: send a DPoP proof (RFC 9449) with the token request`);
-  }
+  if (api.dpopRequired && !hasProof) throw new errors.InvalidDpopProof(proofRequired(api));
+}
+
+/** The words every refusal of a token request without the proof its API requires uses. */
+export function proofRequired(api: ProtectedResource): string {
+  return `${api.resource} accepts DPoP-bound access tokens only: send a DPoP proof (RFC 9449) with the token request`;
+}
+
+/** The API a code or refresh token gets a token for when the request names none: the data API if its grant has it, else the grant's first (the engine asks defaultResource). */
+export function grantedDefault(granted: readonly string[], defaultResource: string): string | undefined {
+  return granted.includes(defaultResource) ? defaultResource : granted[0];
 }
 
 /** Access tokens for an API: RFC 9068 JWTs signed with ES256, one hour, with the scopes it accepts. */
@@ -56,7 +64,7 @@ export function resourceIndicators(resources: ProtectedResources, defaultResourc
     enabled: true,
     defaultResource: (_ctx: KoaContextWithOIDC, _client: Client, oneOf?: readonly string[]) => {
       if (!oneOf) return defaultResource;
-      return oneOf.includes(defaultResource) ? defaultResource : oneOf[0] ?? defaultResource;
+      return grantedDefault(oneOf, defaultResource) ?? defaultResource;
     },
     useGrantedResource: () => true,
     getResourceServerInfo: async (ctx: KoaContextWithOIDC, resource: string) => {

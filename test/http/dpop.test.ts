@@ -252,6 +252,37 @@ describe('DPoP', function () {
       await refusedWith(await withProof(`${server.issuer}/mcp`, forMcp.access_token, undefined, { method: 'POST', scheme: 'Bearer', headers: MCP_HEADERS, body: TOOLS_LIST }), 401, 'invalid_token');
     });
   });
+
+  // Last: it registers an API the tests above do not expect.
+  describe('for an API that takes DPoP-bound tokens only', () => {
+    it('refuses a code exchange or refresh without a proof before the code or refresh token is used up: the retry with one gets the tokens', async () => {
+      const resource = 'http://127.0.0.1:9/dpop-only-code-api';
+      const created = await server.admin(['resource-server', 'create', '--name', 'DPoP-only API', '--resource', resource, '--require-dpop']);
+      expect(created.code, created.stderr).to.equal(0);
+      const client = await register(server.issuer, { client_name: 'DPoP agent', token_endpoint_auth_method: 'none', redirect_uris: [REDIRECT_URI] });
+      const { client_id: clientId } = await client.json() as RegisteredClient;
+      const config = await openidClient.discovery(new URL(server.issuer), clientId, undefined, openidClient.None(), { execute: [openidClient.allowInsecureRequests] });
+      const DPoP = openidClient.getDPoPHandle(config, await proofKey());
+      const verifier = openidClient.randomPKCECodeVerifier();
+      const state = openidClient.randomState();
+      const url = openidClient.buildAuthorizationUrl(config, new URLSearchParams([
+        ['redirect_uri', REDIRECT_URI], ['scope', 'api'], ['state', state], ['code_challenge', await openidClient.calculatePKCECodeChallenge(verifier)],
+        ['code_challenge_method', 'S256'], ['resource', resource],
+      ]));
+      const callback = await authorize(new UserAgent(), url.href, server.origin, { email: user.email, password: user.password });
+      const code = callback.searchParams.get('code')!;
+
+      const exchange = { grant_type: 'authorization_code', code, redirect_uri: REDIRECT_URI, client_id: clientId, code_verifier: verifier };
+      const refused = await refusedWith(await tokenRequest(server.issuer, exchange), 400, 'invalid_dpop_proof');
+      expect(refused.error_description).to.contain(resource);
+      const tokens = await openidClient.authorizationCodeGrant(config, callback, { pkceCodeVerifier: verifier, expectedState: state }, undefined, { DPoP });
+      expect(decodeJwt(tokens.access_token)).to.include({ aud: resource, scope: 'api' });
+
+      await refusedWith(await tokenRequest(server.issuer, { grant_type: 'refresh_token', refresh_token: tokens.refresh_token!, client_id: clientId }), 400, 'invalid_dpop_proof');
+      const refreshed = await openidClient.refreshTokenGrant(config, tokens.refresh_token!, undefined, { DPoP });
+      expect(decodeJwt(refreshed.access_token)).to.include({ aud: resource });
+    });
+  });
 });
 
 /** DPOP_REQUIRED and DPOP_NONCE_REQUIRED: the APIs take DPoP-bound tokens only, and every proof carries a nonce. */

@@ -3,7 +3,7 @@ import type { Provider } from 'oidc-provider';
 
 import type { ProtectedResources } from '../../clients/protected_resources.ts';
 import type { RefreshTokenRotations } from '../../engine/refresh_tokens.ts';
-import { unknownResource } from '../../engine/resource_indicators.ts';
+import { apiAudience, grantedDefault, proofRequired, unknownResource } from '../../engine/resource_indicators.ts';
 import type { RateLimiting } from '../../rate_limits/limits.ts';
 import { HttpError } from '../../shared/http_error.ts';
 import { tokenRequestForm, type TokenRequestForm } from '../token_request_form.ts';
@@ -27,14 +27,15 @@ export interface TokenEndpointDependencies {
  * 2. a FAPI 2.0 client that does not authenticate with private_key_jwt (one stored before FAPI=on)
  *    is refused (fapi_clients.ts);
  * 3. a `resource` the server issues no tokens for, or one the code's or refresh token's grant does
- *    not include, is refused before the code or refresh token is used up.
+ *    not include, is refused before the code or refresh token is used up; so is a request without
+ *    a DPoP proof for an API that takes DPoP-bound tokens only.
  * After the engine:
  * 4. a refresh token rotation is completed, now that the answer is settled, or given back when the
  *    answer is an error (src/engine/refresh_tokens.ts, RefreshTokenRotations.finish);
  * 5. RFC 6749 error codes where the engine's differ (rfc6749_errors.ts).
  */
 export function tokenEndpoint({ provider, rotations, rateLimits, resources }: TokenEndpointDependencies): Middleware[] {
-  return [rateLimits.token, fapiClientsUseKeys(provider), refuseResourceBeforeRedemption(provider, resources), rfc6749ErrorCodes, completeRotation(rotations)];
+  return [rateLimits.token, fapiClientsUseKeys(provider), refuseTargetBeforeRedemption(provider, resources), rfc6749ErrorCodes, completeRotation(rotations)];
 }
 
 /** The last step after the engine: the rotation completed only for tokens about to be sent. */
@@ -51,25 +52,34 @@ function completeRotation(rotations: RefreshTokenRotations): Middleware {
 }
 
 /**
- * A token request's `resource` (RFC 8707) is checked before the engine runs. The engine checks it
- * only after it has consumed the authorization code or rotated the refresh token, so a request it
- * then refused with invalid_target had used them up, and the client's retry with what it still
- * holds was taken for a replay, which revokes the whole grant. So a resource that is no API of this
- * server, more than one, or (RFC 8707 section 2.2) one that the code's or refresh token's grant was
- * not given for is refused here, untouched.
+ * A token request's target is checked before the engine runs. The engine checks it only after it
+ * has consumed the authorization code or rotated the refresh token, so a request it then refused
+ * had used them up, and the client's retry with what it still holds was taken for a replay, which
+ * revokes the whole grant. So these are refused here, untouched:
+ * - a `resource` (RFC 8707) that is no API of this server, more than one, or (section 2.2) one that
+ *   the code's or refresh token's grant was not given for;
+ * - a request without a DPoP proof for an API that takes DPoP-bound tokens only (RFC 9449), named
+ *   or, when none is named, the one the grant's token would be for.
  */
-function refuseResourceBeforeRedemption(provider: Provider, resources: ProtectedResources): Middleware {
+function refuseTargetBeforeRedemption(provider: Provider, resources: ProtectedResources): Middleware {
+  const defaultResource = apiAudience(provider.issuer);
   return async (ctx, next) => {
     const form = await tokenRequestForm(ctx);
     const requested = form?.getAll('resource') ?? [];
-    if (requested.length === 0) return next();
     if (requested.length > 1) throw invalidTarget('one resource at most in a token request (RFC 8707 section 2)');
-    const [resource] = requested as [string];
-    if (!await resources.find(resource)) throw invalidTarget(unknownResource(resource));
-    const granted = await grantedResources(provider, form!);
-    if (granted && !granted.has(resource)) {
-      throw invalidTarget(`the grant does not include ${resource.slice(0, 200)}; a token is issued only for the APIs the user allowed (RFC 8707 section 2.2)`);
+    const [named] = requested;
+    const proofToCheck = !ctx.get('DPoP') && await resources.someRequireDpop();
+    if (named === undefined && !proofToCheck) return next();
+    const granted = form && await grantedResources(provider, form);
+    if (named !== undefined) {
+      if (!await resources.find(named)) throw invalidTarget(unknownResource(named));
+      if (granted && !granted.includes(named)) {
+        throw invalidTarget(`the grant does not include ${named.slice(0, 200)}; a token is issued only for the APIs the user allowed (RFC 8707 section 2.2)`);
+      }
     }
+    const target = named ?? (granted && grantedDefault(granted, defaultResource));
+    const api = proofToCheck && target !== undefined ? await resources.find(target) : undefined;
+    if (api?.dpopRequired) throw new HttpError(400, 'invalid_dpop_proof', proofRequired(api), { 'Access-Control-Allow-Origin': '*' });
     await next();
   };
 }
@@ -79,7 +89,7 @@ function refuseResourceBeforeRedemption(provider: Provider, resources: Protected
  * names none the store knows, or one already used: the engine answers those (a replay revokes the
  * grant, which a refusal here would spare).
  */
-async function grantedResources(provider: Provider, form: TokenRequestForm): Promise<ReadonlySet<string | undefined> | undefined> {
+async function grantedResources(provider: Provider, form: TokenRequestForm): Promise<string[] | undefined> {
   const grantType = form.get('grant_type');
   const value = grantType === 'refresh_token' ? form.get('refresh_token') : grantType === 'authorization_code' ? form.get('code') : null;
   if (!value) return undefined;
@@ -87,7 +97,9 @@ async function grantedResources(provider: Provider, form: TokenRequestForm): Pro
     ? await provider.RefreshToken.find(value, { ignoreExpiration: true })
     : await provider.AuthorizationCode.find(value, { ignoreExpiration: true });
   // The engine's types name `consumed` on refresh tokens only; codes carry it too.
-  return (model as { consumed?: unknown } | undefined)?.consumed ? undefined : model?.resourceIndicators;
+  if (!model || (model as { consumed?: unknown }).consumed) return undefined;
+  const { resource } = model as { resource?: string | string[] };
+  return resource === undefined ? [] : typeof resource === 'string' ? [resource] : resource;
 }
 
 function invalidTarget(description: string): HttpError {
