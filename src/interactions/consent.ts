@@ -60,7 +60,8 @@ export async function showConsent(ctx: Context, deps: ConsentDependencies, detai
   const client = await findClient(provider, details);
   const target = redirectTarget(String(details.params.redirect_uri));
   const requested = consentItems(String(details.params.scope ?? ''), details.params.claims);
-  const added = existing ? missingItems(details.prompt.details as MissingFromGrant) : [];
+  // What the grant lacks for the APIs named, less what the user already allowed for another of them.
+  const added = existing ? missingItems(details.prompt.details as MissingFromGrant).filter(({ value }) => !existing.allowed.some((item) => item.value === value)) : [];
   await renderPage(ctx, 'consent', 'Authorize', {
     clientName: client.name,
     client,

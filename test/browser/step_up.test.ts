@@ -32,9 +32,9 @@ describe('step-up: asking again for more scopes', function () {
   });
 
   /** Sends the browser to the authorization URL for `scope`; returns the page at the consent page. */
-  async function toConsent(page: Page, scope: string): Promise<{ verifier: string; next: () => Promise<URL> }> {
+  async function toConsent(page: Page, scope: string, resource?: string): Promise<{ verifier: string; next: () => Promise<URL> }> {
     const capture = await captureRedirect(page, REDIRECT_URI);
-    const request = codeRequest(server.issuer, client.client_id, { scope });
+    const request = codeRequest(server.issuer, client.client_id, { scope, resource });
     await page.goto(request.url);
     if (await page.getByLabel('Email').isVisible()) await signIn(page, user);
     await page.getByRole('button', { name: 'Allow' }).waitFor();
@@ -82,5 +82,21 @@ describe('step-up: asking again for more scopes', function () {
     expect(claims.workspace_id).to.equal(user.workspaces[1]!.id);
     expect(claims.gid, 'one grant, grown').to.be.a('string').and.equal(decodeJwt(narrow).gid);
     expect((await api(server, '/rest/companies', { credential: wide })).status).to.equal(200);
+  });
+
+  it('asking to reach another API with what was already allowed lists it once, as what the application will be able to do there', async () => {
+    client = await registerClient(server.issuer, { client_name: 'Reaching App' });
+    const page = await browser.open();
+    const first = await toConsent(page, 'api');
+    await page.getByRole('button', { name: 'Allow' }).click();
+    await tokenFor(await first.next(), first.verifier);
+
+    const second = await toConsent(page, 'api', `${server.issuer}/mcp`);
+    const main = await page.locator('main').innerText();
+    expect(main).to.include('It will be able to:').and.include('It will reach the workspace data over MCP');
+    expect(main.match(/records and metadata/g), 'the scope listed once').to.have.length(1);
+    expect(await page.locator('main ul.already').count()).to.equal(0);
+    await page.getByRole('button', { name: 'Allow' }).click();
+    expect(decodeJwt(await tokenFor(await second.next(), second.verifier)).aud).to.equal(`${server.issuer}/mcp`);
   });
 });
