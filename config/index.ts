@@ -26,7 +26,7 @@ export function loadConfig(env: Env = process.env): Config {
     basePath,
     port,
     host: read(env, 'HOST'),
-    workers: read(env, 'WORKERS'),
+    workers: workers(env, store),
     store,
     durability: durability(env, store),
     proxyHops: read(env, 'TRUST_PROXY'),
@@ -50,6 +50,15 @@ export function loadConfig(env: Env = process.env): Config {
     previousKeyEncryptionKeys: read(env, 'KEY_ENCRYPTION_KEY_PREVIOUS') ?? [],
     keyRotation: keyRotation(env),
   };
+}
+
+/** Workers serve one store: `memory:` is each process's own, so they would share no client, key or token. */
+function workers(env: Env, store: string): number {
+  const count = read(env, 'WORKERS');
+  if (count > 1 && store === 'memory:') {
+    throw new ConfigError(`WORKERS (${count}) runs processes over one store, and memory: is each process's own: they would share no client, key or token (use a sqlite: file or Redis, or WORKERS=1)`);
+  }
+  return count;
 }
 
 /** Each backend's own setting is refused with the other backend, where it would silently do nothing. */

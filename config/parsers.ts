@@ -177,14 +177,29 @@ export const days: Parser<number> = (value, name) => {
 const MAX_POINTS = 1_000_000_000;
 
 /** `N/duration`: so many requests per so long (`100/1h`). */
+/**
+ * The longest a rate limit counts over, or a sign-in lock lasts: the in-process limiter (the
+ * embedded store's) ends each with a timer, and a timer holds at most 2^31 ms, about 24.8 days.
+ */
+export const RATE_WINDOW_MAX_DAYS = 24;
+
 export const rate: Parser<Rate> = (value, name) => {
   const match = /^\s*(\d{1,10})\s*\/\s*(\S+)\s*$/.exec(value);
   const points = Number(match?.[1]);
   const seconds = match ? parseDuration(match[2]!) : undefined;
-  if (!match || points < 1 || points > MAX_POINTS || seconds === undefined) {
-    throw new ConfigError(`${name} must be a number of requests per duration, such as 100/1h or 600/1m (durations: 30s, 15m, 1h, 1d or seconds), got "${value}"`);
+  if (!match || points < 1 || points > MAX_POINTS || seconds === undefined || seconds > RATE_WINDOW_MAX_DAYS * 86_400) {
+    throw new ConfigError(`${name} must be a number of requests per duration, such as 100/1h or 600/1m (durations: 30s, 15m, 1h, 1d or seconds, at most ${RATE_WINDOW_MAX_DAYS}d), got "${value}"`);
   }
   return { points, duration: seconds };
+};
+
+/** How long a rate limit's lock lasts: a duration of at most RATE_WINDOW_MAX_DAYS. */
+export const rateWindow: Parser<number> = (value, name) => {
+  const seconds = parseDuration(value);
+  if (seconds === undefined || seconds > RATE_WINDOW_MAX_DAYS * 86_400) {
+    throw new ConfigError(`${name} must be a duration such as 30s, 15m, 12h, 7d or a number of seconds, at most ${RATE_WINDOW_MAX_DAYS}d, got "${value}"`);
+  }
+  return seconds;
 };
 
 export const count: Parser<number> = (value, name) => {

@@ -1,6 +1,6 @@
 import { LIFETIMES, MIN_PREPUBLISH_SECONDS } from './lifetimes.ts';
 import {
-  absolutePath, atLeast, baseUrl, bearerToken, choice, count, days, domain, duration, encryptionKey, encryptionKeys, hostPort, httpsUrl, imageUrl, ipv6Prefix, list, metricsMode, milliseconds, onOff, origin, orOff, type Parser, port, proxyHops, rate, registrationMode, serviceName, storeUrl, text, wholeNumber, workers,
+  absolutePath, atLeast, baseUrl, bearerToken, choice, count, days, domain, duration, encryptionKey, encryptionKeys, hostPort, httpsUrl, imageUrl, ipv6Prefix, list, metricsMode, milliseconds, onOff, origin, orOff, type Parser, port, proxyHops, rate, rateWindow, registrationMode, serviceName, storeUrl, text, wholeNumber, workers,
 } from './parsers.ts';
 import { SQLITE_SYNCHRONOUS } from '../adapters/store.ts';
 import type { LogLevel, PkcePolicy } from './types.ts';
@@ -75,7 +75,7 @@ export const SCHEMA = {
   HOST: optional('Address to listen on', text, 'all interfaces'),
   WORKERS: withDefault(
     '1',
-    'Processes serving requests on the same port (`node:cluster`), over the one store; `auto` runs one per core. A worker that dies is replaced; one that cannot start for a configuration error (a port in use) stops them all, with its one line. Each is an instance in the sense of [How tokens are revoked](#how-tokens-are-revoked). On the embedded SQLite store the workers take turns at its one writer, each serving other requests while it waits ([Another process holding the SQLite write lock](failure-modes.md#another-process-holding-the-sqlite-write-lock)): tokens that write nothing (client_credentials) gain from more workers, code exchanges and refreshes about match one worker, at a higher p99 ([measured](performance.md#where-it-stands)); for writes on many cores, use Redis',
+    'Processes serving requests on the same port (`node:cluster`), over the one store (a `sqlite:` file or Redis; not `memory:`, each process\'s own); `auto` runs one per core. A worker that dies is replaced; one that cannot start for a configuration error (a port in use) stops them all, with its one line. Each is an instance in the sense of [How tokens are revoked](#how-tokens-are-revoked). On the embedded SQLite store the workers take turns at its one writer, each serving other requests while it waits ([Another process holding the SQLite write lock](failure-modes.md#another-process-holding-the-sqlite-write-lock)): tokens that write nothing (client_credentials) gain from more workers, code exchanges and refreshes about match one worker, at a higher p99 ([measured](performance.md#where-it-stands)); for writes on many cores, use Redis',
     workers,
   ),
   STORE: withDefault(
@@ -173,13 +173,13 @@ export const SCHEMA = {
     list(origin), '— (`BASE_URL`\'s only)',
   ),
   RATE_LIMITS: withDefault('on', '`off` turns every limit below off (load tests); see [Rate limits](#rate-limits)', onOff),
-  RATE_LIMIT_REGISTRATION: withDefault('100/1h', 'Client registrations per client address, as `N/duration` (`30s`, `15m`, `1h`, `1d` or seconds)', rate),
+  RATE_LIMIT_REGISTRATION: withDefault('100/1h', 'Client registrations per client address, as `N/duration` (`30s`, `15m`, `1h`, `1d` or seconds; at most `24d`, the longest any rate limit counts over)', rate),
   RATE_LIMIT_TOKEN_CLIENT: withDefault('1200/1m', 'Tokens issued per `client_id` (refused requests do not count, so no one can use up a client\'s allowance with its public id)', rate),
   RATE_LIMIT_TOKEN_ADDRESS: withDefault('1200/1m', 'Token requests per client address', rate),
   RATE_LIMIT_LOGIN_ADDRESS: withDefault('50/15m', 'Failed sign-ins per client address; past them no one signs in from that address until the window ends', rate),
   RATE_LIMIT_LOGIN_ACCOUNT: withDefault('5', 'Consecutive failed sign-ins to one account (email) before it is locked', count),
-  RATE_LIMIT_LOGIN_LOCK: withDefault('1m', 'The first lock; each further failure doubles it', duration),
-  RATE_LIMIT_LOGIN_LOCK_MAX: withDefault('1h', 'The longest lock (at least `RATE_LIMIT_LOGIN_LOCK`)', duration),
+  RATE_LIMIT_LOGIN_LOCK: withDefault('1m', 'The first lock; each further failure doubles it', rateWindow),
+  RATE_LIMIT_LOGIN_LOCK_MAX: withDefault('1h', 'The longest lock (at least `RATE_LIMIT_LOGIN_LOCK`, at most 24d)', rateWindow),
   RATE_LIMIT_DATA_API: withDefault('600/1m', 'Data API requests per credential', rate),
   RATE_LIMIT_CREDENTIAL_ADDRESS: withDefault(
     '30/1m',

@@ -10,6 +10,9 @@ const REASONS: Readonly<Record<string, string>> = {
   EADDRINUSE: 'is in use by another process',
   EACCES: 'may not be used by this user',
   EADDRNOTAVAIL: 'is not an address of this host',
+  ENOTFOUND: 'names a host that does not resolve',
+  EAI_AGAIN: 'names a host that could not be resolved now',
+  EAI_FAIL: 'names a host that could not be resolved',
 };
 
 /** Listens on `host`:`port`; an address that cannot be had is a ListenError naming the variables that chose it. */

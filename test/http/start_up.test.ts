@@ -213,6 +213,16 @@ describe('WORKERS=2 with a configuration error', function () {
     expect(code, 'exited by itself, non-zero').to.equal(1);
     expect(stderr.trim()).to.equal(`configuration error: PORT, HOST: 127.0.0.1 port ${port} is in use by another process (EADDRINUSE)`);
   });
+
+  it('says it once and stops every worker when HOST names a host that does not resolve', async () => {
+    // A label longer than 63 characters: the resolver refuses the name without asking any server.
+    const host = `${'a'.repeat(64)}.invalid`;
+    const { code, stderr } = await runUntilExit({
+      PORT: '0', HOST: host, METRICS: 'off', WORKERS: '2', LOG_LEVEL: 'silent', STORE: `sqlite:${join(dir, 'unresolved.sqlite')}`, HOME: join(dir, 'home'),
+    });
+    expect(code, 'exited by itself, non-zero').to.equal(1);
+    expect(stderr.trim()).to.equal(`configuration error: PORT, HOST: ${host} port 0 names a host that does not resolve (ENOTFOUND)`);
+  });
 });
 
 /** A Node.js older than the service needs: the machine's /usr/bin/node (Debian's), or OLDER_NODE. */

@@ -175,6 +175,22 @@ describe('configuration', () => {
     expect(loadConfig({ RATE_LIMIT_IPV6_PREFIX: '128' }).rateLimits?.ipv6Prefix).to.equal(128);
   });
 
+  it('counts a rate limit over at most 24 days, and locks a sign-in for at most that long (the in-process limiter ends each with a timer)', () => {
+    expect(loadConfig({ RATE_LIMIT_REGISTRATION: '2/24d', RATE_LIMIT_LOGIN_LOCK: '24d', RATE_LIMIT_LOGIN_LOCK_MAX: '24d' }).rateLimits)
+      .to.deep.include({ registration: { points: 2, duration: 24 * 86_400 }, loginLock: 24 * 86_400, loginLockMax: 24 * 86_400 });
+    expect(configError({ RATE_LIMIT_REGISTRATION: '2/30d' })).to.match(/^RATE_LIMIT_REGISTRATION must be a number of requests per duration.*at most 24d/);
+    expect(configError({ RATE_LIMIT_DATA_API: '100/2592000' })).to.match(/^RATE_LIMIT_DATA_API .*at most 24d/);
+    expect(configError({ RATE_LIMIT_LOGIN_LOCK: '30d', RATE_LIMIT_LOGIN_LOCK_MAX: '30d' })).to.match(/^RATE_LIMIT_LOGIN_LOCK must be a duration .*at most 24d/);
+    expect(configError({ RATE_LIMIT_LOGIN_LOCK_MAX: '25d' })).to.match(/^RATE_LIMIT_LOGIN_LOCK_MAX must be a duration .*at most 24d/);
+  });
+
+  it('runs WORKERS over one store: a sqlite: file or Redis, never memory:, which is each process\'s own', () => {
+    expect(loadConfig({ WORKERS: '2' }).workers).to.equal(2);
+    expect(loadConfig({ WORKERS: '1', STORE: 'memory:' }).workers).to.equal(1);
+    expect(loadConfig({ WORKERS: '2', STORE: 'redis://127.0.0.1:6379/0' }).workers).to.equal(2);
+    expect(configError({ WORKERS: '2', STORE: 'memory:' })).to.match(/^WORKERS \(2\) runs processes over one store, and memory: is each process's own/);
+  });
+
   it('waits for Redis replicas only on a Redis store, and sets SQLite\'s synchronous only on a SQLite one', () => {
     expect(loadConfig({}).durability).to.deep.equal({ replicaWait: undefined, sqliteSynchronous: 'normal' });
     const redis = { STORE: 'redis+sentinel://10.0.0.1:26379,10.0.0.2:26379/mymaster' };
