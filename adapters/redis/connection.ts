@@ -5,7 +5,7 @@ import { Cluster, Redis, type ClusterOptions, type RedisOptions } from 'ioredis'
 import { systemClock } from '../../src/shared/clock.ts';
 import { ReplicaConfirmation } from './replication.ts';
 import { parseRedisUrl, type RedisTarget } from './url.ts';
-import { BackendUnavailableError, DuplicateError, type ReplicaWait } from '../store.ts';
+import { BackendUnavailableError, DuplicateError, StoreOpenError, type ReplicaWait } from '../store.ts';
 
 /** One server, a Sentinel-managed master, or a cluster: the commands the store uses are the same on each. */
 export type RedisClient = Redis | Cluster;
@@ -102,13 +102,18 @@ export class RedisConnection {
   readonly #durable: { connection: RedisConnection; replicas: ReplicaConfirmation } | undefined;
   readonly #waiting = new Set<() => void>();
   #lastError: string | undefined;
+  /** Redis refused the database STORE names: ioredis carries on in database 0, where nothing may run. */
+  #refusedDatabase: string | undefined;
   #closed = false;
 
   constructor(client: RedisClient, durable?: { client: RedisClient; wait: ReplicaWait }) {
     this.#client = client;
     this.#durable = durable && { connection: new RedisConnection(durable.client), replicas: new ReplicaConfirmation(durable.wait) };
     // Listening is also what keeps ioredis from printing every failed reconnect as unhandled.
-    client.on('error', (error: Error) => { this.#lastError = error.message; });
+    client.on('error', (error: Error) => {
+      this.#lastError = error.message;
+      if (DATABASE_REFUSED.test(error.message)) this.#refusedDatabase = error.message;
+    });
     if (client instanceof Cluster) client.on('node error', (error: Error) => { this.#lastError = error.message; });
     client.on('ready', () => {
       this.#lastError = undefined;
@@ -119,6 +124,7 @@ export class RedisConnection {
   async run<T>(work: (client: RedisClient) => Promise<T>): Promise<T> {
     if (this.#closed) throw new BackendUnavailableError('the Redis store is closed');
     if (this.#client.status !== 'ready') await this.#ready();
+    if (this.#refusedDatabase) throw new StoreOpenError(`Redis has no database of the number the URL names (${this.#refusedDatabase}); name one it has (0 unless its "databases" setting allows more)`);
     try {
       return await work(this.#client);
     } catch (error) {
@@ -197,6 +203,9 @@ function withTimeout<T>(promise: Promise<T>, ms: number): Promise<T> {
   });
   return Promise.race([promise, timeout]).finally(() => clearTimeout(timer));
 }
+
+/** Redis's answer to SELECT of a database it does not have; ioredis reports it as an error event and goes on in database 0. */
+const DATABASE_REFUSED = /DB index is out of range|invalid DB index/i;
 
 /** Redis refusing work for a while (loading, failing over, out of memory, not authenticated): unavailable, not a bug. */
 const UNAVAILABLE_REPLY = /^(LOADING|READONLY|MASTERDOWN|TRYAGAIN|CLUSTERDOWN|BUSY|OOM|NOAUTH|WRONGPASS|NOREPLICAS|MISCONF)\b/;

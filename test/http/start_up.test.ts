@@ -8,7 +8,7 @@ import { promisify } from 'node:util';
 import { expect } from 'chai';
 
 import { registerClient, tokenRequest, postCredentials } from '../support/oauth.ts';
-import { startRedis, type RedisServer } from '../support/redis.ts';
+import { redisCli, startRedis, type RedisServer } from '../support/redis.ts';
 import { freePort, registerVettedClient, runUntilExit, startOnHeldPort, startServer, type TestServer } from '../support/server.ts';
 import { eventually } from '../support/wait.ts';
 
@@ -189,6 +189,28 @@ describe('a SQLite store that cannot be opened', function () {
     expect(code).to.equal(1);
     expect(stderr.trim()).to.match(/^configuration error: STORE: the SQLite database .*garbage\.sqlite cannot be opened: .*not a database/);
     expect(stderr.trim().split('\n')).to.have.length(1);
+  });
+});
+
+describe('a Redis database number the server does not have', function () {
+  this.timeout(30_000);
+
+  let redis: RedisServer;
+
+  before(async () => {
+    redis = await startRedis(['--databases', '2']);
+  });
+
+  after(async () => {
+    await redis?.stop();
+  });
+
+  it('is a configuration error naming STORE, and nothing is written to database 0 instead', async () => {
+    const { code, stderr } = await runUntilExit({ STORE: `redis://127.0.0.1:${redis.port}/5`, KEY_ENCRYPTION_KEY, PORT: '0', METRICS: 'off', LOG_LEVEL: 'silent' });
+    expect(code).to.equal(1);
+    expect(stderr.trim()).to.match(/^configuration error: STORE: Redis has no database of the number the URL names \(ERR DB index is out of range\)/);
+    expect(stderr.trim().split('\n')).to.have.length(1);
+    expect(await redisCli(redis.port, 'DBSIZE'), 'database 0 left empty').to.equal('0');
   });
 });
 
