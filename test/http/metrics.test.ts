@@ -114,6 +114,8 @@ describe('metrics (/metrics, Prometheus text format)', function () {
     const api = (path: string) => fetch(`${server.issuer}/rest/${path}`, { headers: { authorization: `Bearer ${accessToken}` } });
     expect((await api('companies')).status).to.equal(200);
     expect((await api(`companies/${recordId}`)).status).to.equal(404);
+    // Refused by the data API's authentication, before its route ran: counted under that route all the same.
+    expect((await fetch(`${server.issuer}/rest/companies`, { headers: { authorization: 'Bearer made-up' } })).status).to.equal(401);
     // A replayed code: invalid_grant (and the grant is revoked).
     const replayed = await exchangeCode(server.issuer, app, code, verifier);
     expect(replayed.status).to.equal(400);
@@ -139,6 +141,7 @@ describe('metrics (/metrics, Prometheus text format)', function () {
     expect(valueOf(samples, 'http_requests_total', { route: '/interaction/:uid/login', method: 'POST', status: '401' })).to.equal(1);
     expect(valueOf(samples, 'http_requests_total', { route: '/rest/companies', method: 'GET', status: '200' })).to.equal(1);
     expect(valueOf(samples, 'http_requests_total', { route: '/rest/companies/:id', method: 'GET', status: '404' })).to.equal(1);
+    expect(valueOf(samples, 'http_requests_total', { route: '/rest/companies', method: 'GET', status: '401' })).to.equal(1);
     expect(valueOf(samples, 'http_requests_total', { route: '/oauth/register/:clientId', method: 'GET', status: '200' })).to.equal(1);
     expect(valueOf(samples, 'http_requests_total', { route: 'other', method: 'GET', status: '404' })).to.equal(1);
     // Latency histograms of the token endpoint and the data API: every request in the +Inf bucket.

@@ -1,3 +1,4 @@
+import type { RouterContext } from '@koa/router';
 import type { Context } from 'koa';
 
 import { oidcOf } from '../../engine/context.ts';
@@ -16,9 +17,21 @@ export const OTHER_ROUTE = 'other';
 export function routeTemplates(basePath: string): (ctx: Context) => string {
   return (ctx) => {
     if (ctx.state.route !== undefined) return ctx.state.route;
-    const matched = (ctx as { _matchedRoute?: unknown })._matchedRoute;
-    if (typeof matched === 'string') return matched.startsWith(basePath) ? matched.slice(basePath.length) || '/' : matched;
+    const matched = matchedRoute(ctx);
+    if (matched !== undefined) return matched.startsWith(basePath) ? matched.slice(basePath.length) || '/' : matched;
     const engineRoute = oidcOf(ctx)?.route;
     return (engineRoute && ENGINE_ROUTE_TEMPLATES[engineRoute]) ?? OTHER_ROUTE;
   };
+}
+
+/**
+ * The route a router matched for the request: the first of its routes for the path and method,
+ * the one that answers it, whether or not the request got as far as it. A request its middleware
+ * refused first (the data API's authentication, its rate limit) is counted under the route it was
+ * for, not under that middleware's path pattern.
+ */
+function matchedRoute(ctx: Context): string | undefined {
+  const layers = (ctx as Partial<Pick<RouterContext, 'matched'>>).matched ?? [];
+  const route = layers.find((layer) => layer.methods.includes(ctx.method))?.path;
+  return typeof route === 'string' ? route : undefined;
 }
