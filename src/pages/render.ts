@@ -89,7 +89,8 @@ const UNKNOWN_ERROR: ErrorText = {
  * from its pages, else to the service's home page.
  */
 export async function renderErrorPage(ctx: Context, error: string, description?: string): Promise<void> {
-  const text = ctx.status === 429 ? TOO_MANY : ERROR_TEXTS[error] ?? UNKNOWN_ERROR;
+  // A refusal with a code of no text of its own is still the request's fault when its status says so.
+  const text = ctx.status === 429 ? TOO_MANY : ERROR_TEXTS[error] ?? (ctx.status < 500 ? ERROR_TEXTS.invalid_request! : UNKNOWN_ERROR);
   const site = siteOfRequest(ctx);
   const inSettings = ctx.path === site.settings || ctx.path.startsWith(`${site.settings}/`);
   await renderPage(ctx, 'error', text.heading, {

@@ -93,6 +93,12 @@ describe('pushed authorization requests (POST /oauth/par)', function () {
       const page = await again.response.text();
       expect(page).to.not.include('Sign in');
       expect(page, 'the page says why, and not that the server failed').to.include('This sign-in request has expired');
+
+      // Not a pushed request's reference at all: the application's fault, said so, not the server's.
+      const foreign = await new UserAgent().follow(byReference(server, client, 'https://elsewhere.example/request'), server.origin);
+      expect(foreign.response.status).to.equal(400);
+      const foreignPage = await foreign.response.text();
+      expect(foreignPage).to.include('The application sent a request this server cannot process').and.not.include('Something went wrong');
     });
 
     it('refuses what it would refuse at the authorization endpoint, and an unauthenticated push, with the RFC\'s errors', async () => {
