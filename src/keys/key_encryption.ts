@@ -40,7 +40,10 @@ export async function loadKeyRing(config: Config, logger: Logger): Promise<KeyRi
   const source = config.keyEncryptionKey;
   if (source && 'value' in source) return new KeyRing(parseKey(source.value, 'KEY_ENCRYPTION_KEY'), previous);
   if (source && 'file' in source) return new KeyRing(await readKeyFile(source.file, 'KEY_ENCRYPTION_KEY_FILE'), previous);
-  if (source) return new KeyRing(await defaultKey(source, new URL(config.issuer).protocol === 'https:', logger), previous);
+  if (source) {
+    const { key, createdNow } = await defaultKey(source, new URL(config.issuer).protocol === 'https:', logger);
+    return new KeyRing(key, previous, createdNow ? source.created : undefined);
+  }
   if (config.store === 'memory:') return new KeyRing(randomBytes(KEY_BYTES), previous);
   throw new KeyEncryptionError(`STORE ${config.store.split(':')[0]} needs a key-encryption key kept outside it: set KEY_ENCRYPTION_KEY or KEY_ENCRYPTION_KEY_FILE`);
 }
@@ -62,7 +65,7 @@ async function readKeyFile(path: string, source: string): Promise<Buffer> {
  * development, a key beside the database is still read, with a warning at every start (a copy of
  * the data directory takes it along); otherwise a key file under the user's configuration directory.
  */
-async function defaultKey({ created, besideDatabase }: Extract<KeyEncryptionKeySource, { created: string }>, https: boolean, logger: Logger): Promise<Buffer> {
+async function defaultKey({ created, besideDatabase }: Extract<KeyEncryptionKeySource, { created: string }>, https: boolean, logger: Logger): Promise<{ key: Buffer; createdNow: boolean }> {
   if (https && await exists(besideDatabase)) {
     throw new KeyEncryptionError(`BASE_URL is https, so the key-encryption key must be given, and the one found beside the database (${besideDatabase}) goes along with every copy of the data directory: move it out of the data directory and set KEY_ENCRYPTION_KEY_FILE to its new path`);
   }
@@ -73,15 +76,17 @@ async function defaultKey({ created, besideDatabase }: Extract<KeyEncryptionKeyS
     // Read first: a file that cannot be read is refused in words before its mode is looked at.
     const key = await readKeyFile(besideDatabase, 'the key-encryption key file');
     await warnIfShared(besideDatabase, logger);
-    return key;
+    return { key, createdNow: false };
   }
   if (https) {
     throw new KeyEncryptionError('BASE_URL is https, so the key-encryption key must be given: set KEY_ENCRYPTION_KEY_FILE (or KEY_ENCRYPTION_KEY) to a key kept apart from the store and its backups; make one with: openssl rand 32 | basenc --base64url | tr -d =');
   }
+  let createdNow = false;
   try {
     await mkdir(dirname(created), { recursive: true, mode: 0o700 });
     // Exclusive create: when instances start together, one writes and the others read it.
     await writeFile(created, `${randomBytes(KEY_BYTES).toString('base64url')}\n`, { mode: 0o600, flag: 'wx' });
+    createdNow = true;
     logger.warn('created the key-encryption key that seals the signing and cookie keys in the database, outside the data directory', {
       file: created,
       advice: 'back this file up separately from the database; without it the stored keys cannot be used',
@@ -90,7 +95,7 @@ async function defaultKey({ created, besideDatabase }: Extract<KeyEncryptionKeyS
     if ((error as NodeJS.ErrnoException).code !== 'EEXIST') throw new KeyEncryptionError(`cannot create the key-encryption key file ${created}: ${(error as Error).message}`);
     await warnIfShared(created, logger);
   }
-  return readKeyFile(created, 'the key-encryption key file');
+  return { key: await readKeyFile(created, 'the key-encryption key file'), createdNow };
 }
 
 /**
@@ -119,9 +124,12 @@ interface RingKey {
 export class KeyRing {
   readonly #current: { id: string; key: RingKey };
   readonly #byId: Map<string, RingKey>;
+  /** The default key file, when this start created it (there was none): a store sealed before holds keys it cannot open. */
+  readonly #createdFile: string | undefined;
 
   /** `current` seals; it and every key in `previous` open. */
-  constructor(current: Buffer, previous: Buffer[] = []) {
+  constructor(current: Buffer, previous: Buffer[] = [], createdFile?: string) {
+    this.#createdFile = createdFile;
     const ringKey = (bytes: Buffer): RingKey => ({ bytes, cipherKey: createSecretKey(bytes) });
     this.#current = { id: keyId(current), key: ringKey(current) };
     this.#byId = new Map([current, ...previous].map((key) => [keyId(key), ringKey(key)]));
@@ -154,6 +162,9 @@ export class KeyRing {
     const [version, id, iv, body] = sealed.split('.');
     if (version !== VERSION || !id || !iv || !body) throw new KeyEncryptionError('not a value sealed with a key-encryption key');
     const key = this.#byId.get(id);
+    if (!key && this.#createdFile) {
+      throw new KeyEncryptionError(`a stored value was sealed with a key-encryption key that is not configured (key id ${id}): ${this.#createdFile} did not exist, so this start made a new key there; put the key that sealed the store in its place (it is under the configuration directory of the user, or the XDG_CONFIG_HOME, the service first ran with, or in a backup), or name it with KEY_ENCRYPTION_KEY_FILE`);
+    }
     if (!key) {
       throw new KeyEncryptionError(`a stored value was sealed with a key-encryption key that is not configured (key id ${id}); set it as KEY_ENCRYPTION_KEY or list it in KEY_ENCRYPTION_KEY_PREVIOUS`);
     }

@@ -181,6 +181,9 @@ describe('a copy of the store', function () {
       });
       expect(result.status, result.stderr).to.equal(1);
       expect(result.stderr).to.match(/configuration error: a stored value was sealed with a key-encryption key that is not configured/).and.not.match(/\n\s+at /);
+      // The key file was missing, and this start made one: the message says so, and where the right one goes.
+      const madeNow = join(copy, 'home', '.config', 'workspace-oauth-server', 'key-encryption.key');
+      expect(result.stderr).to.contain(`${madeNow} did not exist, so this start made a new key there; put the key that sealed the store in its place`);
     });
   });
 
