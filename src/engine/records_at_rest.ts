@@ -85,11 +85,18 @@ export class RecordsAtRest {
     return stored;
   }
 
-  /** The engine's payload from a stored record; `id` is the id it was found by, when it was found by id. */
-  fromStored(model: string, stored: ModelPayload, id?: string): ModelPayload {
+  /**
+   * The engine's payload from a stored record; `id` is the id it was found by, when it was found by
+   * id. A record whose sealed secrets no configured key opens (sealed before a key-encryption key
+   * was rotated out, as a browser session can be) is undefined, as an expired one is: the browser
+   * signs in again.
+   */
+  fromStored(model: string, stored: ModelPayload, id?: string): ModelPayload | undefined {
     if (!SECRET_ID_MODELS.has(model)) return stored;
     const { sealed, ...payload } = stored;
-    const secrets: SealedSecrets = typeof sealed === 'string' ? JSON.parse(this.#keys.open(sealed)) as SealedSecrets : {};
+    const opened = typeof sealed === 'string' ? this.#keys.openIfKnown(sealed) : '{}';
+    if (opened === undefined) return undefined;
+    const secrets = JSON.parse(opened) as SealedSecrets;
     const jti = id ?? secrets.jti;
     if (jti !== undefined) payload.jti = jti;
     if (secrets.sessionCookie !== undefined) payload.session = { ...(payload.session as object), cookie: secrets.sessionCookie };

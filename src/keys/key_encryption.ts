@@ -158,6 +158,16 @@ export class KeyRing {
     return keys.map(({ bytes }) => Buffer.from(hkdfSync('sha256', bytes, Buffer.alloc(0), purpose, KEY_BYTES)));
   }
 
+  /** What open() gives, or undefined when no key of the ring opens the value: its key was dropped from the ring, or it was altered. */
+  openIfKnown(sealed: string): string | undefined {
+    try {
+      return this.open(sealed);
+    } catch (error) {
+      if (error instanceof KeyEncryptionError) return undefined;
+      throw error;
+    }
+  }
+
   open(sealed: string): string {
     const [version, id, iv, body] = sealed.split('.');
     if (version !== VERSION || !id || !iv || !body) throw new KeyEncryptionError('not a value sealed with a key-encryption key');

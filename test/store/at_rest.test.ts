@@ -305,5 +305,28 @@ describe('a copy of the store', function () {
       server.env.KEY_ENCRYPTION_KEY = KEY_B;
       await server.restart();
     });
+
+    it('takes a browser session sealed under a key since dropped for an ended one: the browser signs in again', async () => {
+      const [keyC, keyD] = [Buffer.alloc(32, 12), Buffer.alloc(32, 13)].map((key) => key.toString('base64url'));
+      server.env.KEY_ENCRYPTION_KEY = keyC;
+      server.env.KEY_ENCRYPTION_KEY_PREVIOUS = KEY_B;
+      await server.restart();
+      const user = await seedUser(server);
+      const client = await registerClient(server.issuer, { client_name: 'Session App' });
+      const agent = new UserAgent();
+      const signedIn = await authorize(agent, codeRequest(server.issuer, client.client_id).url, server.origin, { email: user.email, password: user.password });
+      expect(signedIn.searchParams.get('code'), signedIn.href).to.be.a('string');
+
+      server.env.KEY_ENCRYPTION_KEY = keyD;
+      server.env.KEY_ENCRYPTION_KEY_PREVIOUS = keyC;
+      await server.restart();
+      delete server.env.KEY_ENCRYPTION_KEY_PREVIOUS;
+      await server.restart();
+      const again = await agent.follow(codeRequest(server.issuer, client.client_id).url, server.origin);
+      expect(again.response.status, again.url).to.equal(200);
+      expect(await again.response.text()).to.contain('<h1>Sign in</h1>');
+      const signedInAgain = await authorize(agent, codeRequest(server.issuer, client.client_id).url, server.origin, { email: user.email, password: user.password });
+      expect(signedInAgain.searchParams.get('code'), signedInAgain.href).to.be.a('string');
+    });
   });
 });
