@@ -1,5 +1,5 @@
 import cluster from 'node:cluster';
-import { createServer, type Server } from 'node:http';
+import { createServer, type Server, type ServerResponse } from 'node:http';
 
 import type Koa from 'koa';
 
@@ -97,7 +97,16 @@ async function serve(config: Config, logger: Logger, alone: boolean): Promise<vo
   // Alone, this process serves its own metrics listener, ready before the service answers; a worker's are the supervisor's to serve.
   const metricsServer = alone && metrics && config.metrics?.where === 'local' ? await serveMetrics(config.metrics, () => metrics.scrape(), logger) : undefined;
   let handle: Handler = startingService({ config, store, logger, metrics }).callback();
-  const server: Server = createServer((request, response) => handle(request, response));
+  // Once stopping, every answer not yet begun ends its connection, so no client sends another
+  // request on it: the process exits as the last request in flight is answered.
+  const inFlight = new Set<ServerResponse>();
+  let stopping = false;
+  const server: Server = createServer((request, response) => {
+    if (stopping) response.setHeader('Connection', 'close');
+    inFlight.add(response);
+    response.once('close', () => inFlight.delete(response));
+    handle(request, response);
+  });
   const waiting = new AbortController();
   const listening = async () => {
     await listen(server, config.port, config.host, 'PORT, HOST');
@@ -110,6 +119,8 @@ async function serve(config: Config, logger: Logger, alone: boolean): Promise<vo
   const stop = async (signal: string) => {
     logger.info('stopping', { signal });
     waiting.abort();
+    stopping = true;
+    for (const response of inFlight) if (!response.headersSent) response.setHeader('Connection', 'close');
     // Stop accepting, let requests in flight finish, then close what is left. A server still
     // getting its port is closed once it has it (listening()): closing it before, in a worker,
     // makes node:cluster throw when the supervisor's answer arrives.

@@ -15,21 +15,21 @@ describe('shutdown', function () {
     await server?.stop();
   });
 
-  it('lets a request in flight finish on SIGTERM, then exits', async () => {
+  it('lets a request in flight finish on SIGTERM, ending its connection, then exits', async () => {
     server = await startServer();
     const user = await seedUser(server);
     const client = await registerClient(server.issuer, { grant_types: ['client_credentials'], redirect_uris: [] }, await initialAccessToken(server, user.workspaces[0]!.id));
     const body = new URLSearchParams({ grant_type: 'client_credentials', ...postCredentials(client) }).toString();
 
     // Half the body now, the rest after SIGTERM: the request is in flight when the signal comes.
-    const answer = new Promise<{ status: number; text: string }>((resolve, reject) => {
+    const answer = new Promise<{ status: number; text: string; connection: string | undefined }>((resolve, reject) => {
       const req = request(`${server.origin}/oauth/token`, {
         method: 'POST',
         headers: { 'content-type': 'application/x-www-form-urlencoded', 'content-length': Buffer.byteLength(body) },
       }, (res) => {
         let text = '';
         res.on('data', (chunk: Buffer) => { text += chunk.toString(); });
-        res.on('end', () => resolve({ status: res.statusCode ?? 0, text }));
+        res.on('end', () => resolve({ status: res.statusCode ?? 0, text, connection: res.headers.connection }));
         res.on('error', reject);
       });
       req.on('error', reject);
@@ -40,9 +40,10 @@ describe('shutdown', function () {
       }).then(() => req.end(body.slice(10)));
     });
 
-    const { status, text } = await answer;
+    const { status, text, connection } = await answer;
     expect(status, text).to.equal(200);
     expect(JSON.parse(text)).to.have.property('access_token');
+    expect(connection, 'no further request is sent on a connection of a stopping server').to.equal('close');
     const exited = Date.now() + 5000;
     while (Date.now() < exited && (await fetch(`${server.origin}/healthz`).then(() => true, () => false))) await sleep(100);
     expect(await fetch(`${server.origin}/healthz`).then(() => 'answering', () => 'stopped')).to.equal('stopped');
