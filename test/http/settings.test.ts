@@ -80,17 +80,22 @@ describe('settings area: what it stores', function () {
     expect(await inStore((store) => store.model('GrantWorkspace').find(grant!.id))).to.equal(undefined);
   });
 
-  it('signing in to the settings area leaves no authorization code behind', async function () {
-    const user = await seedUser(server, [{ workspace: 'No Code Ltd' }]);
+  /** Signs `user` in to the settings area: the login page, its form posted, then the redirects back; returns the browser and where it landed. */
+  async function signInToSettings(user: SeededUser): Promise<{ agent: UserAgent; landed: string }> {
     const agent = new UserAgent();
-    // The login page, its form posted, then the redirects back to the settings page.
     const login = await agent.follow(`${server.issuer}/settings`, server.origin);
     const html = await login.response.text();
     const action = /<form method="post" action="([^"]+)"/.exec(html)![1]!;
     const csrf = /name="csrf" value="([^"]*)"/.exec(html)![1]!;
     const posted = await agent.request(new URL(action, server.origin).href, { form: { csrf, email: user.email, password: user.password } });
     const landed = await agent.follow(new URL(posted.headers.get('location')!, server.origin).href, server.origin);
-    expect(landed.url).to.equal(`${server.issuer}/settings`);
+    return { agent, landed: landed.url };
+  }
+
+  it('signing in to the settings area leaves no authorization code behind', async function () {
+    const user = await seedUser(server, [{ workspace: 'No Code Ltd' }]);
+    const { agent, landed } = await signInToSettings(user);
+    expect(landed).to.equal(`${server.issuer}/settings`);
     const settings = await agent.request(`${server.issuer}/settings`);
     expect(settings.status).to.equal(200);
     expect(await settings.text()).to.include(`Signed in as <strong>${user.email}</strong>`);
@@ -116,14 +121,8 @@ describe('settings area: what it stores', function () {
   });
 
   it('the settings area\'s own client is never shown a consent page and gets no code for more than signing in', async function () {
-    const user = await seedUser(server, [{ workspace: 'Settings Client Ltd' }]);
-    const agent = new UserAgent();
-    const login = await agent.follow(`${server.issuer}/settings`, server.origin);
-    const html = await login.response.text();
-    const action = /<form method="post" action="([^"]+)"/.exec(html)![1]!;
-    const csrf = /name="csrf" value="([^"]*)"/.exec(html)![1]!;
-    const posted = await agent.request(new URL(action, server.origin).href, { form: { csrf, email: user.email, password: user.password } });
-    expect((await agent.follow(new URL(posted.headers.get('location')!, server.origin).href, server.origin)).url).to.equal(`${server.issuer}/settings`);
+    const { agent, landed } = await signInToSettings(await seedUser(server, [{ workspace: 'Settings Client Ltd' }]));
+    expect(landed).to.equal(`${server.issuer}/settings`);
 
     const callback = `${server.issuer}/settings/callback`;
     /** Follows the signed-in browser's redirects until one is for the settings callback, which is not followed. */
