@@ -42,8 +42,8 @@ export type CredentialRefusal = Omit<Refusal, 'realm' | 'resourceMetadata' | 'dp
  * The credential of the header or, for a form-encoded POST, of its `access_token` parameter (RFC
  * 6750 section 2.2, a bearer token); the form must have been parsed into `ctx.request.body`. The
  * query string (section 2.3) is not read: tokens in URLs end up in logs. Else the refusal: none
- * (missingCredential), or one in both places, a request that uses more than one method
- * (section 3.1, 400 `invalid_request`).
+ * (missingCredential), or one in both places or the parameter repeated, a request that uses more
+ * than one method or repeats a parameter (section 3.1, 400 `invalid_request`).
  */
 export function headerOrFormCredential(ctx: Context, needed: { description: string }): AccessCredential | CredentialRefusal {
   const header = accessCredential(ctx);
@@ -53,6 +53,7 @@ export function headerOrFormCredential(ctx: Context, needed: { description: stri
   if (header !== undefined || ctx.get('authorization')) {
     return { status: 400, error: 'invalid_request', description: 'send the access token once: in the Authorization header or in the form body, not both' };
   }
+  if (Array.isArray(form)) return { status: 400, error: 'invalid_request', description: 'send the access_token parameter once' };
   return typeof form === 'string' && form !== '' ? { scheme: 'Bearer', token: form } : missingCredential(ctx, needed);
 }
 

@@ -265,7 +265,7 @@ describe('revocation, introspection and userinfo', function () {
       expect(await response.json()).not.to.have.property('sub');
     });
 
-    it('accepts the token in a POST form body (RFC 6750 2.2), and refuses it sent twice with 400 invalid_request', async () => {
+    it('accepts the token in a POST form body (RFC 6750 2.2), and refuses it sent twice or its parameter repeated with 400 invalid_request', async () => {
       const tokens = await userTokens('api profile');
       const fromForm = await postForm(userinfoUrl(), { access_token: tokens.access_token });
       expect(fromForm.status).to.equal(200);
@@ -279,6 +279,13 @@ describe('revocation, introspection and userinfo', function () {
       expect((await twice.json() as OAuthErrorBody).error).to.equal('invalid_request');
       // RFC 6750 section 3: the refusal names its error in the challenge too.
       expect(twice.headers.get('www-authenticate')).to.include('error="invalid_request"');
+      const repeated = await fetch(userinfoUrl(), {
+        method: 'POST',
+        headers: { 'content-type': 'application/x-www-form-urlencoded' },
+        body: `access_token=${tokens.access_token}&access_token=${tokens.access_token}`,
+      });
+      expect(repeated.status, 'the parameter repeated (RFC 6750 section 3.1)').to.equal(400);
+      expect((await repeated.json() as OAuthErrorBody).error).to.equal('invalid_request');
       // The query string is not a way in: tokens in URLs end up in logs.
       expect((await fetch(`${userinfoUrl()}?access_token=${tokens.access_token}`)).status).to.equal(401);
     });

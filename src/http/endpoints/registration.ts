@@ -65,7 +65,10 @@ export const hideServerKeptMetadata: Middleware = async (ctx, next) => {
  */
 function registrationWorkspace(provider: Provider, accounts: Accounts): Middleware {
   return async (ctx, next) => {
-    const token = /^Bearer\s+(\S+)$/i.exec(ctx.get('authorization'))?.[1];
+    const header = ctx.get('authorization');
+    const token = /^Bearer ([A-Za-z0-9\-._~+/]+=*)$/i.exec(header)?.[1];
+    // A header that is there but names no bearer token is malformed (RFC 6750 section 3.1), not absent.
+    if (header && !token) throw new HttpError(400, 'invalid_request', 'the Authorization header must be "Bearer <initial access token>"');
     if (token) {
       const iat = await findInitialAccessToken(provider, token);
       if (!iat || (iat.workspace !== undefined && !await accounts.getWorkspace(iat.workspace))) {
