@@ -148,7 +148,10 @@ function ownerOnly(path: string, warn: Logger['warn'] | undefined): void {
   for (const file of [path, `${path}-wal`, `${path}-shm`]) {
     let mode: number;
     try {
-      mode = statSync(file).mode & 0o777;
+      const found = statSync(file);
+      // Not a file (STORE names a directory): SQLite refuses to open it, and its mode is not this service's to change.
+      if (!found.isFile()) continue;
+      mode = found.mode & 0o777;
     } catch {
       continue; // no -wal or -shm yet: SQLite makes them with the database file's mode
     }

@@ -1,5 +1,5 @@
 import { execFile, execFileSync } from 'node:child_process';
-import { copyFile, mkdir, mkdtemp, realpath, rm, writeFile } from 'node:fs/promises';
+import { chmod, copyFile, mkdir, mkdtemp, realpath, rm, stat, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -180,6 +180,16 @@ describe('a SQLite store that cannot be opened', function () {
     expect(code).to.equal(1);
     expect(stderr.trim()).to.match(/^configuration error: STORE: the SQLite database .*a-file\/oauth\.sqlite cannot be opened: .*a-file'$/);
     expect(stderr.trim().split('\n')).to.have.length(1);
+  });
+
+  it('is a configuration error when STORE names a directory, whose mode is left as it was', async () => {
+    const directory = join(dir, 'a-directory');
+    await mkdir(directory, { mode: 0o755 });
+    await chmod(directory, 0o755);
+    const { code, stderr } = await start(directory);
+    expect(code).to.equal(1);
+    expect(stderr.trim()).to.match(/^configuration error: STORE: the SQLite database .*a-directory cannot be opened/);
+    expect((await stat(directory)).mode & 0o777, 'not made owner-only').to.equal(0o755);
   });
 
   it('is a configuration error when the file is not a database', async () => {
