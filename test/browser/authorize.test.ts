@@ -260,6 +260,7 @@ describe('authorization in a real browser', function () {
       const text = await page.locator('main').innerText();
       expect(text).to.include(error);
       expect(text).to.match(/not been checked by an administrator/);
+      expect(text, 'the reference the log has it under').to.include(`Reference: ${response!.headers()['x-request-id']}`);
       const link = page.getByRole('link', { name: /^Return to Browser Test App \d+ at 127\.0\.0\.1:9$/ });
       const back = new URL((await link.getAttribute('href'))!);
       expect(`${back.origin}${back.pathname}`).to.equal(REDIRECT_URI);
