@@ -6,7 +6,7 @@ import compose from 'koa-compose';
 import type { RecordStore } from '../../adapters/store.ts';
 import { authenticate, type Authenticators } from './authenticate.ts';
 import { bearerCors } from './cors.ts';
-import { HttpError, notFound } from '../shared/http_error.ts';
+import { HttpError, notFound, unreadableBodyStatus } from '../shared/http_error.ts';
 import { noStore } from '../shared/no_store.ts';
 import { MetadataApi } from './metadata.ts';
 import { OBJECTS } from './objects.ts';
@@ -105,9 +105,10 @@ function jsonBody(): Middleware {
 
 /** What the body parser refuses, in the data API's words. */
 function bodyRefusal(error: unknown): HttpError | undefined {
-  const status = (error as { status?: unknown } | null)?.status;
+  // A body that cannot be decoded (a Content-Encoding its bytes do not match) has no status of its own.
+  const status = unreadableBodyStatus(error);
   if (status === 413) return new HttpError(413, 'payload_too_large', `the body is larger than ${BODY_LIMIT}`);
   if (status === 415) return new HttpError(415, 'unsupported_media_type', 'send the body as JSON (Content-Type: application/json)');
-  if (typeof status === 'number' && status >= 400 && status < 500) return new HttpError(400, 'invalid_request', 'the body is not a valid JSON object');
+  if (status !== undefined) return new HttpError(400, 'invalid_request', 'the body is not a valid JSON object');
   return undefined;
 }

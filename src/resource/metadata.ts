@@ -30,6 +30,7 @@ function fieldMetadata(object: ObjectDefinition, field: FieldDefinition) {
     ...(field.maxLength === undefined ? {} : { maxLength: field.maxLength }),
     ...(field.integer ? { integer: true } : {}),
     ...(field.minimum === undefined ? {} : { minimum: field.minimum }),
+    ...(field.maximum === undefined ? {} : { maximum: field.maximum }),
     ...(field.target ? { relation: { targetObjectId: field.target } } : {}),
   };
 }

@@ -16,9 +16,10 @@ export interface FieldDefinition {
   readOnly?: boolean;
   /** TEXT and EMAIL: the most characters a value may have. */
   maxLength?: number;
-  /** NUMBER: only whole numbers, and the smallest allowed. */
+  /** NUMBER: only whole numbers, and the smallest and largest allowed. */
   integer?: boolean;
   minimum?: number;
+  maximum?: number;
   /** RELATION: the object type whose record id the value holds. */
   target?: string;
 }
@@ -53,7 +54,7 @@ export const OBJECTS: readonly ObjectDefinition[] = [
       ...SYSTEM_FIELDS,
       text('name', 'Name', 'The company\'s name', 200, true),
       text('domainName', 'Domain name', 'The company\'s web domain, e.g. acme.com', 253),
-      { name: 'employees', label: 'Employees', type: 'NUMBER', description: 'Number of employees', integer: true, minimum: 0 },
+      { name: 'employees', label: 'Employees', type: 'NUMBER', description: 'Number of employees', integer: true, minimum: 0, maximum: Number.MAX_SAFE_INTEGER },
       text('city', 'City', 'Where the company is based'),
       { name: 'idealCustomerProfile', label: 'Ideal customer', type: 'BOOLEAN', description: 'Whether the company fits the ideal customer profile' },
     ],

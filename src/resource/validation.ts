@@ -50,14 +50,15 @@ function checkValue(field: FieldDefinition, value: unknown): string | undefined 
     case 'EMAIL': {
       if (typeof value !== 'string') return 'must be a string';
       if (field.required && value.trim() === '') return 'required, cannot be empty';
-      if (field.maxLength !== undefined && value.length > field.maxLength) return `at most ${field.maxLength} characters`;
+      if (field.maxLength !== undefined && characters(value) > field.maxLength) return `at most ${field.maxLength} characters`;
       if (field.type === 'EMAIL' && !EMAIL.test(value)) return 'must be an email address';
       return undefined;
     }
     case 'NUMBER': {
       if (typeof value !== 'number' || !Number.isFinite(value)) return 'must be a number';
-      if (field.integer && !Number.isSafeInteger(value)) return 'must be a whole number';
+      if (field.integer && !Number.isInteger(value)) return 'must be a whole number';
       if (field.minimum !== undefined && value < field.minimum) return `must be at least ${field.minimum}`;
+      if (field.maximum !== undefined && value > field.maximum) return `must be at most ${field.maximum}`;
       return undefined;
     }
     case 'BOOLEAN':
@@ -67,4 +68,11 @@ function checkValue(field: FieldDefinition, value: unknown): string | undefined 
     default:
       return 'cannot be set';
   }
+}
+
+/** Characters as JSON Schema's maxLength counts them (code points): an emoji is one, not two UTF-16 units. */
+function characters(text: string): number {
+  let count = 0;
+  for (const _ of text) count += 1;
+  return count;
 }

@@ -360,6 +360,8 @@ describe('data API', function () {
         ['a bad email', '/rest/people', { json: { firstName: 'A', email: 'not-an-email' } }, 400, 'invalid_request', /email: must be an email/],
         ['a relation that is no id', '/rest/people', { json: { firstName: 'A', companyId: 'acme' } }, 400, 'invalid_request', /companyId: must be the id/],
         ['a text too long', '/rest/companies', { json: { name: 'x'.repeat(201) } }, 400, 'invalid_request', /at most 200/],
+        ['a count past what a number holds exactly', '/rest/companies', { json: { name: 'X', employees: 2 ** 53 } }, 400, 'invalid_request', /employees: must be at most 9007199254740991/],
+        ['a body its Content-Encoding does not match', '/rest/companies', { raw: '{"name":"Acme"}', headers: { 'content-encoding': 'gzip' } }, 400, 'invalid_request', /not a valid JSON object/],
         ['an oversized body', '/rest/companies', { raw: JSON.stringify({ name: 'x'.repeat(70_000) }) }, 413, 'payload_too_large', /larger than/],
         ['not JSON', '/rest/companies', { raw: 'name=Acme', headers: { 'content-type': 'application/x-www-form-urlencoded' } }, 415, 'unsupported_media_type', /JSON/],
         ['a required field set to null', `/rest/companies/${company.id}`, { method: 'PATCH', json: { name: null } }, 400, 'invalid_request', /name: required, cannot be null/],
@@ -381,6 +383,15 @@ describe('data API', function () {
       const unchanged = await api<{ data: { company: Company } }>(server, `/rest/companies/${company.id}`, { credential: keyC });
       expect(unchanged.body.data.company).to.deep.equal(company);
       expect(server.logs()).to.not.match(/"status":5\d\d/);
+    });
+
+    it('counts a text\'s length in characters, as the Metadata API\'s maxLength says: an emoji is one', async () => {
+      const emoji = '\u{1F600}';
+      const created = await api<{ data: { company: Company } }>(server, '/rest/companies', { credential: keyC, json: { name: emoji.repeat(200) } });
+      expect(created.status, JSON.stringify(created.body)).to.equal(201);
+      const refused = await api<ErrorBody>(server, '/rest/companies', { credential: keyC, json: { name: emoji.repeat(201) } });
+      expect(refused.status).to.equal(400);
+      expect(refused.body.error_description).to.match(/name: at most 200 characters/);
     });
   });
 
