@@ -103,7 +103,13 @@ describe('pushed authorization requests (POST /oauth/par)', function () {
 
     it('refuses what it would refuse at the authorization endpoint, and an unauthenticated push, with the RFC\'s errors', async () => {
       const { params } = codeRequest(server.issuer, client.client_id);
-      await expectOAuthError(await push(server, { ...client, client_secret: 'not the secret' }, params), 401, 'invalid_client');
+      const wrongSecret = await push(server, { ...client, client_secret: 'not the secret' }, params);
+      expect(wrongSecret.headers.get('www-authenticate'), 'a 401 has its challenge').to.match(/^Basic /);
+      await expectOAuthError(wrongSecret, 401, 'invalid_client');
+      const { client_id: _unauthenticated, ...withoutClient } = params;
+      const anonymous = await fetch(`${server.issuer}/oauth/par`, { method: 'POST', body: new URLSearchParams(withoutClient) });
+      expect(anonymous.headers.get('www-authenticate')).to.match(/^Basic /);
+      await expectOAuthError(anonymous, 401, 'invalid_client');
       await expectOAuthError(await push(server, client, { ...params, redirect_uri: 'https://elsewhere.example/callback' }), 400, 'invalid_request');
       await expectOAuthError(await push(server, client, { ...params, request_uri: 'urn:ietf:params:oauth:request_uri:nested' }), 400, 'request_uri_not_supported');
       await expectOAuthError(await push(server, client, { ...params, scope: 'api admin' }), 400, 'invalid_scope');

@@ -12,7 +12,7 @@ const CLIENT_CHALLENGE = 'Basic realm="oauth"';
 
 /**
  * Where the engine's error differs from RFC 6749 section 5.2, the host corrects it on the
- * endpoints that authenticate clients (token, introspection, revocation):
+ * endpoints that authenticate clients (token, introspection, revocation, pushed authorization requests):
  * - no client authentication at all is `invalid_client` (401), not `invalid_request`; but a body
  *   the engine did not read, sent without a content type, is said to be the problem;
  * - a grant type the client is not registered for is `unauthorized_client`, not `invalid_request`;
