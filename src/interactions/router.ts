@@ -56,13 +56,16 @@ export function interactionRouter(deps: InteractionDependencies): Router {
     const password = typeof body.password === 'string' ? body.password : '';
     const outcome = email && password ? await deps.signIns.attempt(email, ctx.ip, () => deps.accounts.authenticate(email, password)) : {};
     if (outcome.refused) {
+      ctx.state.signInRefused = 'rate_limited';
       ctx.status = 429;
       ctx.set('Retry-After', String(outcome.refused.retryAfter));
       return showLogin(ctx, deps, details, { email, error: outcome.refused.message });
     }
     const user = outcome.user;
     if (!user) {
-      ctx.status = 401;
+      ctx.state.signInRefused = 'invalid_credentials';
+      // Not 401: HTTP requires a 401 to carry a WWW-Authenticate challenge, and a form has none.
+      ctx.status = 400;
       return showLogin(ctx, deps, details, { email, error: 'The email or password is not right.' });
     }
     const result: InteractionResults = { login: { accountId: user.id, acr: PASSWORD_ACR, amr: PASSWORD_AMR } };

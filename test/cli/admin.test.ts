@@ -489,7 +489,7 @@ describe('admin CLI', function () {
       return false;
     }
 
-    /** Whether the password signs in at the login page (401 with the form again when it does not). */
+    /** Whether the password signs in at the login page (400 with the form again when it does not). */
     async function passwordWorks(client: RegisteredClient, email: string, password: string): Promise<boolean> {
       const agent = new UserAgent();
       const { response } = await agent.follow(codeRequest(server.issuer, client.client_id).url, server.origin);

@@ -103,7 +103,7 @@ describe('metrics (/metrics, Prometheus text format)', function () {
     const app = await registerClient(server.issuer, { client_name: 'Metrics App' });
     expect((await fetch(app.registration_client_uri, { headers: { authorization: `Bearer ${app.registration_access_token}` } })).status).to.equal(200);
     const failed = await failSignIn(server, app.client_id, user.email);
-    expect(failed.status).to.equal(401);
+    expect(failed.status).to.equal(400);
     const { url, verifier } = codeRequest(server.issuer, app.client_id);
     const callback = await authorize(new UserAgent(), url, server.origin, { email: user.email, password: user.password });
     const code = callback.searchParams.get('code')!;
@@ -138,7 +138,7 @@ describe('metrics (/metrics, Prometheus text format)', function () {
     expect(valueOf(samples, 'login_failures_total', { reason: 'invalid_credentials' })).to.equal(1);
     expect(valueOf(samples, 'http_requests_total', { route: '/oauth/token', method: 'POST', status: '200' })).to.equal(2);
     expect(valueOf(samples, 'http_requests_total', { route: '/oauth/token', method: 'POST', status: '400' })).to.equal(1);
-    expect(valueOf(samples, 'http_requests_total', { route: '/interaction/:uid/login', method: 'POST', status: '401' })).to.equal(1);
+    expect(valueOf(samples, 'http_requests_total', { route: '/interaction/:uid/login', method: 'POST', status: '400' })).to.equal(1);
     expect(valueOf(samples, 'http_requests_total', { route: '/rest/companies', method: 'GET', status: '200' })).to.equal(1);
     expect(valueOf(samples, 'http_requests_total', { route: '/rest/companies/:id', method: 'GET', status: '404' })).to.equal(1);
     expect(valueOf(samples, 'http_requests_total', { route: '/rest/companies', method: 'GET', status: '401' })).to.equal(1);

@@ -236,7 +236,7 @@ describe('rate limits', function () {
       const browser = new Browser();
       const form = await openLogin(browser, server, app);
       const first = await signIn(browser, form, user.email, 'wrong password 1');
-      expect(first.status).to.equal(401);
+      expect(first.status).to.equal(400);
       expect(first.error).to.match(/not right/);
 
       const locking = await signIn(browser, first.form!, user.email, 'wrong password 2');
@@ -254,7 +254,7 @@ describe('rate limits', function () {
 
       // The success cleared the count: one failure now is only a failure.
       const again = await openLogin(browser, server, app);
-      expect((await signIn(browser, again, user.email, 'wrong again')).status).to.equal(401);
+      expect((await signIn(browser, again, user.email, 'wrong again')).status).to.equal(400);
     });
 
     it('locks an email no account has exactly as it locks a real one: the same status, wait and words', async () => {
@@ -311,7 +311,7 @@ describe('rate limits', function () {
       const browser = new Browser();
       const form = await openLogin(browser, server, app);
       for (let i = 0; i < 6; i += 1) {
-        expect((await signIn(browser, form, `guess-${i}-${Date.now()}@example.com`, 'wrong')).status, `failure ${i + 1}`).to.equal(401);
+        expect((await signIn(browser, form, `guess-${i}-${Date.now()}@example.com`, 'wrong')).status, `failure ${i + 1}`).to.equal(400);
       }
       const refused = await signIn(browser, form, person.email, person.password);
       expect(refused.status).to.equal(429);
@@ -346,7 +346,7 @@ describe('rate limits', function () {
       const form = await openLogin(browser, server, app);
       for (let i = 1; i <= 6; i += 1) {
         const failed = await signIn(browser, form, `guess-${i}-${Date.now()}@example.com`, 'wrong', `${network}::${i}`);
-        expect(failed.status, `failure from ${network}::${i}`).to.equal(401);
+        expect(failed.status, `failure from ${network}::${i}`).to.equal(400);
       }
       const refused = await signIn(browser, form, person.email, person.password, `${network}::7`);
       expect(refused.status).to.equal(429);

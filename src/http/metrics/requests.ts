@@ -33,9 +33,9 @@ function countRefusals(metrics: Metrics, ctx: Context, route: string, status: nu
     if (code !== undefined) metrics.oauthError(route, code);
   }
   if (status === 429) metrics.rateLimited(route);
-  if (route === LOGIN_ROUTE && ctx.method === 'POST' && (status === 401 || status === 429)) {
-    metrics.loginFailed(status === 401 ? 'invalid_credentials' : 'rate_limited');
-  }
+  // A sign-in the form refused, or one a rate limit of the pages refused before the form saw it.
+  const signInRefused = ctx.state.signInRefused ?? (route === LOGIN_ROUTE && ctx.method === 'POST' && status === 429 ? 'rate_limited' : undefined);
+  if (signInRefused) metrics.loginFailed(signInRefused);
 }
 
 function jsonErrorCode(body: unknown): string | undefined {
