@@ -66,7 +66,8 @@ function requestHaystack(request: RawRequest): string {
     try {
       return decodeURIComponent(part.replace(/\+/g, ' '));
     } catch {
-      return part.replace(/%([0-9A-Fa-f]{2})/g, (_, hex: string) => String.fromCharCode(parseInt(hex, 16)));
+      // A stray escape (`%FF`) fails the whole part: decode what can be, `+` as a form's space too.
+      return part.replace(/\+/g, ' ').replace(/%([0-9A-Fa-f]{2})/g, (_, hex: string) => String.fromCharCode(parseInt(hex, 16)));
     }
   });
   return [...parts, ...decoded].join('\n');
