@@ -1,7 +1,14 @@
 import { isUniqueViolation, type SqliteConnection } from './connection.ts';
 import { DuplicateError, withoutNulls, type DataRecord, type RecordPage, type RecordStore } from '../store.ts';
 
-/** `position` is the row's seq: AUTOINCREMENT never reuses one, so a cursor stays meaningful after deletes. */
+/**
+ * A record's `position` orders its list (one object of one workspace) and is what a cursor holds.
+ * It is max(the list's last position + 1, now in ms), as on Redis: a list's own, so a cursor says
+ * nothing of how many records other workspaces make (the row's seq is store-wide), and kept in
+ * record_positions, so none is given twice after deletes. The clock is SQLite's, as Redis's is its
+ * own. Databases made before positions were per list keep their records' seq as their position:
+ * every seq is far below the clock, so the lists' order holds.
+ */
 export const RECORDS_SCHEMA = `
 CREATE TABLE IF NOT EXISTS records (
   seq INTEGER PRIMARY KEY AUTOINCREMENT,
@@ -11,30 +18,43 @@ CREATE TABLE IF NOT EXISTS records (
   data TEXT NOT NULL,
   created_at TEXT NOT NULL,
   updated_at TEXT NOT NULL,
+  position INTEGER,
   UNIQUE (workspace_id, object, id)
 );
-CREATE INDEX IF NOT EXISTS records_page ON records (workspace_id, object, seq);
+CREATE TABLE IF NOT EXISTS record_positions (
+  workspace_id TEXT NOT NULL,
+  object TEXT NOT NULL,
+  last INTEGER NOT NULL,
+  PRIMARY KEY (workspace_id, object)
+) WITHOUT ROWID;
+DROP INDEX IF EXISTS records_page;
 `;
 
+/** Run once the position column exists (databases made before it get it as they are opened). */
+export const RECORDS_INDEX = 'CREATE INDEX IF NOT EXISTS records_by_position ON records (workspace_id, object, position);';
+
 interface RecordRow {
-  seq: number;
+  position: number;
   id: string;
   data: string;
   created_at: string;
   updated_at: string;
 }
 
-const COLUMNS = 'seq, id, data, created_at, updated_at';
+const COLUMNS = 'position, id, data, created_at, updated_at';
 const SQL = {
-  create: `INSERT INTO records (workspace_id, object, id, data, created_at, updated_at) VALUES (?, ?, ?, ?, ?, ?) RETURNING ${COLUMNS}`,
+  nextPosition: `INSERT INTO record_positions (workspace_id, object, last) VALUES (?, ?, CAST(unixepoch('subsec') * 1000 AS INTEGER))
+    ON CONFLICT (workspace_id, object) DO UPDATE SET last = max(last + 1, excluded.last) RETURNING last`,
+  create: `INSERT INTO records (workspace_id, object, id, data, created_at, updated_at, position) VALUES (?, ?, ?, ?, ?, ?, ?) RETURNING ${COLUMNS}`,
   get: `SELECT ${COLUMNS} FROM records WHERE workspace_id = ? AND object = ? AND id = ?`,
   existing: `SELECT id FROM records WHERE workspace_id = ? AND object = ? AND id IN (SELECT value FROM json_each(?))`,
-  page: `SELECT ${COLUMNS} FROM records WHERE workspace_id = ? AND object = ? AND seq > ? ORDER BY seq LIMIT ?`,
+  page: `SELECT ${COLUMNS} FROM records WHERE workspace_id = ? AND object = ? AND position > ? ORDER BY position LIMIT ?`,
   count: 'SELECT count(*) AS n FROM records WHERE workspace_id = ? AND object = ?',
   // json_patch is RFC 7396 merge patch: a null member removes the field, as the interface asks.
   update: `UPDATE records SET data = json_patch(data, ?), updated_at = ? WHERE workspace_id = ? AND object = ? AND id = ? RETURNING ${COLUMNS}`,
   delete: 'DELETE FROM records WHERE workspace_id = ? AND object = ? AND id = ?',
   deleteAll: 'DELETE FROM records WHERE workspace_id = ? AND object = ?',
+  forgetPositions: 'DELETE FROM record_positions WHERE workspace_id = ? AND object = ?',
 } as const;
 
 export class SqliteRecordStore implements RecordStore {
@@ -46,8 +66,12 @@ export class SqliteRecordStore implements RecordStore {
 
   async create(workspaceId: string, object: string, record: Omit<DataRecord, 'position'>) {
     try {
-      const row = await this.#db.write(() => this.#db.statement(SQL.create)
-        .get(workspaceId, object, record.id, JSON.stringify(withoutNulls(record.values)), record.createdAt, record.updatedAt));
+      const row = await this.#db.write(() => {
+        // A position a duplicate id took is skipped, never given: positions only need to grow.
+        const { last } = this.#db.statement(SQL.nextPosition).get(workspaceId, object) as { last: number };
+        return this.#db.statement(SQL.create)
+          .get(workspaceId, object, record.id, JSON.stringify(withoutNulls(record.values)), record.createdAt, record.updatedAt, last);
+      });
       return toRecord(row as unknown as RecordRow);
     } catch (error) {
       if (isUniqueViolation(error)) throw new DuplicateError(`a record of ${object} with id ${record.id} exists`);
@@ -86,11 +110,15 @@ export class SqliteRecordStore implements RecordStore {
   }
 
   async deleteAll(workspaceId: string, object: string) {
-    const result = await this.#db.write(() => this.#db.statement(SQL.deleteAll).run(workspaceId, object));
+    // Only a deleted workspace's lists are emptied this way, and none of them gets a record again.
+    const result = await this.#db.write(() => {
+      this.#db.statement(SQL.forgetPositions).run(workspaceId, object);
+      return this.#db.statement(SQL.deleteAll).run(workspaceId, object);
+    });
     return Number(result.changes);
   }
 }
 
 function toRecord(row: RecordRow): DataRecord {
-  return { id: row.id, position: row.seq, createdAt: row.created_at, updatedAt: row.updated_at, values: JSON.parse(row.data) as Record<string, unknown> };
+  return { id: row.id, position: row.position, createdAt: row.created_at, updatedAt: row.updated_at, values: JSON.parse(row.data) as Record<string, unknown> };
 }

@@ -10,7 +10,7 @@ import { API_KEYS_SCHEMA, SqliteApiKeyStore, SWEEP_EXPIRED_API_KEYS } from './ap
 import { BUSY_WAIT_ON, SqliteConnection } from './connection.ts';
 import { MODELS_SCHEMA, SqliteModelStore } from './models.ts';
 import { memoryRateLimiters } from './rate_limits.ts';
-import { RECORDS_SCHEMA, SqliteRecordStore } from './records.ts';
+import { RECORDS_INDEX, RECORDS_SCHEMA, SqliteRecordStore } from './records.ts';
 import { REVOCATIONS_SCHEMA, SqliteRevocationStore } from './revocations.ts';
 import { SETTINGS_SCHEMA, SqliteSettingStore } from './settings.ts';
 
@@ -114,6 +114,8 @@ function openDatabase(path: string, warn: Logger['warn'] | undefined, synchronou
     addColumnIfMissing(db, 'oidc_models', 'listed_by', 'TEXT');
     addColumnIfMissing(db, 'oidc_models', 'claim', 'TEXT');
     addColumnIfMissing(db, 'oidc_models', 'completed_by', 'TEXT');
+    positionRecordsStoredBefore(db);
+    db.exec(RECORDS_INDEX);
     listRecordsStoredBefore(db);
     db.exec('CREATE INDEX IF NOT EXISTS oidc_models_listed_by ON oidc_models (model, listed_by) WHERE listed_by IS NOT NULL');
     return db;
@@ -179,6 +181,21 @@ function addColumnIfMissing(db: DatabaseSync, table: string, column: string, def
     // Another process opening the same file added it first.
     if (!/duplicate column name/i.test((error as Error).message)) throw error;
     return false;
+  }
+}
+
+/**
+ * A database made before records had a position of their own: each keeps its seq as its position.
+ * One transaction, so that no other process opening the file sees the column without the values.
+ */
+function positionRecordsStoredBefore(db: DatabaseSync): void {
+  db.exec('BEGIN IMMEDIATE');
+  try {
+    if (addColumnIfMissing(db, 'records', 'position', 'INTEGER')) db.exec('UPDATE records SET position = seq');
+    db.exec('COMMIT');
+  } catch (error) {
+    db.exec('ROLLBACK');
+    throw error;
   }
 }
 

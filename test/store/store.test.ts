@@ -704,6 +704,16 @@ for (const backend of BACKENDS) {
           for (const id of ids) await store.records.delete('ws_1', 'companies', id);
         }
       });
+
+      it('gives each list positions of its own, so a cursor says nothing of how many records other workspaces make', async () => {
+        const before = await create('ws_2', 'companies', 'c-before');
+        await Promise.all(Array.from({ length: 2000 }, (_, i) => create('ws_1', 'companies', `c${i}`)));
+        const after = await create('ws_2', 'companies', 'c-after');
+        // Store-wide numbering would put the 2,000 records of ws_1 between them.
+        expect(after.position - before.position).to.be.greaterThan(0).and.lessThan(2000);
+        const page = await store.records.list('ws_2', 'companies', before.position, 10);
+        expect(page.records.map((r) => r.id)).to.deep.equal(['c-after']);
+      });
     });
 
     describe('API keys', () => {
@@ -1096,6 +1106,33 @@ describe('sqlite store file', () => {
       try {
         expect((await store.model('Session').listBy('usr_1')).map(({ id }) => id)).to.deep.equal(['s1']);
         expect((await store.model('GrantWorkspace').listBy('ws_1')).map(({ id }) => id)).to.deep.equal(['g1']);
+      } finally {
+        await store.close();
+      }
+    } finally {
+      await rm(dir, { recursive: true, force: true });
+    }
+  });
+
+  it('opens a database made before records had positions of their own, and pages its records in the order they were made', async () => {
+    const dir = await mkdtemp(join(tmpdir(), 'store-'));
+    try {
+      const path = join(dir, 'old.sqlite');
+      const old = new DatabaseSync(path);
+      old.exec(`CREATE TABLE records (seq INTEGER PRIMARY KEY AUTOINCREMENT, workspace_id TEXT NOT NULL, object TEXT NOT NULL, id TEXT NOT NULL,
+        data TEXT NOT NULL, created_at TEXT NOT NULL, updated_at TEXT NOT NULL, UNIQUE (workspace_id, object, id));
+        CREATE INDEX records_page ON records (workspace_id, object, seq)`);
+      const insert = old.prepare("INSERT INTO records (workspace_id, object, id, data, created_at, updated_at) VALUES ('ws_1', 'companies', ?, '{}', '', '')");
+      for (const id of ['c1', 'c2', 'c3']) insert.run(id);
+      old.close();
+      const store = openStore(`sqlite:${path}`);
+      try {
+        const first = await store.records.list('ws_1', 'companies', 0, 2);
+        expect(first.records.map((r) => r.id)).to.deep.equal(['c1', 'c2']);
+        const at = new Date().toISOString();
+        await store.records.create('ws_1', 'companies', { id: 'c4', createdAt: at, updatedAt: at, values: {} });
+        const rest = await store.records.list('ws_1', 'companies', first.records[1]!.position, 10);
+        expect(rest.records.map((r) => r.id)).to.deep.equal(['c3', 'c4']);
       } finally {
         await store.close();
       }
