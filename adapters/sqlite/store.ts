@@ -1,8 +1,9 @@
-import { chmodSync, closeSync, mkdirSync, openSync, statSync } from 'node:fs';
+import { chmodSync, closeSync, openSync, statSync } from 'node:fs';
 import { dirname } from 'node:path';
 import { DatabaseSync } from 'node:sqlite';
 
 import { nowSeconds } from '../../src/shared/clock.ts';
+import { makeDirectories } from '../../src/shared/directories.ts';
 import type { Logger } from '../../src/shared/logger.ts';
 import { BackendUnavailableError, LISTED_BY, StoreOpenError, type ModelStore, type SqliteSynchronous, type Store } from '../store.ts';
 import { ACCOUNTS_SCHEMA, SqliteAccountStore } from './accounts.ts';
@@ -137,7 +138,7 @@ function openDatabase(path: string, warn: Logger['warn'] | undefined, synchronou
  */
 function ownerOnly(path: string, warn: Logger['warn'] | undefined): void {
   const directory = dirname(path);
-  if (mkdirSync(directory, { recursive: true, mode: DIRECTORY_MODE }) === undefined && (statSync(directory).mode & OTHERS) !== 0) {
+  if (makeDirectories(directory, DIRECTORY_MODE) === undefined && (statSync(directory).mode & OTHERS) !== 0) {
     warn?.('the database\'s directory can be listed by other users; make it owner-only (chmod 700)', { directory });
   }
   try {

@@ -1,8 +1,9 @@
 import { createCipheriv, createDecipheriv, createHash, createSecretKey, hkdfSync, randomBytes, type KeyObject } from 'node:crypto';
-import { mkdir, readFile, stat, writeFile } from 'node:fs/promises';
+import { readFile, stat, writeFile } from 'node:fs/promises';
 import { dirname } from 'node:path';
 
 import type { Config, KeyEncryptionKeySource } from '../../config/index.ts';
+import { makeDirectories } from '../shared/directories.ts';
 import type { Logger } from '../shared/logger.ts';
 
 /**
@@ -83,7 +84,7 @@ async function defaultKey({ created, besideDatabase }: Extract<KeyEncryptionKeyS
   }
   let createdNow = false;
   try {
-    await mkdir(dirname(created), { recursive: true, mode: 0o700 });
+    makeDirectories(dirname(created), 0o700);
     // Exclusive create: when instances start together, one writes and the others read it.
     await writeFile(created, `${randomBytes(KEY_BYTES).toString('base64url')}\n`, { mode: 0o600, flag: 'wx' });
     createdNow = true;

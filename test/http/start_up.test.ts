@@ -182,6 +182,12 @@ describe('a SQLite store that cannot be opened', function () {
     expect(stderr.trim().split('\n')).to.have.length(1);
   });
 
+  it('is a configuration error, not a hang, when the filesystem refuses its directory although the parent exists (procfs)', async () => {
+    const { code, stderr } = await start('/proc/no-such-directory/oauth.sqlite');
+    expect(code).to.equal(1);
+    expect(stderr.trim()).to.match(/^configuration error: STORE: the SQLite database \/proc\/no-such-directory\/oauth\.sqlite cannot be opened: ENOENT/);
+  });
+
   it('is a configuration error when STORE names a directory, whose mode is left as it was', async () => {
     const directory = join(dir, 'a-directory');
     await mkdir(directory, { mode: 0o755 });
