@@ -182,10 +182,16 @@ function startServing(dependencies: ServiceDependencies, use: (handler: Handler)
 
 /**
  * With no users yet, says how to make the first ones: in the log, and in plain words to a person
- * at a terminal. A store that stops answering just then is not worth stopping for: no hint.
+ * at a terminal (on `memory:`, that none can be made). A store that stops answering just then is
+ * not worth stopping for: no hint.
  */
 async function hintWhenEmpty(users: Promise<number>, config: Config, logger: Logger): Promise<void> {
   if (await users.catch(() => undefined) !== 0) return;
+  if (config.store === 'memory:') {
+    // The admin CLI opens the store itself, and this one lives only in this process.
+    logger.warn('no users yet, and none can be added: STORE=memory: lives in this process alone, out of the admin CLI\'s reach (it is for tests); to try the service, start it on a sqlite: file (the default) or Redis and create the first users with npm run admin -- quickstart');
+    return;
+  }
   // Run in another terminal, the quickstart sees none of this process's environment: the command carries what it must share.
   const { command, secretSettings } = quickstartCommand(config, process.env);
   const secrets = secretSettings.join(' and ');

@@ -384,6 +384,22 @@ describe('admin quickstart', function () {
   });
 });
 
+describe('first start on STORE=memory:', function () {
+  this.timeout(60_000);
+
+  it('says that no user can be added to it, rather than a quickstart command that could not reach it', async () => {
+    const server = await startServer({ store: 'memory:' });
+    try {
+      while (!server.logs().includes('no users yet')) await new Promise((resolve) => setTimeout(resolve, 50));
+      const hint = server.logs().split('\n').filter((line) => line.includes('no users yet')).map((line) => JSON.parse(line) as Record<string, unknown>)[0];
+      expect(hint?.message).to.match(/none can be added: STORE=memory: lives in this process alone.*start it on a sqlite: file/);
+      expect(hint).to.not.have.property('command');
+    } finally {
+      await server.stop();
+    }
+  });
+});
+
 describe('admin quickstart with STORE=redis', function () {
   this.timeout(30_000);
 
