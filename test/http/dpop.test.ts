@@ -253,6 +253,43 @@ describe('DPoP', function () {
     });
   });
 
+  describe('at the code exchange', () => {
+    it('refuses a proof of another key than the code is bound to (dpop_jkt), or one already used, before the code is used up: the retry with a good proof gets the tokens', async () => {
+      const client = await register(server.issuer, { client_name: 'DPoP app', token_endpoint_auth_method: 'none', redirect_uris: [REDIRECT_URI] });
+      const { client_id: clientId } = await client.json() as RegisteredClient;
+      const keys = await proofKey();
+      const dpopJkt = await calculateJwkThumbprint(await exportJWK(keys.publicKey));
+      const tokenUrl = `${server.issuer}/oauth/token`;
+      const codes: Array<{ code: string; verifier: string }> = [];
+      for (let i = 0; i < 2; i += 1) {
+        const verifier = `${randomUUID()}-${randomUUID()}`;
+        const url = new URL(`${server.issuer}/oauth/authorize`);
+        url.search = new URLSearchParams({
+          client_id: clientId, response_type: 'code', redirect_uri: REDIRECT_URI, scope: 'api', dpop_jkt: dpopJkt,
+          code_challenge: hash('sha256', verifier, 'base64url'), code_challenge_method: 'S256',
+        }).toString();
+        const callback = await authorize(new UserAgent(), url.href, server.origin, { email: user.email, password: user.password });
+        codes.push({ code: callback.searchParams.get('code')!, verifier });
+      }
+      const exchange = ({ code, verifier }: { code: string; verifier: string }) =>
+        ({ grant_type: 'authorization_code', code, redirect_uri: REDIRECT_URI, client_id: clientId, code_verifier: verifier });
+
+      const otherKey = await handMadeProof(await proofKey(), 'POST', tokenUrl, undefined);
+      const mismatch = await refusedWith(await tokenRequest(server.issuer, exchange(codes[0]!), { dpop: otherKey }), 400, 'invalid_grant');
+      expect(mismatch.error_description).to.contain('dpop_jkt');
+      const used = await handMadeProof(keys, 'POST', tokenUrl, undefined);
+      expect((await tokenRequest(server.issuer, exchange(codes[0]!), { dpop: used })).status).to.equal(200);
+
+      // The same proof again, for the other code, on the other instance.
+      const replayed = await refusedWith(await tokenRequest(other.issuer, exchange(codes[1]!), { dpop: used }), 400, 'invalid_grant');
+      expect(replayed.error_description).to.match(/replay/i);
+      const retried = await tokenRequest(server.issuer, exchange(codes[1]!), { dpop: await handMadeProof(keys, 'POST', tokenUrl, undefined) });
+      const body = await retried.json() as { access_token: string };
+      expect(retried.status, JSON.stringify(body)).to.equal(200);
+      expect(decodeJwt(body.access_token).cnf).to.deep.equal({ jkt: dpopJkt });
+    });
+  });
+
   // Last: it registers an API the tests above do not expect.
   describe('for an API that takes DPoP-bound tokens only', () => {
     it('refuses a code exchange or refresh without a proof before the code or refresh token is used up: the retry with one gets the tokens', async () => {
