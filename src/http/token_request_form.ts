@@ -1,10 +1,10 @@
-import type { IncomingMessage } from 'node:http';
 import { parse, type ParsedUrlQuery } from 'node:querystring';
 
 import { decodeJwt } from 'jose';
 import type { Context } from 'koa';
 
 import { ENGINE_BODY_LIMIT } from '../engine/body_limit.ts';
+import { peekBody } from './request_body.ts';
 
 /** A token request's form, parsed as the engine parses it (node:querystring), so both read the same values. */
 export class TokenRequestForm {
@@ -38,7 +38,7 @@ export async function tokenRequestForm(ctx: Context): Promise<TokenRequestForm |
   if (FORMS.has(ctx)) return FORMS.get(ctx);
   let form: TokenRequestForm | undefined;
   if (ctx.is('application/x-www-form-urlencoded')) {
-    const body = await peekBody(ctx.req, ctx.request.length);
+    const body = await peekBody(ctx.req, ctx.request.length, ENGINE_BODY_LIMIT);
     form = body ? new TokenRequestForm(body.toString('utf8')) : undefined;
   }
   FORMS.set(ctx, form);
@@ -82,47 +82,4 @@ function basicClientId(header: string): string | undefined {
   } catch {
     return undefined;
   }
-}
-
-/**
- * Reads the whole body and puts it back at the front of the request stream, so the engine reads
- * it as if it had never been touched (its own limits and length checks included). The last chunk
- * is read and the body put back in one synchronous step: the stream's end is only announced on a
- * later tick, and by then it has data again. Undefined (and nothing read) for a body the engine
- * refuses anyway: declared larger than its limit, or empty. A body that grows past the limit
- * while being read is put back as far as it was read, and the engine refuses it.
- */
-async function peekBody(req: IncomingMessage, declaredLength: number | undefined): Promise<Buffer | undefined> {
-  if (declaredLength !== undefined && (declaredLength === 0 || declaredLength > ENGINE_BODY_LIMIT)) return undefined;
-  if (req.complete && req.readableLength === 0) return undefined;
-  const chunks: Buffer[] = [];
-  let size = 0;
-  for (;;) {
-    if (req.readableLength > 0) {
-      const chunk = req.read() as Buffer | null;
-      if (chunk) {
-        chunks.push(chunk);
-        size += chunk.length;
-      }
-    }
-    if ((req.complete && req.readableLength === 0) || size > ENGINE_BODY_LIMIT || req.destroyed) break;
-    await readableOrGone(req);
-  }
-  const body = Buffer.concat(chunks, size);
-  if (size > 0 && !req.destroyed) req.unshift(body);
-  return body;
-}
-
-function readableOrGone(req: IncomingMessage): Promise<void> {
-  return new Promise((resolve) => {
-    const done = () => {
-      req.off('readable', done);
-      req.off('close', done);
-      req.off('error', done);
-      resolve();
-    };
-    req.on('readable', done);
-    req.on('close', done);
-    req.on('error', done);
-  });
 }

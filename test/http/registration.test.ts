@@ -247,6 +247,29 @@ describe('client registration', () => {
       expect((await accepted.json() as Json).client_name).to.equal('After Update');
     });
 
+    it('an update with and without client_secret, with a length and chunked, leaves only JSON lines in the log: the engine reads the body from the request', async () => {
+      const own = await registerClient(server.issuer, { client_name: 'Logged Update' });
+      const since = server.logs().length;
+      const metadata = (extra: Json) => JSON.stringify({
+        client_id: own.client_id, client_name: 'Logged Update', redirect_uris: [REDIRECT_URI], grant_types: ['authorization_code'],
+        token_endpoint_auth_method: 'client_secret_post', ...extra,
+      });
+      // An update may rotate the registration access token (RFC 7592 section 2.2): the latest is used.
+      let token = own.registration_access_token;
+      for (const body of [metadata({}), metadata({ client_secret: own.client_secret }), metadata({ client_secret: 'not-it' })]) {
+        for (const sent of [body, new Blob([body]).stream()]) {
+          const response = await fetch(own.registration_client_uri, {
+            method: 'PUT', headers: { authorization: `Bearer ${token}`, 'content-type': 'application/json' }, duplex: 'half', body: sent,
+          } as RequestInit);
+          const answer = await response.json() as Json;
+          expect(response.status, JSON.stringify(answer)).to.equal(body.includes('not-it') ? 400 : 200);
+          if (typeof answer.registration_access_token === 'string') token = answer.registration_access_token;
+        }
+      }
+      const lines = server.logs().slice(since).split('\n').filter((line) => line.trim() !== '');
+      for (const line of lines) expect(() => JSON.parse(line) as unknown, line).to.not.throw();
+    });
+
     it('updates the client with PUT (without client_secret): the secret keeps working and cannot be read back', async () => {
       const own = await registerClient(server.issuer, { client_name: 'Before Update' });
       const response = await management(own.registration_client_uri, own.registration_access_token, 'PUT', {

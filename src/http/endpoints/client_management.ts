@@ -1,13 +1,13 @@
 import { randomBytes } from 'node:crypto';
 
-import { bodyParser } from '@koa/bodyparser';
 import type { Middleware } from 'koa';
 
 import type { ModelStore } from '../../../adapters/store.ts';
 import { isHashedSecret, secretMatches } from '../../clients/client_secrets.ts';
 import { REGISTRATION_BODY_MAX } from '../../clients/registration_hygiene.ts';
-import { HttpError, unreadableBodyStatus } from '../../shared/http_error.ts';
-import { hideServerKeptMetadata, registrationBodyLimit } from './registration.ts';
+import { HttpError } from '../../shared/http_error.ts';
+import { peekBody, replaceBody } from '../request_body.ts';
+import { hideServerKeptMetadata, registrationBodyLimit, registrationTooLarge } from './registration.ts';
 
 /**
  * GET, PUT and DELETE /oauth/register/:clientId (RFC 7592 client management): what runs around
@@ -30,27 +30,36 @@ export function clientManagementEndpoint(clients: ModelStore): Middleware[] {
  * hash for the secret). So the host checks it against the hash first: a match is removed; anything
  * else is replaced by a value no stored secret can equal, for the engine to refuse once it has
  * checked the registration access token. Refusing it here, before that check, would tell anyone
- * without the token whether a guess is the secret. The body is parsed here, within the
- * registration limit whether or not it declares its length, and handed on: the engine reads a
- * parsed body.
+ * without the token whether a guess is the secret. The body is read here, within the registration
+ * limit whether or not it declares its length, and put back, changed where the secret was, for the
+ * engine to read from the request as it reads every body.
  */
 function checkSecretOnUpdate(clients: ModelStore): Middleware {
-  const parse = bodyParser({ enableTypes: ['json'], jsonLimit: REGISTRATION_BODY_MAX });
   return async (ctx, next) => {
     if (ctx.method !== 'PUT' || !ctx.is('application/json')) return next();
-    await parse(ctx, async () => undefined).catch((error: unknown) => {
-      const status = unreadableBodyStatus(error);
-      throw status === undefined ? error : new HttpError(status, 'invalid_request', 'the request body could not be read as a JSON object');
-    });
-    const body = ctx.request.body as { client_secret?: unknown } | undefined;
-    if (body && typeof body === 'object' && 'client_secret' in body) {
+    const raw = await peekBody(ctx.req, ctx.request.length, REGISTRATION_BODY_MAX);
+    if (raw === undefined) return next();
+    if (raw.length > REGISTRATION_BODY_MAX) throw registrationTooLarge();
+    const body = jsonObject(raw);
+    if (!body) throw new HttpError(400, 'invalid_request', 'the request body could not be read as a JSON object');
+    if ('client_secret' in body) {
       const stored = await clients.find(String(ctx.params.clientId));
       const matches = typeof body.client_secret === 'string' && secretMatches(stored?.client_secret, body.client_secret);
       if (matches) delete body.client_secret;
       else body.client_secret = randomBytes(32).toString('base64url');
+      replaceBody(ctx.req, Buffer.from(JSON.stringify(body)));
     }
     await next();
   };
+}
+
+function jsonObject(raw: Buffer): Record<string, unknown> | undefined {
+  try {
+    const value: unknown = JSON.parse(raw.toString('utf8'));
+    return value !== null && typeof value === 'object' && !Array.isArray(value) ? value as Record<string, unknown> : undefined;
+  } catch {
+    return undefined;
+  }
 }
 
 /** RFC 7592 read and update responses must not show the stored hash as if it were the secret. */

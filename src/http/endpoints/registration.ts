@@ -39,11 +39,14 @@ export function registrationEndpoint({ provider, accounts, rateLimits }: Registr
  * The engine's own reader stops at 56 KiB for bodies sent without a length.
  */
 export const registrationBodyLimit: Middleware = async (ctx, next) => {
-  if ((ctx.request.length ?? 0) > REGISTRATION_BODY_MAX) {
-    throw new HttpError(413, 'invalid_request', `the registration request is larger than ${REGISTRATION_BODY_MAX / 1024} KiB`, { Connection: 'close' });
-  }
+  if ((ctx.request.length ?? 0) > REGISTRATION_BODY_MAX) throw registrationTooLarge();
   await next();
 };
+
+/** The refusal of a registration or update body over the limit; the rest of the body is not read. */
+export function registrationTooLarge(): HttpError {
+  return new HttpError(413, 'invalid_request', `the registration request is larger than ${REGISTRATION_BODY_MAX / 1024} KiB`, { Connection: 'close' });
+}
 
 /** Registration and RFC 7592 read and update responses show the client's metadata, not what the server keeps about it. */
 export const hideServerKeptMetadata: Middleware = async (ctx, next) => {

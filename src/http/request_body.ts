@@ -1,0 +1,61 @@
+import type { IncomingMessage } from 'node:http';
+
+/*
+ * The host reads a few request bodies before the engine (a token request's form, an RFC 7592
+ * update's client_secret) without taking them from it: the engine reads the request stream itself,
+ * and given a body parsed upstream it falls back to that with a plain-text warning on stderr.
+ */
+
+/**
+ * Reads the whole body, up to `limit` bytes, and puts it back at the front of the request stream,
+ * so the engine reads it as if it had never been touched (its own limits and length checks
+ * included). The last chunk is read and the body put back in one synchronous step: the stream's
+ * end is only announced on a later tick, and by then it has data again. Undefined (and nothing
+ * read) for a body declared larger than `limit`, or empty. A body that grows past `limit` while
+ * being read is put back as far as it was read (longer than `limit`: the caller refuses it, or the
+ * engine does).
+ */
+export async function peekBody(req: IncomingMessage, declaredLength: number | undefined, limit: number): Promise<Buffer | undefined> {
+  if (declaredLength !== undefined && (declaredLength === 0 || declaredLength > limit)) return undefined;
+  if (req.complete && req.readableLength === 0) return undefined;
+  const chunks: Buffer[] = [];
+  let size = 0;
+  for (;;) {
+    if (req.readableLength > 0) {
+      const chunk = req.read() as Buffer | null;
+      if (chunk) {
+        chunks.push(chunk);
+        size += chunk.length;
+      }
+    }
+    if ((req.complete && req.readableLength === 0) || size > limit || req.destroyed) break;
+    await readableOrGone(req);
+  }
+  const body = Buffer.concat(chunks, size);
+  if (size > 0 && !req.destroyed) req.unshift(body);
+  return body;
+}
+
+function readableOrGone(req: IncomingMessage): Promise<void> {
+  return new Promise((resolve) => {
+    const done = () => {
+      req.off('readable', done);
+      req.off('close', done);
+      req.off('error', done);
+      resolve();
+    };
+    req.on('readable', done);
+    req.on('close', done);
+    req.on('error', done);
+  });
+}
+
+/**
+ * Puts `body` in the place of the body peekBody put back, for the engine to read instead, with a
+ * Content-Length to match. Synchronous, as peekBody's last step is, so the stream never ends empty.
+ */
+export function replaceBody(req: IncomingMessage, body: Buffer): void {
+  while (req.read() !== null);
+  req.unshift(body);
+  if (req.headers['content-length'] !== undefined) req.headers['content-length'] = String(body.length);
+}
