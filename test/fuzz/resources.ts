@@ -7,6 +7,7 @@ import {
 import { applyTweak, authorizationOf, authPlan, tweaks, type Tweak } from './credentials.ts';
 import { createCompany, type FuzzWorld } from './fixtures.ts';
 import type { RawRequest, RawResponse } from './http.ts';
+import { requestHaystack } from './checks.ts';
 import { anonymousLogoutSession } from './store_snapshot.ts';
 import { headers, mostly, post, type FuzzSuite } from './suite.ts';
 
@@ -57,6 +58,9 @@ export function resources(suite: FuzzSuite): void {
       const w = suite.world();
       const body = jsonPlan([...Object.keys(COMPANY), ...Object.keys(person(w))], OTHER_KEYS);
       const auth = authPlan({ exact: 6, none: 1, realBearer: 20, kids: w.kids });
+      // What the accepted writes stored, which a later list or read shows back.
+      const written: string[] = [];
+      const stored = () => written.join('\n');
       await suite.check(fc.asyncProperty(method, dataApiPath, query, auth, body, textEncodings, mostly(JSON_TYPE), fc.boolean(), async (verb, pathPlan, queryChanges, authorizationPlan, bodyPlan, encoding, contentType, preflight) => {
         const target = pathOf(w, pathPlan);
         const valid = target.includes('/people') ? person(w) : COMPANY;
@@ -71,7 +75,8 @@ export function resources(suite: FuzzSuite): void {
           ...(withBody ? { body: encodeText(jsonTextOf(bodyPlan, valid), encoding) } : {}),
         };
         const writes = verb === 'POST' || verb === 'PATCH' || verb === 'DELETE';
-        const response = await w.prober.probe(`${verb} /rest`, request, suite.expectation('bearer', { acceptedMayWrite: writes }));
+        const response = await w.prober.probe(`${verb} /rest`, request, suite.expectation('bearer', { acceptedMayWrite: writes, stored }));
+        if (withBody && response.status < 300) written.push(requestHaystack(request));
         if (verb === 'DELETE' && response.status === 200 && target.endsWith(w.companyId)) w.companyId = await createCompany(w.server, w.apiKey);
       }));
     });
