@@ -274,6 +274,10 @@ describe('DPoP', function () {
       const exchange = ({ code, verifier }: { code: string; verifier: string }) =>
         ({ grant_type: 'authorization_code', code, redirect_uri: REDIRECT_URI, client_id: clientId, code_verifier: verifier });
 
+      // A key no thumbprint can be made of: the engine's refusal of the proof, the code untouched.
+      const noKey = await new SignJWT({ jti: randomUUID(), htm: 'POST', htu: tokenUrl, iat: Math.floor(Date.now() / 1000) })
+        .setProtectedHeader({ typ: 'dpop+jwt', alg: 'ES256', jwk: { kty: 'EC', crv: 'P-256' } }).sign(keys.privateKey);
+      await refusedWith(await tokenRequest(server.issuer, exchange(codes[0]!), { dpop: noKey }), 400, 'invalid_dpop_proof');
       const otherKey = await handMadeProof(await proofKey(), 'POST', tokenUrl, undefined);
       const mismatch = await refusedWith(await tokenRequest(server.issuer, exchange(codes[0]!), { dpop: otherKey }), 400, 'invalid_grant');
       expect(mismatch.error_description).to.contain('dpop_jkt');

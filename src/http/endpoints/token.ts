@@ -108,7 +108,8 @@ function refuseProofBeforeRedemption(provider: Provider): Middleware {
     const code = await redeemable(ctx, provider, form) as { clientId?: string; dpopJkt?: string } | undefined;
     const clientId = code && await tokenRequestClientId(ctx);
     if (!code || clientId === undefined || code.clientId !== clientId) return next();
-    if (code.dpopJkt !== undefined && code.dpopJkt !== await calculateJwkThumbprint(proof.jwk)) {
+    const thumbprint = code.dpopJkt === undefined ? undefined : await thumbprintOf(proof.jwk);
+    if (thumbprint !== undefined && thumbprint !== code.dpopJkt) {
       throw invalidGrant('DPoP proof key thumbprint does not match dpop_jkt');
     }
     // Where the engine records a proof it took (ReplayDetection.unique), read without recording.
@@ -128,6 +129,11 @@ function proofKeyAndId(proof: string): { jwk: JWK; jti: string } | undefined {
   } catch {
     return undefined;
   }
+}
+
+/** A proof key's RFC 7638 thumbprint; undefined for a key that has none (the engine refuses its proof). */
+async function thumbprintOf(jwk: JWK): Promise<string | undefined> {
+  return calculateJwkThumbprint(jwk).catch(() => undefined);
 }
 
 const REDEEMABLE = new WeakMap<Context, Promise<object | undefined>>();
