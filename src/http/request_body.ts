@@ -52,10 +52,12 @@ function readableOrGone(req: IncomingMessage): Promise<void> {
 
 /**
  * Puts `body` in the place of the body peekBody put back, for the engine to read instead, with a
- * Content-Length to match. Synchronous, as peekBody's last step is, so the stream never ends empty.
+ * Content-Length and Content-Type (its charset) to match. Synchronous, as peekBody's last step is,
+ * so the stream never ends empty.
  */
-export function replaceBody(req: IncomingMessage, body: Buffer): void {
+export function replaceBody(req: IncomingMessage, body: Buffer, contentType: string): void {
   while (req.read() !== null);
   req.unshift(body);
+  req.headers['content-type'] = contentType;
   if (req.headers['content-length'] !== undefined) req.headers['content-length'] = String(body.length);
 }

@@ -266,6 +266,14 @@ describe('client registration', () => {
           if (typeof answer.registration_access_token === 'string') token = answer.registration_access_token;
         }
       }
+      // Its charset is the one it declares, the client_secret checked in it as in UTF-8.
+      const utf16 = await fetch(own.registration_client_uri, {
+        method: 'PUT', headers: { authorization: `Bearer ${token}`, 'content-type': 'application/json; charset=utf-16le' },
+        body: Buffer.from(metadata({ client_secret: own.client_secret, client_name: 'Logged Update ✓' }), 'utf16le'),
+      });
+      const answer = await utf16.json() as Json;
+      expect(utf16.status, JSON.stringify(answer)).to.equal(200);
+      expect(answer.client_name).to.equal('Logged Update ✓');
       const lines = server.logs().slice(since).split('\n').filter((line) => line.trim() !== '');
       for (const line of lines) expect(() => JSON.parse(line) as unknown, line).to.not.throw();
     });

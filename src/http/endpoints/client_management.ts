@@ -40,22 +40,23 @@ function checkSecretOnUpdate(clients: ModelStore): Middleware {
     const raw = await peekBody(ctx.req, ctx.request.length, REGISTRATION_BODY_MAX);
     if (raw === undefined) return next();
     if (raw.length > REGISTRATION_BODY_MAX) throw registrationTooLarge();
-    const body = jsonObject(raw);
+    const body = jsonObject(raw, ctx.request.charset);
     if (!body) throw new HttpError(400, 'invalid_request', 'the request body could not be read as a JSON object');
     if ('client_secret' in body) {
       const stored = await clients.find(String(ctx.params.clientId));
       const matches = typeof body.client_secret === 'string' && secretMatches(stored?.client_secret, body.client_secret);
       if (matches) delete body.client_secret;
       else body.client_secret = randomBytes(32).toString('base64url');
-      replaceBody(ctx.req, Buffer.from(JSON.stringify(body)));
+      replaceBody(ctx.req, Buffer.from(JSON.stringify(body)), 'application/json');
     }
     await next();
   };
 }
 
-function jsonObject(raw: Buffer): Record<string, unknown> | undefined {
+/** The body as a JSON object, read in its declared charset as the engine reads it; undefined for anything else. */
+function jsonObject(raw: Buffer, charset: string): Record<string, unknown> | undefined {
   try {
-    const value: unknown = JSON.parse(raw.toString('utf8'));
+    const value: unknown = JSON.parse(new TextDecoder(charset || 'utf-8').decode(raw));
     return value !== null && typeof value === 'object' && !Array.isArray(value) ? value as Record<string, unknown> : undefined;
   } catch {
     return undefined;
