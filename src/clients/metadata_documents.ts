@@ -22,6 +22,9 @@ import { isNativeRedirectSet } from './native_apps.ts';
  * - A document that names no `application_type` is read as a native app's when every redirect URI
  *   is loopback http or a private-use scheme (RFC 8252): real clients omit it, and the engine
  *   would otherwise take it for a web client's, whose loopback port must match exactly.
+ * - A document that names no `token_endpoint_auth_method` is a public client's (`none`): the MCP
+ *   specification asks only for client_id, client_name and redirect_uris, and the engine's default
+ *   for registrations (client_secret_post) would ask it for a secret no document may hold.
  */
 
 /**
@@ -153,7 +156,10 @@ function documentResponse(body: string, maxAge: number): Response {
   return new Response(asServerReadsIt(body), { status: 200, headers: { 'content-type': 'application/json', 'cache-control': `max-age=${Math.max(0, Math.round(maxAge))}` } });
 }
 
-/** The document with `application_type` `native` said on its behalf when it names none and is a native app's; anything else as it is. */
+/**
+ * The document with what it leaves out said on its behalf: `token_endpoint_auth_method` `none`, and
+ * `application_type` `native` when its redirect URIs are a native app's. Anything else as it is.
+ */
 function asServerReadsIt(body: string): string {
   let document: unknown;
   try {
@@ -163,8 +169,13 @@ function asServerReadsIt(body: string): string {
   }
   if (!document || typeof document !== 'object' || Array.isArray(document)) return body;
   const fields = document as Record<string, unknown>;
-  if (fields.application_type !== undefined || !isNativeRedirectSet(fields.redirect_uris)) return body;
-  return JSON.stringify({ ...fields, application_type: 'native' });
+  const native = fields.application_type === undefined && isNativeRedirectSet(fields.redirect_uris);
+  if (!native && fields.token_endpoint_auth_method !== undefined) return body;
+  return JSON.stringify({
+    ...fields,
+    ...(native ? { application_type: 'native' } : {}),
+    ...(fields.token_endpoint_auth_method === undefined ? { token_endpoint_auth_method: 'none' } : {}),
+  });
 }
 
 function headersOf(headers: HeadersInit | undefined): Record<string, string> {

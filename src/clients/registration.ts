@@ -164,12 +164,11 @@ function checkMetadataDocument(key: string, metadata: Metadata): void {
     if (metadata[field] === undefined || metadata[field] === null) continue;
     throw new errors.InvalidClientMetadata(field === 'jwks_uri' ? DOCUMENT_JWKS_URI : description);
   }
-  metadata.token_endpoint_auth_method ??= 'none';
   const grantTypes = Array.isArray(metadata.grant_types) ? metadata.grant_types as unknown[] : ['authorization_code'];
   if (grantTypes.includes('client_credentials')) throw new errors.InvalidClientMetadata('a client described by a metadata document cannot use client_credentials: it is bound to no workspace');
   if (grantTypes.includes('authorization_code') && !grantTypes.includes('refresh_token')) metadata.grant_types = [...grantTypes, 'refresh_token'];
-  // The engine has filled in its default application_type; src/clients/metadata_documents.ts said
-  // `native` on the document's behalf when it named none and its redirect URIs are a native app's.
+  // The engine has filled in its defaults; src/clients/metadata_documents.ts said `none` and, for a
+  // native app's redirect URIs, `native` on the document's behalf where it named none.
   checkRedirectUris(metadata, metadata.application_type);
 }
 

@@ -95,6 +95,14 @@ describe('Client ID Metadata Documents: what the server refuses', function () {
     expect(answer.location).to.contain('/interaction/');
   });
 
+  it('accepts a document with only the fields the MCP specification requires (client_id, client_name, redirect_uris): a public client', async () => {
+    const url = `${documents.origin}/minimal.json`;
+    documents.serve('/minimal.json', { client_id: url, client_name: 'Minimal Client', redirect_uris: [REDIRECT] });
+    const answer = await authorizeAs(server, url);
+    expect(answer.status, answer.text.slice(0, 300)).to.be.oneOf([302, 303]);
+    expect(answer.location).to.contain('/interaction/');
+  });
+
   it('takes a document whose every redirect URI is loopback http as a native app: any port matches', async () => {
     const url = publish('/native.json', { redirect_uris: ['http://127.0.0.1/callback'] });
     const answer = await authorizeAs(server, url, 'http://127.0.0.1:49152/callback');
