@@ -11,6 +11,7 @@ import { safeFetch } from '../shared/safe_fetch.ts';
 import { apiAudience, builtInResources, resourceIndicators } from './resource_indicators.ts';
 import { workspaceClaims } from './token_claims.ts';
 import { ACR_VALUES } from './authentication_context.ts';
+import { proofCheckedBeforeCodeIsUsed } from './dpop_bound_codes.ts';
 import { registerClientCredentialsGrant } from './grants/client_credentials.ts';
 import { assertionsUsedOnce, assertionTimesAreBounded, audienceIsTheIssuer } from '../clients/client_assertions.ts';
 import { FAPI_METADATA, applyFapiProfile, fapiAssertionAlgorithm, fapiProfile, holdFapiPolicy, isFapiClient } from '../clients/fapi.ts';
@@ -273,5 +274,6 @@ export function buildProvider({ config, store, accounts, keys, revocations, page
   assertionsUsedOnce(provider, store.model('ReplayDetection'));
   holdFapiPolicy(provider, config.fapi);
   registerClientCredentialsGrant(provider, resources, audience);
+  proofCheckedBeforeCodeIsUsed(provider);
   return { provider, audience, resources, documents, grantWorkspaces, grantActivity, rotations };
 }

@@ -1,7 +1,4 @@
-import { hash } from 'node:crypto';
-
-import { calculateJwkThumbprint, decodeJwt, decodeProtectedHeader, type JWK } from 'jose';
-import type { Context, Middleware } from 'koa';
+import type { Middleware } from 'koa';
 import type { Provider } from 'oidc-provider';
 
 import type { ProtectedResources } from '../../clients/protected_resources.ts';
@@ -9,7 +6,7 @@ import type { RefreshTokenRotations } from '../../engine/refresh_tokens.ts';
 import { apiAudience, grantedDefault, proofRequired, unknownResource } from '../../engine/resource_indicators.ts';
 import type { RateLimiting } from '../../rate_limits/limits.ts';
 import { HttpError } from '../../shared/http_error.ts';
-import { tokenRequestClientId, tokenRequestForm, type TokenRequestForm } from '../token_request_form.ts';
+import { tokenRequestForm, type TokenRequestForm } from '../token_request_form.ts';
 import { fapiClientsUseKeys } from './fapi_clients.ts';
 import { rfc6749ErrorCodes } from './rfc6749_errors.ts';
 
@@ -31,19 +28,14 @@ export interface TokenEndpointDependencies {
  *    is refused (fapi_clients.ts);
  * 3. a `resource` the server issues no tokens for, or one the code's or refresh token's grant does
  *    not include, is refused before the code or refresh token is used up; so is a request without
- *    a DPoP proof for an API that takes DPoP-bound tokens only;
- * 4. a code exchange with a DPoP proof of another key than the one the code is bound to, or one
- *    already used, is refused before the code is used up.
+ *    a DPoP proof for an API that takes DPoP-bound tokens only.
  * After the engine:
- * 5. a refresh token rotation is completed, now that the answer is settled, or given back when the
+ * 4. a refresh token rotation is completed, now that the answer is settled, or given back when the
  *    answer is an error (src/engine/refresh_tokens.ts, RefreshTokenRotations.finish);
- * 6. RFC 6749 error codes where the engine's differ (rfc6749_errors.ts).
+ * 5. RFC 6749 error codes where the engine's differ (rfc6749_errors.ts).
  */
 export function tokenEndpoint({ provider, rotations, rateLimits, resources }: TokenEndpointDependencies): Middleware[] {
-  return [
-    rateLimits.token, fapiClientsUseKeys(provider), refuseTargetBeforeRedemption(provider, resources), refuseProofBeforeRedemption(provider),
-    rfc6749ErrorCodes, completeRotation(rotations),
-  ];
+  return [rateLimits.token, fapiClientsUseKeys(provider), refuseTargetBeforeRedemption(provider, resources), rfc6749ErrorCodes, completeRotation(rotations)];
 }
 
 /** The last step after the engine: the rotation completed only for tokens about to be sent. */
@@ -78,7 +70,7 @@ function refuseTargetBeforeRedemption(provider: Provider, resources: ProtectedRe
     const [named] = requested;
     const proofToCheck = !ctx.get('DPoP') && await resources.someRequireDpop();
     if (named === undefined && !proofToCheck) return next();
-    const granted = form && await grantedResources(ctx, provider, form);
+    const granted = form && await grantedResources(provider, form);
     if (named !== undefined) {
       if (!await resources.find(named)) throw invalidTarget(unknownResource(named));
       if (granted && !granted.includes(named)) {
@@ -93,66 +85,11 @@ function refuseTargetBeforeRedemption(provider: Provider, resources: ProtectedRe
 }
 
 /**
- * A code exchange's DPoP proof is checked before the engine for what the engine refuses only once
- * the code is used up (RFC 9449 section 10 and 11.1): a proof made with another key than the
- * `dpop_jkt` the authorization request bound the code to, or a proof already used. The client's
- * retry with the right proof then gets the tokens, rather than being taken for a replay of the code,
- * which revokes the grant. Only for a code this client may redeem: anything else, and the proof
- * itself (signature, method, URL, time, nonce), the engine answers, as before.
+ * The resources of the code or refresh token the request redeems, as stored; undefined when it
+ * names none the store knows, or one already used: the engine answers those (a replay revokes the
+ * grant, which a refusal here would spare).
  */
-function refuseProofBeforeRedemption(provider: Provider): Middleware {
-  return async (ctx, next) => {
-    const proof = ctx.get('DPoP') ? proofKeyAndId(ctx.get('DPoP')) : undefined;
-    const form = proof && await tokenRequestForm(ctx);
-    if (!form || form.get('grant_type') !== 'authorization_code') return next();
-    const code = await redeemable(ctx, provider, form) as { clientId?: string; dpopJkt?: string } | undefined;
-    const clientId = code && await tokenRequestClientId(ctx);
-    if (!code || clientId === undefined || code.clientId !== clientId) return next();
-    const thumbprint = code.dpopJkt === undefined ? undefined : await thumbprintOf(proof.jwk);
-    if (thumbprint !== undefined && thumbprint !== code.dpopJkt) {
-      throw invalidGrant('DPoP proof key thumbprint does not match dpop_jkt');
-    }
-    // Where the engine records a proof it took (ReplayDetection.unique), read without recording.
-    if (await provider.ReplayDetection.find(hash('sha256', `${clientId}${proof.jti}`, 'base64url'))) {
-      throw invalidGrant('DPoP proof JWT Replay detected');
-    }
-    await next();
-  };
-}
-
-/** The key and id a DPoP proof names, unverified; undefined for one the engine refuses before any redemption. */
-function proofKeyAndId(proof: string): { jwk: JWK; jti: string } | undefined {
-  try {
-    const { jwk } = decodeProtectedHeader(proof);
-    const { jti } = decodeJwt(proof);
-    return jwk && typeof jti === 'string' ? { jwk, jti } : undefined;
-  } catch {
-    return undefined;
-  }
-}
-
-/** A proof key's RFC 7638 thumbprint; undefined for a key that has none (the engine refuses its proof). */
-async function thumbprintOf(jwk: JWK): Promise<string | undefined> {
-  return calculateJwkThumbprint(jwk).catch(() => undefined);
-}
-
-const REDEEMABLE = new WeakMap<Context, Promise<object | undefined>>();
-
-/**
- * The code or refresh token the request redeems, as stored (read once per request); undefined
- * when it names none the store knows, or one already used: the engine answers those (a replay
- * revokes the grant, which a refusal here would spare).
- */
-function redeemable(ctx: Context, provider: Provider, form: TokenRequestForm): Promise<object | undefined> {
-  let found = REDEEMABLE.get(ctx);
-  if (!found) {
-    found = findUnused(provider, form);
-    REDEEMABLE.set(ctx, found);
-  }
-  return found;
-}
-
-async function findUnused(provider: Provider, form: TokenRequestForm): Promise<object | undefined> {
+async function grantedResources(provider: Provider, form: TokenRequestForm): Promise<string[] | undefined> {
   const grantType = form.get('grant_type');
   const value = grantType === 'refresh_token' ? form.get('refresh_token') : grantType === 'authorization_code' ? form.get('code') : null;
   if (!value) return undefined;
@@ -160,19 +97,9 @@ async function findUnused(provider: Provider, form: TokenRequestForm): Promise<o
     ? await provider.RefreshToken.find(value, { ignoreExpiration: true })
     : await provider.AuthorizationCode.find(value, { ignoreExpiration: true });
   // The engine's types name `consumed` on refresh tokens only; codes carry it too.
-  return model && !(model as { consumed?: unknown }).consumed ? model : undefined;
-}
-
-/** The resources of the code or refresh token the request redeems; undefined as for redeemable. */
-async function grantedResources(ctx: Context, provider: Provider, form: TokenRequestForm): Promise<string[] | undefined> {
-  const model = await redeemable(ctx, provider, form);
-  if (!model) return undefined;
+  if (!model || (model as { consumed?: unknown }).consumed) return undefined;
   const { resource } = model as { resource?: string | string[] };
   return resource === undefined ? [] : typeof resource === 'string' ? [resource] : resource;
-}
-
-function invalidGrant(description: string): HttpError {
-  return new HttpError(400, 'invalid_grant', description, { 'Access-Control-Allow-Origin': '*' });
 }
 
 function invalidTarget(description: string): HttpError {
