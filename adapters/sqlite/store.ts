@@ -168,13 +168,17 @@ function ownerOnly(path: string, warn: Logger['warn'] | undefined): void {
   }
 }
 
+function hasColumn(db: DatabaseSync, table: string, column: string): boolean {
+  const columns = db.prepare(`PRAGMA table_info(${table})`).all() as Array<{ name: string }>;
+  return columns.some(({ name }) => name === column);
+}
+
 /**
  * A column added after databases were first created: those get it when opened (CREATE TABLE IF NOT
  * EXISTS leaves them as they are). True when this call added it.
  */
 function addColumnIfMissing(db: DatabaseSync, table: string, column: string, definition: string): boolean {
-  const columns = db.prepare(`PRAGMA table_info(${table})`).all() as Array<{ name: string }>;
-  if (columns.some(({ name }) => name === column)) return false;
+  if (hasColumn(db, table, column)) return false;
   try {
     db.exec(`ALTER TABLE ${table} ADD COLUMN ${column} ${definition}`);
     return true;
@@ -187,9 +191,11 @@ function addColumnIfMissing(db: DatabaseSync, table: string, column: string, def
 
 /**
  * A database made before records had a position of their own: each keeps its seq as its position.
- * One transaction, so that no other process opening the file sees the column without the values.
+ * One transaction, so that no other process opening the file sees the column without the values;
+ * taken only when the column is missing, so that opening a database made since needs no write lock.
  */
 function positionRecordsStoredBefore(db: DatabaseSync): void {
+  if (hasColumn(db, 'records', 'position')) return;
   db.exec('BEGIN IMMEDIATE');
   try {
     if (addColumnIfMissing(db, 'records', 'position', 'INTEGER')) db.exec('UPDATE records SET position = seq');

@@ -1175,6 +1175,19 @@ describe('sqlite store file', () => {
     await reopened.close();
   }));
 
+  it('opens while another process holds the write lock (an instance starting beside busy ones), and reads at once', () => besideAnotherProcess(async (store, other, path) => {
+    await store.model('Client').upsert('held', { client_id: 'held' }, undefined);
+    await store.committed();
+    other.exec('BEGIN IMMEDIATE');
+    const second = openStore(`sqlite:${path}`);
+    try {
+      expect(await second.model('Client').find('held')).to.deep.equal({ client_id: 'held' });
+    } finally {
+      await second.close();
+      other.exec('COMMIT');
+    }
+  }));
+
   it('fails a write as the store unavailable when another process holds the write lock for 5 s, and writes again once it is free', () => besideAnotherProcess(async (store, other) => {
     other.exec('BEGIN IMMEDIATE');
     const failures = await Promise.all(['late', 'later'].map((id) => store.model('Client').upsert(id, { client_id: id }, undefined).then(() => undefined, (error: unknown) => error)));
