@@ -10,15 +10,22 @@ import { dirname } from 'node:path';
  */
 export function makeDirectories(path: string, mode: number): string | undefined {
   try {
-    mkdirSync(path, { mode });
-    return path;
+    return makeDirectory(path, mode) ? path : undefined;
   } catch (error) {
-    const code = (error as NodeJS.ErrnoException).code;
-    if (code === 'EEXIST' && statSync(path).isDirectory()) return undefined;
     const parent = dirname(path);
-    if (code !== 'ENOENT' || parent === path) throw error;
+    if ((error as NodeJS.ErrnoException).code !== 'ENOENT' || parent === path) throw error;
     const first = makeDirectories(parent, mode);
+    return makeDirectory(path, mode) ? first ?? path : first;
+  }
+}
+
+/** False when `path` is a directory already: another process (an instance starting beside this one) may have just made it. */
+function makeDirectory(path: string, mode: number): boolean {
+  try {
     mkdirSync(path, { mode });
-    return first ?? path;
+    return true;
+  } catch (error) {
+    if ((error as NodeJS.ErrnoException).code === 'EEXIST' && statSync(path).isDirectory()) return false;
+    throw error;
   }
 }
