@@ -42,7 +42,7 @@ import { engineEndpoints } from './endpoints/index.ts';
 import { exactEnginePaths } from './exact_engine_paths.ts';
 import { enginePages } from './engine_pages.ts';
 import { logEngineEvents } from './engine_events.ts';
-import { answerErrorsAs, errorMapping } from './errors.ts';
+import { answerErrorsAs, errorMapping, logConnectionErrors } from './errors.ts';
 import { health, serviceReadiness } from './health.ts';
 import { atHomePage, homePage } from './home_page.ts';
 import { metricsEndpoint } from './metrics/endpoint.ts';
@@ -165,6 +165,7 @@ export function createService({ config, store, keys, revocations, logger, metric
   app.use(requestId(config.proxyHops > 0));
   app.use(describeSite(site));
   app.use(timeRequests([logRequests(logger), ...(metrics ? [countRequests(metrics, basePath)] : [])]));
+  logConnectionErrors(app, logger);
   app.use(errorMapping(logger));
   app.use(commitBeforeResponse(store));
   app.use(securityHeaders([ENGINE_ROUTES.authorization, ENGINE_ROUTES.end_session].map((path) => `${basePath}${path}`)));

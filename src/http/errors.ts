@@ -1,3 +1,4 @@
+import type Koa from 'koa';
 import type { Context, Middleware } from 'koa';
 
 import { BackendUnavailableError } from '../../adapters/store.ts';
@@ -133,4 +134,18 @@ function errorBody(ctx: Context, error: string, description: string): { error: s
 function logServerError(logger: Logger, ctx: Context, error: unknown): void {
   const err = error instanceof Error ? error : new Error(String(error));
   logger.error('request failed', { method: ctx.method, path: ctx.path, status: ctx.status, error: err.name, detail: err.message, stack: err.stack });
+}
+
+/**
+ * What goes wrong once an answer is under way, past the error mapping: mostly a client that closed
+ * the connection before its request's body or its answer ended. Koa would write it to stderr as a
+ * stack trace among the JSON log lines; it is a log line of the request instead, at info (a client
+ * going away is routine). Anything else that reaches Koa is a fault of the service's: an error line.
+ */
+export function logConnectionErrors(app: Koa, logger: Logger): void {
+  app.on('error', (error: Error & { headerSent?: boolean }, ctx?: Context) => {
+    const request = { request_id: ctx ? requestIdOf(ctx) : undefined, method: ctx?.method, path: ctx?.path };
+    if (error.headerSent || ctx?.req.destroyed) logger.info('connection closed before the answer ended', { ...request, detail: error.message });
+    else logger.error('request failed', { ...request, error: error.name, detail: error.message, stack: error.stack });
+  });
 }

@@ -1,5 +1,7 @@
 import type { IncomingMessage } from 'node:http';
 
+import { HttpError } from '../shared/http_error.ts';
+
 /*
  * The host reads a few request bodies before the engine (a token request's form, an RFC 7592
  * update's client_secret) without taking them from it: the engine reads the request stream itself,
@@ -13,7 +15,8 @@ import type { IncomingMessage } from 'node:http';
  * end is only announced on a later tick, and by then it has data again. Undefined (and nothing
  * read) for a body declared larger than `limit`, or empty. A body that grows past `limit` while
  * being read is put back as far as it was read (longer than `limit`: the caller refuses it, or the
- * engine does).
+ * engine does). A request whose client goes away before the body ends is refused here, as the
+ * engine would find nothing to read.
  */
 export async function peekBody(req: IncomingMessage, declaredLength: number | undefined, limit: number): Promise<Buffer | undefined> {
   if (declaredLength !== undefined && (declaredLength === 0 || declaredLength > limit)) return undefined;
@@ -31,8 +34,10 @@ export async function peekBody(req: IncomingMessage, declaredLength: number | un
     if ((req.complete && req.readableLength === 0) || size > limit || req.destroyed) break;
     await readableOrGone(req);
   }
+  // The client went away mid-body: nothing is left for the engine to read, and no one to answer.
+  if (req.destroyed) throw new HttpError(400, 'invalid_request', 'the request ended before its body did');
   const body = Buffer.concat(chunks, size);
-  if (size > 0 && !req.destroyed) req.unshift(body);
+  if (size > 0) req.unshift(body);
   return body;
 }
 

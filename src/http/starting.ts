@@ -5,7 +5,7 @@ import Koa from 'koa';
 import type { Store } from '../../adapters/store.ts';
 import type { Config } from '../../config/index.ts';
 import type { Logger } from '../shared/logger.ts';
-import { answerUnavailable, errorMapping, isBackendOutage } from './errors.ts';
+import { answerUnavailable, errorMapping, isBackendOutage, logConnectionErrors } from './errors.ts';
 import { health, startingReadiness, storeName } from './health.ts';
 import type { Metrics } from './metrics/metrics.ts';
 import { countRequests } from './metrics/requests.ts';
@@ -37,6 +37,7 @@ export function startingService({ config, store, logger, metrics }: StartingDepe
   const app = new Koa({ proxy: config.proxyHops > 0, maxIpsCount: config.proxyHops });
   app.use(requestId(config.proxyHops > 0));
   app.use(timeRequests([logRequests(logger), ...(metrics ? [countRequests(metrics, config.basePath)] : [])]));
+  logConnectionErrors(app, logger);
   app.use(errorMapping(logger));
   app.use(securityHeaders([]));
   app.use(health(startingReadiness(store)));

@@ -1,3 +1,5 @@
+import { connect } from 'node:net';
+
 import { expect } from 'chai';
 import * as oauth from 'oauth4webapi';
 import * as client from 'openid-client';
@@ -5,6 +7,7 @@ import * as client from 'openid-client';
 import { openStore } from '../../adapters/index.ts';
 import { management, REDIRECT_URI, register, registerClient, type RegisteredClient, tokenRequest } from '../support/oauth.ts';
 import { initialAccessToken, seedUser, startServer, type SeededUser, type TestServer } from '../support/server.ts';
+import { eventually } from '../support/wait.ts';
 
 /**
  * Dynamic client registration (RFC 7591) and its management protocol (RFC 7592): what a client
@@ -247,7 +250,7 @@ describe('client registration', () => {
       expect((await accepted.json() as Json).client_name).to.equal('After Update');
     });
 
-    it('an update with and without client_secret, with a length and chunked, leaves only JSON lines in the log: the engine reads the body from the request', async () => {
+    it('an update with and without client_secret, with a length, chunked or cut short, leaves only JSON lines in the log: the engine reads the body from the request', async () => {
       const own = await registerClient(server.issuer, { client_name: 'Logged Update' });
       const since = server.logs().length;
       const metadata = (extra: Json) => JSON.stringify({
@@ -274,6 +277,18 @@ describe('client registration', () => {
       const answer = await utf16.json() as Json;
       expect(utf16.status, JSON.stringify(answer)).to.equal(200);
       expect(answer.client_name).to.equal('Logged Update ✓');
+      // A client that goes away before the body it announced ends, here and at the token endpoint.
+      const { hostname, port } = new URL(server.origin);
+      for (const [path, type, partial] of [[new URL(own.registration_client_uri).pathname, 'application/json', '{"client_name":'], ['/oauth/token', 'application/x-www-form-urlencoded', 'grant_type=client_credentials']]) {
+        await new Promise<void>((resolve) => {
+          const socket = connect(Number(port), hostname, () => {
+            socket.write(`${path === '/oauth/token' ? 'POST' : 'PUT'} ${path} HTTP/1.1\r\nHost: ${hostname}:${port}\r\nAuthorization: Bearer ${token}\r\nContent-Type: ${type}\r\nContent-Length: 100\r\n\r\n${partial}`);
+            setTimeout(() => socket.destroy(), 300);
+          });
+          socket.on('close', () => resolve());
+        });
+      }
+      await eventually('both requests cut short in the log', () => server.logs().slice(since).includes('"path":"/oauth/token","status":400') || undefined, 5_000);
       const lines = server.logs().slice(since).split('\n').filter((line) => line.trim() !== '');
       for (const line of lines) expect(() => JSON.parse(line) as unknown, line).to.not.throw();
     });

@@ -4,7 +4,7 @@ import Koa from 'koa';
 
 import { notFound } from '../../shared/http_error.ts';
 import type { Logger } from '../../shared/logger.ts';
-import { errorMapping } from '../errors.ts';
+import { errorMapping, logConnectionErrors } from '../errors.ts';
 import { listen } from '../listen.ts';
 import { requestId } from '../request_id.ts';
 import { METRICS_PATH, metricsEndpoint } from './endpoint.ts';
@@ -19,6 +19,7 @@ import { METRICS_PATH, metricsEndpoint } from './endpoint.ts';
 export async function serveMetrics(settings: { host: string; port: number; token: string | undefined }, scrape: () => Promise<string>, logger: Logger): Promise<Server> {
   const app = new Koa();
   app.use(requestId(false));
+  logConnectionErrors(app, logger);
   app.use(errorMapping(logger));
   app.use(metricsEndpoint(scrape, settings.token, logger));
   app.use(() => {
