@@ -137,7 +137,7 @@ export const SCHEMA = {
   ),
   PAR_REQUIRED: withDefault(
     'off',
-    '`on`: every authorization request must be pushed first (RFC 9126, `POST /oauth/par`), for every client; `off`: a client registered with `require_pushed_authorization_requests: true` must push its own, others may. Pushing keeps the request\'s parameters off the browser\'s address bar and lets the client authenticate it. See [Pushed authorization requests](api-guide.md#pushed-authorization-requests-par)',
+    '`on`: every authorization request must be pushed first (RFC 9126, `POST /oauth/par`), for every client, those registered before too (the settings area\'s sign-in, which the service makes itself, excepted), and discovery says so; `off`: a client registered with `require_pushed_authorization_requests: true` must push its own, others may. Pushing keeps the request\'s parameters off the browser\'s address bar and lets the client authenticate it. See [Pushed authorization requests](api-guide.md#pushed-authorization-requests-par)',
     onOff,
   ),
   DPOP_REQUIRED: withDefault(

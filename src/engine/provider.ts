@@ -14,6 +14,7 @@ import { ACR_VALUES } from './authentication_context.ts';
 import { proofCheckedBeforeCodeIsUsed } from './dpop_bound_codes.ts';
 import { registerClientCredentialsGrant } from './grants/client_credentials.ts';
 import { assertionsUsedOnce, assertionTimesAreBounded, audienceIsTheIssuer } from '../clients/client_assertions.ts';
+import { requirePushedRequests } from '../clients/pushed_requests.ts';
 import { FAPI_METADATA, applyFapiProfile, fapiAssertionAlgorithm, fapiProfile, holdFapiPolicy, isFapiClient } from '../clients/fapi.ts';
 import { newClientId } from '../clients/client_ids.ts';
 import { useHashedClientSecrets } from '../clients/client_secrets.ts';
@@ -164,6 +165,7 @@ export function buildProvider({ config, store, accounts, keys, revocations, page
         keepOperatorIntrospectionAudience(ctx, key, value, metadata);
         keepUnusedUntil(ctx, key, metadata, config.unusedClientTtl);
         applyFapiProfile(ctx, key, metadata, config.fapi);
+        if (key === FAPI_METADATA) requirePushedRequests(metadata, config.parRequired);
       },
     },
 
@@ -206,6 +208,8 @@ export function buildProvider({ config, store, accounts, keys, revocations, page
       // A public client may introspect nothing (src/tokens/introspection_policy.ts).
       introspection_endpoint_auth_methods_supported: ['client_secret_post', 'client_secret_basic', 'private_key_jwt'],
       introspection_endpoint_auth_signing_alg_values_supported: CLIENT_AUTH_SIGNING_ALGORITHMS,
+      // Every client a developer can have pushes its requests (src/clients/pushed_requests.ts, src/clients/fapi.ts).
+      ...(config.parRequired || config.fapi ? { require_pushed_authorization_requests: true } : {}),
     },
 
     features: {
@@ -242,7 +246,7 @@ export function buildProvider({ config, store, accounts, keys, revocations, page
       dPoP: { enabled: true, nonceSecret: dpopNonceSecret, requireNonce: () => config.dpopNonceRequired },
       // RFC 9126 at /oauth/par: a request_uri lives 60 s and is used once (the engine's defaults);
       // required for every client with PAR_REQUIRED, else for those registered to require it.
-      pushedAuthorizationRequests: { enabled: true, requirePushedAuthorizationRequests: config.parRequired, allowUnregisteredRedirectUris: false },
+      pushedAuthorizationRequests: { enabled: true, requirePushedAuthorizationRequests: false, allowUnregisteredRedirectUris: false },
       // Individual claims by name (OpenID Connect Core 5.5); the user consents to them with the scopes.
       claimsParameter: { enabled: true },
       requestObjects: { enabled: false },

@@ -278,6 +278,11 @@ describe('FAPI 2.0 Security Profile', function () {
       await before_?.stop();
     });
 
+    it('says in discovery that authorization requests are pushed (RFC 9126 section 5)', async () => {
+      const metadata = await (await fetch(`${server.issuer}/.well-known/oauth-authorization-server`)).json() as Record<string, unknown>;
+      expect(metadata.require_pushed_authorization_requests).to.equal(true);
+    });
+
     it('refuses an open registration that is not a FAPI client\'s, and makes one that is a FAPI client', async () => {
       const body = await expectOAuthError(await register(server.issuer, { redirect_uris: [REDIRECT_URI] }), 400, 'invalid_client_metadata');
       expect(body.error_description).to.match(/private_key_jwt/);

@@ -5,6 +5,7 @@ import { REDIRECT_URI, codeRequest, exchangeCode, registerClient, type Registere
 import { expectOAuthError } from '../support/oauth_errors.ts';
 import { seedUser, startServer, type SeededUser, type TestServer } from '../support/server.ts';
 import { UserAgent, authorize } from '../support/user_agent.ts';
+import { eventually } from '../support/wait.ts';
 
 const insecure = { [oauth.allowInsecureRequests]: true };
 
@@ -178,6 +179,28 @@ describe('pushed authorization requests (POST /oauth/par)', function () {
       const { request_uri: requestUri } = await pushed.json() as PushedRequest;
       const code = (await authorize(new UserAgent(), byReference(server, client, requestUri), server.origin, { email: user.email, password: user.password })).searchParams.get('code');
       expect((await exchangeCode(server.issuer, client, code!, plain.verifier)).status).to.equal(200);
+    });
+
+    it('holds a client registered before the setting to it, and still lets people sign in to the settings area (the service\'s own client)', async () => {
+      const earlier = await startServer();
+      const older = await registerClient(earlier.issuer, { client_name: 'Older App', token_endpoint_auth_method: 'none' });
+      // The same store, served with PAR_REQUIRED=on.
+      const later = await startServer({ store: earlier.store, env: { PAR_REQUIRED: 'on' } });
+      try {
+        const plain = codeRequest(later.issuer, older.client_id);
+        const refused = await new UserAgent().follow(plain.url, later.origin);
+        // An application that registered itself gets the error on the server's page (held, not redirected).
+        expect(refused.url, 'not sent on to sign in').to.not.contain('/interaction/');
+        expect(new URL(refused.url).searchParams.get('code')).to.equal(null);
+        await eventually('the refusal in the log', () => later.logs().includes('Pushed Authorization Request must be used') || undefined, 5_000);
+
+        const signIn = await new UserAgent().follow(`${later.issuer}/settings`, later.origin);
+        expect(signIn.response.status).to.equal(200);
+        expect(await signIn.response.text()).to.match(/<form method="post"/);
+      } finally {
+        await later.stop();
+        await earlier.stop();
+      }
     });
   });
 });
