@@ -69,4 +69,19 @@ describe('engine endpoints answer at their exact paths only', function () {
     const read = await fetch(client.registration_client_uri, { headers: { authorization: `Bearer ${client.registration_access_token}` } });
     expect(read.status).to.equal(200);
   });
+
+  it('the endpoints that take POST only answer another method with 405 and Allow (RFC 9126 section 2.3), and a browser\'s preflight as before', async () => {
+    for (const path of ['/oauth/token', '/oauth/par', '/oauth/introspect', '/oauth/revoke', '/oauth/register']) {
+      for (const method of ['GET', 'PUT', 'DELETE']) {
+        const response = await fetch(`${server.issuer}${path}`, { method });
+        const body = await response.json() as { error: string };
+        expect([response.status, response.headers.get('allow'), body.error], `${method} ${path}`).to.deep.equal([405, 'POST', 'invalid_request']);
+      }
+      const preflight = await fetch(`${server.issuer}${path}`, {
+        method: 'OPTIONS', headers: { origin: 'https://spa.example', 'access-control-request-method': 'POST', 'access-control-request-headers': 'content-type, dpop' },
+      });
+      expect(preflight.status, `OPTIONS ${path}`).to.equal(204);
+      expect(preflight.headers.get('access-control-allow-origin'), `OPTIONS ${path}`).to.be.oneOf(['https://spa.example', '*']);
+    }
+  });
 });

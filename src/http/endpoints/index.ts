@@ -7,6 +7,7 @@ import type { Accounts } from '../../accounts/accounts.ts';
 import type { ProtectedResources } from '../../clients/protected_resources.ts';
 import { ENGINE_ROUTES, USERINFO_PATH } from '../../engine/routes.ts';
 import type { RateLimiting } from '../../rate_limits/limits.ts';
+import { HttpError } from '../../shared/http_error.ts';
 import type { LiveRoles } from '../../resource/live_roles.ts';
 import type { UserinfoSigner } from '../../tokens/signed_userinfo.ts';
 import type { AccessTokenVerifier } from '../../tokens/verifier.ts';
@@ -53,6 +54,7 @@ export interface EndpointDependencies {
 export function engineEndpoints(deps: EndpointDependencies): { routes: Middleware; handles: (path: string) => boolean } {
   const { issuer, basePath } = deps;
   const router = new Router({ prefix: basePath || undefined });
+  for (const path of POST_ONLY) router.all(path, postOnly);
   router.get(ENGINE_ROUTES.authorization, ...authorizationEndpoint(deps.rateLimits));
   router.post(ENGINE_ROUTES.authorization, authorizationByPost(issuer, ENGINE_ROUTES.authorization));
   router.get(ENGINE_ROUTES.end_session, ...logoutEndpoint(deps.provider, `${basePath}${ENGINE_ROUTES.end_session}`));
@@ -74,6 +76,18 @@ export function engineEndpoints(deps: EndpointDependencies): { routes: Middlewar
   router.options(USERINFO_PATH, userinfoEndpoint);
   return { routes: router.routes() as Middleware, handles: routedPaths(basePath) };
 }
+
+/** The engine's endpoints that take POST alone (and OPTIONS, a browser's CORS preflight, which the engine answers). */
+const POST_ONLY = [ENGINE_ROUTES.token, ENGINE_ROUTES.pushed_authorization_request, ENGINE_ROUTES.introspection, ENGINE_ROUTES.revocation, ENGINE_ROUTES.registration];
+
+/**
+ * Any other method gets 405 with `Allow`, as RFC 9126 section 2.3 asks of the PAR endpoint and
+ * HTTP of every resource (RFC 9110 section 15.5.6); the engine's router would answer 404.
+ */
+const postOnly: Middleware = (ctx, next) => {
+  if (ctx.method === 'POST' || ctx.method === 'OPTIONS') return next();
+  throw new HttpError(405, 'invalid_request', `${ctx.path} takes POST requests only`, { Allow: 'POST' });
+};
 
 /** The paths these routes answer or complete, so every other request passes them with one check. */
 function routedPaths(basePath: string): (path: string) => boolean {
