@@ -174,7 +174,7 @@ export function createService({ config, store, keys, revocations, logger, metric
   if (metrics && config.metrics?.where === 'public') app.use(metricsEndpoint(() => metrics.scrape(), config.metrics.token, logger));
   app.use(pagesAtIssuerHost(issuer, config.proxyHops > 0, isPage));
   app.use(homePage(site, issuer));
-  app.use(authorizationServerMetadata(basePath));
+  app.use(authorizationServerMetadata(basePath, config.fapi));
   app.use(onlyWhere((path) => resourceMetadata.paths.has(path), resourceMetadata.middleware));
   app.use(onlyWhere(atOrUnder(restPath), data));
   app.use(onlyWhere(atOrUnder(mcpPath), mcp));

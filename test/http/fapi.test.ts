@@ -283,6 +283,20 @@ describe('FAPI 2.0 Security Profile', function () {
       expect(metadata.require_pushed_authorization_requests).to.equal(true);
     });
 
+    it('lists in discovery only the client authentication and algorithms a FAPI client may use (RFC 8414 section 2)', async () => {
+      for (const path of ['/.well-known/oauth-authorization-server', '/.well-known/openid-configuration']) {
+        const metadata = await (await fetch(`${server.issuer}${path}`)).json() as Record<string, string[]>;
+        expect(metadata.token_endpoint_auth_methods_supported, path).to.deep.equal(['private_key_jwt']);
+        expect(metadata.revocation_endpoint_auth_methods_supported, path).to.deep.equal(['private_key_jwt']);
+        for (const field of ['token_endpoint_auth_signing_alg_values_supported', 'revocation_endpoint_auth_signing_alg_values_supported', 'id_token_signing_alg_values_supported', 'userinfo_signing_alg_values_supported']) {
+          expect(metadata[field], `${path} ${field}`).to.include('ES256');
+          expect(metadata[field], `${path} ${field}`).to.satisfy((algorithms: string[]) => algorithms.every((algorithm) => ['PS256', 'ES256', 'EdDSA'].includes(algorithm)));
+        }
+        // The operator's resource servers introspect with a secret still: they obtain no token, so are no FAPI clients.
+        expect(metadata.introspection_endpoint_auth_methods_supported, path).to.include('client_secret_basic');
+      }
+    });
+
     it('refuses an open registration that is not a FAPI client\'s, and makes one that is a FAPI client', async () => {
       const body = await expectOAuthError(await register(server.issuer, { redirect_uris: [REDIRECT_URI] }), 400, 'invalid_client_metadata');
       expect(body.error_description).to.match(/private_key_jwt/);
