@@ -117,7 +117,7 @@ export class MetadataDocuments {
     const now = nowSeconds(this.#clock);
     const stored = await this.#stored(url);
     if (stored?.body !== undefined && stored.fetchedAt !== undefined && now < stored.fetchedAt + (stored.maxAge ?? minSeconds)) {
-      return documentResponse(stored.body, stored.fetchedAt + (stored.maxAge ?? minSeconds) - now);
+      return documentResponse(url, stored.body, stored.fetchedAt + (stored.maxAge ?? minSeconds) - now);
     }
     if (stored?.failedAt !== undefined && now < stored.failedAt + failureSeconds && stored.body === undefined) {
       throw new Error(`${url} could not be fetched a moment ago`);
@@ -128,11 +128,11 @@ export class MetadataDocuments {
       const body = await response.text();
       const maxAge = cacheSeconds(response.headers.get('cache-control'));
       await this.#documents.upsert(digest(url), { url, body, fetchedAt: now, maxAge } satisfies StoredDocument, maxSeconds);
-      return documentResponse(body, maxAge);
+      return documentResponse(url, body, maxAge);
     } catch (error) {
       // A copy that has not outlived the upper bound is served while its server does not answer.
       if (stored?.body !== undefined && stored.fetchedAt !== undefined && now < stored.fetchedAt + maxSeconds) {
-        return documentResponse(stored.body, minSeconds);
+        return documentResponse(url, stored.body, minSeconds);
       }
       await this.#documents.upsert(digest(url), { url, failedAt: now } satisfies StoredDocument, failureSeconds).catch(() => undefined);
       throw error;
@@ -152,15 +152,19 @@ function cacheSeconds(cacheControl: string | null): number {
   return Math.max(minSeconds, Math.min(maxSeconds, seconds));
 }
 
-function documentResponse(body: string, maxAge: number): Response {
-  return new Response(asServerReadsIt(body), { status: 200, headers: { 'content-type': 'application/json', 'cache-control': `max-age=${Math.max(0, Math.round(maxAge))}` } });
+function documentResponse(url: string, body: string, maxAge: number): Response {
+  return new Response(asServerReadsIt(url, body), { status: 200, headers: { 'content-type': 'application/json', 'cache-control': `max-age=${Math.max(0, Math.round(maxAge))}` } });
 }
 
+/** At most what asServerReadsIt adds to a document: `,"token_endpoint_auth_method":"none","application_type":"native"`. */
+export const DOCUMENT_DEFAULTS_BYTES = 128;
+
 /**
- * The document with what it leaves out said on its behalf: `token_endpoint_auth_method` `none`, and
- * `application_type` `native` when its redirect URIs are a native app's. Anything else as it is.
+ * A metadata document (its `client_id` is its URL) with what it leaves out said on its behalf:
+ * `token_endpoint_auth_method` `none`, and `application_type` `native` when its redirect URIs are a
+ * native app's. Anything else, a client's key set among them, as it is.
  */
-function asServerReadsIt(body: string): string {
+function asServerReadsIt(url: string, body: string): string {
   let document: unknown;
   try {
     document = JSON.parse(body);
@@ -169,6 +173,7 @@ function asServerReadsIt(body: string): string {
   }
   if (!document || typeof document !== 'object' || Array.isArray(document)) return body;
   const fields = document as Record<string, unknown>;
+  if (fields.client_id !== url) return body;
   const native = fields.application_type === undefined && isNativeRedirectSet(fields.redirect_uris);
   if (!native && fields.token_endpoint_auth_method !== undefined) return body;
   return JSON.stringify({

@@ -4,7 +4,7 @@ import type { Store } from '../../adapters/store.ts';
 import type { Accounts } from '../accounts/accounts.ts';
 import { PROFILE_CLAIM_NAMES } from '../accounts/profile.ts';
 import type { Config } from '../../config/index.ts';
-import { MetadataDocuments } from '../clients/metadata_documents.ts';
+import { DOCUMENT_DEFAULTS_BYTES, MetadataDocuments } from '../clients/metadata_documents.ts';
 import { ProtectedResources } from '../clients/protected_resources.ts';
 import { REGISTRATION_BODY_MAX } from '../clients/registration_hygiene.ts';
 import { safeFetch } from '../shared/safe_fetch.ts';
@@ -198,7 +198,9 @@ export function buildProvider({ config, store, accounts, keys, revocations, page
     // Every fetch the engine makes goes through the one SSRF-safe fetcher and its shared cache: a
     // client's metadata document or its jwks_uri (registration refuses the metadata that would make it fetch anything else).
     fetch: documents ? documents.fetch : refuseFetching,
-    fetchResponseBodyLimits: { 'client_id metadata document': REGISTRATION_BODY_MAX, jwks_uri: REGISTRATION_BODY_MAX, sector_identifier_uri: 0 },
+    // The fetcher holds what a server sends to REGISTRATION_BODY_MAX; a document may reach the
+    // engine a few bytes longer, with the fields said on its behalf (src/clients/metadata_documents.ts).
+    fetchResponseBodyLimits: { 'client_id metadata document': REGISTRATION_BODY_MAX + DOCUMENT_DEFAULTS_BYTES, jwks_uri: REGISTRATION_BODY_MAX, sector_identifier_uri: 0 },
 
     discovery: {
       // RFC 8414 defaults these to client_secret_basic alone; say what really works. With

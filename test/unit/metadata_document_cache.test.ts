@@ -52,6 +52,15 @@ describe('the metadata document cache', () => {
     await rm(dir, { recursive: true, force: true });
   });
 
+  it('says a public client\'s defaults on a document\'s behalf, and hands a key set over byte for byte', async () => {
+    const cache = documents();
+    next = { body: JSON.stringify({ client_id: URL_A, client_name: 'A', redirect_uris: ['http://127.0.0.1/cb'] }) };
+    expect(await (await cache.fetch(URL_A)).json()).to.include({ token_endpoint_auth_method: 'none', application_type: 'native' });
+    const keySet = '{ "keys": [ {"kty":"EC","crv":"P-256","x":"f83OJ3D2xF1Bg8vub9tLe1gHMzV76e8Tus9uPHvRVEU","y":"x_FEzRu9m36HLN_tue659LNpXW6pCyStikYjKIWI5a0"} ] }';
+    next = { body: keySet };
+    expect(await (await cache.fetch('https://client.example/jwks.json')).text()).to.equal(keySet);
+  });
+
   it('keeps a document for its max-age, then fetches it again', async () => {
     next = { maxAge: 'public, max-age=600' };
     const cache = documents();
