@@ -29,6 +29,8 @@ interface ModelHooks {
   takeOverConsumedBefore?: () => number | undefined;
   /** Runs once the caller has won the consumption of the record, under `claim`. */
   afterConsume?: (storeId: string, claim: string) => Promise<void>;
+  /** What the caller that lost the consumption to another request is refused with (default: invalid_grant). */
+  whenConsumedByAnother?: () => Error;
   /** What the engine is handed for a record found (it may refuse to hand it over). */
   whenFound?: (payload: AdapterPayload) => AdapterPayload;
   /** What the engine is handed for an id with no record (undefined: nothing). */
@@ -77,6 +79,7 @@ export function engineAdapterFactory(
         return new EngineAdapter(name, models, atRest, {
           takeOverConsumedBefore: () => rotations.abandonedBefore(),
           afterConsume: (storeId, claim) => rotations.consumed(storeId, claim),
+          whenConsumedByAnother: () => rotations.underWay(),
           aroundUpsert: (storeId, write) => rotations.store(storeId, write),
           whenFound: (payload) => rotations.found(payload),
           whenMissing: async (id) => {
@@ -139,7 +142,7 @@ class EngineAdapter implements Adapter {
     const claim = await this.#models.consume(storeId, this.#hooks.takeOverConsumedBefore?.());
     if (!claim) {
       // Lost a race against another redemption of the same code or refresh token.
-      throw new errors.InvalidGrant('grant already redeemed');
+      throw this.#hooks.whenConsumedByAnother?.() ?? new errors.InvalidGrant('grant already redeemed');
     }
     await this.#hooks.afterConsume?.(storeId, claim);
   }

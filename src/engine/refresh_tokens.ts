@@ -107,6 +107,12 @@ export const ROTATION_ABANDONED_AFTER_SECONDS = 20;
 const COMPLETION_DEADLINE_MS = 30_000;
 const COMPLETION_RETRY_MS = 100;
 
+function rotationUnderWay(retryAfterSeconds: number): HttpError {
+  return new HttpError(503, 'temporarily_unavailable', 'another request is using this refresh token; try again shortly', {
+    'Retry-After': String(retryAfterSeconds),
+  });
+}
+
 /** The refresh token grant under way at the token endpoint: the only request that rotates. */
 function refreshRequest(): object | undefined {
   const ctx = Provider.ctx;
@@ -179,9 +185,16 @@ export class RefreshTokenRotations {
       const { consumed: _abandoned, ...unconsumed } = payload;
       return unconsumed;
     }
-    throw new HttpError(503, 'temporarily_unavailable', 'another request is using this refresh token; try again shortly', {
-      'Retry-After': String(ROTATION_ABANDONED_AFTER_SECONDS - age),
-    });
+    throw rotationUnderWay(ROTATION_ABANDONED_AFTER_SECONDS - age);
+  }
+
+  /**
+   * What a request that lost the consumption of a refresh token to another one (both found it
+   * unconsumed) is refused with: that rotation is under way, as when found consumed a moment later.
+   * A retry once it has completed is then a reuse, which revokes the grant, as the engine rules.
+   */
+  underWay(): HttpError {
+    return rotationUnderWay(ROTATION_ABANDONED_AFTER_SECONDS);
   }
 
   /** Before a consumption: the time at or before which one is abandoned, for a refresh token grant; undefined otherwise. */

@@ -126,6 +126,27 @@ for (const shared of SHARED_STORES) describe(`instances sharing ${shared.name}`,
     }
   });
 
+  it('of two uses of one refresh token at once, the one that loses is asked to wait, never refused while the grant lives on (RFC 9700 4.14.2)', async () => {
+    for (let round = 0; round < 3; round += 1) {
+      const tokens = await userTokens(first);
+      const refresh = (at: TestServer) => tokenRequest(at.origin, { grant_type: 'refresh_token', refresh_token: tokens.refresh_token, ...postCredentials(app) });
+      const responses = await Promise.all([refresh(first), refresh(second)]);
+      const winner = responses.find(({ status }) => status === 200);
+      const loser = responses.find((response) => response !== winner)!;
+      expect(winner, `round ${round}: statuses ${responses.map(({ status }) => status)}`).to.not.equal(undefined);
+      const rotated = await winner!.json() as { refresh_token: string };
+      const next = await tokenRequest(first.origin, { grant_type: 'refresh_token', refresh_token: rotated.refresh_token, ...postCredentials(app) });
+      if (loser.status === 503) {
+        expect(Number(loser.headers.get('retry-after')), `round ${round}`).to.be.within(1, 20);
+        expect(next.status, `round ${round}: the winner's refresh token still works`).to.equal(200);
+      } else {
+        // Found spent once the winner had completed: a reuse, which ends the whole grant.
+        expect(loser.status, `round ${round}`).to.equal(400);
+        expect(next.status, `round ${round}: a reuse revoked the grant`).to.equal(400);
+      }
+    }
+  });
+
   it('a grant revoked at one instance is refused by the other within the bound', async () => {
     const tokens = await userTokens(first);
     expect(await userinfoStatus(second, tokens.access_token)).to.equal(200);
