@@ -46,8 +46,10 @@ const remove: Command = {
   async run({ store, accounts, options, engine }) {
     const workspaceId = await existingWorkspace(accounts, options);
     const user = await namedUser(accounts, options);
+    // The engine first (it needs the keys): a start it refuses changes nothing.
+    const access = new UserAccess({ store, ...await engine() });
     const membership = await accounts.removeMember(user.id, workspaceId);
-    const grants = await new UserAccess({ store, ...await engine() }).revokeGrants(user.id, { workspaceId });
+    const grants = await access.revokeGrants(user.id, { workspaceId });
     await waitForPropagation();
     return {
       text: `${user.email} (${user.id}) is no longer a member of ${workspaceId}; ${grants} grants revoked`,

@@ -55,8 +55,10 @@ const setPassword: Command = {
   async run({ store, accounts, options, engine }) {
     const user = await namedUser(accounts, options);
     const password = await passwordFromStdin(options);
+    // The engine first (it needs the keys): a start it refuses changes nothing.
+    const access = new UserAccess({ store, ...await engine() });
     await accounts.setPassword(user.id, password);
-    const sessions = await new UserAccess({ store, ...await engine() }).endSessions(user.id);
+    const sessions = await access.endSessions(user.id);
     return {
       text: `set the password of ${user.id} (${user.email}); signed out of ${sessions} sessions`,
       json: { id: user.id, email: user.email, sessions_ended: sessions },
@@ -75,9 +77,10 @@ const remove: Command = {
   async run({ store, accounts, options, engine }) {
     const user = await namedUser(accounts, options);
     const memberships = (await accounts.workspacesOf(user.id)).length;
-    // The account first: a refusal (the last admin of a workspace) leaves everything as it was.
-    await accounts.deleteUser(user.id);
+    // The engine (it needs the keys), then the account: a refusal of either (the last admin of a
+    // workspace) leaves everything as it was.
     const access = new UserAccess({ store, ...await engine() });
+    await accounts.deleteUser(user.id);
     const grants = await access.revokeGrants(user.id);
     const sessions = await access.endSessions(user.id);
     await waitForPropagation();

@@ -11,7 +11,7 @@ import { api, clientCredentialsToken, createApiKey } from '../support/data_api.t
 import {
   REDIRECT_URI, codeRequest, exchangeCode, introspect, postCredentials, register, registerClient, tokenRequest, type RegisteredClient,
 } from '../support/oauth.ts';
-import { initialAccessToken, registerVettedClient, startServer, type TestServer } from '../support/server.ts';
+import { initialAccessToken, registerVettedClient, runAdmin, startServer, type TestServer } from '../support/server.ts';
 import { UserAgent, authorize } from '../support/user_agent.ts';
 import { eventually } from '../support/wait.ts';
 
@@ -575,6 +575,30 @@ describe('admin CLI', function () {
       expect(await dataApiStatus(key.key)).to.equal(200);
       expect((await adminJson<Array<{ id: string }>>(['user', 'list'])).map(({ id }) => id)).not.to.include(user.id);
       expect(await refused(['user', 'delete', '--user', user.id])).to.contain(user.id);
+    });
+
+    it('user set-password, user delete and member remove change nothing when the engine cannot start (no key-encryption key to open the keys)', async () => {
+      const client = await codeClient();
+      const user = await person(workspace.id, 'member', 'untouched');
+      const agent = new UserAgent();
+      await signIn(agent, client, user);
+      // An https BASE_URL needs the key-encryption key given: the commands' engine refuses to start.
+      const withoutKey = { ...server.env, BASE_URL: 'https://auth.example.com' };
+      passwords.push('another-password-1');
+      for (const args of [
+        ['user', 'set-password', '--email', user.email, '--password-stdin'],
+        ['user', 'delete', '--email', user.email],
+        ['member', 'remove', '--workspace', workspace.id, '--email', user.email],
+      ]) {
+        const result = await runAdmin(withoutKey, args, 'another-password-1\n');
+        outputs.push(result.stdout, result.stderr);
+        expect(result.code, `${args.join(' ')}: ${result.stderr}`).to.equal(1);
+        expect(result.stderr, args.join(' ')).to.contain('key-encryption key');
+      }
+      expect(await passwordWorks(client, user.email, user.password), 'the password is as it was').to.equal(true);
+      expect(await stillSignedIn(agent, client), 'the user is still signed in').to.equal(true);
+      const listed = await adminJson<Array<{ id: string; memberships: Array<{ workspace_id: string }> }>>(['user', 'list', '--workspace', workspace.id]);
+      expect(listed.find(({ id }) => id === user.id)?.memberships.map(({ workspace_id: id }) => id), 'still a member').to.include(workspace.id);
     });
 
     it('user delete, member remove and member set-role refuse to take a workspace\'s last admin away, in one line saying what to do', async () => {
