@@ -57,7 +57,11 @@ export function grantReference(grantId: string): string {
 
 const seconds = (ms: number) => Math.floor(ms / 1000);
 const audiences = ({ aud }: RevocableToken): string[] => (aud === undefined ? [] : Array.isArray(aud) ? aud : [aud]);
-const ownerOf = (token: RevocableToken) => (token.gid ? `grant:${token.gid}` : `client:${token.client_id}`);
+/**
+ * Whose token it is, for the flood bound: its grant, or for a client_credentials token (no grant)
+ * the client's own tokens, apart from `client:` (every token of a deleted client, its users' too).
+ */
+const ownerOf = (token: RevocableToken) => (token.gid ? `grant:${token.gid}` : `client_credentials:${token.client_id}`);
 
 /** What each kind of revocation writes, at time `now` (seconds); shared by the service and the admin CLI. */
 export const revocationEntries = {
@@ -135,6 +139,7 @@ export class RevocationList {
     return this.#matches(`token:${token.jti}`, token.iat, now)
       || (token.gid !== undefined && this.#matches(`grant:${token.gid}`, token.iat, now))
       || this.#matches(`client:${token.client_id}`, token.iat, now)
+      || (token.gid === undefined && this.#matches(`client_credentials:${token.client_id}`, token.iat, now))
       || audiences(token).some((resource) => this.#matches(`resource:${resource}`, token.iat, now));
   }
 

@@ -102,6 +102,13 @@ describe('revocation list (in-process mirror)', () => {
     expect(await list.isRevoked(token(clock.now() - 1000, { clientId: 'bystander' }))).to.equal(false);
   });
 
+  it('bounds a client revoking its client_credentials tokens in a loop without touching its users\' tokens', async () => {
+    const usersToken = token(clock.now(), { clientId: 'machine', grantId: 'g-user' });
+    for (let i = 0; i <= TOKEN_REVOCATIONS_PER_OWNER; i += 1) await list.revokeToken(token(clock.now(), { clientId: 'machine' }));
+    expect(await list.isRevoked(token(clock.now(), { clientId: 'machine' })), 'its own tokens issued until then').to.equal(true);
+    expect(await list.isRevoked(usersToken), 'a user\'s token of the same client').to.equal(false);
+  });
+
   it('learns what another instance revoked on its next refresh, and refreshes before answering when its copy is stale', async () => {
     const other = new RevocationList(store.revocations, clock.now);
     await other.refresh();
