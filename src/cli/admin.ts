@@ -1,7 +1,7 @@
 import { parseArgs } from 'node:util';
 
 import { openStore } from '../../adapters/index.ts';
-import type { Store } from '../../adapters/store.ts';
+import { StoreOpenError, type Store } from '../../adapters/store.ts';
 import { AccountError, Accounts } from '../accounts/accounts.ts';
 import { ConfigError, loadConfig, type Config } from '../../config/index.ts';
 import { createLogger } from '../shared/logger.ts';
@@ -189,8 +189,10 @@ async function run(argv: string[]): Promise<number> {
 run(process.argv.slice(2)).then((code) => {
   process.exitCode = code;
 }, (error: unknown) => {
-  const message = error instanceof ConfigError ? `configuration error: ${error.message}` : `error: ${(error as Error).message}`;
-  createLogger('error').error('admin command failed', { error: (error as Error).name });
+  // One line, as every refusal: a configuration error in the service's words, anything else as it says.
+  const message = error instanceof ConfigError ? `configuration error: ${error.message}`
+    : error instanceof StoreOpenError ? `configuration error: STORE: ${error.message}`
+      : `error: ${(error as Error).message}`;
   process.stderr.write(`${message}\n`);
   process.exitCode = 1;
 });

@@ -577,6 +577,16 @@ describe('admin CLI', function () {
       expect(await refused(['user', 'delete', '--user', user.id])).to.contain(user.id);
     });
 
+    it('says a configuration error in one line, as the service does: a bad setting, a store that cannot be opened', async () => {
+      for (const [setting, value, words] of [['PORT', 'abc', /^configuration error: PORT/], ['STORE', 'sqlite:/proc/no-such-directory/db.sqlite', /^configuration error: STORE: /]] as const) {
+        const result = await runAdmin({ ...server.env, [setting]: value }, ['workspace', 'list']);
+        outputs.push(result.stdout, result.stderr);
+        expect(result.code, result.stderr).to.equal(1);
+        expect(result.stderr.trimEnd().split('\n'), result.stderr).to.have.length(1);
+        expect(result.stderr).to.match(words);
+      }
+    });
+
     it('user set-password, user delete and member remove change nothing when the engine cannot start (no key-encryption key to open the keys)', async () => {
       const client = await codeClient();
       const user = await person(workspace.id, 'member', 'untouched');
