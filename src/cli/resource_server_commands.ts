@@ -30,9 +30,13 @@ export interface CreateRequest {
  * confidential client that may introspect its tokens, whose secret is shown this once.
  */
 export async function createResourceServerCommand(engine: OAuthServer, request: CreateRequest): Promise<Output> {
-  const registered = request.resource === undefined || request.resource === engine.audience
+  const api = request.resource === engine.audience ? undefined : request.resource;
+  if (api === undefined && (request.scopes.length > 0 || request.dpopRequired)) {
+    throw new UsageError('--scope and --require-dpop describe an API registered with --resource; the data API\'s scopes are its own, and DPOP_REQUIRED sets whether its tokens are DPoP-bound');
+  }
+  const registered = api === undefined
     ? undefined
-    : await engine.resources.register({ resource: request.resource, name: request.name, scopes: request.scopes, dpopRequired: request.dpopRequired === true });
+    : await engine.resources.register({ resource: api, name: request.name, scopes: request.scopes, dpopRequired: request.dpopRequired === true });
   const resource = registered?.resource ?? engine.audience;
   const scopes = registered?.scopes ?? (await engine.resources.find(resource))!.scopes;
   let created;

@@ -443,6 +443,14 @@ describe('admin CLI', function () {
       for (const method of ['none', 'private_key_jwt']) {
         expect((await failing(['resource-server', 'create', '--name', 'Gateway', '--auth-method', method])).stderr).to.contain('--auth-method');
       }
+      // The data API's scopes and DPoP are not the command's to set: a usage error, nothing created.
+      const before = (await adminJson<unknown[]>(['client', 'list'])).length;
+      for (const extra of [['--scope', 'admin'], ['--require-dpop']]) {
+        const result = await failing(['resource-server', 'create', '--name', 'Gateway', ...extra]);
+        expect(result.code, result.stderr).to.equal(2);
+        expect(result.stderr).to.contain('--resource');
+      }
+      expect(await adminJson<unknown[]>(['client', 'list'])).to.have.length(before);
     });
   });
 
