@@ -60,6 +60,7 @@ export function errorMapping(logger: Logger): Middleware {
         if (isBackendOutage(engineError)) answerOutage(ctx);
         logServerError(logger, ctx, engineError);
       }
+      if (ctx.status >= 400) quoteRequestId(ctx);
     } catch (error) {
       if (isBackendOutage(error)) {
         answerOutage(ctx);
@@ -124,6 +125,14 @@ function answerOutage(ctx: Context, description = 'the storage backend is unavai
   ctx.body = ctx.accepts('json', 'html') === 'html' && ctx.method === 'GET'
     ? `Service temporarily unavailable; try again shortly.${body.request_id ? ` Reference: ${body.request_id}` : ''}`
     : body;
+}
+
+/** An error the engine answered in JSON carries the `request_id` too, as every refusal written here does. */
+function quoteRequestId(ctx: Context): void {
+  const body: unknown = ctx.body;
+  if (!body || typeof body !== 'object' || Buffer.isBuffer(body) || !('error' in body) || 'request_id' in body) return;
+  const id = requestIdOf(ctx);
+  if (id) (body as Record<string, unknown>).request_id = id;
 }
 
 function errorBody(ctx: Context, error: string, description: string): { error: string; error_description: string; request_id?: string } {

@@ -59,10 +59,17 @@ describe('logs: a request id on every line and answer', function () {
     expect(other.headers.get('x-request-id')).to.match(UUID).and.not.equal(id);
   });
 
-  it('puts the id in error answers: the error mapping\'s JSON and the error page ("Reference")', async () => {
+  it('puts the id in error answers: the error mapping\'s JSON, the engine\'s, and the error page ("Reference")', async () => {
     const tooLarge = await tokenRequest(direct.issuer, { grant_type: 'client_credentials', padding: 'a'.repeat(60 * 1024) });
     expect(tooLarge.status).to.equal(413);
     expect(await tooLarge.json()).to.deep.include({ error: 'invalid_request', request_id: tooLarge.headers.get('x-request-id') });
+
+    // The engine's own JSON refusals too: an unknown grant type, a client that is not there.
+    for (const form of [{ grant_type: 'bogus' }, { grant_type: 'client_credentials', client_id: 'no-such-client', client_secret: 'x' }] as Array<Record<string, string>>) {
+      const refused = await tokenRequest(direct.issuer, form);
+      expect(refused.status).to.be.within(400, 401);
+      expect(await refused.json(), form.grant_type).to.have.property('request_id', refused.headers.get('x-request-id'));
+    }
 
     const page = await fetch(codeRequest(direct.issuer, 'no-such-client').url, { headers: { accept: 'text/html' } });
     expect(page.status).to.equal(400);
