@@ -201,6 +201,8 @@ export class SettingsPages {
       expiryChoices: EXPIRY_CHOICES,
       defaultExpiry: DEFAULT_EXPIRY,
       keys: keys.map(shownKey),
+      // The form says which keys it was shown with: sent again (a reload), it creates none.
+      newestKey: keys.at(-1)?.id ?? '',
       clients: clients.map((client) => ({ ...client, registered: shownTime(client.registeredAt) })),
     });
   }

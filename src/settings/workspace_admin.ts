@@ -13,10 +13,18 @@ export class WorkspaceAdmin {
     this.#apiKeys = apiKeys;
   }
 
-  /** A new key from the create form, or what is wrong with the form (and the name given, to show again). */
-  async createKey(workspaceId: string, body: Record<string, unknown>): Promise<NewApiKey | { error: string; name: string }> {
+  /**
+   * A new key from the create form, or what is wrong with the form (and the name given, to show
+   * again). A form sent again once it has made a key (a reload of the page that showed the key, a
+   * restored tab) names the newest key as it was before: it makes no second one (409).
+   */
+  async createKey(workspaceId: string, body: Record<string, unknown>): Promise<NewApiKey | { error: string; name: string; status?: number }> {
     const form = readApiKeyForm(body);
     if ('error' in form) return form;
+    const newest = (await this.#apiKeys.list(workspaceId)).at(-1)?.id ?? '';
+    if (body.after !== newest) {
+      return { error: 'This form was sent before, or the keys changed since it was shown: no key was created. The keys below are the workspace’s now; create one again if you need it.', name: form.request.name, status: 409 };
+    }
     try {
       return await this.#apiKeys.create(workspaceId, form.request.name, form.request.expiresIn);
     } catch (error) {

@@ -351,6 +351,24 @@ describe('settings area in a real browser', function () {
       expectOnlyServerRequests(requests);
     });
 
+    it('creates no second key when the page that showed one is reloaded (the form sent again)', async function () {
+      const admin = await seedUser(server, [{ workspace: 'Reload Ltd' }]);
+      const page = await open();
+      await openSettings(page, admin);
+      await page.getByRole('link', { name: /^API keys and applications/ }).click();
+      await page.getByLabel('Name').fill('nightly export');
+      await page.getByRole('button', { name: 'Create key' }).click();
+      await page.getByRole('heading', { level: 1, name: 'API key created' }).waitFor();
+
+      const again = await page.reload();
+      expect(again!.request().method(), 'the browser sent the form again').to.equal('POST');
+      expect(again!.status()).to.equal(409);
+      await page.getByRole('alert').filter({ hasText: 'no key was created' }).waitFor();
+      const keys = page.getByRole('list', { name: 'API keys' }).getByRole('listitem').filter({ hasText: 'nightly export' });
+      expect(await keys.count(), 'one key, the one shown').to.equal(1);
+      await checkPage(page, 'settings-key-form-sent-again');
+    });
+
     it('without JavaScript still gets the key, in a field to copy by hand, and no copy button', async function () {
       const admin = await seedUser(server, [{ workspace: 'No Script Co' }]);
       const page = await open({ javaScriptEnabled: false });
