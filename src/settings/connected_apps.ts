@@ -7,9 +7,15 @@ import { SCOPE_DESCRIPTIONS, describeClaims } from '../pages/scope_descriptions.
 import { SETTINGS_CLIENT_ID } from '../clients/first_party.ts';
 import { documentHost, isMetadataDocumentUrl } from '../clients/metadata_documents.ts';
 
-/** One application the user allowed, as the settings page lists it. Times in seconds since the epoch. */
+/**
+ * One application the user allowed for one workspace, as the settings page lists it: the grants
+ * the user gave it there (one per browser it was allowed in), as one. Times in seconds since the epoch.
+ */
 export interface ConnectedApp {
+  /** The newest of its grants: what the page's forms name. */
   grantId: string;
+  /** Every grant it holds there; revoking the application revokes them all. */
+  grantIds: string[];
   clientName: string;
   workspaceId: string | undefined;
   /** What the application may do, in words (the consent page's). */
@@ -39,32 +45,58 @@ export class ConnectedApps {
     this.#deps = deps;
   }
 
-  /** The user's grants, newest first; none of the settings area's own sign-in, none of a client since deleted. */
+  /**
+   * The applications the user allowed, newest first: one per application and workspace, however
+   * many browsers it was allowed in (each has a grant of its own); none of the settings area's own
+   * sign-in, none of a client since deleted.
+   */
   async of(accountId: string): Promise<ConnectedApp[]> {
     const records = await this.#deps.grants.listBy(accountId);
-    const apps = await Promise.all(records.map(({ id, payload }) => this.#describe(id, payload, accountId)));
-    return apps.filter((app) => app !== undefined).sort((a, b) => (b.grantedAt ?? 0) - (a.grantedAt ?? 0));
+    const grants = (await Promise.all(records.map(({ id, payload }) => this.#describe(id, payload, accountId)))).filter((grant) => grant !== undefined);
+    const apps = new Map<string, ConnectedApp>();
+    for (const { clientId, ...grant } of grants.sort((a, b) => (b.grantedAt ?? 0) - (a.grantedAt ?? 0))) {
+      const key = JSON.stringify([clientId, grant.workspaceId ?? null]);
+      const app = apps.get(key);
+      if (!app) {
+        apps.set(key, { ...grant, grantIds: [grant.grantId] });
+        continue;
+      }
+      app.grantIds.push(grant.grantId);
+      app.access = [...new Set([...app.access, ...grant.access])];
+      app.grantedAt = earliest(app.grantedAt, grant.grantedAt);
+      app.lastUsedAt = latest(app.lastUsedAt, grant.lastUsedAt);
+    }
+    return [...apps.values()];
   }
 
-  /** One application the user allowed, by its grant; undefined for someone else's grant, or one gone. */
+  /** The application the user allowed that holds this grant; undefined for someone else's grant, or one gone. */
   async find(accountId: string, grantId: string): Promise<ConnectedApp | undefined> {
-    return (await this.of(accountId)).find((app) => app.grantId === grantId);
+    return (await this.of(accountId)).find((app) => app.grantIds.includes(grantId));
   }
 
-  /** Revokes the user's grant; false when the user has no such grant (someone else's, or gone). */
+  /**
+   * Revokes the application that holds the user's grant, for that workspace: every grant it holds
+   * there. False when the user has no such grant (someone else's, or gone).
+   */
   async revoke(accountId: string, grantId: string): Promise<boolean> {
+    const app = await this.find(accountId, grantId);
+    if (!app) return false;
+    for (const id of app.grantIds) await this.#revokeGrant(accountId, id);
+    return true;
+  }
+
+  async #revokeGrant(accountId: string, grantId: string): Promise<void> {
     const { provider } = this.#deps;
     const grant = await provider.Grant.find(grantId);
-    if (!grant || grant.accountId !== accountId || grant.clientId === SETTINGS_CLIENT_ID) return false;
+    if (!grant || grant.accountId !== accountId || grant.clientId === SETTINGS_CLIENT_ID) return;
     // Access tokens first: their revocation-list entry refuses them before anything else changes.
     await provider.AccessToken.revokeByGrantId(grantId);
     await Promise.all([provider.RefreshToken.revokeByGrantId(grantId), provider.AuthorizationCode.revokeByGrantId(grantId)]);
     // Its workspace binding and last use go with it (src/engine/adapter.ts).
     await grant.destroy();
-    return true;
   }
 
-  async #describe(grantId: string, payload: ModelPayload, accountId: string): Promise<ConnectedApp | undefined> {
+  async #describe(grantId: string, payload: ModelPayload, accountId: string): Promise<(Omit<ConnectedApp, 'grantIds'> & { clientId: string }) | undefined> {
     const clientId = typeof payload.clientId === 'string' ? payload.clientId : undefined;
     if (!clientId || clientId === SETTINGS_CLIENT_ID || payload.accountId !== accountId) return undefined;
     const document = isMetadataDocumentUrl(clientId);
@@ -81,6 +113,7 @@ export class ConnectedApps {
     ]);
     return {
       grantId,
+      clientId,
       clientName: document ? `${client?.clientName ? `${client.clientName}, at ` : ''}${documentHost(clientId)}` : client?.clientName || clientId,
       workspaceId,
       access: describeAccess(payload),
@@ -88,6 +121,14 @@ export class ConnectedApps {
       lastUsedAt,
     };
   }
+}
+
+function earliest(a: number | undefined, b: number | undefined): number | undefined {
+  return a === undefined ? b : b === undefined ? a : Math.min(a, b);
+}
+
+function latest(a: number | undefined, b: number | undefined): number | undefined {
+  return a === undefined ? b : b === undefined ? a : Math.max(a, b);
 }
 
 /** The scopes (and claims asked for by name) a grant holds, described as the consent page did. */

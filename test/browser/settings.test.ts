@@ -209,6 +209,24 @@ describe('settings area in a real browser', function () {
       expect((await refresh(kept, keptTokens.refresh_token)).status).to.equal(200);
     });
 
+    it('lists an application allowed in two browsers once, and revoking it ends the access it got in both', async function () {
+      const user = await seedUser(server, [{ workspace: 'Two Browsers Ltd' }]);
+      const client = await newClient('Everywhere App');
+      const [laptop, phone] = [await open(), await open()];
+      const fromLaptop = await authorizeIn(laptop, user, client, 'api');
+      const fromPhone = await authorizeIn(phone, user, client, 'api profile');
+
+      await openSettings(laptop, user);
+      expect(await appCard(laptop, 'Everywhere App').count(), 'one row for the application in that workspace').to.equal(1);
+      expect((await facts(appCard(laptop, 'Everywhere App'))).Can, 'what it can do in either').to.include('See your name');
+      await revokeApp(laptop, 'Everywhere App');
+      expect(await appCard(laptop, 'Everywhere App').count()).to.equal(0);
+      for (const [where, tokens] of [['laptop', fromLaptop], ['phone', fromPhone]] as const) {
+        expect((await api(server, '/rest/companies', { credential: tokens.access_token })).status, `${where}: access token`).to.equal(401);
+        expect((await refresh(client, tokens.refresh_token)).status, `${where}: refresh token`).to.equal(400);
+      }
+    });
+
     it('records the last use at refresh, and the page shows it', async function () {
       const user = await seedUser(server, [{ workspace: 'Refresh Ltd' }]);
       const client = await newClient('Refreshing App');
