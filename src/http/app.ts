@@ -37,6 +37,7 @@ import { userinfoSigner } from '../tokens/signed_userinfo.ts';
 import { AccessTokenVerifier } from '../tokens/verifier.ts';
 import { commitBeforeResponse } from './commit_before_response.ts';
 import { authorizationServerMetadata } from './discovery.ts';
+import { unknownPath } from './unknown_paths.ts';
 import { holdErrorRedirects } from './endpoints/authorization.ts';
 import { engineEndpoints } from './endpoints/index.ts';
 import { exactEnginePaths } from './exact_engine_paths.ts';
@@ -184,5 +185,6 @@ export function createService({ config, store, keys, revocations, logger, metric
   app.use(onlyWhere(atOrUnder(`${basePath}${ENGINE_ROUTES.authorization}`), holdErrorRedirects(issuer)));
   app.use(exactEnginePaths(basePath));
   app.use(mount(basePath || '/', provider as unknown as Koa));
+  app.use(unknownPath);
   return { app, provider, accounts };
 }

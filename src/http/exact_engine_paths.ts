@@ -1,6 +1,7 @@
 import type { Middleware } from 'koa';
 
 import { ENGINE_PATH_TEMPLATES } from '../engine/routes.ts';
+import { unknownPath } from './unknown_paths.ts';
 
 /**
  * The engine answers only at the exact paths it publishes. Its router also matches a path in
@@ -14,7 +15,7 @@ export function exactEnginePaths(basePath: string): Middleware {
   const templates = ENGINE_PATH_TEMPLATES.map((template) => `${basePath}${template}`);
   const exact = new Set(templates.filter((template) => !template.includes('/:')));
   const segmented = templates.map((template) => template.split('/'));
-  return (ctx, next) => (exact.has(ctx.path) || !segmented.some((template) => isVariantOf(template, ctx.path)) ? next() : undefined);
+  return (ctx, next) => (exact.has(ctx.path) || !segmented.some((template) => isVariantOf(template, ctx.path)) ? next() : unknownPath(ctx));
 }
 
 /**

@@ -70,6 +70,18 @@ describe('engine endpoints answer at their exact paths only', function () {
     expect(read.status).to.equal(200);
   });
 
+  it('a path nothing serves, an engine path\'s variant included: the error page for a browser, JSON for any other client; never a bare "Not Found"', async () => {
+    for (const path of ['/nope/xyz', '/favicon.ico', '/OAuth/Token', '/oauth/nope']) {
+      const page = await fetch(`${server.issuer}${path}`, { headers: { accept: 'text/html,application/xhtml+xml,*/*;q=0.8' } });
+      expect(page.status, path).to.equal(404);
+      const html = await page.text();
+      expect(html, path).to.match(/<html lang="en"/).and.match(/<title>[^<]+<\/title>/).and.match(/<main>[\s\S]*<h1>Not found<\/h1>/);
+      const api = await fetch(`${server.issuer}${path}`);
+      expect(api.status, path).to.equal(404);
+      expect(await api.json(), path).to.include({ error: 'not_found' });
+    }
+  });
+
   it('the endpoints that take POST only answer another method with 405 and Allow (RFC 9126 section 2.3), and a browser\'s preflight as before', async () => {
     for (const path of ['/oauth/token', '/oauth/par', '/oauth/introspect', '/oauth/revoke', '/oauth/register']) {
       for (const method of ['GET', 'PUT', 'DELETE']) {
