@@ -28,16 +28,16 @@ describe('the consent form, sent more than once', function () {
   });
 
   /** Signs in and stops at the consent page: where its form posts, and the answer to send. */
-  async function consentPage(agent: UserAgent): Promise<{ action: string; form: (decision: 'allow' | 'deny') => Record<string, string> }> {
+  async function consentPage(agent: UserAgent, who: SeededUser = user): Promise<{ html: string; action: string; form: (decision: 'allow' | 'deny') => Record<string, string> }> {
     const login = await agent.follow(codeRequest(server.issuer, client.client_id).url, server.origin);
     const loginHtml = await login.response.text();
-    const signedIn = await agent.request(new URL(formAction(loginHtml)!, server.origin).href, { form: { csrf: field(loginHtml, 'csrf')!, email: user.email, password: user.password } });
+    const signedIn = await agent.request(new URL(formAction(loginHtml)!, server.origin).href, { form: { csrf: field(loginHtml, 'csrf')!, email: who.email, password: who.password } });
     const consent = await agent.follow(new URL(signedIn.headers.get('location')!, server.origin).href, server.origin);
     const html = await consent.response.text();
     const action = formAction(html);
     expect(action, `the consent page: ${html.slice(0, 300)}`).to.match(/\/consent$/);
     const csrf = field(html, 'csrf')!;
-    return { action: new URL(action!, server.origin).href, form: (decision) => ({ csrf, decision, workspace: user.workspaces[0]!.id }) };
+    return { html, action: new URL(action!, server.origin).href, form: (decision) => ({ csrf, decision, workspace: who.workspaces[0]!.id }) };
   }
 
   async function grantsOfUser(): Promise<number> {
@@ -48,6 +48,13 @@ describe('the consent form, sent more than once', function () {
       await store.close();
     }
   }
+
+  it('names the user\'s role in the workspace, and says the application changes records only if that role allows (a viewer\'s tokens only read)', async () => {
+    const viewer = await seedUser(server, [{ workspace: 'Read Only Co', role: 'viewer' }]);
+    const { html } = await consentPage(new UserAgent(), viewer);
+    expect(html).to.contain('Workspace: Read Only Co <span class="role">(viewer)</span>');
+    expect(html).to.contain('and change them if your role there allows').and.not.contain('Read and change');
+  });
 
   it('makes one grant for allow sent three times at once, and a deny sent after it changes nothing', async () => {
     const agent = new UserAgent();
