@@ -46,7 +46,7 @@ export function settingsGuards({ provider, accounts, csrf, signIn }: GuardDepend
       const who = await signedIn(provider, accounts, ctx);
       if (!who) {
         if (ctx.method === 'GET' || ctx.method === 'HEAD') return signIn.start(ctx);
-        throw new HttpError(403, 'session_expired', 'You are no longer signed in, so nothing was changed. Open the settings page to sign in again');
+        throw new HttpError(403, 'session_expired', 'You are no longer signed in, so nothing was changed. Open the settings page to sign in again.');
       }
       ctx.state.signedIn = who;
       await next();
@@ -55,7 +55,7 @@ export function settingsGuards({ provider, accounts, csrf, signIn }: GuardDepend
     async checkForm(ctx: Context, next: Next) {
       const { sessionId } = signedInOf(ctx);
       if (!csrf.verify(csrfSubject(sessionId), (ctx.request.body as Record<string, unknown>).csrf)) {
-        throw new HttpError(403, 'invalid_request', 'The form was not the one this server showed you, so nothing was changed. Open the settings page and try again');
+        throw new HttpError(403, 'invalid_request', 'The form was not the one this server showed you, so nothing was changed. Open the settings page and try again.');
       }
       await next();
     },
