@@ -127,10 +127,14 @@ function answerOutage(ctx: Context, description = 'the storage backend is unavai
     : body;
 }
 
-/** An error the engine answered in JSON carries the `request_id` too, as every refusal written here does. */
+/**
+ * An error the engine answered in JSON (an OAuth error: `error` a string) carries the `request_id`
+ * too, as every refusal written here does. Not a JSON-RPC error (`/mcp`), whose members are fixed.
+ */
 function quoteRequestId(ctx: Context): void {
   const body: unknown = ctx.body;
-  if (!body || typeof body !== 'object' || Buffer.isBuffer(body) || !('error' in body) || 'request_id' in body) return;
+  if (!body || typeof body !== 'object' || Buffer.isBuffer(body) || 'request_id' in body) return;
+  if (typeof (body as { error?: unknown }).error !== 'string') return;
   const id = requestIdOf(ctx);
   if (id) (body as Record<string, unknown>).request_id = id;
 }

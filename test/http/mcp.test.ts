@@ -224,6 +224,8 @@ describe('the MCP endpoint (/mcp)', function () {
     const foreignOrigin = await rpc('tools/list', {}, undefined, { origin: 'https://evil.example' });
     expect(foreignOrigin.status, 'refused before the 401').to.equal(403);
     expect(foreignOrigin.body.error!.message).to.match(/Origin/);
+    // A JSON-RPC error has its members and no others: the OAuth errors' request_id is not added to it.
+    expect(Object.keys(foreignOrigin.body).sort(), 'a JSON-RPC error as the SDK sends it').to.deep.equal(['error', 'id', 'jsonrpc']);
     for (const origin of [server.origin, 'https://host.example']) {
       const allowed = await rpc('tools/list', {}, credentials.admin, { origin, host });
       expect(allowed.status, origin).to.equal(200);
