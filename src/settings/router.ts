@@ -65,7 +65,7 @@ export function settingsRouter(dependencies: SettingsDependencies): Router {
   const connectedApps = new ConnectedApps({ provider, grants: store.model('Grant'), grantWorkspaces, grantActivity });
   const signIn = new SettingsSignIn(provider, issuer, basePath);
   const pages = new SettingsPages({ ...dependencies, connectedApps, clients: store.model('Client') });
-  const admin = new WorkspaceAdmin(dependencies);
+  const admin = new WorkspaceAdmin({ apiKeys: dependencies.apiKeys, markers: store.model('ReplayDetection') });
   const members = new WorkspaceMembers(dependencies);
   const passwords = new PasswordChange(dependencies);
   const { requireSignIn, checkForm, requireAdmin, formToken } = settingsGuards({ provider, accounts, csrf: new CsrfTokens(dependencies.csrfKey), signIn });

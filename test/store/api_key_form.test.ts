@@ -1,0 +1,53 @@
+import { mkdtemp, rm } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+
+import { expect } from 'chai';
+
+import { openStore } from '../../adapters/index.ts';
+import type { Store } from '../../adapters/store.ts';
+import { ApiKeys } from '../../src/api_keys/api_keys.ts';
+import { WorkspaceAdmin } from '../../src/settings/workspace_admin.ts';
+import { startRedis, type RedisServer } from '../support/redis.ts';
+
+/**
+ * The settings area's create-key form sent several times at once (a double submit): one key, the
+ * other copies refused, on a store where the check and the write are separate round trips (Redis)
+ * as on the embedded one.
+ */
+describe('the API key create form, sent several times at once', function () {
+  this.timeout(30_000);
+
+  let redis: RedisServer;
+  let dir: string;
+
+  before(async () => {
+    redis = await startRedis();
+    dir = await mkdtemp(join(tmpdir(), 'api-key-form-'));
+  });
+
+  after(async () => {
+    await redis?.stop();
+    await rm(dir, { recursive: true, force: true });
+  });
+
+  for (const [name, url] of [['redis', () => redis.url], ['sqlite', () => `sqlite:${join(dir, 'store.sqlite')}`]] as const) {
+    it(`makes one key, and answers the other copies 409 (${name})`, async () => {
+      const store: Store = openStore(url(), { keyPrefix: `form-${name}:` });
+      try {
+        const admin = new WorkspaceAdmin({ apiKeys: new ApiKeys(store.apiKeys), markers: store.model('ReplayDetection') });
+        const form = { name: 'twice', expires_in: '30d', after: '' };
+        const answers = await Promise.all(Array.from({ length: 5 }, () => admin.createKey('ws_form', form)));
+        expect(answers.filter((answer) => 'key' in answer), 'keys made').to.have.length(1);
+        expect(answers.filter((answer) => 'error' in answer).map((answer) => ('status' in answer ? answer.status : undefined))).to.deep.equal([409, 409, 409, 409]);
+        expect(await store.apiKeys.list('ws_form')).to.have.length(1);
+
+        // The next form, shown with that key, makes the next one.
+        const [made] = await store.apiKeys.list('ws_form');
+        expect(await admin.createKey('ws_form', { ...form, after: made!.id })).to.have.property('key');
+      } finally {
+        await store.close();
+      }
+    });
+  }
+});
