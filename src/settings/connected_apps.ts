@@ -63,7 +63,7 @@ export class ConnectedApps {
       }
       app.grantIds.push(grant.grantId);
       app.access = [...new Set([...app.access, ...grant.access])];
-      app.grantedAt = earliest(app.grantedAt, grant.grantedAt);
+      // grantedAt stays the newest grant's, the order's: when the user last allowed it.
       app.lastUsedAt = latest(app.lastUsedAt, grant.lastUsedAt);
     }
     return [...apps.values()];
@@ -121,10 +121,6 @@ export class ConnectedApps {
       lastUsedAt,
     };
   }
-}
-
-function earliest(a: number | undefined, b: number | undefined): number | undefined {
-  return a === undefined ? b : b === undefined ? a : Math.min(a, b);
 }
 
 function latest(a: number | undefined, b: number | undefined): number | undefined {

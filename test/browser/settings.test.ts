@@ -8,6 +8,7 @@ import { REDIRECT_URI, codeRequest, exchangeCode, postCredentials, registerClien
 import { PHONE, checkPage } from '../support/page_audit.ts';
 import { startRedis, type RedisServer } from '../support/redis.ts';
 import { seedUser, startServer, type SeededUser, type TestServer } from '../support/server.ts';
+import { sleep } from '../support/wait.ts';
 
 interface Tokens {
   access_token: string;
@@ -214,10 +215,18 @@ describe('settings area in a real browser', function () {
       const client = await newClient('Everywhere App');
       const [laptop, phone] = [await open(), await open()];
       const fromLaptop = await authorizeIn(laptop, user, client, 'api');
+      // Another application in between, then the first again: the list is newest allowed first.
+      await sleep(1100);
+      await authorizeIn(laptop, user, await newClient('In Between App'), 'api');
+      await sleep(1100);
       const fromPhone = await authorizeIn(phone, user, client, 'api profile');
 
       await openSettings(laptop, user);
       expect(await appCard(laptop, 'Everywhere App').count(), 'one row for the application in that workspace').to.equal(1);
+      const names = await laptop.getByRole('heading', { level: 3 }).allInnerTexts();
+      expect(names.indexOf('Everywhere App'), `${names.join(', ')}: allowed last, listed first`).to.be.lessThan(names.indexOf('In Between App'));
+      const allowedAt = async (name: string) => Date.parse((await appCard(laptop, name).locator('dt', { hasText: 'Allowed' }).locator('xpath=following-sibling::dd[1]/time').getAttribute('datetime'))!);
+      expect(await allowedAt('Everywhere App'), 'allowed when it was last allowed').to.be.greaterThan(await allowedAt('In Between App'));
       expect((await facts(appCard(laptop, 'Everywhere App'))).Can, 'what it can do in either').to.include('See your name');
       await revokeApp(laptop, 'Everywhere App');
       expect(await appCard(laptop, 'Everywhere App').count()).to.equal(0);
