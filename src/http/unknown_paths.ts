@@ -12,5 +12,7 @@ export function unknownPath(ctx: Context): never {
     ctx.state.errorFormat = 'page';
     throw notFound('There is no such page. It may have moved, or the link may be incomplete.');
   }
-  throw notFound(`nothing is served at ${ctx.path.slice(0, 200)}; the service's endpoints are in its discovery document`);
+  // The path as asked for: an alias (src/http/discovery.ts) has been rewritten on the way down.
+  const asked = ctx.originalUrl.split('?')[0]!;
+  throw notFound(`nothing is served at ${asked.slice(0, 200)}; the service's endpoints are in its discovery document`);
 }

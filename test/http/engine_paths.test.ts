@@ -80,6 +80,10 @@ describe('engine endpoints answer at their exact paths only', function () {
       expect(api.status, path).to.equal(404);
       expect(await api.json(), path).to.include({ error: 'not_found' });
     }
+    // Said with the path asked for, an alias the host rewrites on the way in too.
+    const alias = await fetch(`${server.issuer}/.well-known/oauth-authorization-server`, { method: 'POST' });
+    expect(alias.status).to.equal(404);
+    expect((await alias.json() as { error_description: string }).error_description).to.contain('/.well-known/oauth-authorization-server');
   });
 
   it('the endpoints that take POST only answer another method with 405 and Allow (RFC 9126 section 2.3), and a browser\'s preflight as before', async () => {
