@@ -86,7 +86,7 @@ describe('engine endpoints answer at their exact paths only', function () {
     expect((await alias.json() as { error_description: string }).error_description).to.contain('/.well-known/oauth-authorization-server');
   });
 
-  it('the endpoints that take POST only answer another method with 405 and Allow (RFC 9126 section 2.3), and a browser\'s preflight as before', async () => {
+  it('the engine\'s endpoints answer a method they do not take with 405 and Allow (RFC 9126 section 2.3 for PAR), and a browser\'s preflight as before', async () => {
     for (const path of ['/oauth/token', '/oauth/par', '/oauth/introspect', '/oauth/revoke', '/oauth/register']) {
       for (const method of ['GET', 'PUT', 'DELETE']) {
         const response = await fetch(`${server.issuer}${path}`, { method });
@@ -99,5 +99,11 @@ describe('engine endpoints answer at their exact paths only', function () {
       expect(preflight.status, `OPTIONS ${path}`).to.equal(204);
       expect(preflight.headers.get('access-control-allow-origin'), `OPTIONS ${path}`).to.be.oneOf(['https://spa.example', '*']);
     }
+    // The endpoints read with GET (and userinfo, with POST too): the same, naming theirs.
+    for (const [path, allow] of [['/oauth/jwks', 'GET, HEAD'], ['/oauth/userinfo', 'GET, POST, HEAD'], [new URL(client.registration_client_uri).pathname, 'GET, PUT, DELETE, HEAD']] as const) {
+      const response = await fetch(`${server.issuer}${path}`, { method: path === '/oauth/userinfo' ? 'PUT' : 'POST' });
+      expect([response.status, response.headers.get('allow')], path).to.deep.equal([405, allow]);
+    }
+    expect((await fetch(`${server.issuer}/oauth/jwks`)).status, 'GET still served').to.equal(200);
   });
 });

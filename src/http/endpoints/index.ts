@@ -54,7 +54,7 @@ export interface EndpointDependencies {
 export function engineEndpoints(deps: EndpointDependencies): { routes: Middleware; handles: (path: string) => boolean } {
   const { issuer, basePath } = deps;
   const router = new Router({ prefix: basePath || undefined });
-  for (const path of POST_ONLY) router.all(path, postOnly);
+  for (const [path, methods] of METHODS) router.all(path, onlyMethods(methods));
   router.get(ENGINE_ROUTES.authorization, ...authorizationEndpoint(deps.rateLimits));
   router.post(ENGINE_ROUTES.authorization, authorizationByPost(issuer, ENGINE_ROUTES.authorization));
   router.get(ENGINE_ROUTES.end_session, ...logoutEndpoint(deps.provider, `${basePath}${ENGINE_ROUTES.end_session}`));
@@ -77,23 +77,33 @@ export function engineEndpoints(deps: EndpointDependencies): { routes: Middlewar
   return { routes: router.routes() as Middleware, handles: routedPaths(basePath) };
 }
 
-/** The engine's endpoints that take POST alone (and OPTIONS, a browser's CORS preflight, which the engine answers). */
-const POST_ONLY = [ENGINE_ROUTES.token, ENGINE_ROUTES.pushed_authorization_request, ENGINE_ROUTES.introspection, ENGINE_ROUTES.revocation, ENGINE_ROUTES.registration];
+/** The methods each endpoint takes (and OPTIONS, a browser's CORS preflight; HEAD with GET). */
+const METHODS: ReadonlyArray<readonly [path: string, methods: readonly string[]]> = [
+  ...[ENGINE_ROUTES.token, ENGINE_ROUTES.pushed_authorization_request, ENGINE_ROUTES.introspection, ENGINE_ROUTES.revocation, ENGINE_ROUTES.registration]
+    .map((path) => [path, ['POST']] as const),
+  [`${ENGINE_ROUTES.registration}/:clientId`, ['GET', 'PUT', 'DELETE']],
+  [ENGINE_ROUTES.jwks, ['GET']],
+  [USERINFO_PATH, ['GET', 'POST']],
+];
 
 /**
  * Any other method gets 405 with `Allow`, as RFC 9126 section 2.3 asks of the PAR endpoint and
  * HTTP of every resource (RFC 9110 section 15.5.6); the engine's router would answer 404.
  */
-const postOnly: Middleware = (ctx, next) => {
-  if (ctx.method === 'POST' || ctx.method === 'OPTIONS') return next();
-  throw new HttpError(405, 'invalid_request', `${ctx.path} takes POST requests only`, { Allow: 'POST' });
-};
+function onlyMethods(methods: readonly string[]): Middleware {
+  const allowed = [...methods, ...(methods.includes('GET') ? ['HEAD'] : [])];
+  const taken = new Set([...allowed, 'OPTIONS']);
+  return (ctx, next) => {
+    if (taken.has(ctx.method)) return next();
+    throw new HttpError(405, 'invalid_request', `${ctx.path} takes ${methods.join(' and ')} requests only`, { Allow: allowed.join(', ') });
+  };
+}
 
 /** The paths these routes answer or complete, so every other request passes them with one check. */
 function routedPaths(basePath: string): (path: string) => boolean {
   const exact = new Set([
     ENGINE_ROUTES.authorization, ENGINE_ROUTES.end_session, ENGINE_ROUTES.registration, ENGINE_ROUTES.token, ENGINE_ROUTES.pushed_authorization_request,
-    ENGINE_ROUTES.introspection, ENGINE_ROUTES.revocation, USERINFO_PATH,
+    ENGINE_ROUTES.introspection, ENGINE_ROUTES.revocation, ENGINE_ROUTES.jwks, USERINFO_PATH,
   ]
     .map((path) => `${basePath}${path}`));
   const clientManagement = `${basePath}${ENGINE_ROUTES.registration}/`;
