@@ -17,9 +17,17 @@ import { nowSeconds } from '../shared/clock.ts';
 export function assertionsUsedOnce(provider: Provider, markers: ModelStore): void {
   const replays = provider.ReplayDetection as unknown as { unique(iss: string, jti: string, exp: number): Promise<boolean> };
   replays.unique = async (iss, jti, exp) => {
-    const id = createHash('sha256').update(`${iss}${jti}`).digest('base64url');
+    const id = usedOnceMarkerId(iss, jti);
     return markers.insertNew(id, { iss, jti: id }, Math.max(1, exp - nowSeconds()));
   };
+}
+
+/**
+ * The marker a client assertion or a DPoP proof leaves once used, by its issuer (the client) and
+ * `jti`, as the engine keys it: what is looked up to know whether one was used already.
+ */
+export function usedOnceMarkerId(iss: string, jti: string): string {
+  return createHash('sha256').update(`${iss}${jti}`).digest('base64url');
 }
 
 /**

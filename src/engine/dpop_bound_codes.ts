@@ -1,7 +1,8 @@
-import { hash } from 'node:crypto';
-
 import { calculateJwkThumbprint, decodeJwt, decodeProtectedHeader } from 'jose';
 import { errors, Provider, type AuthorizationCode } from 'oidc-provider';
+
+import type { ModelStore } from '../../adapters/store.ts';
+import { usedOnceMarkerId } from '../clients/client_assertions.ts';
 
 /**
  * Makes the engine refuse a code exchange's DPoP proof before it uses the code up, where it would
@@ -15,17 +16,17 @@ import { errors, Provider, type AuthorizationCode } from 'oidc-provider';
  * reads nothing more for a request without a proof. Checked at each upgrade of the pinned engine
  * by the DPoP tests of the code exchange.
  */
-export function proofCheckedBeforeCodeIsUsed(provider: Provider): void {
+export function proofCheckedBeforeCodeIsUsed(provider: Provider, markers: ModelStore): void {
   const prototype = provider.AuthorizationCode.prototype as unknown as { consume(this: AuthorizationCode): Promise<void> };
   const consume = prototype.consume;
   prototype.consume = async function consumeWithProof(this: AuthorizationCode) {
     const ctx = Provider.ctx;
-    if (ctx?.oidc?.route === 'token') await assertProofFor(provider, this, ctx.get('DPoP'));
+    if (ctx?.oidc?.route === 'token') await assertProofFor(markers, this, ctx.get('DPoP'));
     return consume.call(this);
   };
 }
 
-async function assertProofFor(provider: Provider, code: AuthorizationCode, proof: string): Promise<void> {
+async function assertProofFor(markers: ModelStore, code: AuthorizationCode, proof: string): Promise<void> {
   if (!proof) {
     if (code.dpopJkt) throw new errors.InvalidGrant('missing DPoP proof JWT');
     return;
@@ -35,9 +36,9 @@ async function assertProofFor(provider: Provider, code: AuthorizationCode, proof
   if (code.dpopJkt && jwk && await calculateJwkThumbprint(jwk) !== code.dpopJkt) {
     throw new errors.InvalidGrant('DPoP proof key thumbprint does not match dpop_jkt');
   }
-  // Read where the engine records a proof it took (ReplayDetection.unique), without recording it.
+  // Where a proof taken is recorded (ReplayDetection.unique, src/clients/client_assertions.ts), read without recording it.
   const { jti } = decodeJwt(proof);
-  if (typeof jti === 'string' && await provider.ReplayDetection.find(hash('sha256', `${code.clientId}${jti}`, 'base64url'))) {
+  if (typeof jti === 'string' && code.clientId && await markers.find(usedOnceMarkerId(code.clientId, jti))) {
     throw new errors.InvalidGrant('DPoP proof JWT Replay detected');
   }
 }

@@ -280,6 +280,6 @@ export function buildProvider({ config, store, accounts, keys, revocations, page
   assertionsUsedOnce(provider, store.model('ReplayDetection'));
   holdFapiPolicy(provider, config.fapi);
   registerClientCredentialsGrant(provider, resources, audience);
-  proofCheckedBeforeCodeIsUsed(provider);
+  proofCheckedBeforeCodeIsUsed(provider, store.model('ReplayDetection'));
   return { provider, audience, resources, documents, grantWorkspaces, grantActivity, rotations };
 }
