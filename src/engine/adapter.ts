@@ -12,6 +12,7 @@ import { limitNewInteractions } from './new_interactions.ts';
 import type { RecordsAtRest } from './records_at_rest.ts';
 import type { RevocationList } from '../tokens/revocation_list.ts';
 import { clientExpiry, registrationAccessTokenExpiry } from '../clients/unused_clients.ts';
+import { CodeUsedByAnother } from './concurrent_code_redemptions.ts';
 import { consumedTokenOf, type RefreshTokenRotations, type RefreshTokenValues } from './refresh_tokens.ts';
 
 /** What the engine adapter adds to a model's store. */
@@ -89,6 +90,8 @@ export function engineAdapterFactory(
           },
         });
       }
+      case 'AuthorizationCode':
+        return new EngineAdapter(name, models, atRest, { whenConsumedByAnother: () => new CodeUsedByAnother() });
       case 'AccessToken':
         return new EngineAdapter(name, models, atRest, { afterRevokeByGrantId: (grantId) => revocations.revokeGrant(grantId) });
       case 'RegistrationAccessToken':

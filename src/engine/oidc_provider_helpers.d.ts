@@ -1,6 +1,8 @@
-// The engine's own DPoP steps for its grants, used by the grant registered in place of one of them
-// (src/engine/grants/client_credentials.ts). Not in the engine's typings: checked at each upgrade
-// of the pinned engine by the DPoP tests of that grant.
+// The engine's own steps used where the service takes part in one of its grants: the DPoP steps,
+// by the grant registered in place of client_credentials (src/engine/grants/client_credentials.ts),
+// and the revocation of a grant, by a code redemption that loses its code to another
+// (src/engine/concurrent_code_redemptions.ts). Not in the engine's typings: checked at each upgrade
+// of the pinned engine by the DPoP tests of that grant and the concurrent redemption tests.
 declare module 'oidc-provider/lib/helpers/validate_dpop.js' {
   import type { KoaContextWithOIDC, Provider } from 'oidc-provider';
 
@@ -23,4 +25,11 @@ declare module 'oidc-provider/lib/helpers/sender_constraints.js' {
 
   /** Refuses a request without a proof from a client registered with `dpop_bound_access_tokens`. */
   export function checkDpopRequired(provider: Provider, ctx: KoaContextWithOIDC, dPoP: DpopProof | undefined): void;
+}
+
+declare module 'oidc-provider/lib/helpers/revoke.js' {
+  import type { KoaContextWithOIDC } from 'oidc-provider';
+
+  /** Revokes everything issued under the grant (its tokens and codes) and, by the revokeGrantPolicy, the grant itself. */
+  export default function revoke(ctx: KoaContextWithOIDC, grantId: string | undefined): Promise<void>;
 }

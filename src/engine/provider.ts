@@ -12,6 +12,7 @@ import { apiAudience, builtInResources, resourceIndicators } from './resource_in
 import { workspaceClaims } from './token_claims.ts';
 import { ACR_VALUES } from './authentication_context.ts';
 import { proofCheckedBeforeCodeIsUsed } from './dpop_bound_codes.ts';
+import { codeRedemptionRacesRevokeTheGrant } from './concurrent_code_redemptions.ts';
 import { registerClientCredentialsGrant } from './grants/client_credentials.ts';
 import { assertionsUsedOnce, assertionTimesAreBounded, audienceIsTheIssuer } from '../clients/client_assertions.ts';
 import { requirePushedRequests } from '../clients/pushed_requests.ts';
@@ -281,5 +282,6 @@ export function buildProvider({ config, store, accounts, keys, revocations, page
   holdFapiPolicy(provider, config.fapi);
   registerClientCredentialsGrant(provider, resources, audience);
   proofCheckedBeforeCodeIsUsed(provider, store.model('ReplayDetection'));
+  codeRedemptionRacesRevokeTheGrant(provider);
   return { provider, audience, resources, documents, grantWorkspaces, grantActivity, rotations };
 }

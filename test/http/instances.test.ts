@@ -126,6 +126,22 @@ for (const shared of SHARED_STORES) describe(`instances sharing ${shared.name}`,
     }
   });
 
+  it('concurrent redemptions of a code spread over both instances end its grant: what the winner got is refused too (RFC 6749 4.1.2)', async () => {
+    for (let round = 0; round < 3; round += 1) {
+      const { url, verifier } = codeRequest(first.origin, app.client_id, { scope: 'api profile' });
+      const callback = await authorize(new UserAgent(), url, first.origin, { email: user.email, password: user.password });
+      const code = callback.searchParams.get('code')!;
+      const responses = await Promise.all(Array.from({ length: 6 }, (_, i) => exchangeCode((i % 2 ? first : second).origin, app, code, verifier)));
+      const winner = responses.find(({ status }) => status === 200);
+      if (!winner) continue;
+      const tokens = await winner.json() as { access_token: string; refresh_token: string };
+      const refreshed = await tokenRequest(first.origin, { grant_type: 'refresh_token', refresh_token: tokens.refresh_token, ...postCredentials(app) });
+      expect(refreshed.status, `round ${round}: statuses ${responses.map(({ status }) => status)}; the winner's refresh token`).to.equal(400);
+      await withinBound(async () => await userinfoStatus(first, tokens.access_token) === 401 && await userinfoStatus(second, tokens.access_token) === 401,
+        Date.now(), `round ${round}: the winner's access token`);
+    }
+  });
+
   it('of two uses of one refresh token at once, the one that loses is asked to wait, never refused while the grant lives on (RFC 9700 4.14.2)', async () => {
     for (let round = 0; round < 3; round += 1) {
       const tokens = await userTokens(first);
