@@ -1,9 +1,12 @@
 import type { Middleware } from 'koa';
 
+import { isNoStore, noStore } from '../shared/no_store.ts';
+
 /**
  * Headers every response carries. Pages are never framed (clickjacking), load nothing from
  * elsewhere and run no script; a rendered page replaces the policy with its own, which carries a
- * nonce for its style (src/pages/render.ts).
+ * nonce for its style (src/pages/render.ts). An answer the engine marked `no-store` (its tokens,
+ * a registered client's secret) gets the rest of what no_store.ts sends with it.
  */
 export function securityHeaders(formPostPaths: readonly string[]): Middleware {
   const answersFormPost = (path: string) => {
@@ -18,7 +21,9 @@ export function securityHeaders(formPostPaths: readonly string[]): Middleware {
     ctx.set('Content-Security-Policy', answersFormPost(ctx.path) ? FORM_POST_POLICY : DEFAULT_POLICY);
     // A year, for every subdomain too: an https issuer is never reached over http again.
     if (ctx.secure) ctx.set('Strict-Transport-Security', 'max-age=31536000; includeSubDomains');
-    return next();
+    return next().then(() => {
+      if (isNoStore(ctx.response.get('Cache-Control'))) noStore(ctx);
+    });
   };
 }
 

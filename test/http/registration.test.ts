@@ -62,6 +62,7 @@ describe('client registration', () => {
       const response = await register(server.issuer);
       expect(response.status).to.equal(201);
       expect(response.headers.get('cache-control')).to.equal('no-store');
+      expect(response.headers.get('pragma'), 'a secret, for HTTP/1.0 caches too (RFC 7591 3.2.1)').to.equal('no-cache');
       expect(response.headers.get('content-type')).to.match(/^application\/json/);
       const body = await response.json() as RegisteredClient;
       expect(body.client_id).to.be.a('string').with.length.greaterThan(15);

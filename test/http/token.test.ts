@@ -196,6 +196,14 @@ describe('token endpoint (POST /oauth/token)', function () {
 
   // ---------------------------------------------------------------- authorization_code
 
+  it('answers every grant\'s tokens with Cache-Control: no-store and Pragma: no-cache, for HTTP/1.0 caches too (RFC 6749 5.1)', async () => {
+    const issued = await redeem(postClient, await getCode(postClient));
+    const { refresh_token: refreshToken } = await issued.clone().json() as TokenBody;
+    for (const [grant, response] of [['authorization_code', issued], ['refresh_token', await refresh(postClient, refreshToken!)], ['client_credentials', await clientCredentials(machineClient)]] as const) {
+      expect([response.status, response.headers.get('cache-control'), response.headers.get('pragma')], grant).to.deep.equal([200, 'no-store', 'no-cache']);
+    }
+  });
+
   describe('authorization_code', () => {
     it('issues a Bearer JWT access token, a refresh token and the scope to a client_secret_post client (the specification)', async () => {
       const code = await getCode(postClient, { scope: 'api profile', workspace: beta().id });
