@@ -106,4 +106,15 @@ describe('engine endpoints answer at their exact paths only', function () {
     }
     expect((await fetch(`${server.issuer}/oauth/jwks`)).status, 'GET still served').to.equal(200);
   });
+
+  it('the engine\'s endpoints answer OPTIONS without an Origin (not a preflight) with the methods they take (RFC 9110 9.3.7)', async () => {
+    for (const [path, allow] of [
+      ['/oauth/token', 'POST, OPTIONS'], ['/oauth/par', 'POST, OPTIONS'], ['/oauth/introspect', 'POST, OPTIONS'], ['/oauth/revoke', 'POST, OPTIONS'],
+      ['/oauth/register', 'POST, OPTIONS'], ['/oauth/jwks', 'GET, HEAD, OPTIONS'], ['/oauth/userinfo', 'GET, POST, HEAD, OPTIONS'],
+      [new URL(client.registration_client_uri).pathname, 'GET, PUT, DELETE, HEAD, OPTIONS'],
+    ] as const) {
+      const response = await fetch(`${server.issuer}${path}`, { method: 'OPTIONS' });
+      expect([response.status, response.headers.get('allow'), await response.text()], path).to.deep.equal([204, allow, '']);
+    }
+  });
 });

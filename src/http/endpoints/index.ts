@@ -88,12 +88,20 @@ const METHODS: ReadonlyArray<readonly [path: string, methods: readonly string[]]
 
 /**
  * Any other method gets 405 with `Allow`, as RFC 9126 section 2.3 asks of the PAR endpoint and
- * HTTP of every resource (RFC 9110 section 15.5.6); the engine's router would answer 404.
+ * HTTP of every resource (RFC 9110 section 15.5.6); the engine's router would answer 404. So does
+ * an OPTIONS that is no browser's preflight (no `Origin`), which only the engine's CORS answers:
+ * here it is told the methods (RFC 9110 section 9.3.7).
  */
 function onlyMethods(methods: readonly string[]): Middleware {
   const allowed = [...methods, ...(methods.includes('GET') ? ['HEAD'] : [])];
   const taken = new Set([...allowed, 'OPTIONS']);
+  const withOptions = [...allowed, 'OPTIONS'].join(', ');
   return (ctx, next) => {
+    if (ctx.method === 'OPTIONS' && !ctx.get('Origin')) {
+      ctx.set('Allow', withOptions);
+      ctx.status = 204;
+      return;
+    }
     if (taken.has(ctx.method)) return next();
     throw new HttpError(405, 'invalid_request', `${ctx.path} takes ${methods.join(' and ')} requests only`, { Allow: allowed.join(', ') });
   };
