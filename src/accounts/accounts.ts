@@ -1,5 +1,6 @@
 import { DuplicateError, LastAdminError, ROLES, type AccountStore, type Membership, type Role, type User, type Workspace } from '../../adapters/store.ts';
 import { newId } from './ids.ts';
+import { namePartProblem, nameProblem } from './names.ts';
 import { decoyHash, hashPassword, passwordProblem, verifyPassword } from './passwords.ts';
 import { nowSeconds } from '../shared/clock.ts';
 
@@ -47,8 +48,9 @@ export class Accounts {
   }
 
   async createWorkspace(name: string): Promise<Workspace> {
+    const problem = nameProblem('a workspace', name);
+    if (problem) throw new AccountError(problem);
     const trimmed = name.trim();
-    if (!trimmed) throw new AccountError('a workspace needs a name');
     const workspace = { id: newId('ws'), name: trimmed, createdAt: nowSeconds() };
     await this.#store.createWorkspace(workspace);
     return workspace;
@@ -84,7 +86,10 @@ export class Accounts {
   async createUser(input: NewUser): Promise<User> {
     const email = input.email.trim();
     if (!isEmailAddress(email)) throw new AccountError(`"${input.email}" is not an email address`);
-    if (!input.name.trim()) throw new AccountError('a user needs a name');
+    const problem = nameProblem('a user', input.name)
+      ?? (input.givenName === undefined ? undefined : namePartProblem('a given name', input.givenName))
+      ?? (input.familyName === undefined ? undefined : namePartProblem('a family name', input.familyName));
+    if (problem) throw new AccountError(problem);
     checkPassword(input.password);
     const user: User = {
       id: newId('usr'),

@@ -1,6 +1,8 @@
 import { argon2, randomBytes, timingSafeEqual } from 'node:crypto';
 import { promisify } from 'node:util';
 
+import { hasControlCharacter } from './names.ts';
+
 const argon2Async = promisify(argon2);
 
 /** The rules a new password must meet, wherever it is set (the CLI, the quickstart, the settings area). */
@@ -18,7 +20,7 @@ export function passwordProblem(password: string): string | undefined {
   if (password.length < MIN_PASSWORD_LENGTH) return `a password needs at least ${MIN_PASSWORD_LENGTH} characters`;
   if (password.length > MAX_PASSWORD_LENGTH) return `a password may have at most ${MAX_PASSWORD_LENGTH} characters`;
   // A line break or another control character cannot be typed into the sign-in form's field.
-  if (/\p{Cc}/u.test(password)) return 'a password cannot contain a line break, a tab or another control character';
+  if (hasControlCharacter(password)) return 'a password cannot contain a line break, a tab or another control character';
   return undefined;
 }
 

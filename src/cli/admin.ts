@@ -136,17 +136,30 @@ function unexpectedOption(command: Command, options: Options): string | undefine
   return other && `${command.name} does not take --${other}`;
 }
 
+/** An option given more than once, which would otherwise keep its last value without a word. */
+function repeatedOption(tokens: ReadonlyArray<{ kind: string; name?: string }>): string | undefined {
+  const seen = new Set<string>();
+  for (const { kind, name } of tokens) {
+    if (kind !== 'option' || name === undefined) continue;
+    if (seen.has(name)) return name;
+    seen.add(name);
+  }
+  return undefined;
+}
+
 async function run(argv: string[]): Promise<number> {
   let parsed;
   try {
-    parsed = parseArgs({ args: argv, options: OPTIONS, allowPositionals: true, strict: true });
+    parsed = parseArgs({ args: argv, options: OPTIONS, allowPositionals: true, strict: true, tokens: true });
   } catch (error) {
     const { code } = error as { code?: string };
     const option = /'(-[^']*)'/.exec((error as Error).message)?.[1];
     const message = code === 'ERR_PARSE_ARGS_UNKNOWN_OPTION' && option ? `unknown option ${option}` : (error as Error).message.split('\n')[0]!;
     return usageError(message, leadingWords(argv));
   }
-  const { values: options, positionals } = parsed;
+  const { values: options, positionals, tokens } = parsed;
+  const repeated = repeatedOption(tokens);
+  if (repeated) return usageError(`--${repeated} given twice`, positionals);
   if (options.help) {
     const text = help(positionals);
     if (text === undefined) return usageError(`unknown command "${positionals.join(' ')}"`, []);

@@ -6,6 +6,7 @@ import { storeLocation, type StoreLocation } from '../../adapters/index.ts';
 import type { Store } from '../../adapters/store.ts';
 import type { Config } from '../../config/index.ts';
 import { isEmailAddress, type Accounts } from '../accounts/accounts.ts';
+import { nameProblem } from '../accounts/names.ts';
 import { MIN_PASSWORD_LENGTH, passwordProblem } from '../accounts/passwords.ts';
 import { ENGINE_ROUTES } from '../engine/routes.ts';
 import type { KeyMaterial } from '../keys/keys.ts';
@@ -185,8 +186,8 @@ async function askAdmin({ options, accounts }: QuickstartContext): Promise<NewAd
   const workspaceName = options['workspace-name'] ?? await askUntil(() => ask('Workspace name', DEFAULT_WORKSPACE_NAME), workspaceNameProblem);
   const emailUnusable = async (answer: string) => emailProblem(answer) ?? await emailTaken(accounts, answer);
   const email = options.email ?? await askUntil(() => ask('Your email address'), emailUnusable);
-  const name = options.name ?? await askUntil(() => ask('Your name'), nameProblem);
-  refuse(workspaceNameProblem(workspaceName) ?? await emailUnusable(email) ?? nameProblem(name));
+  const name = options.name ?? await askUntil(() => ask('Your name'), userNameProblem);
+  refuse(workspaceNameProblem(workspaceName) ?? await emailUnusable(email) ?? userNameProblem(name));
   for (;;) {
     const password = await askUntil(() => askHidden(`Password (at least ${MIN_PASSWORD_LENGTH} characters, not shown)`), passwordProblem);
     if (await askHidden('Password again') === password) return { workspaceName, email, name, password };
@@ -202,7 +203,7 @@ async function adminFromFlags(options: QuickstartOptions): Promise<NewAdmin> {
     name: options.name ?? '',
     password: (await text(process.stdin)).replace(/\r?\n$/, ''),
   };
-  refuse(workspaceNameProblem(admin.workspaceName) ?? emailProblem(admin.email) ?? nameProblem(admin.name) ?? passwordProblem(admin.password));
+  refuse(workspaceNameProblem(admin.workspaceName) ?? emailProblem(admin.email) ?? userNameProblem(admin.name) ?? passwordProblem(admin.password));
   return admin;
 }
 
@@ -219,13 +220,8 @@ function refuse(problem: string | undefined): void {
   if (problem !== undefined) throw new QuickstartError(`${problem}; nothing was written`);
 }
 
-function workspaceNameProblem(name: string): string | undefined {
-  return name.trim() ? undefined : 'a workspace needs a name';
-}
-
-function nameProblem(name: string): string | undefined {
-  return name.trim() ? undefined : 'a user needs a name';
-}
+const workspaceNameProblem = (name: string) => nameProblem('a workspace', name);
+const userNameProblem = (name: string) => nameProblem('a user', name);
 
 function emailProblem(email: string): string | undefined {
   return isEmailAddress(email) ? undefined : `"${email}" is not an email address`;

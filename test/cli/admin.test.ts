@@ -174,6 +174,7 @@ describe('admin CLI', function () {
       [['workspace', 'delete', 'extra', '--workspace', 'ws_x'], /unexpected argument "extra"/, 'workspace delete'],
       [['user'], /"user" needs one of: create, list, set-password, delete/, 'user'],
       [['frobnicate', 'now'], /unknown command "frobnicate now"/, ''],
+      [['workspace', 'create', '--name', 'Acme', '--name=Initrode'], /--name given twice/, 'workspace create'],
     ];
     for (const [args, message, help] of cases) {
       const result = await failing(args);
@@ -200,6 +201,24 @@ describe('admin CLI', function () {
     it('workspace create without --name fails with a clear message', async () => {
       const result = await failing(['workspace', 'create', '--json']);
       expect(result.stderr).to.contain('--name');
+    });
+
+    it('a name with a line break or another control character is refused, and nothing is written: it would break the lines of workspace list and user list', async () => {
+      const before = await adminJson<WorkspaceJson[]>(['workspace', 'list']);
+      for (const name of ['Acme\nws_fake  Fake workspace', 'Tab\tbed', 'Bell\u0007']) {
+        expect(await refused(['workspace', 'create', '--name', name]), JSON.stringify(name)).to.contain('control character');
+      }
+      expect(await adminJson<WorkspaceJson[]>(['workspace', 'list'])).to.deep.equal(before);
+
+      const workspace = await createWorkspace('Pied Piper');
+      for (const option of ['--name', '--given-name', '--family-name']) {
+        const email = uniqueEmail('control');
+        const names = { '--name': 'Cli Person', [option]: 'Line\nbreak' };
+        const args = ['user', 'create', '--email', email, '--workspace', workspace.id, '--role', 'member', '--password-stdin', ...Object.entries(names).flat()];
+        expect(await refused(args, 'correct horse battery staple\n'), option).to.contain('control character');
+        const users = await adminJson<Array<{ email: string }>>(['user', 'list']);
+        expect(users.map((user) => user.email), option).to.not.include(email);
+      }
     });
   });
 

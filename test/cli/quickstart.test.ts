@@ -157,6 +157,7 @@ describe('admin quickstart', function () {
       [['--email', 'not-an-email', '--name', 'Cy Checked'], newPassword(), /"not-an-email" is not an email address; nothing was written/],
       [['--email', email, '--name', ' '], newPassword(), /a user needs a name; nothing was written/],
       [['--email', email, '--name', 'Cy Checked', '--workspace-name', ' '], newPassword(), /a workspace needs a name; nothing was written/],
+      [['--email', email, '--name', 'Cy Checked', '--workspace-name', 'Two\nlines'], newPassword(), /a workspace's name cannot contain a line break, a tab or another control character; nothing was written/],
     ];
     for (const [args, password, refusal] of cases) {
       const result = await quickstart([...args, '--password-stdin'], password);
