@@ -212,11 +212,16 @@ export class Accounts {
     return (await this.#store.getMembership(userId, workspaceId))?.role;
   }
 
-  /** The user whose email and password these are, or undefined. Takes the same time whether or not the email exists. */
-  async authenticate(email: string, password: string): Promise<User | undefined> {
-    const user = await this.#store.findUserByEmail(email.trim());
-    const valid = await verifyPassword(password, user?.passwordHash ?? await decoyHash());
-    return user && valid ? user : undefined;
+  /**
+   * The user whose email and password these are, if any, and the id of the user the email names
+   * (for the sign-in log only: a refusal must read the same either way). Takes the same time
+   * whether or not the email exists.
+   */
+  async authenticate(email: string, password: string): Promise<{ user?: User; accountId?: string }> {
+    const named = await this.#store.findUserByEmail(email.trim());
+    const valid = await verifyPassword(password, named?.passwordHash ?? await decoyHash());
+    if (!named) return {};
+    return valid ? { user: named, accountId: named.id } : { accountId: named.id };
   }
 
   /** Runs a store change, refused in words when it would leave a workspace without an admin. */

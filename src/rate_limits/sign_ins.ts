@@ -11,6 +11,13 @@ export interface SignInRefusal {
   message: string;
 }
 
+/** What a password check found: the user whose password it was, and whose email it named, if anyone's. */
+export interface PasswordCheck<User> {
+  user?: User;
+  /** The id of the user the email names, whether or not the password was theirs: what the log names. */
+  accountId?: string;
+}
+
 export interface SignInOutcome<User> {
   /** The user whose password it was. */
   user?: User;
@@ -28,8 +35,6 @@ const FAILURES_KEPT_SECONDS = 24 * 3600;
 const CONCURRENT_CHECKS_PER_ACCOUNT = 20;
 /** How long a check may be counted as under way (a process that dies mid-check leaves its count this long). */
 const CHECK_SECONDS = 60;
-/** The longest an email is logged with: it may be anything someone typed. */
-const LOGGED_EMAIL_LENGTH = 254;
 
 interface Admitted {
   /** The account had failed often enough to be locked before: this attempt holds the lock key. */
@@ -47,8 +52,9 @@ interface Admitted {
  *   RATE_LIMIT_LOGIN_LOCK_MAX. While locked no password is checked, the right one included; once
  *   the lock lifts, one attempt at a time is let through until one succeeds, which clears the count;
  * - per account, at most CONCURRENT_CHECKS_PER_ACCOUNT checks at once.
- * The refusal reads the same whether or not the account exists. Every failure is logged with the
- * email and the address, never the password.
+ * The refusal reads the same whether or not the account exists. Every failure and lock is logged
+ * with the address and the id of the user the email names, never what was typed: a password typed
+ * into the email field would be logged otherwise. A refusal, which checks nothing, names the address.
  */
 export class SignIns {
   readonly #logger: Logger;
@@ -69,18 +75,18 @@ export class SignIns {
    * Checks the password with `authenticate` unless the address or the account may not sign in now.
    * `clientAddress` is logged as given and counted as addressKey() reads it (an IPv6 network is one address).
    */
-  async attempt<User>(email: string, clientAddress: string, authenticate: () => Promise<User | undefined>): Promise<SignInOutcome<User>> {
+  async attempt<User>(email: string, clientAddress: string, authenticate: () => Promise<PasswordCheck<User>>): Promise<SignInOutcome<User>> {
     const account = email.trim().toLowerCase();
-    const logged = { email: account.slice(0, LOGGED_EMAIL_LENGTH), ip: clientAddress };
     const address = this.#guard ? addressKey(clientAddress, this.#guard.limits.ipv6Prefix) : clientAddress;
     const admitted = this.#guard ? await admit(this.#guard, account, address) : { gated: false };
     if ('refused' in admitted) {
-      this.#logger.warn('sign-in refused', { ...logged, reason: admitted.reason, retry_after: admitted.refused.retryAfter });
+      this.#logger.warn('sign-in refused', { ip: clientAddress, reason: admitted.reason, retry_after: admitted.refused.retryAfter });
       return { refused: admitted.refused };
     }
     let user: User | undefined;
+    let accountId: string | undefined;
     try {
-      user = await authenticate();
+      ({ user, accountId } = await authenticate());
     } catch (error) {
       // Nothing was decided (the store did not answer): the attempt is not counted.
       if (this.#guard) await settle(this.#guard, account, address, admitted, 'undone');
@@ -90,6 +96,7 @@ export class SignIns {
       if (this.#guard) await settle(this.#guard, account, address, admitted, 'succeeded');
       return { user };
     }
+    const logged = { user_id: accountId, ip: clientAddress };
     const failures = this.#guard && await settle(this.#guard, account, address, admitted, 'failed');
     this.#logger.warn('sign-in failed', { ...logged, ...(failures ? { failures } : {}) });
     const lock = this.#guard && failures && await lockAfterFailure(this.#guard, account, failures);

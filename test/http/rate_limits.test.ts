@@ -287,23 +287,31 @@ describe('rate limits', function () {
       expect(locked.status).to.equal(429);
       await sleep(Number(locked.retryAfter) * 1000 + 100);
 
-      const burst = await Promise.all(Array.from({ length: 8 }, (_, i) => signIn(browser, form, target.email, `wrong password ${i + 3}`, newAddress())));
+      const burstAddresses = Array.from({ length: 8 }, () => newAddress());
+      const burst = await Promise.all(burstAddresses.map((address, i) => signIn(browser, form, target.email, `wrong password ${i + 3}`, address)));
       expect(burst.map(({ status }) => status), 'refused, or checked and then locked').to.deep.equal(Array(8).fill(429));
-      const ofTarget = (line: Record<string, unknown>) => line.email === target.email;
-      const logged = await logLines(server, 'sign-in failed', ofTarget, 3);
-      const refused = await logLines(server, 'sign-in refused', ofTarget, 7);
+      const logged = await logLines(server, 'sign-in failed', (line) => line.user_id === target.id, 3);
+      const refused = await logLines(server, 'sign-in refused', (line) => burstAddresses.includes(String(line.ip)), 7);
       expect([logged.length, refused.length], 'failures checked, attempts refused').to.deep.equal([3, 7]);
     });
 
-    it('logs each failed sign-in with the email and the address, never the password', async () => {
+    it('logs each failed sign-in with the user\'s id and the address, never the password, nor an email field\'s text that names no one', async () => {
       const browser = new Browser();
       const form = await openLogin(browser, server, app);
       const person = await seedUser(server);
       const password = `a-secret-typo-${Date.now()}`;
       await signIn(browser, form, `  ${person.email.toUpperCase()} `, password);
       const [line] = await logLines(server, 'sign-in failed', (entry) => entry.ip === browser.address);
-      expect(line, server.logs()).to.include({ level: 'warn', email: person.email, ip: browser.address });
+      expect(line, server.logs()).to.include({ level: 'warn', user_id: person.id, ip: browser.address });
       expect(server.logs()).to.not.include(password);
+
+      // The password typed into the email field (it may look like an email), then the email into the password field.
+      const elsewhere = new Browser();
+      const swapped = `${person.password.slice(0, 6)}@Typo-${Date.now()}.example`;
+      await signIn(elsewhere, await openLogin(elsewhere, server, app), swapped, person.email);
+      const [unnamed] = await logLines(server, 'sign-in failed', (entry) => entry.ip === elsewhere.address);
+      expect(unnamed, server.logs()).to.include({ level: 'warn', ip: elsewhere.address }).and.not.have.property('user_id');
+      expect(server.logs().toLowerCase()).to.not.include(swapped.toLowerCase());
     });
 
     it('per address: past the failed sign-ins of one address, no one signs in from it, whatever the account; another address is unaffected', async () => {
