@@ -10,8 +10,9 @@ import type { KeyRing } from '../keys/key_encryption.ts';
  *   a registration or initial access token) is stored under the SHA-256 of its id, without the
  *   id in it: `find(id)` hashes what it is asked for and puts the id back.
  * - The few secrets the engine needs back from a lookup by something else are sealed with the
- *   key-encryption key: a session's id (found by its uid), an interaction's session cookie and
- *   its resume URL (which carries the interaction's id), a device code's user code (its lookup
+ *   key-encryption key: a session's id (found by its uid), an interaction's session cookie, its
+ *   resume URL (which carries the interaction's id) and the id of the pushed request it comes from
+ *   (a `request_uri` usable until the code is issued), a device code's user code (its lookup
  *   index is hashed too).
  *
  * Plain SHA-256 suffices: every such value is at least 128 random bits, so nothing can be guessed
@@ -37,6 +38,7 @@ interface SealedSecrets {
   jti?: string;
   sessionCookie?: string;
   returnTo?: string;
+  parJti?: string;
   userCode?: string;
 }
 
@@ -77,6 +79,10 @@ export class RecordsAtRest {
       secrets.returnTo = stored.returnTo;
       delete stored.returnTo;
     }
+    if (typeof stored.parJti === 'string') {
+      secrets.parJti = stored.parJti;
+      delete stored.parJti;
+    }
     if (typeof stored.userCode === 'string') {
       secrets.userCode = stored.userCode;
       stored.userCode = this.userCode(stored.userCode);
@@ -101,6 +107,7 @@ export class RecordsAtRest {
     if (jti !== undefined) payload.jti = jti;
     if (secrets.sessionCookie !== undefined) payload.session = { ...(payload.session as object), cookie: secrets.sessionCookie };
     if (secrets.returnTo !== undefined) payload.returnTo = secrets.returnTo;
+    if (secrets.parJti !== undefined) payload.parJti = secrets.parJti;
     if (secrets.userCode !== undefined) payload.userCode = secrets.userCode;
     return payload;
   }

@@ -129,6 +129,24 @@ describe('a copy of the store', function () {
         }
       });
 
+      it('holds no pushed request_uri while its sign-in is under way (the interaction names the pushed request)', async () => {
+        const app = await registerClient(server.issuer, { client_name: 'At Rest PAR App' });
+        const { params } = codeRequest(server.issuer, app.client_id);
+        const pushed = await fetch(`${server.issuer}/oauth/par`, {
+          method: 'POST', headers: { 'content-type': 'application/x-www-form-urlencoded' }, body: new URLSearchParams({ ...params, ...postCredentials(app) }),
+        });
+        expect(pushed.status).to.equal(201);
+        const { request_uri: requestUri } = await pushed.json() as { request_uri: string };
+        const agent = new UserAgent();
+        const { url, response } = await agent.follow(`${server.issuer}/oauth/authorize?${new URLSearchParams({ client_id: app.client_id, request_uri: requestUri })}`, server.origin);
+        expect(response.status, 'the sign-in page is showing').to.equal(200);
+        expect(new URL(url).pathname).to.match(/^\/interaction\//);
+
+        const reference = requestUri.split(':').pop()!;
+        expect(reference).to.have.length.greaterThan(15);
+        expect((await contents()).includes(reference), 'the request_uri\'s reference found in the store').to.equal(false);
+      });
+
       it('holds the signing and cookie keys only sealed', async () => {
         for (const name of ['signing_jwks', 'cookie_keys']) {
           const value = await storedSetting(server, name);
