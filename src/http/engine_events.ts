@@ -22,6 +22,8 @@ interface EngineError {
   error_description?: string;
   error_detail?: string;
   message?: string;
+  /** What the engine caught, whose message became its detail. */
+  cause?: unknown;
 }
 
 /**
@@ -29,6 +31,15 @@ interface EngineError {
  * 50 KB parameter the engine repeats in its detail ("requested scope ...") does not make a 50 KB line.
  */
 const LOGGED_VALUE_MAX = 300;
+
+/**
+ * Why the engine refused a request. Not a JSON parser's message, which the engine takes for its
+ * detail and which quotes the body it failed on (a secret in it, say): the description stands in.
+ */
+function reasonOf(error: EngineError): string | undefined {
+  const detail = error.cause instanceof SyntaxError ? undefined : error.error_detail;
+  return (detail ?? error.error_description)?.slice(0, LOGGED_VALUE_MAX);
+}
 
 /** The client a refused request named: the engine's client, or the client_id asked for (a metadata document URL that was refused). */
 function clientIdOf(ctx: KoaContextWithOIDC): string | undefined {
@@ -51,7 +62,7 @@ export function logEngineEvents(provider: Provider, logger: Logger): void {
         event,
         error: error.error ?? error.message,
         // The engine's detail when it gives one, else its description (a metadata document's refusal says why there).
-        detail: (error.error_detail ?? error.error_description)?.slice(0, LOGGED_VALUE_MAX),
+        detail: reasonOf(error),
         client_id: clientIdOf(ctx),
       });
     });

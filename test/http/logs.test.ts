@@ -87,6 +87,18 @@ describe('logs: a request id on every line and answer', function () {
     for (const line of lines) expect(JSON.stringify(line).length, String(line.message)).to.be.below(2_000);
   });
 
+  it('logs why a body was refused without quoting it: a registration that is not JSON, whatever it holds', async () => {
+    const body = `XQSECRETXQ${'z'.repeat(40)}`;
+    for (const sent of [body, `{"client_secret":${body}}`]) {
+      const response = await fetch(`${direct.issuer}/oauth/register`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: sent });
+      expect(response.status).to.equal(400);
+      const lines = await linesWithId(direct, response.headers.get('x-request-id')!, 2);
+      const refused = lines.find((line) => line.message === 'request refused');
+      expect(refused, JSON.stringify(lines)).to.include({ error: 'invalid_request' });
+      for (const line of lines) expect(JSON.stringify(line), String(line.message)).to.not.match(/XQ|SECR/);
+    }
+  });
+
   it('ignores an incoming X-Request-Id without TRUST_PROXY: anyone could plant ids in the log', async () => {
     const response = await fetch(`${direct.issuer}/.well-known/openid-configuration`, { headers: { 'x-request-id': 'planted-by-client-1' } });
     const id = response.headers.get('x-request-id')!;
