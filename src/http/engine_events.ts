@@ -44,7 +44,17 @@ function reasonOf(error: EngineError): string | undefined {
 /** The client a refused request named: the engine's client, or the client_id asked for (a metadata document URL that was refused). */
 function clientIdOf(ctx: KoaContextWithOIDC): string | undefined {
   const named = ctx.oidc?.params?.client_id;
-  return ctx.oidc?.client?.clientId ?? (typeof named === 'string' ? named.slice(0, LOGGED_VALUE_MAX) : undefined);
+  return ctx.oidc?.client?.clientId ?? (typeof named === 'string' ? withoutUserinfo(named).slice(0, LOGGED_VALUE_MAX) : undefined);
+}
+
+/** A client_id URL without the user name and password it may carry (no client may have one, so no client is hidden). */
+function withoutUserinfo(clientId: string): string {
+  if (!clientId.includes('@') || !URL.canParse(clientId)) return clientId;
+  const url = new URL(clientId);
+  if (!url.username && !url.password) return clientId;
+  url.username = '';
+  url.password = '';
+  return url.href;
 }
 
 /**
