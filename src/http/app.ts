@@ -24,7 +24,7 @@ import type { KeyMaterial } from '../keys/keys.ts';
 import { CsrfTokens } from '../pages/csrf.ts';
 import { noSuchPage } from '../pages/no_such_page.ts';
 import { describeSite, siteOf } from '../pages/site.ts';
-import { createNewInteractionLimit, createRateLimits } from '../rate_limits/limits.ts';
+import { COUNTED_KEYS_PURPOSE, Counters, createNewInteractionLimit, createRateLimits } from '../rate_limits/limits.ts';
 import { dataApi } from '../resource/data_api.ts';
 import { mcpEndpoint, mcpHosts } from '../resource/mcp.ts';
 import { LiveRoles } from '../resource/live_roles.ts';
@@ -96,8 +96,9 @@ const VIEWS = fileURLToPath(new URL('../../views', import.meta.url));
 export function createService({ config, store, keys, revocations, logger, metrics }: ServiceDependencies): Service {
   const { issuer, basePath } = config;
   const accounts = new Accounts(store.accounts);
+  const counters = new Counters(store, keys.keyRing.derivedKeys(COUNTED_KEYS_PURPOSE)[0]!);
   const { provider, audience, resources, documents, grantWorkspaces, grantActivity, rotations } = buildProvider({
-    config, store, accounts, keys, revocations, pages: enginePages(accounts, issuer), newInteractions: createNewInteractionLimit(config.rateLimits, store),
+    config, store, accounts, keys, revocations, pages: enginePages(accounts, issuer), newInteractions: createNewInteractionLimit(config.rateLimits, counters),
   });
   logEngineEvents(provider, logger);
   recordAuthorizationErrors(provider);
@@ -111,7 +112,7 @@ export function createService({ config, store, keys, revocations, logger, metric
     algorithms: DPOP_SIGNING_ALGORITHMS,
     required: config.dpopRequired,
   };
-  const rateLimits = createRateLimits(config.rateLimits, store, logger, {
+  const rateLimits = createRateLimits(config.rateLimits, counters, logger, {
     tokenClientId: tokenRequestClientId,
     dataApiCredential: (ctx) => ctx.state.principal && credentialKey(ctx.state.principal),
     newMetadataDocument: async (ctx) => {

@@ -1,15 +1,15 @@
 import type { Context, Middleware } from 'koa';
 
-import type { Store } from '../../adapters/store.ts';
 import type { Rate, RateLimits } from '../../config/index.ts';
 import { HttpError } from '../shared/http_error.ts';
 import type { Logger } from '../shared/logger.ts';
 import { inWords } from '../shared/words.ts';
 import { addressKey } from './addresses.ts';
-import { Counter } from './counter.ts';
+import type { Counter, Counters } from './counter.ts';
 import { SignIns } from './sign_ins.ts';
 
 export { SignIns } from './sign_ins.ts';
+export { COUNTED_KEYS_PURPOSE, Counters } from './counter.ts';
 
 /**
  * Rate limits, counted in the store's rate limiters (shared across instances on Redis, per process
@@ -74,15 +74,15 @@ const passThrough: Middleware = (_ctx, next) => next();
 const countNoFailures: FailedCredentials = { refused: async (_ctx, refusal) => refusal };
 
 /** With `limits` undefined (RATE_LIMITS=off) nothing is limited; failed sign-ins are still logged. */
-export function createRateLimits(limits: RateLimits | undefined, store: Store, logger: Logger, keys: RequestKeys): RateLimiting {
-  const signIns = new SignIns(limits, store, logger);
+export function createRateLimits(limits: RateLimits | undefined, counters: Counters, logger: Logger, keys: RequestKeys): RateLimiting {
+  const signIns = new SignIns(limits, counters, logger);
   if (!limits) {
     return {
       registration: passThrough, token: passThrough, pushedAuthorization: passThrough, dataApi: passThrough, newMetadataDocument: passThrough,
       failedCredentials: countNoFailures, introspection: passThrough, signIns,
     };
   }
-  const counter = (name: string, rate: Rate) => new Counter(store, { name, ...rate });
+  const counter = (name: string, rate: Rate) => counters.counter({ name, ...rate });
   const addressOf: AddressOf = (ctx) => addressKey(ctx.ip, limits.ipv6Prefix);
   const failedCredentials = failedCredentialLimit(counter('failed-credential-address', limits.failedCredentialsPerAddress), addressOf);
   return {
@@ -117,9 +117,9 @@ export interface Refusal {
 export type NewInteractionLimit = (ctx: Context) => Promise<Refusal | undefined>;
 
 /** Made apart from the others: the engine's configuration takes it, and the others are made after the engine. */
-export function createNewInteractionLimit(limits: RateLimits | undefined, store: Store): NewInteractionLimit | undefined {
+export function createNewInteractionLimit(limits: RateLimits | undefined, counters: Counters): NewInteractionLimit | undefined {
   if (!limits) return undefined;
-  const perAddress = new Counter(store, { name: 'interaction-address', ...limits.interactionsPerAddress });
+  const perAddress = counters.counter({ name: 'interaction-address', ...limits.interactionsPerAddress });
   return async (ctx) => {
     const wait = await perAddress.take(addressKey(ctx.ip, limits.ipv6Prefix));
     if (wait === undefined) return undefined;

@@ -1,8 +1,7 @@
-import type { Store } from '../../adapters/store.ts';
 import type { RateLimits } from '../../config/index.ts';
 import type { Logger } from '../shared/logger.ts';
 import { addressKey } from './addresses.ts';
-import { Counter } from './counter.ts';
+import type { Counter, Counters } from './counter.ts';
 import { inWords } from '../shared/words.ts';
 
 /** The sign-in form's refusal: the page is shown again with 429, `Retry-After` and this message. */
@@ -60,14 +59,14 @@ export class SignIns {
   readonly #logger: Logger;
   readonly #guard: Guard | undefined;
 
-  constructor(limits: RateLimits | undefined, store: Store, logger: Logger) {
+  constructor(limits: RateLimits | undefined, counters: Counters, logger: Logger) {
     this.#logger = logger;
     this.#guard = limits && {
       limits,
-      perAddress: new Counter(store, { name: 'login-address', ...limits.loginPerAddress }),
-      checking: new Counter(store, { name: 'login-checking', points: CONCURRENT_CHECKS_PER_ACCOUNT, duration: CHECK_SECONDS }),
-      failures: new Counter(store, { name: 'login-failures', points: limits.loginFailuresBeforeLock, duration: FAILURES_KEPT_SECONDS }),
-      locks: new Counter(store, { name: 'login-lock', points: 1, duration: limits.loginLockMax }),
+      perAddress: counters.counter({ name: 'login-address', ...limits.loginPerAddress }),
+      checking: counters.counter({ name: 'login-checking', points: CONCURRENT_CHECKS_PER_ACCOUNT, duration: CHECK_SECONDS }),
+      failures: counters.counter({ name: 'login-failures', points: limits.loginFailuresBeforeLock, duration: FAILURES_KEPT_SECONDS }),
+      locks: counters.counter({ name: 'login-lock', points: 1, duration: limits.loginLockMax }),
     };
   }
 

@@ -1,4 +1,5 @@
 import { spawnSync } from 'node:child_process';
+import { hash } from 'node:crypto';
 import { chmod, copyFile, mkdir, mkdtemp, readdir, readFile, rm, stat, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { dirname, join } from 'node:path';
@@ -12,7 +13,7 @@ import { api, createApiKey } from '../support/data_api.ts';
 import { codeRequest, exchangeCode, postCredentials, registerClient, tokenRequest } from '../support/oauth.ts';
 import { keysUnder, rawRedis, startRedis, type RedisServer } from '../support/redis.ts';
 import { initialAccessToken, seedUser, startServer, storedSetting, type TestServer } from '../support/server.ts';
-import { UserAgent, authorize } from '../support/user_agent.ts';
+import { UserAgent, authorize, field, formAction } from '../support/user_agent.ts';
 
 const ROOT = fileURLToPath(new URL('../..', import.meta.url));
 const KEY_A = Buffer.alloc(32, 1).toString('base64url');
@@ -145,6 +146,26 @@ describe('a copy of the store', function () {
         const reference = requestUri.split(':').pop()!;
         expect(reference).to.have.length.greaterThan(15);
         expect((await contents()).includes(reference), 'the request_uri\'s reference found in the store').to.equal(false);
+      });
+
+      it('holds nothing computable from a guess at what was typed at sign-in, a password typed as the email included', async () => {
+        const app = await registerClient(server.issuer, { client_name: 'At Rest Sign-in App' });
+        const agent = new UserAgent();
+        const { response } = await agent.follow(codeRequest(server.issuer, app.client_id).url, server.origin);
+        const html = await response.text();
+        const typed = `Summer-${Date.now()}@guessable.example`;
+        const failed = await agent.request(new URL(formAction(html)!, server.origin).href, { form: { csrf: field(html, 'csrf')!, email: typed, password: 'not the password' } });
+        expect(failed.status).to.equal(400);
+
+        const bytes = await contents();
+        if (backend.name === 'Redis') expect(bytes, 'the failure is counted in the store').to.match(/login-failures/);
+        for (const guess of [typed, typed.toLowerCase()]) {
+          for (const encoding of ['base64url', 'hex', 'base64'] as const) {
+            const digest = hash('sha256', guess, encoding);
+            expect(bytes.includes(digest.slice(0, 16)), `its SHA-256 (${encoding}) found in the store`).to.equal(false);
+          }
+          expect(bytes.includes(guess), 'the typed text found in the store').to.equal(false);
+        }
       });
 
       it('holds the signing and cookie keys only sealed', async () => {
