@@ -16,6 +16,11 @@ import { CoreApi, OBJECT_NAMES } from './records.ts';
 /** The largest request body the data API reads. */
 const BODY_LIMIT = '64kb';
 
+/** The methods each kind of path takes (HEAD with GET), for `Allow` and a browser's preflight. */
+const METADATA_METHODS = 'GET, HEAD';
+const COLLECTION_METHODS = 'GET, HEAD, POST';
+const RECORD_METHODS = 'GET, HEAD, PATCH, DELETE';
+
 export interface DataApiDependencies extends Authenticators {
   records: RecordStore;
   /** Where the API is mounted: `{issuer path}/rest`. */
@@ -33,7 +38,8 @@ export interface DataApiDependencies extends Authenticators {
 export function dataApi(deps: DataApiDependencies): Middleware {
   const core = new CoreApi(deps.records);
   const metadata = new MetadataApi(deps.restPath);
-  const router = new Router({ prefix: deps.restPath });
+  // Object names are lower case, and `/rest/Companies` is not `/rest/companies` (RFC 3986 6.2.2.1).
+  const router = new Router({ prefix: deps.restPath, sensitive: true });
   // Every path under /rest matches one of the routes below, so every request is authenticated
   // (and counted under the route that matched) before anything else is said about it.
   router.use(authenticate(deps));
@@ -41,7 +47,7 @@ export function dataApi(deps: DataApiDependencies): Middleware {
 
   router.get('/metadata/objects', (ctx) => { ctx.body = metadata.list(); });
   router.get('/metadata/objects/:id', (ctx) => { ctx.body = metadata.get(ctx.params.id!); });
-  const readOnly = () => { throw methodNotAllowed('GET', 'the Metadata API is read-only: the object types and their fields are fixed'); };
+  const readOnly = () => { throw methodNotAllowed(METADATA_METHODS, 'the Metadata API is read-only: the object types and their fields are fixed'); };
   router.all('/metadata/objects', readOnly);
   router.all('/metadata/objects/:id', readOnly);
 
@@ -62,14 +68,21 @@ export function dataApi(deps: DataApiDependencies): Middleware {
     router.get(record, async (ctx) => { ctx.body = await core.get(principalOf(ctx), object, ctx.params.id!); });
     router.patch(record, json, async (ctx) => { ctx.body = await core.update(principalOf(ctx), object, ctx.params.id!, ctx.request.body); });
     router.delete(record, async (ctx) => { ctx.body = await core.delete(principalOf(ctx), object, ctx.params.id!); });
-    router.all(collection, () => { throw methodNotAllowed('GET, POST', 'a collection is listed (GET) or added to (POST)'); });
-    router.all(record, () => { throw methodNotAllowed('GET, PATCH, DELETE', 'a record is read (GET), changed (PATCH) or deleted (DELETE)'); });
+    router.all(collection, () => { throw methodNotAllowed(COLLECTION_METHODS, 'a collection is listed (GET) or added to (POST)'); });
+    router.all(record, () => { throw methodNotAllowed(RECORD_METHODS, 'a record is read (GET), changed (PATCH) or deleted (DELETE)'); });
   }
   router.all(['/:object', '/:object/:id'], (ctx) => { throw notFound(`no object named ${ctx.params.object!.slice(0, 64)}; objects: ${OBJECT_NAMES}`); });
   router.all(['/', '/{*path}'], () => { throw notFound(`no such data API path; objects: ${OBJECT_NAMES}`); });
 
+  const metadataPath = `${deps.restPath}/metadata/`;
+  const methodsAt = (path: string) => {
+    if (path.startsWith(metadataPath) || path === `${deps.restPath}/metadata`) return METADATA_METHODS;
+    const segments = path.slice(deps.restPath.length + 1).split('/').filter(Boolean);
+    return segments.length === 2 ? RECORD_METHODS : COLLECTION_METHODS;
+  };
   return compose([
-    bearerCors('GET, POST, PATCH, DELETE'),
+    bearerCors((ctx) => methodsAt(ctx.path)),
+    unreservedCharactersDecoded,
     async (ctx, next) => {
       noStore(ctx);
       await next();
@@ -89,16 +102,35 @@ function methodNotAllowed(allow: string, description: string): HttpError {
   return new HttpError(405, 'method_not_allowed', description, { Allow: allow });
 }
 
+/**
+ * Routes a path whose percent-encoded letters, digits, `-`, `.`, `_` or `~` are written out, as
+ * RFC 3986 section 6.2.2.2 makes them the same path (`/rest/%63ompanies` is `/rest/companies`).
+ * Any other escape (`%2F` among them) stays as sent.
+ */
+const unreservedCharactersDecoded: Middleware = (ctx, next) => {
+  if (ctx.path.includes('%')) {
+    const decoded = ctx.path.replace(/%([0-9A-Fa-f]{2})/g, (escape, hex: string) => {
+      const character = String.fromCharCode(Number.parseInt(hex, 16));
+      return /[A-Za-z0-9\-._~]/.test(character) ? character : escape;
+    });
+    if (decoded !== ctx.path) ctx.newRouterPath = decoded;
+  }
+  return next();
+};
+
 /** POST and PATCH bodies: JSON objects only, at most BODY_LIMIT. */
 function jsonBody(): Middleware {
   const parse = bodyParser({ enableTypes: ['json'], jsonLimit: BODY_LIMIT, jsonStrict: true });
   return async (ctx, next) => {
-    if (!ctx.is('application/json')) throw new HttpError(415, 'unsupported_media_type', 'send the body as JSON (Content-Type: application/json)');
+    // The header, not ctx.is(), which says nothing of a request without a body.
+    if (ctx.request.type !== 'application/json') throw new HttpError(415, 'unsupported_media_type', 'send the body as JSON (Content-Type: application/json)');
     try {
       await parse(ctx, async () => undefined);
     } catch (error) {
       throw bodyRefusal(error) ?? error;
     }
+    // The parser reads no body, or an empty one, as `{}`.
+    if (!ctx.request.rawBody?.trim()) throw new HttpError(400, 'invalid_request', 'the body is empty: send a JSON object');
     await next();
   };
 }
@@ -109,6 +141,8 @@ function bodyRefusal(error: unknown): HttpError | undefined {
   const status = unreadableBodyStatus(error);
   if (status === 413) return new HttpError(413, 'payload_too_large', `the body is larger than ${BODY_LIMIT}`);
   if (status === 415) return new HttpError(415, 'unsupported_media_type', 'send the body as JSON (Content-Type: application/json)');
+  // The parser refuses a `__proto__` member (prototype poisoning) as it does bad JSON; it is valid JSON naming no field.
+  if (error instanceof SyntaxError && /prototype property/.test(error.message)) return new HttpError(400, 'invalid_request', '__proto__: no object has such a field');
   if (status !== undefined) return new HttpError(400, 'invalid_request', 'the body is not a valid JSON object');
   return undefined;
 }

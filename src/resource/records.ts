@@ -5,7 +5,7 @@ import { HttpError, invalidRequest, notFound } from '../shared/http_error.ts';
 import { decodeCursor, encodeCursor, pageSize } from './pagination.ts';
 import { canWriteRecords, type Principal } from './principal.ts';
 import { OBJECTS, objectNamed, writableFields, type ObjectDefinition } from './objects.ts';
-import { isRecordId, validateBody, type Changes } from './validation.ts';
+import { recordId, validateBody, type Changes } from './validation.ts';
 
 /** A record as the Core API shows it: system fields, then every field of its object (null when unset). */
 export type RecordBody = Record<string, unknown>;
@@ -52,10 +52,11 @@ export class CoreApi {
     };
   }
 
-  async get(principal: Principal, object: ObjectDefinition, id: string): Promise<RecordBody> {
+  async get(principal: Principal, object: ObjectDefinition, requested: string): Promise<RecordBody> {
     const { workspaceId } = principal;
-    const record = isRecordId(id) ? await this.#records.get(workspaceId, object.namePlural, id) : undefined;
-    if (!record) throw missing(object, id);
+    const id = recordId(requested);
+    const record = id ? await this.#records.get(workspaceId, object.namePlural, id) : undefined;
+    if (!record) throw missing(object, requested);
     return { data: { [object.nameSingular]: (await this.#present(workspaceId, object, [record]))[0] } };
   }
 
@@ -69,19 +70,21 @@ export class CoreApi {
     return { id: record.id, body: { data: { [object.nameSingular]: (await this.#present(principal.workspaceId, object, [record]))[0] } } };
   }
 
-  async update(principal: Principal, object: ObjectDefinition, id: string, body: unknown): Promise<RecordBody> {
+  async update(principal: Principal, object: ObjectDefinition, requested: string, body: unknown): Promise<RecordBody> {
     writer(principal);
-    if (!isRecordId(id)) throw missing(object, id);
+    const id = recordId(requested);
+    if (!id) throw missing(object, requested);
     const changes = validateBody(object, body, false);
     await this.#checkRelations(principal.workspaceId, object, changes);
     const record = await this.#records.update(principal.workspaceId, object.namePlural, id, changes, this.#clock().toISOString());
-    if (!record) throw missing(object, id);
+    if (!record) throw missing(object, requested);
     return { data: { [object.nameSingular]: (await this.#present(principal.workspaceId, object, [record]))[0] } };
   }
 
-  async delete(principal: Principal, object: ObjectDefinition, id: string): Promise<RecordBody> {
+  async delete(principal: Principal, object: ObjectDefinition, requested: string): Promise<RecordBody> {
     writer(principal);
-    if (!isRecordId(id) || !await this.#records.delete(principal.workspaceId, object.namePlural, id)) throw missing(object, id);
+    const id = recordId(requested);
+    if (!id || !await this.#records.delete(principal.workspaceId, object.namePlural, id)) throw missing(object, requested);
     return { data: { [object.nameSingular]: { id } } };
   }
 

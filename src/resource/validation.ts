@@ -4,12 +4,16 @@ import { writableFields, type FieldDefinition, type ObjectDefinition } from './o
 /** The changes a valid body asks for, field name -> value (null clears a field). */
 export type Changes = Record<string, unknown>;
 
-const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/;
+/** A UUID in either case (RFC 9562 section 4: read in any case, written in lower case). */
+const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
+/** The most problems one refusal names: a body of thousands of unknown fields gets a short answer. */
+const PROBLEMS_NAMED = 20;
 /** Deliberately loose (RFC 5321 allows far more than any pattern checks); catches obvious mistakes. */
 const EMAIL = /^[^\s@]+@[^\s@]+\.[^\s@]+$/;
 
-export function isRecordId(value: unknown): value is string {
-  return typeof value === 'string' && UUID.test(value);
+/** The record id `value` names, in the lower case records are stored with; undefined when it is no record id. */
+export function recordId(value: unknown): string | undefined {
+  return typeof value === 'string' && UUID.test(value) ? value.toLowerCase() : undefined;
 }
 
 /**
@@ -30,7 +34,7 @@ export function validateBody(object: ObjectDefinition, body: unknown, creating: 
     else {
       const problem = checkValue(field, value);
       if (problem) problems.push(`${name}: ${problem}`);
-      else changes[name] = value;
+      else changes[name] = field.type === 'RELATION' && value !== null ? recordId(value) : value;
     }
   }
   if (creating) {
@@ -39,6 +43,7 @@ export function validateBody(object: ObjectDefinition, body: unknown, creating: 
     }
   }
   if (!creating && !Object.keys(body).length) problems.push('give at least one field to change');
+  if (problems.length > PROBLEMS_NAMED) problems.splice(PROBLEMS_NAMED, Infinity, `and ${problems.length - PROBLEMS_NAMED} more`);
   if (problems.length) throw invalidRequest(problems.join('; '));
   return changes;
 }
@@ -64,7 +69,7 @@ function checkValue(field: FieldDefinition, value: unknown): string | undefined 
     case 'BOOLEAN':
       return typeof value === 'boolean' ? undefined : 'must be true or false';
     case 'RELATION':
-      return isRecordId(value) ? undefined : `must be the id of a record of ${field.target}`;
+      return recordId(value) ? undefined : `must be the id of a record of ${field.target}`;
     default:
       return 'cannot be set';
   }

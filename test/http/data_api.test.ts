@@ -233,7 +233,7 @@ describe('data API', function () {
       for (const who of ['adminA', 'clientA', 'keyA']) {
         const response = await api<ErrorBody>(server, '/rest/metadata/objects', { credential: tokens[who], json: { namePlural: 'deals' } });
         expect(response.status, who).to.equal(405);
-        expect(response.headers.get('allow')).to.equal('GET');
+        expect(response.headers.get('allow')).to.equal('GET, HEAD');
       }
     });
   });
@@ -364,6 +364,10 @@ describe('data API', function () {
         ['a body its Content-Encoding does not match', '/rest/companies', { raw: '{"name":"Acme"}', headers: { 'content-encoding': 'gzip' } }, 400, 'invalid_request', /not a valid JSON object/],
         ['an oversized body', '/rest/companies', { raw: JSON.stringify({ name: 'x'.repeat(70_000) }) }, 413, 'payload_too_large', /larger than/],
         ['not JSON', '/rest/companies', { raw: 'name=Acme', headers: { 'content-type': 'application/x-www-form-urlencoded' } }, 415, 'unsupported_media_type', /JSON/],
+        ['an empty body', '/rest/companies', { method: 'POST', raw: '' }, 400, 'invalid_request', /the body is empty/],
+        ['a body of spaces', '/rest/companies', { method: 'POST', raw: '  \n ' }, 400, 'invalid_request', /not a valid JSON object/],
+        ['no body at all, said to be JSON', '/rest/companies', { method: 'POST', headers: { 'content-type': 'application/json' } }, 400, 'invalid_request', /the body is empty/],
+        ['a __proto__ member (valid JSON)', '/rest/companies', { raw: '{"__proto__":{"x":1},"name":"a"}' }, 400, 'invalid_request', /^__proto__: no object has such a field$/],
         ['a required field set to null', `/rest/companies/${company.id}`, { method: 'PATCH', json: { name: null } }, 400, 'invalid_request', /name: required, cannot be null/],
         ['an empty PATCH', `/rest/companies/${company.id}`, { method: 'PATCH', json: {} }, 400, 'invalid_request', /at least one field/],
         ['a bad cursor', '/rest/companies?starting_after=bm90LWEtY3Vyc29y', {}, 400, 'invalid_request', /starting_after/],
@@ -383,6 +387,44 @@ describe('data API', function () {
       const unchanged = await api<{ data: { company: Company } }>(server, `/rest/companies/${company.id}`, { credential: keyC });
       expect(unchanged.body.data.company).to.deep.equal(company);
       expect(server.logs()).to.not.match(/"status":5\d\d/);
+    });
+
+    it('names at most 20 problems of one body, however many it has', async () => {
+      const json = Object.fromEntries(Array.from({ length: 2_000 }, (_, i) => [`unknown${i}`, i]));
+      const refused = await api<ErrorBody>(server, '/rest/companies', { credential: keyC, json: { name: 'X', ...json } });
+      expect(refused.status).to.equal(400);
+      expect(refused.body.error_description).to.match(/^unknown0: no such field on companies; .*; and 1980 more$/);
+      expect(refused.body.error_description!.length).to.be.below(1_000);
+    });
+
+    it('reads a record id in either case (RFC 9562), and an object path only as written, its escaped letters written out (RFC 3986 6.2.2)', async () => {
+      const company = (await api<{ data: { company: Company } }>(server, '/rest/companies', { credential: keyC, json: { name: 'Upper' } })).body.data.company;
+      const upper = company.id.toUpperCase();
+      expect((await api<{ data: { company: Company } }>(server, `/rest/companies/${upper}`, { credential: keyC })).body.data.company).to.deep.equal(company);
+      const person = await api<{ data: { person: Record<string, unknown> } }>(server, '/rest/people', { credential: keyC, json: { firstName: 'Ann', companyId: upper } });
+      expect(person.status, JSON.stringify(person.body)).to.equal(201);
+      expect(person.body.data.person.companyId, 'kept as every id is written').to.equal(company.id);
+      expect((await api(server, `/rest/companies/${upper}`, { method: 'PATCH', credential: keyC, json: { city: 'Lyon' } })).status).to.equal(200);
+
+      const listed = await api<ListBody<'companies', Company>>(server, '/rest/%63ompanies', { credential: keyC });
+      expect(listed.status).to.equal(200);
+      expect(listed.body.data.companies.map(({ id }) => id)).to.include(company.id);
+      const other = await api<ErrorBody>(server, '/rest/Companies', { credential: keyC });
+      expect([other.status, other.body.error_description]).to.deep.equal([404, 'no object named Companies; objects: companies, people']);
+      expect((await api(server, `/rest/companies/${upper}`, { method: 'DELETE', credential: keyC })).status).to.equal(200);
+      expect((await api(server, `/rest/companies/${company.id}`, { credential: keyC })).status).to.equal(404);
+    });
+
+    it('says the methods each path takes: in Allow with a 405 (HEAD with GET), and to OPTIONS', async () => {
+      const company = (await api<{ data: { company: Company } }>(server, '/rest/companies', { credential: keyC, json: { name: 'Methods' } })).body.data.company;
+      for (const [path, allow] of [['/rest/companies', 'GET, HEAD, POST'], [`/rest/companies/${company.id}`, 'GET, HEAD, PATCH, DELETE'], ['/rest/metadata/objects', 'GET, HEAD']] as const) {
+        const refused = await api(server, path, { method: 'PUT', credential: keyC, json: {} });
+        expect([refused.status, refused.headers.get('allow')], path).to.deep.equal([405, allow]);
+        const head = await fetch(`${server.issuer}${path}`, { method: 'HEAD', headers: { authorization: `Bearer ${keyC}` } });
+        expect(head.status, `HEAD ${path}`).to.equal(200);
+        const options = await fetch(`${server.issuer}${path}`, { method: 'OPTIONS' });
+        expect([options.status, options.headers.get('allow')], `OPTIONS ${path}`).to.deep.equal([204, `${allow}, OPTIONS`]);
+      }
     });
 
     it('counts a text\'s length in characters, as the Metadata API\'s maxLength says: an emoji is one', async () => {
@@ -444,7 +486,15 @@ describe('data API', function () {
       });
       expect(preflight.status).to.equal(204);
       expect(preflight.headers.get('access-control-allow-origin')).to.equal('*');
-      expect(preflight.headers.get('access-control-allow-methods')).to.include('POST').and.include('PATCH').and.include('DELETE');
+      expect(preflight.headers.get('access-control-allow-methods')).to.equal('GET, HEAD, POST');
+      const ofRecord = await fetch(`${server.issuer}/rest/companies/00000000-0000-4000-8000-000000000000`, {
+        method: 'OPTIONS', headers: { origin: 'https://app.example', 'access-control-request-method': 'PATCH' },
+      });
+      expect(ofRecord.headers.get('access-control-allow-methods')).to.equal('GET, HEAD, PATCH, DELETE');
+      const ofMetadata = await fetch(`${server.issuer}/rest/metadata/objects`, {
+        method: 'OPTIONS', headers: { origin: 'https://app.example', 'access-control-request-method': 'GET' },
+      });
+      expect(ofMetadata.headers.get('access-control-allow-methods'), 'the Metadata API is read-only').to.equal('GET, HEAD');
       expect(preflight.headers.get('access-control-allow-headers')!.toLowerCase()).to.include('authorization').and.include('content-type');
       expect(preflight.headers.get('access-control-allow-credentials')).to.equal(null);
 
