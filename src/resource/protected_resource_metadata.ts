@@ -50,7 +50,8 @@ export function protectedResourceMetadata(issuer: string, served: readonly Serve
     urls.set(resource, `${origin}${WELL_KNOWN}${pathname}`);
     if (!byPath.has(WELL_KNOWN)) byPath.set(WELL_KNOWN, { route: WELL_KNOWN, document });
   }
-  const cors = bearerCors('GET');
+  const methods = 'GET, HEAD';
+  const cors = bearerCors(methods);
   return {
     paths: new Set(byPath.keys()),
     metadataUrlOf: (resource) => urls.get(resource)!,
@@ -59,7 +60,7 @@ export function protectedResourceMetadata(issuer: string, served: readonly Serve
       ctx.state.route = served.route;
       return cors(ctx, async () => {
         if (ctx.method !== 'GET' && ctx.method !== 'HEAD') {
-          throw new HttpError(405, 'method_not_allowed', 'the metadata is read with GET', { Allow: 'GET, HEAD' });
+          throw new HttpError(405, 'method_not_allowed', 'the metadata is read with GET', { Allow: methods });
         }
         ctx.set('Cache-Control', 'public, max-age=300');
         ctx.body = served.document;

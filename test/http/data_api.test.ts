@@ -417,7 +417,7 @@ describe('data API', function () {
 
     it('says the methods each path takes: in Allow with a 405 (HEAD with GET), and to OPTIONS', async () => {
       const company = (await api<{ data: { company: Company } }>(server, '/rest/companies', { credential: keyC, json: { name: 'Methods' } })).body.data.company;
-      for (const [path, allow] of [['/rest/companies', 'GET, HEAD, POST'], [`/rest/companies/${company.id}`, 'GET, HEAD, PATCH, DELETE'], ['/rest/metadata/objects', 'GET, HEAD']] as const) {
+      for (const [path, allow] of [['/rest/companies', 'GET, HEAD, POST'], [`/rest/companies/${company.id}`, 'GET, HEAD, PATCH, DELETE'], ['/rest/metadata/objects', 'GET, HEAD'], ['/.well-known/oauth-protected-resource/rest', 'GET, HEAD']] as const) {
         const refused = await api(server, path, { method: 'PUT', credential: keyC, json: {} });
         expect([refused.status, refused.headers.get('allow')], path).to.deep.equal([405, allow]);
         const head = await fetch(`${server.issuer}${path}`, { method: 'HEAD', headers: { authorization: `Bearer ${keyC}` } });
