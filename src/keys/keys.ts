@@ -1,4 +1,4 @@
-import { randomBytes } from 'node:crypto';
+import { createPrivateKey, createPublicKey, randomBytes } from 'node:crypto';
 import { readFile } from 'node:fs/promises';
 
 import type { JWK } from 'jose';
@@ -49,6 +49,20 @@ async function storedOrNew<T>(settings: SettingStore, keyRing: KeyRing, name: st
   return JSON.parse(plain) as T;
 }
 
+/** Refuses a key the engine would refuse later with a stack trace: it is read as Node's crypto reads a JWK. */
+function assertUsableKey(path: string, key: unknown, position: number): void {
+  if (typeof key !== 'object' || key === null || Array.isArray(key) || typeof (key as JWK).kty !== 'string') {
+    throw new KeyConfigError(`JWKS_FILE ${path}: key ${position} is not a JSON Web Key (an object with kty)`);
+  }
+  const jwk = key as JWK & { kty: string };
+  try {
+    if (jwk.d === undefined) createPublicKey({ key: jwk, format: 'jwk' });
+    else createPrivateKey({ key: jwk, format: 'jwk' });
+  } catch (error) {
+    throw new KeyConfigError(`JWKS_FILE ${path}: key ${position} (${jwk.kty}) is not a usable JSON Web Key: ${(error as Error).message}`);
+  }
+}
+
 export async function readJwksFile(path: string): Promise<{ keys: JWK[] }> {
   let parsed: unknown;
   try {
@@ -56,10 +70,11 @@ export async function readJwksFile(path: string): Promise<{ keys: JWK[] }> {
   } catch (error) {
     throw new KeyConfigError(`JWKS_FILE ${path} cannot be read as JSON: ${(error as Error).message}`);
   }
-  const keys = (parsed as { keys?: unknown }).keys;
+  const keys = typeof parsed === 'object' && parsed !== null ? (parsed as { keys?: unknown }).keys : undefined;
   if (!Array.isArray(keys) || keys.length === 0) {
     throw new KeyConfigError(`JWKS_FILE ${path} must be a JSON Web Key Set with at least one key`);
   }
+  keys.forEach((key: unknown, index) => assertUsableKey(path, key, index + 1));
   const typed = keys as JWK[];
   if (!typed.some((key) => key.kty === 'EC' && key.crv === 'P-256' && key.d)) {
     throw new KeyConfigError(`JWKS_FILE ${path} needs a private P-256 (ES256) key to sign access tokens`);

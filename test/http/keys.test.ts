@@ -77,9 +77,18 @@ describe('signing keys', () => {
       expect(protectedHeader.kid).to.equal(keys[0]!.kid);
     });
 
-    it('stops the service with a message naming JWKS_FILE when the file cannot serve', async () => {
+    it('stops the service with one line naming JWKS_FILE when the file cannot serve', async () => {
       await writeFile(join(dir, 'ec-only.json'), JSON.stringify({ keys: [keys[0]] }));
-      for (const [file, message] of [['missing.json', /JWKS_FILE .*cannot be read/], ['ec-only.json', /JWKS_FILE .*RSA key/]] as const) {
+      await writeFile(join(dir, 'null.json'), 'null');
+      await writeFile(join(dir, 'null-key.json'), JSON.stringify({ keys: [null] }));
+      const { n: _n, ...brokenRsa } = keys[1]!;
+      await writeFile(join(dir, 'broken-rsa.json'), JSON.stringify({ keys: [keys[0], brokenRsa] }));
+      await writeFile(join(dir, 'not-a-key.json'), JSON.stringify({ keys: [keys[0], keys[1], { kty: 'EC', crv: 'P-256', d: 'x', x: 'y', y: 'z' }] }));
+      for (const [file, message] of [
+        ['missing.json', /JWKS_FILE .*cannot be read/], ['ec-only.json', /JWKS_FILE .*RSA key/], ['null.json', /JWKS_FILE .*must be a JSON Web Key Set/],
+        ['null-key.json', /JWKS_FILE .*key 1 is not a JSON Web Key/], ['broken-rsa.json', /JWKS_FILE .*key 2 \(RSA\) is not a usable JSON Web Key/],
+        ['not-a-key.json', /JWKS_FILE .*key 3 \(EC\) is not a usable JSON Web Key/],
+      ] as const) {
         const result = spawnSync(process.execPath, ['src/main.ts'], {
           cwd: ROOT,
           env: { PATH: process.env.PATH ?? '', STORE: 'memory:', PORT: '0', JWKS_FILE: join(dir, file) },
@@ -88,6 +97,9 @@ describe('signing keys', () => {
         });
         expect(result.status, file).to.equal(1);
         expect(result.stderr, file).to.match(message);
+        const said = result.stderr.split('\n').filter((line) => line && !line.startsWith('{'));
+        expect(said, `${file}: one line besides the JSON log`).to.have.length(1);
+        expect(said[0], file).to.match(/^configuration error: JWKS_FILE /);
       }
     });
   });
