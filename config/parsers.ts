@@ -89,7 +89,7 @@ export const port: Parser<number> = (value, name) => {
 };
 
 export const workers: Parser<number> = (value, name) => {
-  if (value === 'auto') return availableParallelism();
+  if (value.toLowerCase() === 'auto') return availableParallelism();
   const count = Number(value);
   if (!/^\d+$/.test(value) || count < 1 || count > 64) throw new ConfigError(`${name} must be a whole number from 1 to 64, or "auto" (one per core), got "${value}"`);
   return count;
@@ -170,7 +170,7 @@ export const encryptionKeys: Parser<string[]> = (value, name) => {
 
 /** A positive number of days (decimals allowed), as seconds. */
 export const days: Parser<number> = (value, name) => {
-  if (!/^\d+(\.\d+)?$/.test(value) || Number(value) <= 0) throw new ConfigError(`${name} must be a positive number of days, got "${value}"`);
+  if (!/^(\d+(\.\d*)?|\.\d+)$/.test(value) || Number(value) <= 0) throw new ConfigError(`${name} must be a positive number of days, got "${value}"`);
   return Math.round(Number(value) * 86_400);
 };
 
@@ -282,5 +282,5 @@ export const domain: Parser<string> = (value, name) => {
 
 /** `off`, or what `parse` reads. */
 export function orOff<T>(parse: Parser<T>): Parser<T | undefined> {
-  return (value, name) => (value === 'off' ? undefined : parse(value, name));
+  return (value, name) => (value.toLowerCase() === 'off' ? undefined : parse(value, name));
 }

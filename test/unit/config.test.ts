@@ -184,6 +184,15 @@ describe('configuration', () => {
     expect(configError({ RATE_LIMIT_LOGIN_LOCK_MAX: '25d' })).to.match(/^RATE_LIMIT_LOGIN_LOCK_MAX must be a duration .*at most 24d/);
   });
 
+  it('reads on, off and auto in any case, and a number of days written as .5 or 1.', () => {
+    expect(loadConfig({ UNUSED_CLIENT_TTL: 'OFF' }).unusedClientTtl).to.equal(undefined);
+    expect(loadConfig({ UNUSED_CLIENT_TTL: 'Off' }).unusedClientTtl).to.equal(undefined);
+    expect(loadConfig({ WORKERS: 'AUTO' }).workers).to.be.a('number').at.least(1);
+    expect(loadConfig({ KEY_ROTATION_DAYS: '.5' }).keyRotation.everySeconds).to.equal(43_200);
+    expect(loadConfig({ KEY_ROTATION_DAYS: '2.' }).keyRotation.everySeconds).to.equal(172_800);
+    expect(configError({ KEY_ROTATION_DAYS: '.' })).to.match(/^KEY_ROTATION_DAYS must be a positive number of days/);
+  });
+
   it('runs WORKERS over one store: a sqlite: file or Redis, never memory:, which is each process\'s own', () => {
     expect(loadConfig({ WORKERS: '2' }).workers).to.equal(2);
     expect(loadConfig({ WORKERS: '1', STORE: 'memory:' }).workers).to.equal(1);
