@@ -1,4 +1,5 @@
 import { createHash } from 'node:crypto';
+import { isIP } from 'node:net';
 
 import { Cluster, Redis, type ClusterOptions, type RedisOptions } from 'ioredis';
 
@@ -55,7 +56,8 @@ export function connectRedis(url: string, queuedBehindMs = 0): RedisClient {
         host: target.node.host,
         port: target.node.port,
         db: target.db,
-        ...(target.tls ? { tls: { servername: target.node.host } } : {}),
+        // SNI names a host, never an address (RFC 6066 section 3; Node warns at one).
+        ...(target.tls ? { tls: isIP(target.node.host) ? {} : { servername: target.node.host } } : {}),
         enableOfflineQueue: false,
         retryStrategy: reconnectDelay,
       });
@@ -111,7 +113,8 @@ export class RedisConnection {
     this.#durable = durable && { connection: new RedisConnection(durable.client), replicas: new ReplicaConfirmation(durable.wait) };
     // Listening is also what keeps ioredis from printing every failed reconnect as unhandled.
     client.on('error', (error: Error) => {
-      this.#lastError = error.message;
+      // A command refused while there is no connection says nothing of why there is none.
+      if (!NO_CONNECTION.test(error.message)) this.#lastError = error.message;
       if (DATABASE_REFUSED.test(error.message)) this.#refusedDatabase = error.message;
     });
     if (client instanceof Cluster) client.on('node error', (error: Error) => { this.#lastError = error.message; });
@@ -185,7 +188,7 @@ export class RedisConnection {
       };
       const timer = setTimeout(() => {
         this.#waiting.delete(done);
-        reject(new BackendUnavailableError(`Redis is not reachable${this.#lastError ? `: ${this.#lastError}` : ''}`));
+        reject(new BackendUnavailableError(`Redis is not reachable: ${this.#lastError ?? `no connection within ${READY_WAIT_MS} ms`}`));
       }, READY_WAIT_MS);
       this.#waiting.add(done);
     });
@@ -203,6 +206,9 @@ function withTimeout<T>(promise: Promise<T>, ms: number): Promise<T> {
   });
   return Promise.race([promise, timeout]).finally(() => clearTimeout(timer));
 }
+
+/** ioredis refusing a command while it has no connection (its offline queue is off). */
+const NO_CONNECTION = /Stream isn't writeable/;
 
 /** Redis's answer to SELECT of a database it does not have; ioredis reports it as an error event and goes on in database 0. */
 const DATABASE_REFUSED = /DB index is out of range|invalid DB index/i;

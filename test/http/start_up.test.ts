@@ -120,6 +120,29 @@ describe('a store that does not answer at start', function () {
     });
   });
 
+  describe('a rediss:// URL to a Redis that speaks no TLS', () => {
+    let redis: RedisServer;
+    let server: TestServer;
+
+    before(async () => {
+      redis = await startRedis();
+      server = await startServer({ store: redis.url.replace(/^redis:/, 'rediss:'), env: { KEY_ENCRYPTION_KEY }, until: 'listening' });
+    });
+
+    after(async () => {
+      await server?.stop();
+      await redis?.stop();
+    });
+
+    it('says in every warning why it cannot reach it, and nothing outside the JSON log (no TLS warning for an IP address)', async () => {
+      await expectStarting(server);
+      const warnings = await eventually('two tries', () => (waitWarnings(server).length >= 2 ? waitWarnings(server) : undefined), 30_000);
+      for (const { reason } of warnings) expect(reason).to.match(/^Redis is not reachable: \S/);
+      const plain = server.logs().split('\n').filter((line) => line.trim() && !line.startsWith('{'));
+      expect(plain, server.logs()).to.deep.equal([]);
+    });
+  });
+
   describe('with WORKERS=2 and Redis not running yet', () => {
     let redis: RedisServer;
     let server: TestServer;
