@@ -111,6 +111,8 @@ function openDatabase(path: string, warn: Logger['warn'] | undefined, synchronou
     if (path !== ':memory:') ownerOnly(path, warn);
     db = new DatabaseSync(path);
     db.exec(pragmas(synchronous) + MODELS_SCHEMA + ACCOUNTS_SCHEMA + REVOCATIONS_SCHEMA + SETTINGS_SCHEMA + RECORDS_SCHEMA + API_KEYS_SCHEMA);
+    // Only once SQLite has taken the file for a database: a file that is none is not the service's to change.
+    if (path !== ':memory:') filesOwnerOnly(path, warn);
     addColumnIfMissing(db, 'oidc_models', 'uses', 'INTEGER NOT NULL DEFAULT 0');
     addColumnIfMissing(db, 'oidc_models', 'listed_by', 'TEXT');
     addColumnIfMissing(db, 'oidc_models', 'claim', 'TEXT');
@@ -130,10 +132,8 @@ function openDatabase(path: string, warn: Logger['warn'] | undefined, synchronou
 
 /**
  * Creates the directory (0700) and the database file (0600) before SQLite opens it: SQLite gives
- * the `-wal` and `-shm` files it creates the database file's mode. Files an earlier version left
- * readable by others are made owner-only (they are the service's own, and nothing but the service
- * and its operator need them), and said so. An existing directory is left as it is, with a
- * warning when others may list it: it may be shared (the working directory, with
+ * the `-wal` and `-shm` files it creates the database file's mode. An existing directory is left
+ * as it is, with a warning when others may list it: it may be shared (the working directory, with
  * `sqlite:./oauth.sqlite`), and the files' own modes already keep their content private.
  */
 function ownerOnly(path: string, warn: Logger['warn'] | undefined): void {
@@ -148,6 +148,13 @@ function ownerOnly(path: string, warn: Logger['warn'] | undefined): void {
   } catch (error) {
     if ((error as NodeJS.ErrnoException).code !== 'EEXIST') throw error;
   }
+}
+
+/**
+ * Database files an earlier version left readable by others are made owner-only (they are the
+ * service's own, and nothing but the service and its operator need them), and said so.
+ */
+function filesOwnerOnly(path: string, warn: Logger['warn'] | undefined): void {
   for (const file of [path, `${path}-wal`, `${path}-shm`]) {
     let mode: number;
     try {

@@ -221,13 +221,15 @@ describe('a SQLite store that cannot be opened', function () {
     expect((await stat(directory)).mode & 0o777, 'not made owner-only').to.equal(0o755);
   });
 
-  it('is a configuration error when the file is not a database', async () => {
+  it('is a configuration error when the file is not a database, whose mode is left as it was', async () => {
     const file = join(dir, 'garbage.sqlite');
-    await writeFile(file, 'this is not a SQLite database, only text long enough to be read as a header'.repeat(20), { mode: 0o600 });
+    await writeFile(file, 'this is not a SQLite database, only text long enough to be read as a header'.repeat(20), { mode: 0o644 });
+    await chmod(file, 0o644);
     const { code, stderr } = await start(file);
     expect(code).to.equal(1);
     expect(stderr.trim()).to.match(/^configuration error: STORE: the SQLite database .*garbage\.sqlite cannot be opened: .*not a database/);
     expect(stderr.trim().split('\n')).to.have.length(1);
+    expect((await stat(file)).mode & 0o777, 'not the service\'s file: not made owner-only').to.equal(0o644);
   });
 });
 
