@@ -114,6 +114,8 @@ export const baseUrl: Parser<{ issuer: string; basePath: string }> = (value, nam
 };
 
 export const storeUrl: Parser<string> = (value, name) => {
+  // A path with a space at either end is a slip of quoting far more often than a file's name.
+  if (/^sqlite:(\s|.*\s$)/.test(value)) throw new ConfigError(`${name}'s path begins or ends with a space, got "${value}"; a path with spaces inside is fine`);
   if (value === 'memory:' || /^sqlite:.+/.test(value)) return value;
   if (isRedisUrl(value)) {
     try {

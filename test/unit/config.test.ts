@@ -193,6 +193,13 @@ describe('configuration', () => {
     expect(configError({ KEY_ROTATION_DAYS: '.' })).to.match(/^KEY_ROTATION_DAYS must be a positive number of days/);
   });
 
+  it('refuses a SQLite path that begins or ends with a space (a slip of quoting), and takes one with spaces inside', () => {
+    for (const store of ['sqlite: ', 'sqlite: ./data/oauth.sqlite', 'sqlite:./data/oauth.sqlite ', 'sqlite:\t']) {
+      expect(configError({ STORE: store }), JSON.stringify(store)).to.match(/^STORE's path begins or ends with a space/);
+    }
+    expect(loadConfig({ STORE: 'sqlite:./my data/oauth.sqlite' }).store).to.equal('sqlite:./my data/oauth.sqlite');
+  });
+
   it('runs WORKERS over one store: a sqlite: file or Redis, never memory:, which is each process\'s own', () => {
     expect(loadConfig({ WORKERS: '2' }).workers).to.equal(2);
     expect(loadConfig({ WORKERS: '1', STORE: 'memory:' }).workers).to.equal(1);
