@@ -11,6 +11,8 @@ export type RequestObserver = (ctx: Context, ms: number) => void;
 export function timeRequests(observers: readonly RequestObserver[]): Middleware {
   return async (ctx, next) => {
     const started = performance.now();
+    // Read while the socket is there (Koa keeps it for the observers): a client gone by the answer has no address left.
+    void ctx.ip;
     try {
       await next();
     } finally {

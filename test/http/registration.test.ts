@@ -292,6 +292,8 @@ describe('client registration', () => {
       await eventually('both requests cut short in the log', () => server.logs().slice(since).includes('"path":"/oauth/token","status":400') || undefined, 5_000);
       const lines = server.logs().slice(since).split('\n').filter((line) => line.trim() !== '');
       for (const line of lines) expect(() => JSON.parse(line) as unknown, line).to.not.throw();
+      const cutShort = lines.map((line) => JSON.parse(line) as Record<string, unknown>).find((line) => line.message === 'request' && line.path === '/oauth/token' && line.status === 400);
+      expect(cutShort, 'the client\'s address, read before it went away').to.include({ ip: hostname });
     });
 
     it('updates the client with PUT (without client_secret): the secret keeps working and cannot be read back', async () => {
