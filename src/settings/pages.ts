@@ -6,7 +6,7 @@ import { MIN_PASSWORD_LENGTH } from '../accounts/passwords.ts';
 import { renderPage } from '../pages/render.ts';
 import { ENGINE_ROUTES } from '../engine/routes.ts';
 import { MAX_NAME_LENGTH, type ApiKeys, type NewApiKey } from '../api_keys/api_keys.ts';
-import { DEFAULT_EXPIRY, EXPIRY_CHOICES } from './api_key_form.ts';
+import { DEFAULT_EXPIRY, EXPIRY_CHOICES, newFormId } from './api_key_form.ts';
 import { COPY_SCRIPT_PATH } from './assets.ts';
 import type { ConnectedApp, ConnectedApps } from './connected_apps.ts';
 import { article, ROLE_DESCRIPTIONS } from './members.ts';
@@ -201,8 +201,8 @@ export class SettingsPages {
       expiryChoices: EXPIRY_CHOICES,
       defaultExpiry: DEFAULT_EXPIRY,
       keys: keys.map(shownKey),
-      // The form says which keys it was shown with: sent again (a reload), it creates none.
-      newestKey: keys.at(-1)?.id ?? '',
+      // Each form shown makes at most one key: sent again (a reload), it creates none.
+      formId: newFormId(),
       clients: clients.map((client) => ({ ...client, registered: shownTime(client.registeredAt) })),
     });
   }

@@ -1,16 +1,20 @@
 import { hash } from 'node:crypto';
 
 import type { ApiKeyRecord, ModelStore } from '../../adapters/store.ts';
+import { LIFETIMES } from '../../config/lifetimes.ts';
 import { ApiKeyError, type ApiKeys, type NewApiKey } from '../api_keys/api_keys.ts';
-import { readApiKeyForm } from './api_key_form.ts';
+import { formIdOf, readApiKeyForm } from './api_key_form.ts';
+
+/**
+ * How long a create form's mark of use stays: as long as the form can be sent at all (its token
+ * is its browser session's), so a reload of the page that showed a key makes none however late.
+ */
+const FORM_MARKER_SECONDS = LIFETIMES.Session;
 
 /**
  * What a workspace admin does with the workspace's API keys, through the same ApiKeys logic the
  * admin CLI and the data API use (creation, digest-only storage, revocation).
  */
-/** How long the create form's marker stays: long enough for copies of one form sent at the same moment. */
-const FORM_MARKER_SECONDS = 60;
-
 export class WorkspaceAdmin {
   readonly #apiKeys: ApiKeys;
   /** Used-once markers (the store's atomic insert), one per create form shown. */
@@ -23,18 +27,18 @@ export class WorkspaceAdmin {
 
   /**
    * A new key from the create form, or what is wrong with the form (and the name given, to show
-   * again). A form sent again once it has made a key (a reload of the page that showed the key, a
-   * restored tab) names the newest key as it was before: it makes no second one (409). Copies sent
-   * at the same moment (a double submit) all name it still: the first to claim the form's marker
-   * creates the key, the others get the same 409.
+   * again). Each form is shown with an id of its own (api_key_form.ts), marked used by the key it makes
+   * (the store's atomic insert): sent again (a reload of the page that showed the key, a restored
+   * tab, copies of a double submit), it makes no second one (409).
    */
   async createKey(workspaceId: string, body: Record<string, unknown>): Promise<NewApiKey | { error: string; name: string; status?: number }> {
     const form = readApiKeyForm(body);
     if ('error' in form) return form;
-    const newest = (await this.#apiKeys.list(workspaceId)).at(-1)?.id ?? '';
-    const marker = hash('sha256', `api-key-form\n${workspaceId}\n${newest}`, 'base64url');
-    if (body.after !== newest || !await this.#markers.insertNew(marker, { kind: 'ApiKeyForm' }, FORM_MARKER_SECONDS)) {
-      return { error: 'This form was sent before, or the keys changed since it was shown: no key was created. The keys below are the workspace’s now; create one again if you need it.', name: form.request.name, status: 409 };
+    const formId = formIdOf(body);
+    if (!formId) return { error: 'This form is out of date: no key was created. Create one with the form below.', name: form.request.name, status: 400 };
+    const marker = hash('sha256', `api-key-form\n${workspaceId}\n${formId}`, 'base64url');
+    if (!await this.#markers.insertNew(marker, { kind: 'ApiKeyForm' }, FORM_MARKER_SECONDS)) {
+      return { error: 'This form was sent before: no key was created again. The keys below are the workspace’s now; create another with the form below if you need it.', name: form.request.name, status: 409 };
     }
     try {
       return await this.#apiKeys.create(workspaceId, form.request.name, form.request.expiresIn);
