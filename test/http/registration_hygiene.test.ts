@@ -58,6 +58,26 @@ describe('registration hygiene', function () {
       const unchanged = await management(client.registration_client_uri, client.registration_access_token);
       expect(unchanged.status, 'the registration access token still works: nothing was processed').to.equal(200);
     });
+
+    it('refuses a registration body over 16 KiB sent without a length (chunked) with 413 too, and stores nothing', async () => {
+      const uris = Array.from({ length: 20 }, (_, i) => `https://app.example.com/${i}/${'a'.repeat(1900)}`);
+      const json = JSON.stringify({ client_name: 'Chunked Giant', redirect_uris: uris });
+      expect(json.length).to.be.within(17 * 1024, 56 * 1024);
+      const chunked = (text: string) => new ReadableStream<Uint8Array>({
+        start(controller) {
+          for (let at = 0; at < text.length; at += 4096) controller.enqueue(new TextEncoder().encode(text.slice(at, at + 4096)));
+          controller.close();
+        },
+      });
+      const response = await fetch(`${server.issuer}/oauth/register`, {
+        method: 'POST', headers: { 'content-type': 'application/json' }, body: chunked(json), duplex: 'half',
+      } as RequestInit);
+      await expectRefused(response, /larger than 16 KiB/, 413, 'invalid_request');
+      const small = await fetch(`${server.issuer}/oauth/register`, {
+        method: 'POST', headers: { 'content-type': 'application/json' }, body: chunked(JSON.stringify({ client_name: 'Chunked Small', redirect_uris: uris.slice(0, 1).map((uri) => uri.slice(0, 60)) })), duplex: 'half',
+      } as RequestInit);
+      expect(small.status, 'a small body sent the same way registers').to.equal(201);
+    });
   });
 
   describe('URIs', () => {

@@ -8,6 +8,7 @@ import { REGISTRATION_BODY_MAX } from '../../clients/registration_hygiene.ts';
 import type { RateLimiting } from '../../rate_limits/limits.ts';
 import { bearerCors } from '../../resource/cors.ts';
 import { HttpError } from '../../shared/http_error.ts';
+import { peekBody } from '../request_body.ts';
 
 export interface RegistrationEndpointDependencies {
   provider: Provider;
@@ -35,11 +36,18 @@ export function registrationEndpoint({ provider, accounts, rateLimits }: Registr
 }
 
 /**
- * Refuses an oversized registration body before anything reads it (413, RFC 7591 error shape).
- * The engine's own reader stops at 56 KiB for bodies sent without a length.
+ * Refuses an oversized registration body (413, RFC 7591 error shape): one declared larger before
+ * anything reads it, one sent without a length (chunked) once more than the limit has come; the
+ * engine's own reader would stop only at 56 KiB. A body within the limit is put back for the
+ * engine to read.
  */
 export const registrationBodyLimit: Middleware = async (ctx, next) => {
-  if ((ctx.request.length ?? 0) > REGISTRATION_BODY_MAX) throw registrationTooLarge();
+  const declared = ctx.request.length;
+  if ((declared ?? 0) > REGISTRATION_BODY_MAX) throw registrationTooLarge();
+  const chunked = declared === undefined && ctx.get('Transfer-Encoding') !== '';
+  if (chunked && ((await peekBody(ctx.req, undefined, REGISTRATION_BODY_MAX))?.length ?? 0) > REGISTRATION_BODY_MAX) {
+    throw registrationTooLarge();
+  }
   await next();
 };
 
