@@ -118,6 +118,7 @@ export function validateClientMetadata(
   }
 
   const grantTypes = Array.isArray(metadata.grant_types) ? metadata.grant_types as unknown[] : [];
+  checkGrantsMatchResponses(grantTypes, (ctx.oidc.body as Metadata | undefined)?.response_types);
   if (grantTypes.includes('authorization_code') && !grantTypes.includes('refresh_token')) {
     metadata.grant_types = [...grantTypes, 'refresh_token'];
   }
@@ -142,6 +143,26 @@ export function validateClientMetadata(
  * rights an operator gives) taken from it. It is a public client (the engine refuses secret-based
  * methods in a document; one that names none uses `none`).
  */
+/**
+ * RFC 7591 section 2.1: grant_types and the response_types the registrant named must agree
+ * (`code` with authorization_code), and leave a grant that gets tokens: refresh tokens come from
+ * authorization_code only. Refused rather than changed, so a client never ends up registered for
+ * nothing it can use.
+ */
+function checkGrantsMatchResponses(grantTypes: readonly unknown[], requestedResponseTypes: unknown): void {
+  const responseTypes = Array.isArray(requestedResponseTypes) ? requestedResponseTypes as unknown[] : undefined;
+  const codeFlow = grantTypes.includes('authorization_code');
+  if (codeFlow && responseTypes && !responseTypes.includes('code')) {
+    throw new errors.InvalidClientMetadata('grant_types authorization_code needs response_types code (or leave response_types out)');
+  }
+  if (!codeFlow && responseTypes?.includes('code')) {
+    throw new errors.InvalidClientMetadata('response_types code needs grant_types authorization_code (or leave response_types out)');
+  }
+  if (!codeFlow && grantTypes.includes('refresh_token')) {
+    throw new errors.InvalidClientMetadata('grant_types refresh_token comes with authorization_code, the grant that issues refresh tokens');
+  }
+}
+
 /** A `jwks_uri` is fetched by the SSRF-safe fetcher, which fetches https URLs only; and it is for `private_key_jwt`. */
 function checkKeysByReference(metadata: Metadata): void {
   const url = typeof metadata.jwks_uri === 'string' ? URL.parse(metadata.jwks_uri) : null;

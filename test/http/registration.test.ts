@@ -395,6 +395,23 @@ describe('client registration', () => {
       await expectRefusal(response, 400, 'invalid_client_metadata', /initial access token/i);
     });
 
+    it('refuses grant_types and response_types that contradict each other, or leave no grant to get a token with (RFC 7591 2.1)', async () => {
+      const iat = await initialAccessToken(server, admin.workspaces[0]!.id);
+      const cases: Array<[Json, string | undefined, RegExp]> = [
+        [{ grant_types: ['client_credentials'], response_types: ['code'], redirect_uris: [] }, iat, /response_types code needs grant_types authorization_code/],
+        [{ grant_types: ['authorization_code'], response_types: [] }, undefined, /grant_types authorization_code needs response_types code/],
+        [{ grant_types: ['refresh_token'] }, undefined, /refresh_token.*authorization_code/],
+      ];
+      for (const [metadata, token, description] of cases) {
+        await expectRefusal(await register(server.issuer, metadata, token), 400, 'invalid_client_metadata', description);
+      }
+      // What stock clients send stays accepted: both named and matching, or either left out.
+      for (const metadata of [{ grant_types: ['authorization_code'], response_types: ['code'] }, { response_types: ['code'] }, { grant_types: ['authorization_code', 'refresh_token'] }]) {
+        expect((await register(server.issuer, metadata)).status, JSON.stringify(metadata)).to.equal(201);
+      }
+      expect((await register(server.issuer, { grant_types: ['client_credentials'], response_types: [], redirect_uris: [] }, iat)).status).to.equal(201);
+    });
+
     it('binds a client_credentials client to the workspace of its initial access token', async () => {
       const workspace = admin.workspaces[0]!.id;
       const iat = await initialAccessToken(server, workspace);
