@@ -23,9 +23,10 @@ export const USERINFO_PATH = '/oauth/userinfo';
 export const INTERACTION_PATH = '/interaction';
 
 const { authorization, token, registration, jwks, revocation, introspection, end_session: endSession, pushed_authorization_request: par } = ENGINE_ROUTES;
-const DISCOVERY = '/.well-known/openid-configuration';
+/** Where the engine publishes its metadata (OpenID Discovery), under the issuer's path. */
+export const DISCOVERY_PATH = '/.well-known/openid-configuration';
 /** The engine serves its metadata at both well-known paths (RFC 8414 and OpenID Discovery). */
-const OAUTH_DISCOVERY = '/.well-known/oauth-authorization-server';
+export const OAUTH_DISCOVERY_PATH = '/.well-known/oauth-authorization-server';
 
 /**
  * The engine's names for its routes (`ctx.oidc.route`; `cors.*` are their preflights), with the
@@ -39,8 +40,8 @@ export const ENGINE_ROUTE_TEMPLATES: Readonly<Record<string, string>> = {
   'cors.token': token,
   jwks,
   'cors.jwks': jwks,
-  discovery: DISCOVERY,
-  'cors.discovery': DISCOVERY,
+  discovery: DISCOVERY_PATH,
+  'cors.discovery': DISCOVERY_PATH,
   registration,
   client: `${registration}/:clientId`,
   client_update: `${registration}/:clientId`,
@@ -57,4 +58,4 @@ export const ENGINE_ROUTE_TEMPLATES: Readonly<Record<string, string>> = {
 };
 
 /** Every path the engine answers at, as a template relative to the issuer (src/http/exact_engine_paths.ts). */
-export const ENGINE_PATH_TEMPLATES: readonly string[] = [...new Set([...Object.values(ENGINE_ROUTE_TEMPLATES), OAUTH_DISCOVERY, USERINFO_PATH])];
+export const ENGINE_PATH_TEMPLATES: readonly string[] = [...new Set([...Object.values(ENGINE_ROUTE_TEMPLATES), OAUTH_DISCOVERY_PATH, USERINFO_PATH])];

@@ -1,9 +1,7 @@
 import type { Middleware } from 'koa';
 
 import { FAPI_SIGNING_ALGORITHMS } from '../clients/fapi.ts';
-
-const OPENID_CONFIGURATION = '/.well-known/openid-configuration';
-const OAUTH_AUTHORIZATION_SERVER = '/.well-known/oauth-authorization-server';
+import { DISCOVERY_PATH as OPENID_CONFIGURATION, OAUTH_DISCOVERY_PATH as OAUTH_AUTHORIZATION_SERVER } from '../engine/routes.ts';
 
 /**
  * RFC 8414 metadata. The engine publishes OpenID Connect discovery at

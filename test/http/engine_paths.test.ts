@@ -80,10 +80,6 @@ describe('engine endpoints answer at their exact paths only', function () {
       expect(api.status, path).to.equal(404);
       expect(await api.json(), path).to.include({ error: 'not_found' });
     }
-    // Said with the path asked for, an alias the host rewrites on the way in too.
-    const alias = await fetch(`${server.issuer}/.well-known/oauth-authorization-server`, { method: 'POST' });
-    expect(alias.status).to.equal(404);
-    expect((await alias.json() as { error_description: string }).error_description).to.contain('/.well-known/oauth-authorization-server');
   });
 
   it('the engine\'s endpoints answer a method they do not take with 405 and Allow (RFC 9126 section 2.3 for PAR), and a browser\'s preflight as before', async () => {
@@ -105,6 +101,23 @@ describe('engine endpoints answer at their exact paths only', function () {
       expect([response.status, response.headers.get('allow')], path).to.deep.equal([405, allow]);
     }
     expect((await fetch(`${server.issuer}/oauth/jwks`)).status, 'GET still served').to.equal(200);
+  });
+
+  it('the discovery documents answer a method they do not take with 405 and Allow, naming the path asked for, and OPTIONS with the methods', async () => {
+    for (const path of ['/.well-known/openid-configuration', '/.well-known/oauth-authorization-server']) {
+      for (const method of ['POST', 'PUT', 'DELETE']) {
+        const response = await fetch(`${server.issuer}${path}`, { method });
+        const body = await response.json() as { error: string; error_description: string };
+        expect([response.status, response.headers.get('allow'), body.error], `${method} ${path}`).to.deep.equal([405, 'GET, HEAD', 'invalid_request']);
+        expect(body.error_description, `${method} ${path}`).to.contain(path);
+      }
+      const options = await fetch(`${server.issuer}${path}`, { method: 'OPTIONS' });
+      expect([options.status, options.headers.get('allow')], `OPTIONS ${path}`).to.deep.equal([204, 'GET, HEAD, OPTIONS']);
+      const preflight = await fetch(`${server.issuer}${path}`, { method: 'OPTIONS', headers: { origin: 'https://spa.example', 'access-control-request-method': 'GET' } });
+      expect(preflight.status, `preflight ${path}`).to.equal(204);
+      expect(preflight.headers.get('access-control-allow-origin'), `preflight ${path}`).to.be.oneOf(['https://spa.example', '*']);
+      expect((await fetch(`${server.issuer}${path}`)).status, `GET ${path}`).to.equal(200);
+    }
   });
 
   it('the engine\'s endpoints answer OPTIONS without an Origin (not a preflight) with the methods they take (RFC 9110 9.3.7)', async () => {

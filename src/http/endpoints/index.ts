@@ -5,7 +5,7 @@ import type { Provider } from 'oidc-provider';
 import type { ModelStore } from '../../../adapters/store.ts';
 import type { Accounts } from '../../accounts/accounts.ts';
 import type { ProtectedResources } from '../../clients/protected_resources.ts';
-import { ENGINE_ROUTES, USERINFO_PATH } from '../../engine/routes.ts';
+import { DISCOVERY_PATH, ENGINE_ROUTES, USERINFO_PATH } from '../../engine/routes.ts';
 import type { RateLimiting } from '../../rate_limits/limits.ts';
 import { HttpError } from '../../shared/http_error.ts';
 import type { LiveRoles } from '../../resource/live_roles.ts';
@@ -84,6 +84,8 @@ const METHODS: ReadonlyArray<readonly [path: string, methods: readonly string[]]
   [`${ENGINE_ROUTES.registration}/:clientId`, ['GET', 'PUT', 'DELETE']],
   [ENGINE_ROUTES.jwks, ['GET']],
   [USERINFO_PATH, ['GET', 'POST']],
+  // The discovery document, also under its aliases, which src/http/discovery.ts rewrites to it.
+  [DISCOVERY_PATH, ['GET']],
 ];
 
 /**
@@ -103,7 +105,9 @@ function onlyMethods(methods: readonly string[]): Middleware {
       return;
     }
     if (taken.has(ctx.method)) return next();
-    throw new HttpError(405, 'invalid_request', `${ctx.path} takes ${methods.join(' and ')} requests only`, { Allow: allowed.join(', ') });
+    // The path asked for, before an alias was rewritten.
+    const path = ctx.originalUrl.split('?')[0];
+    throw new HttpError(405, 'invalid_request', `${path} takes ${methods.join(' and ')} requests only`, { Allow: allowed.join(', ') });
   };
 }
 
@@ -111,7 +115,7 @@ function onlyMethods(methods: readonly string[]): Middleware {
 function routedPaths(basePath: string): (path: string) => boolean {
   const exact = new Set([
     ENGINE_ROUTES.authorization, ENGINE_ROUTES.end_session, ENGINE_ROUTES.registration, ENGINE_ROUTES.token, ENGINE_ROUTES.pushed_authorization_request,
-    ENGINE_ROUTES.introspection, ENGINE_ROUTES.revocation, ENGINE_ROUTES.jwks, USERINFO_PATH,
+    ENGINE_ROUTES.introspection, ENGINE_ROUTES.revocation, ENGINE_ROUTES.jwks, USERINFO_PATH, DISCOVERY_PATH,
   ]
     .map((path) => `${basePath}${path}`));
   const clientManagement = `${basePath}${ENGINE_ROUTES.registration}/`;
