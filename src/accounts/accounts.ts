@@ -9,6 +9,17 @@ export class AccountError extends Error {
   override name = 'AccountError';
 }
 
+/** A change refused because it would leave a workspace without an admin (the store checks it in the same step). */
+export class LastAdminRefusal extends AccountError {
+  override name = 'LastAdminRefusal';
+  readonly user: User;
+
+  constructor(message: string, user: User) {
+    super(message);
+    this.user = user;
+  }
+}
+
 /** A workspace as one of its members sees it: with the member's role there. */
 export type WorkspaceMembership = Workspace & { role: Role };
 
@@ -232,7 +243,7 @@ export class Accounts {
       if (!(error instanceof LastAdminError)) throw error;
       const workspace = await this.#store.getWorkspace(error.workspaceId);
       const named = workspace ? `${workspace.id} ("${workspace.name}")` : error.workspaceId;
-      throw new AccountError(`${user.email} is the last admin of workspace ${named}: make another member an admin first, or delete the workspace`);
+      throw new LastAdminRefusal(`${user.email} is the last admin of workspace ${named}: make another member an admin first, or delete the workspace`, user);
     }
   }
 

@@ -1,5 +1,5 @@
 import { ROLES, type Role } from '../../adapters/store.ts';
-import { AccountError, isRole, type Accounts, type Member } from '../accounts/accounts.ts';
+import { AccountError, LastAdminRefusal, isRole, type Accounts, type Member } from '../accounts/accounts.ts';
 import type { UserAccess } from '../engine/user_access.ts';
 
 /** What each role may do, as the members page and its confirmations say it ("they can…", "you can…"). */
@@ -56,7 +56,7 @@ export class WorkspaceMembers {
     const checked = await this.check(workspaceId, userId, { role });
     if ('refused' in checked) return checked;
     // Another admin may have changed the members since: the store decides, and says so in words.
-    const refused = await refusedByAccounts(() => this.#accounts.setRole(userId, workspaceId, role));
+    const refused = await refusedByAccounts(() => this.#accounts.setRole(userId, workspaceId, role), { role });
     return refused ? { refused } : { done: { user: checked.done.user, role } };
   }
 
@@ -64,18 +64,20 @@ export class WorkspaceMembers {
   async remove(workspaceId: string, userId: string): Promise<MemberChange<Member>> {
     const checked = await this.check(workspaceId, userId, 'remove');
     if ('refused' in checked) return checked;
-    const refused = await refusedByAccounts(() => this.#accounts.removeMember(userId, workspaceId));
+    const refused = await refusedByAccounts(() => this.#accounts.removeMember(userId, workspaceId), 'remove');
     if (refused) return { refused };
     await this.#userAccess.revokeGrants(userId, { workspaceId });
     return checked;
   }
 }
 
-async function refusedByAccounts(change: () => Promise<unknown>): Promise<MemberRefusal | undefined> {
+async function refusedByAccounts(change: () => Promise<unknown>, asked: { role: Role } | 'remove'): Promise<MemberRefusal | undefined> {
   try {
     await change();
     return undefined;
   } catch (error) {
+    // Another admin changed the members meanwhile: said as the page's own check says it (the CLI's words name what only it can do).
+    if (error instanceof LastAdminRefusal) return lastAdmin({ user: error.user, role: 'admin' }, asked);
     if (error instanceof AccountError) return { status: 409, error: `Nothing was changed: ${error.message}.` };
     throw error;
   }
