@@ -15,6 +15,10 @@ export class CodeUsedByAnother extends errors.InvalidGrant {
  * a concurrent redemption reads it unused, then loses at the store's atomic consumption
  * (adapter.ts), which the engine would answer without revoking.
  *
+ * The store answers the same when the code is gone (it expired that moment, or its grant was
+ * revoked): the code's record, read again, tells the two apart, and only a code another redemption
+ * used ends the grant.
+ *
  * Revoking while the winner may still be issuing its tokens leaves it nothing usable: its access
  * token names the grant, which the revocation list refuses whenever the token was issued, and its
  * refresh token is refused once the grant record is gone. The revocation is the engine's own.
@@ -26,8 +30,12 @@ export function codeRedemptionRacesRevokeTheGrant(provider: Provider): void {
     try {
       return await consume.call(this);
     } catch (error) {
+      if (!(error instanceof CodeUsedByAnother)) throw error;
+      // `consumed` is the engine's (its consumable models set it), missing from its typings.
+      const now = this.jti ? await provider.AuthorizationCode.find(this.jti, { ignoreExpiration: true }) as { consumed?: unknown } | undefined : undefined;
+      if (!now?.consumed) throw new errors.InvalidGrant('authorization code not found');
       const ctx = Provider.ctx;
-      if (error instanceof CodeUsedByAnother && ctx) await revoke(ctx, this.grantId);
+      if (ctx) await revoke(ctx, this.grantId);
       throw error;
     }
   };
