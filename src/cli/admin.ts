@@ -136,15 +136,20 @@ function unexpectedOption(command: Command, options: Options): string | undefine
   return other && `${command.name} does not take --${other}`;
 }
 
-/** An option given more than once, which would otherwise keep its last value without a word. */
+/** An option given more than once that takes one value (it would keep its last without a word); `--scope` takes several. */
 function repeatedOption(tokens: ReadonlyArray<{ kind: string; name?: string }>): string | undefined {
   const seen = new Set<string>();
   for (const { kind, name } of tokens) {
-    if (kind !== 'option' || name === undefined) continue;
+    if (kind !== 'option' || name === undefined || takesSeveral(name)) continue;
     if (seen.has(name)) return name;
     seen.add(name);
   }
   return undefined;
+}
+
+function takesSeveral(name: string): boolean {
+  const option: { multiple?: boolean } | undefined = (OPTIONS as Record<string, { multiple?: boolean }>)[name];
+  return option?.multiple === true;
 }
 
 async function run(argv: string[]): Promise<number> {

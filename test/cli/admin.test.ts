@@ -205,7 +205,7 @@ describe('admin CLI', function () {
 
     it('a name with a line break or another control character is refused, and nothing is written: it would break the lines of workspace list and user list', async () => {
       const before = await adminJson<WorkspaceJson[]>(['workspace', 'list']);
-      for (const name of ['Acme\nws_fake  Fake workspace', 'Tab\tbed', 'Bell\u0007']) {
+      for (const name of ['Acme\nws_fake  Fake workspace', 'Tab\tbed', 'Bell\u0007', 'Line\u2028separator', 'Paragraph\u2029separator']) {
         expect(await refused(['workspace', 'create', '--name', name]), JSON.stringify(name)).to.contain('control character');
       }
       expect(await adminJson<WorkspaceJson[]>(['workspace', 'list'])).to.deep.equal(before);
@@ -455,6 +455,12 @@ describe('admin CLI', function () {
       expect(listed).to.deep.include({ client_name: 'Billing API', token_endpoint_auth_method: 'client_secret_basic', introspection_audience: `${server.issuer}/rest` });
       expect(listed).not.to.have.property('client_secret');
       expect(listed!.grant_types).to.deep.equal([]);
+    });
+
+    it('resource-server create takes --scope more than once, as its usage says: every value is kept', async () => {
+      const created = await adminJson<{ scopes?: string[]; resource?: string }>(['resource-server', 'create', '--name', 'Two Scopes', '--resource', 'https://two-scopes.example/mcp', '--scope', 'api', '--scope', 'profile']);
+      const listed = await adminJson<Array<{ resource: string; scopes: string[] }>>(['resource-server', 'list']);
+      expect(listed.find(({ resource }) => resource === 'https://two-scopes.example/mcp')?.scopes, JSON.stringify(created)).to.deep.equal(['api', 'profile']);
     });
 
     it('resource-server create without --name, or with another --auth-method, fails with a clear message', async () => {
