@@ -81,8 +81,8 @@ export function dataApi(deps: DataApiDependencies): Middleware {
     return segments.length === 2 ? RECORD_METHODS : COLLECTION_METHODS;
   };
   return compose([
-    bearerCors((ctx) => methodsAt(ctx.path)),
     unreservedCharactersDecoded,
+    bearerCors((ctx) => methodsAt(ctx.newRouterPath ?? ctx.path)),
     async (ctx, next) => {
       noStore(ctx);
       await next();
@@ -122,8 +122,8 @@ const unreservedCharactersDecoded: Middleware = (ctx, next) => {
 function jsonBody(): Middleware {
   const parse = bodyParser({ enableTypes: ['json'], jsonLimit: BODY_LIMIT, jsonStrict: true });
   return async (ctx, next) => {
-    // The header, not ctx.is(), which says nothing of a request without a body.
-    if (ctx.request.type !== 'application/json') throw new HttpError(415, 'unsupported_media_type', 'send the body as JSON (Content-Type: application/json)');
+    // The header (in any case, RFC 9110 8.3.1), not ctx.is(), which says nothing of a request without a body.
+    if (ctx.request.type.trim().toLowerCase() !== 'application/json') throw new HttpError(415, 'unsupported_media_type', 'send the body as JSON (Content-Type: application/json)');
     try {
       await parse(ctx, async () => undefined);
     } catch (error) {

@@ -389,6 +389,13 @@ describe('data API', function () {
       expect(server.logs()).to.not.match(/"status":5\d\d/);
     });
 
+    it('reads a JSON body whatever the case and spacing of its media type (RFC 9110 8.3.1)', async () => {
+      for (const type of ['Application/JSON', 'application/json ; charset=utf-8', 'APPLICATION/JSON;charset=UTF-8']) {
+        const created = await api(server, '/rest/companies', { credential: keyC, raw: JSON.stringify({ name: `typed ${type}` }), headers: { 'content-type': type } });
+        expect(created.status, type).to.equal(201);
+      }
+    });
+
     it('names at most 20 problems of one body, however many it has', async () => {
       const json = Object.fromEntries(Array.from({ length: 2_000 }, (_, i) => [`unknown${i}`, i]));
       const refused = await api<ErrorBody>(server, '/rest/companies', { credential: keyC, json: { name: 'X', ...json } });
@@ -417,7 +424,7 @@ describe('data API', function () {
 
     it('says the methods each path takes: in Allow with a 405 (HEAD with GET), and to OPTIONS', async () => {
       const company = (await api<{ data: { company: Company } }>(server, '/rest/companies', { credential: keyC, json: { name: 'Methods' } })).body.data.company;
-      for (const [path, allow] of [['/rest/companies', 'GET, HEAD, POST'], [`/rest/companies/${company.id}`, 'GET, HEAD, PATCH, DELETE'], ['/rest/metadata/objects', 'GET, HEAD'], ['/.well-known/oauth-protected-resource/rest', 'GET, HEAD']] as const) {
+      for (const [path, allow] of [['/rest/companies', 'GET, HEAD, POST'], [`/rest/companies/${company.id}`, 'GET, HEAD, PATCH, DELETE'], ['/rest/metadata/objects', 'GET, HEAD'], ['/rest/%6detadata/objects', 'GET, HEAD'], ['/.well-known/oauth-protected-resource/rest', 'GET, HEAD']] as const) {
         const refused = await api(server, path, { method: 'PUT', credential: keyC, json: {} });
         expect([refused.status, refused.headers.get('allow')], path).to.deep.equal([405, allow]);
         const head = await fetch(`${server.issuer}${path}`, { method: 'HEAD', headers: { authorization: `Bearer ${keyC}` } });
