@@ -4,7 +4,8 @@
  * admin CLI's lists, a log line) or pass for more than one.
  */
 export function hasControlCharacter(text: string): boolean {
-  return /\p{Cc}/u.test(text);
+  // The line and paragraph separators break a line as a line feed does.
+  return /[\p{Cc}\u2028\u2029]/u.test(text);
 }
 
 /** Why a workspace's or a person's name will not do, said to whoever chose it; undefined when it will. */

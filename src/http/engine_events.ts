@@ -47,14 +47,12 @@ function clientIdOf(ctx: KoaContextWithOIDC): string | undefined {
   return ctx.oidc?.client?.clientId ?? (typeof named === 'string' ? withoutUserinfo(named).slice(0, LOGGED_VALUE_MAX) : undefined);
 }
 
-/** A client_id URL without the user name and password it may carry (no client may have one, so no client is hidden). */
+/**
+ * A client_id URL without the user name and password it may carry (no client may have one, so no
+ * client is hidden), whether or not a URL parser would read the rest.
+ */
 function withoutUserinfo(clientId: string): string {
-  if (!clientId.includes('@') || !URL.canParse(clientId)) return clientId;
-  const url = new URL(clientId);
-  if (!url.username && !url.password) return clientId;
-  url.username = '';
-  url.password = '';
-  return url.href;
+  return clientId.replace(/^([A-Za-z][A-Za-z0-9+.-]*:\/\/)[^/?#@]*@/, '$1');
 }
 
 /**

@@ -99,14 +99,18 @@ describe('logs: a request id on every line and answer', function () {
     }
   });
 
-  it('logs a client_id URL that carries a user name and password without them', async () => {
-    const clientId = 'https://alice:PASSW0RDXQ@client.example/oauth.json';
-    const { url } = codeRequest(direct.issuer, clientId);
-    const response = await fetch(url, { redirect: 'manual' });
-    const lines = await linesWithId(direct, response.headers.get('x-request-id')!, 2);
-    const refused = lines.find((line) => line.message === 'request refused');
-    expect(refused, JSON.stringify(lines)).to.include({ client_id: 'https://client.example/oauth.json' });
-    for (const line of lines) expect(JSON.stringify(line), String(line.message)).to.not.match(/PASSW0RDXQ|alice/);
+  it('logs a client_id URL that carries a user name and password without them, one no URL parser reads too', async () => {
+    for (const [clientId, logged] of [
+      ['https://alice:PASSW0RDXQ@client.example/oauth.json', 'https://client.example/oauth.json'],
+      ['https://alice:PASSW0RDXQ@client example/oauth.json', 'https://client example/oauth.json'],
+    ]) {
+      const { url } = codeRequest(direct.issuer, clientId!);
+      const response = await fetch(url, { redirect: 'manual' });
+      const lines = await linesWithId(direct, response.headers.get('x-request-id')!, 2);
+      const refused = lines.find((line) => line.message === 'request refused');
+      expect(refused, JSON.stringify(lines)).to.include({ client_id: logged });
+      for (const line of lines) expect(JSON.stringify(line), String(line.message)).to.not.match(/PASSW0RDXQ|alice/);
+    }
   });
 
   it('ignores an incoming X-Request-Id without TRUST_PROXY: anyone could plant ids in the log', async () => {
