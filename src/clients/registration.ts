@@ -118,7 +118,9 @@ export function validateClientMetadata(
   }
 
   const grantTypes = Array.isArray(metadata.grant_types) ? metadata.grant_types as unknown[] : [];
-  checkGrantsMatchResponses(grantTypes, (ctx.oidc.body as Metadata | undefined)?.response_types);
+  const requestedResponseTypes = (ctx.oidc.body as Metadata | undefined)?.response_types;
+  // An update that leaves them as they are keeps a client stored before this rule updatable (RFC 7592 2.2: it sends back what it read).
+  if (route === 'registration' || grantsChange(ctx.oidc.client, grantTypes, requestedResponseTypes)) checkGrantsMatchResponses(grantTypes, requestedResponseTypes);
   if (grantTypes.includes('authorization_code') && !grantTypes.includes('refresh_token')) {
     metadata.grant_types = [...grantTypes, 'refresh_token'];
   }
@@ -149,6 +151,12 @@ export function validateClientMetadata(
  * authorization_code only. Refused rather than changed, so a client never ends up registered for
  * nothing it can use.
  */
+function grantsChange(client: Client | undefined, grantTypes: readonly unknown[], requestedResponseTypes: unknown): boolean {
+  const sameSet = (a: readonly unknown[], b: readonly unknown[]) => a.length === b.length && a.every((value) => b.includes(value));
+  if (!client || !sameSet(grantTypes, client.grantTypes ?? [])) return true;
+  return Array.isArray(requestedResponseTypes) && !sameSet(requestedResponseTypes, client.responseTypes ?? []);
+}
+
 function checkGrantsMatchResponses(grantTypes: readonly unknown[], requestedResponseTypes: unknown): void {
   const responseTypes = Array.isArray(requestedResponseTypes) ? requestedResponseTypes as unknown[] : undefined;
   const codeFlow = grantTypes.includes('authorization_code');

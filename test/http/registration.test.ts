@@ -412,6 +412,31 @@ describe('client registration', () => {
       expect((await register(server.issuer, { grant_types: ['client_credentials'], response_types: [], redirect_uris: [] }, iat)).status).to.equal(201);
     });
 
+    it('updates a client stored before that rule with its metadata as read back (RFC 7592 2.2), and refuses an update that makes a contradiction', async () => {
+      const iat = await initialAccessToken(server, admin.workspaces[0]!.id);
+      const registered = await registerClient(server.issuer, { client_name: 'Stored Before', grant_types: ['client_credentials'], redirect_uris: [] }, iat);
+      // As an earlier version stored it: refresh_token beside client_credentials.
+      const store = openStore(server.store);
+      try {
+        const model = store.model('Client');
+        const stored = await model.find(registered.client_id);
+        await model.upsert(registered.client_id, { ...stored!, grant_types: ['client_credentials', 'refresh_token'] }, undefined);
+      } finally {
+        await store.close();
+      }
+      const read = await eventually('the stored client read back', async () => {
+        const answer = await management(registered.registration_client_uri, registered.registration_access_token);
+        const body = await answer.json() as Json;
+        return (body.grant_types as string[]).includes('refresh_token') ? body : undefined;
+      }, 5_000);
+      const { registration_access_token: _token, registration_client_uri: _uri, client_secret_expires_at: _expiry, client_id_issued_at: _issued, ...metadata } = read;
+      const updated = await management(registered.registration_client_uri, registered.registration_access_token, 'PUT', { ...metadata, client_name: 'Stored Before, renamed' });
+      expect(updated.status, await updated.clone().text()).to.equal(200);
+      const { registration_access_token: rotated } = await updated.json() as Json;
+      const contradicting = await management(registered.registration_client_uri, rotated as string, 'PUT', { ...metadata, response_types: ['code'] });
+      await expectRefusal(contradicting, 400, 'invalid_client_metadata', /response_types code needs grant_types authorization_code/);
+    });
+
     it('binds a client_credentials client to the workspace of its initial access token', async () => {
       const workspace = admin.workspaces[0]!.id;
       const iat = await initialAccessToken(server, workspace);
