@@ -139,24 +139,11 @@ export function validateClientMetadata(
 }
 
 /**
- * A client that describes itself in a metadata document (src/clients/metadata_documents.ts) is
- * checked as strictly as a registration, each time the engine builds it from the document: the
- * same size and field hygiene, the same redirect URI rules, nothing the server keeps (a workspace,
- * rights an operator gives) taken from it. It is a public client (the engine refuses secret-based
- * methods in a document; one that names none uses `none`).
- */
-/**
  * RFC 7591 section 2.1: grant_types and the response_types the registrant named must agree
  * (`code` with authorization_code), and leave a grant that gets tokens: refresh tokens come from
  * authorization_code only. Refused rather than changed, so a client never ends up registered for
  * nothing it can use.
  */
-function grantsChange(client: Client | undefined, grantTypes: readonly unknown[], requestedResponseTypes: unknown): boolean {
-  const sameSet = (a: readonly unknown[], b: readonly unknown[]) => a.length === b.length && a.every((value) => b.includes(value));
-  if (!client || !sameSet(grantTypes, client.grantTypes ?? [])) return true;
-  return Array.isArray(requestedResponseTypes) && !sameSet(requestedResponseTypes, client.responseTypes ?? []);
-}
-
 function checkGrantsMatchResponses(grantTypes: readonly unknown[], requestedResponseTypes: unknown): void {
   const responseTypes = Array.isArray(requestedResponseTypes) ? requestedResponseTypes as unknown[] : undefined;
   const codeFlow = grantTypes.includes('authorization_code');
@@ -171,6 +158,13 @@ function checkGrantsMatchResponses(grantTypes: readonly unknown[], requestedResp
   }
 }
 
+/** Whether an update (or a registration: no client yet) names grant or response types other than the client's. */
+function grantsChange(client: Client | undefined, grantTypes: readonly unknown[], requestedResponseTypes: unknown): boolean {
+  const sameSet = (a: readonly unknown[], b: readonly unknown[]) => a.length === b.length && a.every((value) => b.includes(value));
+  if (!client || !sameSet(grantTypes, client.grantTypes ?? [])) return true;
+  return Array.isArray(requestedResponseTypes) && !sameSet(requestedResponseTypes, client.responseTypes ?? []);
+}
+
 /** A `jwks_uri` is fetched by the SSRF-safe fetcher, which fetches https URLs only; and it is for `private_key_jwt`. */
 function checkKeysByReference(metadata: Metadata): void {
   const url = typeof metadata.jwks_uri === 'string' ? URL.parse(metadata.jwks_uri) : null;
@@ -182,6 +176,13 @@ function checkKeysByReference(metadata: Metadata): void {
   }
 }
 
+/**
+ * A client that describes itself in a metadata document (src/clients/metadata_documents.ts) is
+ * checked as strictly as a registration, each time the engine builds it from the document: the
+ * same size and field hygiene, the same redirect URI rules, nothing the server keeps (a workspace,
+ * rights an operator gives) taken from it. It is a public client (the engine refuses secret-based
+ * methods in a document; one that names none uses `none`).
+ */
 function checkMetadataDocument(key: string, metadata: Metadata): void {
   if (key !== WORKSPACE_METADATA) {
     if (SERVER_KEPT.has(key)) delete metadata[key];
