@@ -173,6 +173,12 @@ export function settingsRouter(dependencies: SettingsDependencies): Router {
     return doneEverywhere(ctx, membersPage(workspace.id), kind === 'removal' ? 'member-removed' : 'role-changed');
   };
 
+  /** A role change to the role the member has: nothing changes, and the members page says so. */
+  const unchangedRole = (ctx: Context, workspaceId: string) => {
+    ctx.status = 303;
+    ctx.redirect(`${membersPage(workspaceId)}?done=role-unchanged`);
+  };
+
   router.get('/workspaces/:workspaceId/members', requireSignIn, requireAdmin, async (ctx) => {
     const { signedIn, workspace } = adminOf(ctx);
     return pages.members(ctx, signedIn.user, workspace, await members.list(workspace.id), { done: ctx.query.done });
@@ -184,17 +190,18 @@ export function settingsRouter(dependencies: SettingsDependencies): Router {
     if (!role) return refusedOnMembersPage(ctx, noSuchRole());
     const checked = await members.check(workspace.id, String(ctx.params.userId), { role });
     if ('refused' in checked) return refusedOnMembersPage(ctx, checked.refused);
-    if (checked.done.role === role) {
-      ctx.status = 303;
-      return ctx.redirect(`${membersPage(workspace.id)}?done=role-unchanged`);
-    }
+    if (checked.done.role === role) return unchangedRole(ctx, workspace.id);
     return pages.confirmRoleChange(ctx, signedIn.user, workspace, checked.done, role, formToken(ctx));
   });
 
   router.post('/workspaces/:workspaceId/members/:userId/role', requireSignIn, requireAdmin, form, checkForm, async (ctx) => {
     const { workspace } = adminOf(ctx);
-    const change = await members.setRole(workspace.id, String(ctx.params.userId), (ctx.request.body as FormBody).role);
-    return afterChange(ctx, change, 'role');
+    const userId = String(ctx.params.userId);
+    const chosen = (ctx.request.body as FormBody).role;
+    const role = roleOf(chosen);
+    const current = role && await members.check(workspace.id, userId, { role });
+    if (current && 'done' in current && current.done.role === role) return unchangedRole(ctx, workspace.id);
+    return afterChange(ctx, await members.setRole(workspace.id, userId, chosen), 'role');
   });
 
   router.get('/workspaces/:workspaceId/members/:userId/remove', requireSignIn, requireAdmin, async (ctx) => {

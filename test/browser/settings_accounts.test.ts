@@ -189,6 +189,9 @@ describe('settings area: your password, and a workspace\'s members', function ()
         expect(posted.status(), path).to.equal(409);
         expect(await posted.text()).to.include('only admin');
       }
+      // The role a member has already, posted: nothing to change, and said so, as the confirmation link says it.
+      const same = await page.request.post(`${members}/${member.id}/role`, { form: { csrf, role: 'member' }, maxRedirects: 0 });
+      expect([same.status(), new URL(same.headers().location ?? '', members).href], 'the same role posted').to.deep.equal([303, `${members}?done=role-unchanged`]);
       await page.goto(members);
       expect(await roleOn(page, admin)).to.equal('admin');
 
