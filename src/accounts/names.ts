@@ -1,3 +1,5 @@
+import { hasBidiControl } from '../shared/bidi_controls.ts';
+
 /**
  * Whether a text holds a line break, a tab or another control character: none can be typed into
  * the pages' one-line fields, and a name holding one would break the lines it is shown on (the
@@ -16,5 +18,7 @@ export function nameProblem(of: 'a workspace' | 'a user', name: string): string 
 
 /** Why an optional part of a name (a person's given or family name) will not do; undefined when it will. */
 export function namePartProblem(what: string, name: string): string | undefined {
-  return hasControlCharacter(name) ? `${what} cannot contain a line break, a tab or another control character` : undefined;
+  if (hasControlCharacter(name)) return `${what} cannot contain a line break, a tab or another control character`;
+  if (hasBidiControl(name)) return `${what} cannot contain a character that changes the direction text is shown in`;
+  return undefined;
 }

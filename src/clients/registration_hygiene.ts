@@ -1,5 +1,7 @@
 import { errors } from 'oidc-provider';
 
+import { BIDI_CONTROLS } from '../shared/bidi_controls.ts';
+
 /**
  * What open registration accepts from anyone, bounded and cleaned before a record is written
  * (RFC 7591 section 2 leaves the limits to the server):
@@ -24,8 +26,6 @@ export const LIST_MAX = 20;
 /** Metadata whose values are URLs a browser may be sent to or load. */
 const URI_FIELDS = new Set(['redirect_uris', 'post_logout_redirect_uris', 'client_uri', 'logo_uri', 'policy_uri', 'tos_uri', 'initiate_login_uri']);
 
-// Explicit embeddings, overrides and isolates, and the invisible direction marks.
-const BIDI_CONTROLS = /[\u061C\u200E\u200F\u202A-\u202E\u2066-\u2069]/gu;
 const CONTROL_OR_SPACE = /[\p{Cc}\p{Zs}\p{Zl}\p{Zp}\u00AD\u200B\uFEFF]/u;
 const CONTROL = /\p{Cc}/u;
 

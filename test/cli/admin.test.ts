@@ -208,6 +208,10 @@ describe('admin CLI', function () {
       for (const name of ['Acme\nws_fake  Fake workspace', 'Tab\tbed', 'Bell\u0007', 'Line\u2028separator', 'Paragraph\u2029separator']) {
         expect(await refused(['workspace', 'create', '--name', name]), JSON.stringify(name)).to.contain('control character');
       }
+      // One that would show another name reversed on the consent page (Acme Corp, read backwards).
+      for (const name of ['\u202Eproc emcA', 'Acme\u2066 Corp\u2069', 'Ac\u200Fme']) {
+        expect(await refused(['workspace', 'create', '--name', name]), JSON.stringify(name)).to.contain('changes the direction text is shown in');
+      }
       expect(await adminJson<WorkspaceJson[]>(['workspace', 'list'])).to.deep.equal(before);
 
       const workspace = await createWorkspace('Pied Piper');
