@@ -1,6 +1,7 @@
 import type { Provider } from 'oidc-provider';
 
 import type { ModelPayload, ModelStore } from '../../adapters/store.ts';
+import type { UserAccess } from '../engine/user_access.ts';
 import type { GrantActivity } from '../grants/activity.ts';
 import type { GrantWorkspaces } from '../grants/workspaces.ts';
 import { SCOPE_DESCRIPTIONS, describeClaims } from '../pages/scope_descriptions.ts';
@@ -30,6 +31,8 @@ export interface ConnectedAppsDependencies {
   grants: ModelStore;
   grantWorkspaces: GrantWorkspaces;
   grantActivity: GrantActivity;
+  /** Revokes a grant and everything issued under it, as the admin CLI does. */
+  userAccess: UserAccess;
 }
 
 /**
@@ -86,14 +89,9 @@ export class ConnectedApps {
   }
 
   async #revokeGrant(accountId: string, grantId: string): Promise<void> {
-    const { provider } = this.#deps;
-    const grant = await provider.Grant.find(grantId);
+    const grant = await this.#deps.provider.Grant.find(grantId);
     if (!grant || grant.accountId !== accountId || grant.clientId === SETTINGS_CLIENT_ID) return;
-    // Access tokens first: their revocation-list entry refuses them before anything else changes.
-    await provider.AccessToken.revokeByGrantId(grantId);
-    await Promise.all([provider.RefreshToken.revokeByGrantId(grantId), provider.AuthorizationCode.revokeByGrantId(grantId)]);
-    // Its workspace binding and last use go with it (src/engine/adapter.ts).
-    await grant.destroy();
+    await this.#deps.userAccess.revokeGrant(grantId);
   }
 
   async #describe(grantId: string, payload: ModelPayload, accountId: string): Promise<(Omit<ConnectedApp, 'grantIds'> & { clientId: string }) | undefined> {

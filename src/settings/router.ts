@@ -62,7 +62,7 @@ export function inSettingsArea(basePath: string): (path: string) => boolean {
 export function settingsRouter(dependencies: SettingsDependencies): Router {
   const { provider, accounts, store, grantWorkspaces, grantActivity, issuer, basePath } = dependencies;
   const home = `${basePath}${SETTINGS_PATH}`;
-  const connectedApps = new ConnectedApps({ provider, grants: store.model('Grant'), grantWorkspaces, grantActivity });
+  const connectedApps = new ConnectedApps({ provider, grants: store.model('Grant'), grantWorkspaces, grantActivity, userAccess: dependencies.userAccess });
   const signIn = new SettingsSignIn(provider, issuer, basePath);
   const pages = new SettingsPages({ ...dependencies, connectedApps, clients: store.model('Client') });
   const admin = new WorkspaceAdmin({ apiKeys: dependencies.apiKeys, markers: store.model('ReplayDetection') });
