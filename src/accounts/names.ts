@@ -1,4 +1,4 @@
-import { hasBidiControl } from '../shared/bidi_controls.ts';
+import { hasBidiControl, hasInvisibleCharacter } from '../shared/hidden_characters.ts';
 
 /**
  * Whether a text holds a line break, a tab or another control character: none can be typed into
@@ -20,5 +20,6 @@ export function nameProblem(of: 'a workspace' | 'a user', name: string): string 
 export function namePartProblem(what: string, name: string): string | undefined {
   if (hasControlCharacter(name)) return `${what} cannot contain a line break, a tab or another control character`;
   if (hasBidiControl(name)) return `${what} cannot contain a character that changes the direction text is shown in`;
+  if (hasInvisibleCharacter(name)) return `${what} cannot contain an invisible character (a zero-width space, a word joiner, a soft hyphen, ...)`;
   return undefined;
 }

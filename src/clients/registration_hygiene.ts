@@ -1,6 +1,6 @@
 import { errors } from 'oidc-provider';
 
-import { BIDI_CONTROLS } from '../shared/bidi_controls.ts';
+import { withoutHiddenCharacters } from '../shared/hidden_characters.ts';
 
 /**
  * What open registration accepts from anyone, bounded and cleaned before a record is written
@@ -67,7 +67,7 @@ function hasUserinfo(uri: string): boolean {
 function cleanClientName(metadata: Metadata): void {
   const name = metadata.client_name;
   if (typeof name !== 'string') return;
-  const cleaned = name.replace(BIDI_CONTROLS, '').trim();
+  const cleaned = withoutHiddenCharacters(name).trim();
   if (CONTROL.test(cleaned)) refuse('client_name must not contain control characters');
   if (cleaned.length > CLIENT_NAME_MAX) refuse(`client_name may be at most ${CLIENT_NAME_MAX} characters long`);
   if (cleaned) metadata.client_name = cleaned;

@@ -198,6 +198,18 @@ describe('admin CLI', function () {
       expect(workspaces.find(({ id }) => id === workspace.id)).to.deep.include({ id: workspace.id, name: 'Initech' });
     });
 
+    it('a name holding a character that shows nothing is refused: it would look like another name, or like no name at all', async () => {
+      const before = await adminJson<WorkspaceJson[]>(['workspace', 'list']);
+      for (const name of ['Ac\u200Bme', '\u200B', 'Acme\uFEFF', 'In\u00ADitech', '\u3164']) {
+        expect(await refused(['workspace', 'create', '--name', name]), JSON.stringify(name)).to.contain('invisible character');
+      }
+      expect(await adminJson<WorkspaceJson[]>(['workspace', 'list'])).to.deep.equal(before);
+      // The joiners Persian, the Indic scripts and emoji sequences need are names' own.
+      for (const name of ['\u0645\u06CC\u200C\u062E\u0648\u0627\u0647\u0645', 'Team \u{1F469}\u200D\u{1F4BB}']) {
+        expect((await createWorkspace(name)).name).to.equal(name);
+      }
+    });
+
     it('workspace create without --name fails with a clear message', async () => {
       const result = await failing(['workspace', 'create', '--json']);
       expect(result.stderr).to.contain('--name');

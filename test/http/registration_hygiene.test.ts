@@ -124,6 +124,13 @@ describe('registration hygiene', function () {
       expect((await read.json() as Json).client_name).to.equal('Invoice fdp.exe Viewer x');
     });
 
+    it('strips characters that show nothing, so two names that read alike are alike', async () => {
+      const client = await registerClient(server.issuer, { client_name: 'Pay\u200Bpal\u2060 Checkout\uFEFF' });
+      expect(client.client_name).to.equal('Paypal Checkout');
+      const blank = await registerClient(server.issuer, { client_name: '\u200B\u3164' });
+      expect(blank).to.not.have.property('client_name');
+    });
+
     it('refuses control characters in a name', async () => {
       await expectRefused(await register(server.issuer, { client_name: 'Good\u0007App' }), /client_name.*control/);
     });

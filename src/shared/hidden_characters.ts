@@ -1,0 +1,30 @@
+/**
+ * The characters that change the direction text is shown in: explicit embeddings, overrides and
+ * isolates, and the invisible direction marks. In a name shown to someone deciding something (an
+ * application's on the consent page, a workspace's) they can make it read as another.
+ */
+export const BIDI_CONTROLS = /[\u061C\u200E\u200F\u202A-\u202E\u2066-\u2069]/gu;
+
+/**
+ * The characters that show nothing at all and that no script needs inside a name: the zero-width
+ * space, word joiner and invisible operators, the byte order mark, the soft hyphen, the Mongolian
+ * vowel separator, and the Hangul fillers. They make two names that read alike compare different,
+ * or a name that reads as nothing. The zero-width joiner and non-joiner are not among them: Persian,
+ * the Indic scripts and emoji sequences need them.
+ */
+export const INVISIBLE_CHARACTERS = /[\u00AD\u115F\u1160\u180E\u200B\u2060-\u2064\u3164\uFEFF\uFFA0]/gu;
+
+/** Whether `text` holds a character that changes the direction text is shown in. */
+export function hasBidiControl(text: string): boolean {
+  return text.search(BIDI_CONTROLS) !== -1;
+}
+
+/** Whether `text` holds a character that shows nothing. */
+export function hasInvisibleCharacter(text: string): boolean {
+  return text.search(INVISIBLE_CHARACTERS) !== -1;
+}
+
+/** `text` without the characters above, as it reads. */
+export function withoutHiddenCharacters(text: string): string {
+  return text.replace(BIDI_CONTROLS, '').replace(INVISIBLE_CHARACTERS, '');
+}
