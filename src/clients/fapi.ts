@@ -105,9 +105,10 @@ export function applyFapiProfile(ctx: KoaContextWithOIDC | undefined, key: strin
   }
   for (const field of ['id_token_signed_response_alg', 'userinfo_signed_response_alg']) {
     const algorithm = metadata[field];
-    if (algorithm === undefined || FAPI_SIGNING_ALGORITHMS.includes(String(algorithm))) continue;
-    // The engine's default (RS256) becomes the profile's; one the request asked for is refused.
-    if (requested[field] !== undefined) refuse(`a FAPI 2.0 client's ${field} is one of ${FAPI_SIGNING_ALGORITHMS.join(', ')} (this server signs ${SERVER_SIGNING_ALGORITHM}); ${String(algorithm)} is not allowed`);
+    if (algorithm === undefined || algorithm === SERVER_SIGNING_ALGORITHM) continue;
+    // The engine's default (RS256) becomes the profile's; one the request asked for is refused,
+    // in the profile's words rather than the engine's list, which names RS256.
+    if (requested[field] !== undefined) refuse(`a FAPI 2.0 client's ${field} is ${SERVER_SIGNING_ALGORITHM}, the one algorithm this server signs with that FAPI 2.0 allows (${FAPI_SIGNING_ALGORITHMS.join(', ')}); ${String(algorithm)} is not allowed`);
     metadata[field] = SERVER_SIGNING_ALGORITHM;
   }
   if (requested.require_pushed_authorization_requests === false) refuse('a FAPI 2.0 client pushes every authorization request (PAR); require_pushed_authorization_requests cannot be false');

@@ -229,6 +229,15 @@ describe('FAPI 2.0 Security Profile', function () {
       }
     });
 
+    it('refuses an ID token or userinfo algorithm FAPI 2.0 allows but this server does not sign with, naming the one it does, not RS256', async () => {
+      for (const field of ['id_token_signed_response_alg', 'userinfo_signed_response_alg']) {
+        for (const algorithm of ['PS256', 'EdDSA']) {
+          const body = await expectOAuthError(await register(server.issuer, fapiMetadata([key], { [field]: algorithm }), token), 400, 'invalid_client_metadata');
+          expect(body.error_description, `${field} ${algorithm}`).to.contain(`${field} is ES256`).and.not.contain('RS256');
+        }
+      }
+    });
+
     it('stays a FAPI client through an RFC 7592 update, which cannot turn DPoP off', async () => {
       const uri = registered.registration_client_uri!;
       const current = await (await management(uri, registered.registration_access_token)).json() as Record<string, unknown>;
