@@ -16,7 +16,9 @@ import { isNativeRedirectSet } from './native_apps.ts';
  * - A document is kept for its `Cache-Control: max-age`, within MetadataDocument.minSeconds and
  *   maxSeconds; kept past that until maxSeconds, it is served while a fetch to renew it fails.
  * - A failed fetch is remembered for failureSeconds: a client_id that does not answer is not
- *   fetched again at every request.
+ *   fetched again at every request. So is one that answers something no document or key set can
+ *   be (not a JSON object, another client_id): only those are kept, so made-up URLs answering junk
+ *   do not fill the store.
  * - Concurrent requests for one new client_id make one fetch on each instance: the engine
  *   coalesces them before it calls `fetch`.
  * - A document that names no `application_type` is read as a native app's when every redirect URI
@@ -126,6 +128,12 @@ export class MetadataDocuments {
       const response = await this.#fetch(url, { headers: { accept: 'application/json', ...headersOf(init.headers) } });
       if (response.status !== 200) throw new Error(`${url} answered ${response.status}`);
       const body = await response.text();
+      if (!isWorthKeeping(url, body)) {
+        // The engine says what is wrong with it; the store keeps only that the fetch failed, so
+        // made-up URLs answering junk cost the store nothing but a short-lived mark.
+        await this.#documents.upsert(digest(url), { url, failedAt: now } satisfies StoredDocument, failureSeconds);
+        return documentResponse(url, body, 0);
+      }
       const maxAge = cacheSeconds(response.headers.get('cache-control'));
       await this.#documents.upsert(digest(url), { url, body, fetchedAt: now, maxAge } satisfies StoredDocument, maxSeconds);
       return documentResponse(url, body, maxAge);
@@ -143,6 +151,23 @@ export class MetadataDocuments {
     const stored = await this.#documents.find(digest(url));
     return stored?.url === url ? stored as unknown as StoredDocument : undefined;
   }
+}
+
+/**
+ * Whether a fetched body can be what it was fetched as: a client's metadata document (a JSON
+ * object whose client_id is its URL) or a key set (a JSON object with `keys`). Anything else the
+ * engine refuses at once; keeping it would let anyone fill the store by naming URLs that answer junk.
+ */
+function isWorthKeeping(url: string, body: string): boolean {
+  let parsed: unknown;
+  try {
+    parsed = JSON.parse(body);
+  } catch {
+    return false;
+  }
+  if (!parsed || typeof parsed !== 'object' || Array.isArray(parsed)) return false;
+  const fields = parsed as Record<string, unknown>;
+  return fields.client_id === url || Array.isArray(fields.keys);
 }
 
 /** `max-age` within the bounds; the lower bound when the document's server says nothing. */

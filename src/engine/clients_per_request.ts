@@ -1,3 +1,6 @@
+import { AsyncLocalStorage } from 'node:async_hooks';
+
+import type { Context } from 'koa';
 import { Provider, type Client } from 'oidc-provider';
 
 /**
@@ -13,13 +16,25 @@ import { Provider, type Client } from 'oidc-provider';
  */
 const loaded = new WeakMap<object, Map<string, Promise<Client | undefined>>>();
 
+/**
+ * The request a lookup the host makes is for. The engine names its request to the steps it runs
+ * (a metadata document's fetch among them: src/engine/new_metadata_documents.ts) only once it
+ * runs; a lookup the host makes before it is named here, so those steps count it alike.
+ */
+const hostLookups = new AsyncLocalStorage<Context>();
+
+/** The request the host's client lookup under way is for; undefined outside one. */
+export function requestOfHostLookup(): Context | undefined {
+  return hostLookups.getStore();
+}
+
 /** The client `clientId` names, as the engine finds it, loaded once for this request (`ctx`). */
-export function clientOfRequest(provider: Provider, ctx: object, clientId: string): Promise<Client | undefined> {
+export function clientOfRequest(provider: Provider, ctx: Context, clientId: string): Promise<Client | undefined> {
   let clients = loaded.get(ctx);
   if (!clients) loaded.set(ctx, clients = new Map());
   let client = clients.get(clientId);
   if (!client) {
-    client = provider.Client.find(clientId);
+    client = hostLookups.run(ctx, () => provider.Client.find(clientId));
     clients.set(clientId, client);
   }
   return client;

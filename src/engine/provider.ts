@@ -35,7 +35,8 @@ import { findClientsOncePerRequest } from './clients_per_request.ts';
 import { RefreshTokenRotations, RefreshTokenValues, refreshTokenLifetime, refreshTokensNameTheirGrant } from './refresh_tokens.ts';
 import { loadConsentedGrant } from './redirect_uri_consent.ts';
 import { INTROSPECTION_AUDIENCE, keepOperatorIntrospectionAudience } from '../clients/resource_servers.ts';
-import type { NewInteractionLimit } from '../rate_limits/limits.ts';
+import type { NewInteractionLimit, NewMetadataDocumentLimit } from '../rate_limits/limits.ts';
+import { allowMetadataDocumentFetch } from './new_metadata_documents.ts';
 import type { RevocationList } from '../tokens/revocation_list.ts';
 import { DPOP_NONCE_PURPOSE } from '../tokens/dpop_nonces.ts';
 import { DPOP_SIGNING_ALGORITHMS } from '../tokens/dpop_proofs.ts';
@@ -84,6 +85,8 @@ export interface ProviderDependencies {
   pages?: EnginePages | undefined;
   /** The limit on new interactions per client address; absent with RATE_LIMITS=off and for the admin CLI. */
   newInteractions?: NewInteractionLimit | undefined;
+  /** The limit on new client metadata documents per client address; absent with RATE_LIMITS=off and for the admin CLI. */
+  newMetadataDocuments?: NewMetadataDocumentLimit | undefined;
 }
 
 /** How long fetching a client's metadata document may take: the authorization request waits for it. */
@@ -101,7 +104,7 @@ const CLIENT_AUTH_SIGNING_ALGORITHMS: SigningAlgorithm[] = ['ES256', 'PS256', 'E
 const refuseFetching = () => Promise.reject(new Error('this server fetches nothing'));
 
 /** Configures oidc-provider, the certified engine, for this product. Everything it can do itself, it does. */
-export function buildProvider({ config, store, accounts, keys, revocations, pages, newInteractions }: ProviderDependencies): OAuthServer {
+export function buildProvider({ config, store, accounts, keys, revocations, pages, newInteractions, newMetadataDocuments }: ProviderDependencies): OAuthServer {
   const audience = apiAudience(config.issuer);
   const documents = config.cimd && new MetadataDocuments(
     store.model(MetadataDocuments.MODEL),
@@ -260,7 +263,7 @@ export function buildProvider({ config, store, accounts, keys, revocations, page
         enabled: documents !== undefined,
         ack: 'draft-02',
         cacheDuration: { min: LIFETIMES.MetadataDocument.minSeconds, max: LIFETIMES.MetadataDocument.maxSeconds },
-        allowFetch: (_ctx: KoaContextWithOIDC, clientId: string) => documents?.mayFetch(clientId) ?? false,
+        allowFetch: allowMetadataDocumentFetch(documents, newMetadataDocuments),
       },
       // The FAPI 2.0 Security Profile for the clients src/clients/fapi.ts names (with FAPI=on, every
       // client that obtains tokens): the engine requires their authorization requests' redirect_uri

@@ -24,7 +24,7 @@ import type { KeyMaterial } from '../keys/keys.ts';
 import { CsrfTokens } from '../pages/csrf.ts';
 import { noSuchPage } from '../pages/no_such_page.ts';
 import { describeSite, siteOf } from '../pages/site.ts';
-import { COUNTED_KEYS_PURPOSE, Counters, createNewInteractionLimit, createRateLimits } from '../rate_limits/limits.ts';
+import { COUNTED_KEYS_PURPOSE, Counters, createNewInteractionLimit, createNewMetadataDocumentLimit, createRateLimits } from '../rate_limits/limits.ts';
 import { dataApi } from '../resource/data_api.ts';
 import { mcpEndpoint, mcpHosts } from '../resource/mcp.ts';
 import { LiveRoles } from '../resource/live_roles.ts';
@@ -97,8 +97,9 @@ export function createService({ config, store, keys, revocations, logger, metric
   const { issuer, basePath } = config;
   const accounts = new Accounts(store.accounts);
   const counters = new Counters(store, keys.keyRing.derivedKeys(COUNTED_KEYS_PURPOSE)[0]!);
-  const { provider, audience, resources, documents, grantWorkspaces, grantActivity, rotations } = buildProvider({
+  const { provider, audience, resources, grantWorkspaces, grantActivity, rotations } = buildProvider({
     config, store, accounts, keys, revocations, pages: enginePages(accounts, issuer), newInteractions: createNewInteractionLimit(config.rateLimits, counters),
+    newMetadataDocuments: createNewMetadataDocumentLimit(config.rateLimits, counters),
   });
   logEngineEvents(provider, logger);
   recordAuthorizationErrors(provider);
@@ -115,10 +116,6 @@ export function createService({ config, store, keys, revocations, logger, metric
   const rateLimits = createRateLimits(config.rateLimits, counters, logger, {
     tokenClientId: tokenRequestClientId,
     dataApiCredential: (ctx) => ctx.state.principal && credentialKey(ctx.state.principal),
-    newMetadataDocument: async (ctx) => {
-      const clientId = ctx.query.client_id;
-      return typeof clientId === 'string' && await documents?.wouldFetch(clientId) ? clientId : undefined;
-    },
   });
   const liveRoles = new LiveRoles(store.accounts);
   const endpoints = engineEndpoints({

@@ -1,6 +1,7 @@
 import { errors, type KoaContextWithOIDC } from 'oidc-provider';
 
 import type { Accounts } from '../accounts/accounts.ts';
+import { LimitRefusal } from '../engine/limit_refusals.ts';
 import type { EnginePages } from '../engine/provider.ts';
 import { logoutPages } from '../interactions/logout.ts';
 import { renderErrorPage } from '../pages/render.ts';
@@ -45,10 +46,10 @@ function shownError(ctx: KoaContextWithOIDC, code: string, error: unknown): { co
   if (isBackendOutage(error)) return { code: 'temporarily_unavailable' };
   // The engine's resume found no interaction cookie: the sign-in was finished or abandoned elsewhere.
   if (error instanceof errors.SessionNotFound) return { code: 'session_expired' };
-  if (ctx.status === 429) {
+  if (error instanceof LimitRefusal) {
     const wait = Number(ctx.response.get('Retry-After'));
     const when = Number.isInteger(wait) && wait > 0 ? `in ${inWords(wait)}` : 'later';
-    return { code, description: `Too many sign-in pages were opened from your network in a short time. Try again ${when}.` };
+    return { code, description: `${error.inWordsOfThePerson} Try again ${when}.` };
   }
   if (ctx.oidc?.route?.startsWith('end_session') && code === 'invalid_request') return { code, description: SIGN_OUT_REFUSED };
   // Said in words of the person's (the conformance suite checks the page says what is wrong with it).

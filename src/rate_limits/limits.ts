@@ -28,8 +28,6 @@ export interface RateLimiting {
   pushedAuthorization: Middleware;
   /** The data API and /mcp, after authentication: per credential. */
   dataApi: Middleware;
-  /** An authorization request by a client whose metadata document is not known yet: per client address, as registration. */
-  newMetadataDocument: Middleware;
   /** Failed bearer credentials at the data API, /mcp and userinfo: per client address. */
   failedCredentials: FailedCredentials;
   /** POST /oauth/introspect, around the engine: failed client authentication, per client address, as failed credentials. */
@@ -63,8 +61,6 @@ export interface RequestKeys {
   tokenClientId(ctx: Context): Promise<string | undefined>;
   /** The credential a data API request was authenticated with (one count per credential). */
   dataApiCredential(ctx: Context): string | undefined;
-  /** The client_id of an authorization request when it is a metadata document URL this server has not fetched lately. */
-  newMetadataDocument(ctx: Context): Promise<string | undefined>;
 }
 
 /** The key a request's client address is counted under. */
@@ -78,7 +74,7 @@ export function createRateLimits(limits: RateLimits | undefined, counters: Count
   const signIns = new SignIns(limits, counters, logger);
   if (!limits) {
     return {
-      registration: passThrough, token: passThrough, pushedAuthorization: passThrough, dataApi: passThrough, newMetadataDocument: passThrough,
+      registration: passThrough, token: passThrough, pushedAuthorization: passThrough, dataApi: passThrough,
       failedCredentials: countNoFailures, introspection: passThrough, signIns,
     };
   }
@@ -92,7 +88,6 @@ export function createRateLimits(limits: RateLimits | undefined, counters: Count
       counter('par-client', limits.tokenPerClient), counter('par-address', limits.tokenPerAddress), keys.tokenClientId, addressOf, PUSHED_REQUESTS,
     ),
     dataApi: dataApiLimit(counter('data-api-credential', limits.dataApi), keys.dataApiCredential),
-    newMetadataDocument: newMetadataDocumentLimit(counter('metadata-document-address', limits.registration), keys.newMetadataDocument, addressOf),
     failedCredentials,
     introspection: introspectionLimit(failedCredentials),
     signIns,
@@ -103,7 +98,10 @@ export function createRateLimits(limits: RateLimits | undefined, counters: Count
 export interface Refusal {
   /** Seconds (Retry-After). */
   retryAfter: number;
+  /** For the developer: the error_description. */
   description: string;
+  /** For the person who sees it on a page: what happened, in their words (the wait is added). */
+  inWordsOfThePerson: string;
 }
 
 /**
@@ -126,6 +124,32 @@ export function createNewInteractionLimit(limits: RateLimits | undefined, counte
     return {
       retryAfter: wait,
       description: `too many sign-in pages opened from this address (${describe(perAddress)}); retry after ${inWords(wait)}`,
+      inWordsOfThePerson: 'Too many sign-in pages were opened from your network in a short time.',
+    };
+  };
+}
+
+/**
+ * Asked by the engine just before it fetches a client's metadata document it holds no copy of
+ * (a client_id that is an https URL, at any endpoint that names a client): counts one for the
+ * client address, as a registration does, and answers a refusal past the limit. Each new document
+ * is a fetch the server makes on the requester's say-so and a record it keeps, so a flood of
+ * made-up client_id URLs is limited like a flood of registrations; a document already held counts
+ * nothing. Undefined with RATE_LIMITS=off.
+ */
+export type NewMetadataDocumentLimit = (ctx: Context) => Promise<Refusal | undefined>;
+
+/** Made apart from the others, as the interactions' limit: the engine's configuration takes it. */
+export function createNewMetadataDocumentLimit(limits: RateLimits | undefined, counters: Counters): NewMetadataDocumentLimit | undefined {
+  if (!limits) return undefined;
+  const perAddress = counters.counter({ name: 'metadata-document-address', ...limits.registration });
+  return async (ctx) => {
+    const wait = await perAddress.take(addressKey(ctx.ip, limits.ipv6Prefix));
+    if (wait === undefined) return undefined;
+    return {
+      retryAfter: wait,
+      description: `too many new applications from this address (${describe(perAddress)}); retry after ${inWords(wait)}`,
+      inWordsOfThePerson: 'Too many applications this server did not know yet were tried from your network in a short time.',
     };
   };
 }
@@ -134,20 +158,6 @@ function registrationLimit(perAddress: Counter, addressOf: AddressOf): Middlewar
   return async (ctx, next) => {
     const wait = await perAddress.take(addressOf(ctx));
     if (wait !== undefined) throw oauthRefusal(ctx, wait, `too many client registrations from this address (${describe(perAddress)})`);
-    await next();
-  };
-}
-
-/**
- * A client_id that is a metadata document URL makes the server fetch it (once, then it is kept):
- * from one address, new ones count as registrations do, so a flood of made-up URLs is limited
- * like a flood of registrations. Known documents count nothing.
- */
-function newMetadataDocumentLimit(perAddress: Counter, newDocumentOf: RequestKeys['newMetadataDocument'], addressOf: AddressOf): Middleware {
-  return async (ctx, next) => {
-    if (await newDocumentOf(ctx) === undefined) return next();
-    const wait = await perAddress.take(addressOf(ctx));
-    if (wait !== undefined) throw oauthRefusal(ctx, wait, `too many new applications from this address (${describe(perAddress)})`);
     await next();
   };
 }

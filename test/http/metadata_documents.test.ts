@@ -1,4 +1,5 @@
 import type { ServerResponse } from 'node:http';
+import { DatabaseSync } from 'node:sqlite';
 
 import { expect } from 'chai';
 
@@ -277,7 +278,7 @@ describe('Client ID Metadata Documents: what the server refuses', function () {
       for (let i = 0; i < 2; i += 1) await authorizeAs(limited, `${documents.origin}/limits/random-${i}.json`);
       const refused = await authorizeAs(limited, `${documents.origin}/limits/random-9.json`);
       expect(refused.status).to.equal(429);
-      expect(refused.text).to.match(/too many new applications/i);
+      expect(refused.text).to.match(/Too many applications this server did not know yet were tried from your network in a short time\. Try again in \d+ (second|minute|hour)s?\./);
       expect(documents.requests('/limits/random-9.json'), 'refused before the fetch').to.equal(0);
       expect((await authorizeAs(limited, known)).status, 'the known document still works').to.be.oneOf([302, 303]);
       expect(documents.requests('/limits/known.json'), 'fetched once').to.equal(1);
@@ -288,6 +289,79 @@ describe('Client ID Metadata Documents: what the server refuses', function () {
       const before = documents.connections();
       expectRefusedOnPage(await authorizeAs(limited, clientId), 'another domain');
       expect(documents.connections() - before).to.equal(0);
+    });
+  });
+
+  describe('new documents at every endpoint that names a client', () => {
+    let limited: TestServer;
+
+    beforeEach(async () => {
+      limited = await startServer({
+        env: { NODE_EXTRA_CA_CERTS: certificates.caFile, CIMD_TRUSTED_HOSTS: `localhost:${documents.port}`, RATE_LIMIT_REGISTRATION: '3/1h' },
+      });
+    });
+
+    afterEach(async () => {
+      await limited?.stop();
+    });
+
+    /** Names `clientId` at `endpoint` the way a client would there. */
+    async function nameClientAt(endpoint: 'token' | 'par' | 'revoke' | 'introspect' | 'logout', clientId: string): Promise<Response> {
+      if (endpoint === 'logout') {
+        return fetch(`${limited.issuer}/oauth/logout?client_id=${encodeURIComponent(clientId)}`, { redirect: 'manual', headers: { accept: 'text/html' } });
+      }
+      const forms = {
+        token: { grant_type: 'client_credentials', scope: 'api' },
+        par: { response_type: 'code', redirect_uri: REDIRECT, scope: 'api', code_challenge: pkcePair().challenge, code_challenge_method: 'S256' },
+        revoke: { token: 'not-a-token' },
+        introspect: { token: 'not-a-token' },
+      };
+      return postForm(`${limited.issuer}/oauth/${endpoint}`, { ...forms[endpoint], client_id: clientId });
+    }
+
+    it('count against the address\'s registration allowance wherever the server would fetch them, not at the authorization endpoint alone', async () => {
+      for (const endpoint of ['token', 'par', 'revoke'] as const) {
+        await nameClientAt(endpoint, publish(`/every-endpoint/${endpoint}.json`));
+        expect(documents.requests(`/every-endpoint/${endpoint}.json`), `fetched at ${endpoint}`).to.equal(1);
+      }
+      for (const endpoint of ['logout', 'token', 'par', 'revoke'] as const) {
+        const path = `/every-endpoint/over/${endpoint}.json`;
+        const refused = await nameClientAt(endpoint, publish(path));
+        const text = await refused.text();
+        expect(refused.status, `${endpoint}: ${text.slice(0, 300)}`).to.equal(429);
+        expect(Number(refused.headers.get('retry-after')), endpoint).to.be.greaterThan(0);
+        if (endpoint === 'logout') expect(text, endpoint).to.match(/Too many applications this server did not know yet/);
+        else expect(JSON.parse(text), endpoint).to.include({ error: 'temporarily_unavailable' }).and.have.property('error_description').that.matches(/too many new applications from this address/);
+        expect(documents.requests(path), `${endpoint}: refused before the fetch`).to.equal(0);
+      }
+      const known = await nameClientAt('token', `${documents.origin}/every-endpoint/token.json`);
+      expect(known.status, 'a document already fetched counts nothing').to.not.equal(429);
+    });
+
+    it('keep nothing of a document that cannot be one (not JSON, another client_id): made-up URLs answering junk do not fill the store', async () => {
+      const junk = 'x'.repeat(15_000);
+      documents.serve('/junk.txt', (_request, response) => response.end(junk));
+      const otherClient = `${documents.origin}/another-client.json`;
+      documents.serve('/not-its-own.json', document(otherClient, { client_name: 'y'.repeat(10_000) }));
+      for (const path of ['/junk.txt', '/not-its-own.json']) {
+        const answer = await nameClientAt('revoke', `${documents.origin}${path}`);
+        expect(answer.status, path).to.be.oneOf([400, 401]);
+        expect(documents.requests(path), path).to.equal(1);
+      }
+      const good = publish('/kept.json');
+      await nameClientAt('revoke', good);
+      const db = new DatabaseSync(limited.store.slice('sqlite:'.length), { readOnly: true });
+      try {
+        const rows = db.prepare("SELECT payload, expires_at FROM oidc_models WHERE model = 'ClientMetadataDocument'").all() as Array<{ payload: string; expires_at: number }>;
+        const now = Math.floor(Date.now() / 1000);
+        const kept = rows.filter((row) => row.payload.includes('"body"'));
+        expect(kept.map((row) => (JSON.parse(row.payload) as { url: string }).url), 'only the real document is kept').to.deep.equal([good]);
+        const marks = rows.filter((row) => !row.payload.includes('"body"'));
+        expect(marks, 'a mark that the fetch failed for each of the others').to.have.length(2);
+        for (const mark of marks) expect(mark.expires_at, 'kept no longer than a failure is remembered').to.be.at.most(now + 31);
+      } finally {
+        db.close();
+      }
     });
   });
 

@@ -4,7 +4,6 @@ import { isVetted } from '../../clients/vetting.ts';
 import { authorizationErrorOf, type AuthorizationError } from '../../engine/authorization_errors.ts';
 import { oidcOf } from '../../engine/context.ts';
 import { renderReturnToClientPage, type HeldError } from '../../pages/return_to_client.ts';
-import type { RateLimiting } from '../../rate_limits/limits.ts';
 import { answerErrorsAs } from '../errors.ts';
 import { formPostAsGet } from '../form_post_as_get.ts';
 
@@ -15,14 +14,15 @@ import { formPostAsGet } from '../form_post_as_get.ts';
  * Before the engine:
  * 1. POST is answered with 303 to the same request as GET (authorizationByPost), which the
  *    engine then serves as any GET;
- * 2. a client_id that is a metadata document URL not fetched lately counts against the client
- *    address's registration allowance (src/rate_limits/limits.ts), refused on a page past it.
+ * 2. the host's errors are answered with the error page.
+ * Within the engine, a client_id that is a metadata document URL not fetched lately counts
+ * against the client address's registration allowance (src/engine/new_metadata_documents.ts).
  * After the engine:
  * 3. an error the engine would send to an unvetted client's redirect URI is held on a page that
  *    lets the user decide (holdErrorRedirects).
  */
-export function authorizationEndpoint(rateLimits: RateLimiting): Middleware[] {
-  return [answerErrorsAs('page'), rateLimits.newMetadataDocument];
+export function authorizationEndpoint(): Middleware[] {
+  return [answerErrorsAs('page')];
 }
 
 export function authorizationByPost(issuer: string, path: string): Middleware {

@@ -55,7 +55,7 @@ export function engineEndpoints(deps: EndpointDependencies): { routes: Middlewar
   const { issuer, basePath } = deps;
   const router = new Router({ prefix: basePath || undefined });
   for (const [path, methods] of METHODS) router.all(path, onlyMethods(methods));
-  router.get(ENGINE_ROUTES.authorization, ...authorizationEndpoint(deps.rateLimits));
+  router.get(ENGINE_ROUTES.authorization, ...authorizationEndpoint());
   router.post(ENGINE_ROUTES.authorization, authorizationByPost(issuer, ENGINE_ROUTES.authorization));
   router.get(ENGINE_ROUTES.end_session, ...logoutEndpoint(deps.provider, `${basePath}${ENGINE_ROUTES.end_session}`));
   router.post(ENGINE_ROUTES.end_session, logoutByPost(issuer, ENGINE_ROUTES.end_session));
