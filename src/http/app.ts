@@ -52,7 +52,7 @@ import type { Metrics } from './metrics/metrics.ts';
 import { countRequests } from './metrics/requests.ts';
 import { atOrUnder, onlyWhere } from './path_guard.ts';
 import { pagesAtIssuerHost } from './page_host.ts';
-import { pinOrigin } from './pinned_origin.ts';
+import { originFormTargets, pinOrigin } from './pinned_origin.ts';
 import { requestId } from './request_id.ts';
 import { logRequests } from './request_log.ts';
 import { timeRequests } from './request_timing.ts';
@@ -160,6 +160,7 @@ export function createService({ config, store, keys, revocations, logger, metric
   // The engine runs on this app's context (koa-mount), so cookies it signs use these keys.
   const app = new Koa({ proxy: config.proxyHops > 0, maxIpsCount: config.proxyHops, keys: keys.cookieKeys });
   pinOrigin(app, issuer);
+  app.use(originFormTargets);
   render(app, { root: VIEWS, layout: 'layout', viewExt: 'ejs', cache: true });
   app.use(requestId(config.proxyHops > 0));
   app.use(describeSite(site));

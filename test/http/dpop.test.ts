@@ -1,4 +1,5 @@
 import { hash, randomUUID } from 'node:crypto';
+import { request as httpRequest } from 'node:http';
 
 import { expect } from 'chai';
 import { decodeJwt, exportJWK, generateKeyPair, SignJWT, calculateJwkThumbprint, type JWK } from 'jose';
@@ -35,6 +36,21 @@ function withProof(url: string, accessToken: string, proof: string | undefined, 
     method: init.method ?? 'GET',
     headers: { authorization: `${init.scheme ?? 'DPoP'} ${accessToken}`, ...(proof ? { dpop: proof } : {}), ...init.headers },
     ...(init.body ? { body: init.body } : {}),
+  });
+}
+
+/** A request whose request line names `target` in absolute form (`GET https://host/path HTTP/1.1`), as fetch never sends. */
+function absoluteFormRequest(server: TestServer, method: string, target: string, headers: Record<string, string>, body?: string): Promise<{ status: number; body: string }> {
+  const { hostname, port } = new URL(server.origin);
+  return new Promise((resolve, reject) => {
+    const request = httpRequest({ host: hostname, port, method, path: target, headers }, (response) => {
+      let text = '';
+      response.setEncoding('utf8');
+      response.on('data', (chunk: string) => { text += chunk; });
+      response.on('end', () => resolve({ status: response.statusCode ?? 0, body: text }));
+    });
+    request.on('error', reject);
+    request.end(body);
   });
 }
 
@@ -174,6 +190,28 @@ describe('DPoP', function () {
       await refusedWith(await withProof(url, token, await handMadeProof(keys, 'GET', url, 'another token')), 401, 'invalid_dpop_proof');
       // The query string is not part of htu.
       expect((await withProof(`${url}?limit=1`, token, await handMadeProof(keys, 'GET', url, token))).status).to.equal(200);
+    });
+
+    it('takes a request target in absolute form as the issuer\'s: a proof made for another server\'s URL does not match by naming that URL in the request line', async () => {
+      const keys = await proofKey();
+      const { access_token: token } = await boundToken(keys);
+      const counterfeit = 'https://counterfeit.example/rest/companies';
+      const replayed = await absoluteFormRequest(server, 'GET', counterfeit, { authorization: `DPoP ${token}`, dpop: await handMadeProof(keys, 'GET', counterfeit, token) });
+      expect(replayed.status, replayed.body).to.equal(401);
+      expect(JSON.parse(replayed.body)).to.include({ error: 'invalid_dpop_proof' });
+      // The same request line with a proof for the issuer's URL is served: the path is what counts.
+      const served = await absoluteFormRequest(server, 'GET', counterfeit, { authorization: `DPoP ${token}`, dpop: await handMadeProof(keys, 'GET', `${server.issuer}/rest/companies`, token) });
+      expect(served.status, served.body).to.equal(200);
+
+      const tokenForm = new URLSearchParams({ grant_type: 'client_credentials', scope: 'api', client_id: workspaceClient.client_id, client_secret: workspaceClient.client_secret! }).toString();
+      const counterfeitToken = 'https://counterfeit.example/oauth/token';
+      const issued = await absoluteFormRequest(server, 'POST', counterfeitToken, { 'content-type': 'application/x-www-form-urlencoded', dpop: await handMadeProof(keys, 'POST', counterfeitToken, undefined) }, tokenForm);
+      expect(issued.status, issued.body).to.equal(400);
+      expect(JSON.parse(issued.body)).to.include({ error: 'invalid_dpop_proof' });
+
+      const discovery = await absoluteFormRequest(server, 'GET', 'http://counterfeit.example/.well-known/oauth-authorization-server', {});
+      expect(discovery.status).to.equal(200);
+      expect(JSON.parse(discovery.body)).to.include({ issuer: server.issuer, token_endpoint: `${server.issuer}/oauth/token` });
     });
 
     it('asks for a nonce when a proof is not recent, and takes the proof made with it', async () => {
