@@ -18,9 +18,18 @@ export function assertionsUsedOnce(provider: Provider, markers: ModelStore): voi
   const replays = provider.ReplayDetection as unknown as { unique(iss: string, jti: string, exp: number): Promise<boolean> };
   replays.unique = async (iss, jti, exp) => {
     const id = usedOnceMarkerId(iss, jti);
-    return markers.insertNew(id, { iss, jti: id }, Math.max(1, exp - nowSeconds()));
+    return markers.insertNew(id, { iss, jti: id }, Math.max(USED_ONCE_MIN_SECONDS, exp - nowSeconds()));
   };
 }
+
+/**
+ * The least a used-once marker is kept. The engine accepts a DPoP proof whose `iat` is within five
+ * minutes of its clock either way, but asks for its marker to be kept five minutes from its first
+ * use: a proof made ahead of this clock (a client's clock running fast) would be accepted again
+ * once its marker was gone. Kept two windows, as the APIs keep theirs (src/tokens/dpop_proofs.ts),
+ * no proof outlives its marker; a client assertion that expires sooner is kept a little longer.
+ */
+const USED_ONCE_MIN_SECONDS = 2 * 300;
 
 /**
  * The marker a client assertion or a DPoP proof leaves once used, by its issuer (the client) and

@@ -1,11 +1,13 @@
 import { hash, randomUUID } from 'node:crypto';
 import { request as httpRequest } from 'node:http';
+import { DatabaseSync } from 'node:sqlite';
 
 import { expect } from 'chai';
 import { decodeJwt, exportJWK, generateKeyPair, SignJWT, calculateJwkThumbprint, type JWK } from 'jose';
 import * as oauth from 'oauth4webapi';
 import * as openidClient from 'openid-client';
 
+import { usedOnceMarkerId } from '../../src/clients/client_assertions.ts';
 import { REDIRECT_URI, register, registerClient, tokenRequest, type RegisteredClient } from '../support/oauth.ts';
 import { createApiKey } from '../support/data_api.ts';
 import { expectOAuthError } from '../support/oauth_errors.ts';
@@ -134,6 +136,24 @@ describe('DPoP', function () {
       const form = { grant_type: 'client_credentials', scope: 'api', client_id: workspaceClient.client_id, client_secret: workspaceClient.client_secret! };
       expect((await tokenRequest(server.issuer, form, { dpop: proof })).status).to.equal(200);
       await expectOAuthError(await tokenRequest(other.issuer, form, { dpop: proof }), 400, 'invalid_grant');
+    });
+
+    it('remembers a proof made ahead of this server\'s clock for as long as it could be accepted, so it cannot be used again later', async () => {
+      const keys = await proofKey();
+      const ahead = Math.floor(Date.now() / 1000) + 290;
+      const jti = randomUUID();
+      const proof = await handMadeProof(keys, 'POST', `${server.issuer}/oauth/token`, undefined, { iat: ahead, jti });
+      const form = { grant_type: 'client_credentials', scope: 'api', client_id: workspaceClient.client_id, client_secret: workspaceClient.client_secret! };
+      expect((await tokenRequest(server.issuer, form, { dpop: proof })).status).to.equal(200);
+      // Accepted while its iat is within 300 s of the server's clock: until ahead + 300.
+      const db = new DatabaseSync(server.store.slice('sqlite:'.length), { readOnly: true });
+      try {
+        const marker = db.prepare("SELECT expires_at FROM oidc_models WHERE model = 'ReplayDetection' AND id = ?").get(usedOnceMarkerId(workspaceClient.client_id, jti)) as { expires_at: number } | undefined;
+        expect(marker, 'the proof\'s marker').to.not.equal(undefined);
+        expect(marker!.expires_at, 'kept until the proof can no longer be accepted').to.be.at.least(ahead + 300);
+      } finally {
+        db.close();
+      }
     });
 
     it('refuses a proof for another URL, or signed with an algorithm it does not take', async () => {
