@@ -38,6 +38,33 @@ export function checkRegistrationHygiene(metadata: Metadata): void {
     else if (typeof value === 'string') checkValue(field, value);
   }
   cleanClientName(metadata);
+  checkKeyLengths(metadata);
+}
+
+/**
+ * An RSA key shorter than this signs nothing the server accepts: jose, which verifies client
+ * assertions, refuses it (as FAPI 2.0 section 5.4.1 does). Refused at registration, where the
+ * developer can be told why, rather than at every token request.
+ */
+const RSA_BITS_MIN = 2048;
+
+function checkKeyLengths(metadata: Metadata): void {
+  const keys = (metadata.jwks as { keys?: unknown } | undefined)?.keys;
+  if (!Array.isArray(keys)) return;
+  for (const key of keys as unknown[]) {
+    const { kty, n } = (key ?? {}) as { kty?: unknown; n?: unknown };
+    if (kty !== 'RSA' || typeof n !== 'string') continue;
+    const bits = modulusBits(n);
+    if (bits < RSA_BITS_MIN) refuse(`jwks: an RSA key must be at least ${RSA_BITS_MIN} bits long, got one of ${bits} bits`);
+  }
+}
+
+/** The length of an RSA modulus (the key's `n`, base64url) in bits, leading zeros left out. */
+function modulusBits(n: string): number {
+  const bytes = Buffer.from(n, 'base64url');
+  const first = bytes.findIndex((byte) => byte !== 0);
+  if (first === -1) return 0;
+  return (bytes.length - first - 1) * 8 + (32 - Math.clz32(bytes[first]!));
 }
 
 function checkList(field: string, values: unknown[]): void {

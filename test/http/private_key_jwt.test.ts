@@ -1,4 +1,4 @@
-import { randomUUID } from 'node:crypto';
+import { generateKeyPairSync, randomUUID } from 'node:crypto';
 
 import { expect } from 'chai';
 import { exportJWK, generateKeyPair, SignJWT, type CryptoKey, type JWK } from 'jose';
@@ -94,6 +94,22 @@ describe('private_key_jwt client authentication', function () {
     expect(as.introspection_endpoint_auth_methods_supported).to.include('private_key_jwt');
     expect(client.token_endpoint_auth_method).to.equal('private_key_jwt');
     expect(client).to.not.have.property('client_secret');
+  });
+
+  it('refuses at registration an RSA key too short to sign an assertion it would accept, saying so; a 2048-bit one registers', async () => {
+    for (const bits of [1024, 2040]) {
+      // jose makes no such key; Node's crypto does.
+      const { publicKey } = generateKeyPairSync('rsa', { modulusLength: bits });
+      const body = await expectOAuthError(await register(server.issuer, {
+        client_name: 'Short Key App', token_endpoint_auth_method: 'private_key_jwt', jwks: { keys: [{ ...publicKey.export({ format: 'jwk' }), alg: 'PS256', kid: 'short' }] },
+      }), 400, 'invalid_client_metadata');
+      expect(body.error_description, `${bits} bits`).to.contain(`at least 2048 bits long, got one of ${bits} bits`);
+    }
+    const rsa = await clientKey('PS256');
+    const registered = await register(server.issuer, { client_name: 'RSA App', token_endpoint_auth_method: 'private_key_jwt', jwks: { keys: [rsa.publicJwk] } });
+    expect(registered.status, await registered.clone().text()).to.equal(201);
+    const rsaClient = await registered.json() as RegisteredClient;
+    await expectOAuthError(await refreshAuthenticatedBy(server, await assertion(rsaClient, rsa, server.issuer)), 400, 'invalid_grant');
   });
 
   it('authenticates a stock client (oauth4webapi PrivateKeyJwt) through a pushed request, a code exchange and a refresh', async () => {
