@@ -3,6 +3,7 @@ import type { Context, Middleware } from 'koa';
 
 import { BackendUnavailableError } from '../../adapters/store.ts';
 import { ENGINE_BODY_LIMIT } from '../engine/body_limit.ts';
+import { oidcOf } from '../engine/context.ts';
 import { renderErrorPage } from '../pages/render.ts';
 import { HttpError } from '../shared/http_error.ts';
 import type { Logger } from '../shared/logger.ts';
@@ -51,7 +52,7 @@ export function errorMapping(logger: Logger): Middleware {
   return async (ctx, next) => {
     try {
       await next();
-      if (ctx.status === 400 && (ctx.request.length ?? 0) > ENGINE_BODY_LIMIT && ctx.response.is('json')) answerTooLarge(ctx);
+      if (isEngineBodyTooLarge(ctx)) answerTooLarge(ctx);
       const engineError: unknown = ctx.state.engineError;
       if (engineError instanceof HttpError && ctx.status >= 500) {
         // A refusal from below the engine (its storage adapter): answered as thrown, nothing failed.
@@ -94,10 +95,17 @@ async function answer(ctx: Context, refusal: HttpError): Promise<void> {
 }
 
 /**
- * The engine refuses an oversized body as unparseable (400); the host says what is wrong. Only
- * JSON answers are rewritten: a page (the authorization endpoint refusing a POST that is not a
- * form) stays the page the browser was shown.
+ * The engine refuses an oversized body as unparseable (400); the host says what is wrong. Only at
+ * the engine's routes (it made its context for the request), where its limit applies: the host's
+ * own APIs (`/rest`, `/mcp`) take larger bodies and say themselves what is wrong with one. And
+ * only JSON answers: a page (the authorization endpoint refusing a POST that is not a form) stays
+ * the page the browser was shown.
  */
+function isEngineBodyTooLarge(ctx: Context): boolean {
+  return ctx.status === 400 && (ctx.request.length ?? 0) > ENGINE_BODY_LIMIT && Boolean(ctx.response.is('json')) && oidcOf(ctx) !== undefined;
+}
+
+/** What the host says of a body too large for the engine. */
 function answerTooLarge(ctx: Context): void {
   ctx.status = 413;
   ctx.body = errorBody(ctx, 'invalid_request', `the request body is larger than ${ENGINE_BODY_LIMIT / 1024} KiB`);
