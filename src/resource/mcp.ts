@@ -1,5 +1,7 @@
 import { Readable } from 'node:stream';
 
+import type { McpServer } from '@modelcontextprotocol/sdk/server/mcp.js';
+import { readRequestBody, requestBodyTooLargeMessage } from '@modelcontextprotocol/sdk/server/requestBody.js';
 import { WebStandardStreamableHTTPServerTransport } from '@modelcontextprotocol/sdk/server/webStandardStreamableHttp.js';
 import Router from '@koa/router';
 import type { Context, Middleware } from 'koa';
@@ -9,7 +11,8 @@ import type { RecordStore } from '../../adapters/store.ts';
 import { noStore } from '../shared/no_store.ts';
 import { authenticate, type Authenticators } from './authenticate.ts';
 import { bearerCors } from './cors.ts';
-import { workspaceDataServer } from './mcp_tools.ts';
+import { batchRefusal, requestsIn } from './mcp_batches.ts';
+import { workspaceDataServer, type ToolFault } from './mcp_tools.ts';
 import { MetadataApi } from './metadata.ts';
 import { CoreApi } from './records.ts';
 
@@ -29,7 +32,10 @@ export interface McpDependencies extends Authenticators {
   allowedHosts: readonly string[];
   /** The `Origin` values a browser's request may carry: the issuer's, and those the operator allows (MCP_ALLOWED_ORIGINS). */
   allowedOrigins: readonly string[];
-  /** Runs once the request is authenticated: the per-credential rate limit the data API counts too. */
+  /**
+   * Runs once the request is authenticated: the per-credential rate limit the data API counts
+   * too; run again for each further message of a batch, which counts as requests of its own.
+   */
   rateLimit?: Middleware;
 }
 
@@ -39,8 +45,14 @@ export interface McpDependencies extends Authenticators {
  * is refused, and a request without a credential gets 401 with the `resource_metadata` challenge
  * (RFC 9728), from which an MCP client finds this authorization server. API keys work as at the
  * data API. In order: CORS, the DNS rebinding checks (a `Host` or `Origin` not the service's: 403),
- * authentication, the rate limit, then an MCP server made for the request (src/resource/mcp_tools.ts)
- * answers it through the SDK's transport; the response waits for the store's commit like every other.
+ * authentication, the rate limit, the body read (a batch refused or counted, mcp_batches.ts), then
+ * an MCP server made for the request (src/resource/mcp_tools.ts) answers it through the SDK's
+ * transport; the response waits for the store's commit like every other.
+ *
+ * The transport answers in JSON (enableJsonResponse), so its answer is whole before anything is
+ * written: a tool that fails other than by a refusal (the store down) makes the request's answer
+ * the host's for that error, as at the data API (an outage 503 with Retry-After, anything else a
+ * 500 without its detail, both logged), not a tool result carrying the error's text.
  */
 export function mcpEndpoint(deps: McpDependencies): Middleware {
   const core = new CoreApi(deps.records);
@@ -49,15 +61,13 @@ export function mcpEndpoint(deps: McpDependencies): Middleware {
   router.use(refuseRebinding(deps.allowedHosts, deps.allowedOrigins), authenticate(deps));
   if (deps.rateLimit) router.use(deps.rateLimit);
   router.post('/', async (ctx) => {
-    const principal = ctx.state.principal!;
-    const server = workspaceDataServer(principal, core, metadata);
-    const transport = new WebStandardStreamableHTTPServerTransport({ sessionIdGenerator: undefined, enableJsonResponse: true, maxRequestBodySize: BODY_LIMIT });
-    await server.connect(transport);
-    try {
-      await answerWith(ctx, await transport.handleRequest(webRequest(ctx)));
-    } finally {
-      await server.close();
-    }
+    const text = await bodyText(ctx);
+    if (text === undefined) return;
+    const message = parsedJson(text);
+    const refusal = batchRefusal(message, ctx.get('Mcp-Protocol-Version'));
+    if (refusal) return answerRpcError(ctx, 400, -32600, refusal);
+    if (deps.rateLimit) await countFurther(deps.rateLimit, ctx, requestsIn(message) - 1);
+    await answerThroughTransport(ctx, (onFault) => workspaceDataServer(ctx.state.principal!, core, metadata, onFault), text, message);
   });
   router.all('/', onlyPost);
   return compose([
@@ -76,10 +86,65 @@ export function mcpEndpoint(deps: McpDependencies): Middleware {
  * the DELETE that ends a session; an empty stream instead makes a client open it again and again.
  */
 const onlyPost: Middleware = (ctx) => {
-  ctx.status = 405;
   ctx.set('Allow', 'POST');
-  ctx.body = { jsonrpc: '2.0', error: { code: -32000, message: 'Method not allowed: this MCP endpoint is stateless and answers POST only' }, id: null };
+  answerRpcError(ctx, 405, -32000, 'Method not allowed: this MCP endpoint is stateless and answers POST only');
 };
+
+/** A refusal as the SDK's transport writes its own: a JSON-RPC error answering no message in particular. */
+function answerRpcError(ctx: Context, status: number, code: number, message: string): void {
+  ctx.status = status;
+  ctx.body = { jsonrpc: '2.0', error: { code, message }, id: null };
+}
+
+/**
+ * The request's body, up to BODY_LIMIT, read as the SDK's transport reads it; or undefined, the
+ * request answered as the transport answers it: too large (413), or cut short (400, as a body
+ * that is not JSON).
+ */
+async function bodyText(ctx: Context): Promise<string | undefined> {
+  try {
+    const read = await readRequestBody(webRequest(ctx, Readable.toWeb(ctx.req) as ReadableStream<Uint8Array>), BODY_LIMIT);
+    if (!read.tooLarge) return read.text;
+    answerRpcError(ctx, 413, -32000, requestBodyTooLargeMessage(BODY_LIMIT));
+  } catch {
+    answerRpcError(ctx, 400, -32700, 'Parse error: Invalid JSON');
+  }
+  return undefined;
+}
+
+/**
+ * Answers the request with the MCP server `serverFor` makes, through the SDK's transport: `text`
+ * the body, `message` the body parsed (undefined when it is not JSON: the transport reads `text`
+ * and refuses it in its own words). A fault in a tool is thrown once the transport has answered,
+ * in place of its answer, for the error mapping to answer and log.
+ */
+async function answerThroughTransport(ctx: Context, serverFor: (onFault: ToolFault) => McpServer, text: string, message: unknown): Promise<void> {
+  const faults: unknown[] = [];
+  const server = serverFor((error) => faults.push(error));
+  const transport = new WebStandardStreamableHTTPServerTransport({ sessionIdGenerator: undefined, enableJsonResponse: true, maxRequestBodySize: BODY_LIMIT });
+  await server.connect(transport);
+  try {
+    const response = await transport.handleRequest(webRequest(ctx, text), message === undefined ? undefined : { parsedBody: message });
+    if (faults.length > 0) throw faults[0];
+    await answerWith(ctx, response);
+  } finally {
+    await server.close();
+  }
+}
+
+/** Runs the rate limit `times` more for the request (each further message of a batch), refusing it with 429 once past the limit. */
+async function countFurther(rateLimit: Middleware, ctx: Context, times: number): Promise<void> {
+  for (let counted = 0; counted < times; counted++) await rateLimit(ctx, async () => undefined);
+}
+
+/** The body as JSON, or undefined when it is not JSON. */
+function parsedJson(text: string): unknown {
+  try {
+    return JSON.parse(text) as unknown;
+  } catch {
+    return undefined;
+  }
+}
 
 /**
  * The `Host` values `/mcp` answers: the issuer's, and the loopback names of the port the service
@@ -103,23 +168,17 @@ function refuseRebinding(allowedHosts: readonly string[], allowedOrigins: readon
     const refusal = !host || !allowedHosts.includes(host.toLowerCase()) ? `Invalid Host header: ${host ?? '(none)'}`
       : origin && !allowedOrigins.includes(origin) ? `Invalid Origin header: ${origin}` : undefined;
     if (!refusal) return next();
-    ctx.status = 403;
-    ctx.body = { jsonrpc: '2.0', error: { code: -32000, message: refusal.slice(0, 300) }, id: null };
+    answerRpcError(ctx, 403, -32000, refusal.slice(0, 300));
   };
 }
 
-/** The Koa request as a web Request for the SDK's transport, its body streamed (the transport caps it). */
-function webRequest(ctx: Context): Request {
+/** The Koa request (a POST) as a web Request with `body`: the stream to read, or the body once read. */
+function webRequest(ctx: Context, body: ReadableStream<Uint8Array> | string): Request {
   const headers = new Headers();
   for (const [name, value] of Object.entries(ctx.req.headers)) {
     if (value !== undefined && name !== 'host') headers.set(name, Array.isArray(value) ? value.join(', ') : value);
   }
-  const hasBody = ctx.method !== 'GET' && ctx.method !== 'HEAD';
-  return new Request(ctx.href, {
-    method: ctx.method,
-    headers,
-    ...(hasBody ? { body: Readable.toWeb(ctx.req) as ReadableStream<Uint8Array>, duplex: 'half' } : {}),
-  } as RequestInit);
+  return new Request(ctx.href, { method: ctx.method, headers, body, duplex: 'half' } as RequestInit);
 }
 
 /** The transport's answer as Koa's: JSON read whole (so it waits for the store's commit), an event stream piped. */

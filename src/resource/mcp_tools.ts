@@ -17,13 +17,27 @@ const idArgument = z.string().max(64).describe('The record\'s id (a UUID)');
 const fieldsArgument = z.record(z.string(), z.unknown()).describe('The fields to set, by name, as describe_objects lists them (null clears one)');
 
 /**
+ * Told of what went wrong in a tool that is not a refusal (a store outage, a fault of the
+ * service's), for the endpoint to answer the request as the host answers such an error.
+ */
+export type ToolFault = (error: unknown) => void;
+
+/**
+ * The tool result of a fault. The endpoint answers the request with the fault instead, so no
+ * client reads this; it says nothing of the fault all the same.
+ */
+const FAULT_RESULT: CallToolResult = { isError: true, content: [{ type: 'text', text: 'the server could not complete the request' }] };
+
+/**
  * The workspace data as MCP tools, for one request's principal (the MCP endpoint is stateless: a
  * server is made for each request). Every tool is the Core or Metadata API operation of the same
  * name, with its validation, the principal's role and workspace isolation; a refusal is a tool
- * error saying what the data API would have said.
+ * error saying what the data API would have said. Anything else that goes wrong goes to `onFault`:
+ * the SDK would otherwise make the error's own message the tool's result.
  */
-export function workspaceDataServer(principal: Principal, core: CoreApi, metadata: MetadataApi): McpServer {
+export function workspaceDataServer(principal: Principal, core: CoreApi, metadata: MetadataApi, onFault: ToolFault): McpServer {
   const server = new McpServer(SERVER_INFO, { capabilities: { tools: {} } });
+  const answer = answering(onFault);
   const object = (name: string): ObjectDefinition => objectNamed(name)!;
 
   server.registerTool('describe_objects', {
@@ -76,13 +90,21 @@ export function workspaceDataServer(principal: Principal, core: CoreApi, metadat
   return server;
 }
 
-/** The operation's body as the tool's result (text and structured), or its refusal as a tool error. */
-async function answer(operation: () => Promise<Record<string, unknown>>): Promise<CallToolResult> {
-  try {
-    const body = await operation();
-    return { content: [{ type: 'text', text: JSON.stringify(body) }], structuredContent: body };
-  } catch (error) {
-    if (!(error instanceof HttpError)) throw error;
-    return { isError: true, content: [{ type: 'text', text: JSON.stringify({ error: error.code, error_description: error.description }) }] };
-  }
+/**
+ * An operation's body as the tool's result (text and structured), its refusal (a 4xx HttpError)
+ * as a tool error; anything else, a 5xx HttpError included, is a fault, told to `onFault`.
+ */
+function answering(onFault: ToolFault): (operation: () => Promise<Record<string, unknown>>) => Promise<CallToolResult> {
+  return async (operation) => {
+    try {
+      const body = await operation();
+      return { content: [{ type: 'text', text: JSON.stringify(body) }], structuredContent: body };
+    } catch (error) {
+      if (!(error instanceof HttpError) || error.status >= 500) {
+        onFault(error);
+        return FAULT_RESULT;
+      }
+      return { isError: true, content: [{ type: 'text', text: JSON.stringify({ error: error.code, error_description: error.description }) }] };
+    }
+  };
 }

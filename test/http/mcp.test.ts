@@ -1,4 +1,5 @@
 import { request } from 'node:http';
+import { DatabaseSync } from 'node:sqlite';
 
 import { Client } from '@modelcontextprotocol/sdk/client/index.js';
 import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
@@ -8,7 +9,7 @@ import { decodeJwt } from 'jose';
 import { clientCredentialsToken, createApiKey, memberOf, userAccessToken } from '../support/data_api.ts';
 import { registerClient, type RegisteredClient } from '../support/oauth.ts';
 import { seedUser, startServer, type SeededUser, type TestServer } from '../support/server.ts';
-import { sleep } from '../support/wait.ts';
+import { eventually, sleep } from '../support/wait.ts';
 
 /**
  * `/mcp` over HTTP, as any MCP host speaks it (JSON-RPC over streamable HTTP, stateless): a
@@ -45,6 +46,21 @@ function post(url: string, headers: Record<string, string>, body: string): Promi
     outgoing.on('error', reject);
     outgoing.end(body);
   });
+}
+
+/** The server's log lines of one request. */
+function linesOf(server: TestServer, requestId: string): Array<Record<string, unknown>> {
+  return server.logs().split('\n').filter((line) => line.startsWith('{')).map((line) => JSON.parse(line) as Record<string, unknown>)
+    .filter((line) => line.request_id === requestId);
+}
+
+/** A JSON-RPC request as it is written in a body (one message of a batch, or the body itself). */
+function message(id: number, method: string, params: Record<string, unknown> = {}): Record<string, unknown> {
+  return { jsonrpc: '2.0', id, method, params };
+}
+
+function createCompany(id: number, name: string): Record<string, unknown> {
+  return message(id, 'tools/call', { name: 'create_record', arguments: { object: 'companies', fields: { name } } });
 }
 
 describe('the MCP endpoint (/mcp)', function () {
@@ -93,6 +109,16 @@ describe('the MCP endpoint (/mcp)', function () {
       ...headers,
     }, body);
     return { status, headers: answered, body: text ? JSON.parse(text) : {} };
+  }
+
+  /** A body sent as given, under `version` (none: no MCP-Protocol-Version). */
+  async function send(credential: string, body: string, version?: string): Promise<{ status: number; headers: Headers; text: string }> {
+    return post(mcpUrl, {
+      'content-type': 'application/json',
+      accept: 'application/json, text/event-stream',
+      authorization: `Bearer ${credential}`,
+      ...(version ? { 'mcp-protocol-version': version } : {}),
+    }, body);
   }
 
   async function tool(credential: string, name: string, args: Record<string, unknown>): Promise<ToolResult> {
@@ -197,6 +223,54 @@ describe('the MCP endpoint (/mcp)', function () {
     expect(notJson.status).to.equal(400);
   });
 
+  it('refuses a batch under MCP 2025-06-18 and later, which take one message per request, and an empty batch under any version; nothing of a refused batch runs', async () => {
+    const { key } = await createApiKey(server, workspace);
+    const batch = JSON.stringify([createCompany(1, 'Batched 1'), createCompany(2, 'Batched 2')]);
+    for (const version of ['2025-11-25', '2025-06-18']) {
+      const refused = await send(key, batch, version);
+      expect(refused.status, version).to.equal(400);
+      const body = JSON.parse(refused.text) as { error: { code: number; message: string }; id: unknown };
+      expect(body.error.code, version).to.equal(-32600);
+      expect(body.error.message, version).to.include('one JSON-RPC message per request');
+      expect(body.id).to.equal(null);
+    }
+    for (const version of [undefined, '2025-03-26', '2025-11-25']) {
+      const empty = await send(key, '[]', version);
+      expect(empty.status, `[] under ${version ?? 'no version'}`).to.equal(400);
+      expect((JSON.parse(empty.text) as { error: { code: number } }).error.code).to.equal(-32600);
+    }
+    const listed = await tool(key, 'list_records', { object: 'companies', limit: 100 });
+    expect(JSON.stringify(listed.structuredContent), 'no record of a refused batch').to.not.include('Batched');
+  });
+
+  it('answers a batch under MCP 2025-03-26 (or with no version, which means it), one answer per message', async () => {
+    for (const version of ['2025-03-26', undefined]) {
+      const answered = await send(credentials.machine!, JSON.stringify([message(1, 'ping'), message(2, 'tools/list')]), version);
+      expect(answered.status, version).to.equal(200);
+      const answers = JSON.parse(answered.text) as Array<{ id: number; result: Record<string, unknown> }>;
+      expect(answers.map(({ id }) => id).sort()).to.deep.equal([1, 2]);
+      expect(answers.find(({ id }) => id === 2)!.result.tools).to.have.length(6);
+    }
+  });
+
+  it('refuses a body over 56 KiB (and under its 128 KiB) for what is wrong with it, not for its size; one over 128 KiB with 413', async () => {
+    const padding = 'x'.repeat(60_000);
+    const ping = JSON.stringify(message(1, 'ping', { padding }));
+    const answered = await send(credentials.machine!, ping, '2025-11-25');
+    expect(answered.status, answered.text).to.equal(200);
+
+    const badVersion = await send(credentials.machine!, ping, '1999-01-01');
+    expect(badVersion.status, badVersion.text).to.equal(400);
+    expect(badVersion.text).to.include('Unsupported protocol version').and.not.include('larger than');
+    const notJson = await send(credentials.machine!, ping.slice(0, -1), '2025-11-25');
+    expect(notJson.status, notJson.text).to.equal(400);
+    expect((JSON.parse(notJson.text) as { error: { code: number } }).error.code, 'a JSON-RPC parse error').to.equal(-32700);
+
+    const huge = await send(credentials.machine!, JSON.stringify(message(1, 'ping', { padding: 'x'.repeat(140_000) })), '2025-11-25');
+    expect(huge.status).to.equal(413);
+    expect((JSON.parse(huge.text) as { error: { message: string } }).error.message).to.match(/131072 bytes/);
+  });
+
   it('lets a viewer read but not write, and never reaches another workspace\'s records', async () => {
     const created = await tool(credentials.admin!, 'create_record', { object: 'companies', fields: { name: 'Private' } });
     const { id } = (created.structuredContent as { data: { company: { id: string } } }).data.company;
@@ -275,5 +349,84 @@ describe('the MCP endpoint (/mcp)', function () {
     expect(preflight.status).to.be.oneOf([200, 204]);
     expect(preflight.headers.get('access-control-allow-methods')).to.include('POST');
     expect(preflight.headers.get('access-control-allow-headers')?.toLowerCase()).to.include('authorization').and.include('mcp-protocol-version');
+  });
+});
+
+describe('the MCP endpoint (/mcp) at its limits: the rate limit per message, the store unavailable', function () {
+  this.timeout(60_000);
+
+  let server: TestServer;
+  let mcpUrl: string;
+  let workspace: string;
+
+  before(async () => {
+    server = await startServer({ env: { RATE_LIMIT_DATA_API: '5/1h' } });
+    mcpUrl = `${server.issuer}/mcp`;
+    workspace = (await seedUser(server, [{ workspace: 'MCP Limits', role: 'admin' }])).workspaces[0]!.id;
+  });
+
+  after(async () => {
+    await server?.stop();
+  });
+
+  afterEach(function () {
+    if (this.currentTest?.state === 'failed') console.error(server.logs().split('\n').slice(-30).join('\n'));
+  });
+
+  function send(key: string, body: unknown, version?: string): Promise<{ status: number; headers: Headers; text: string }> {
+    return post(mcpUrl, {
+      'content-type': 'application/json',
+      accept: 'application/json, text/event-stream',
+      authorization: `Bearer ${key}`,
+      ...(version ? { 'mcp-protocol-version': version } : {}),
+    }, JSON.stringify(body));
+  }
+
+  async function companyNames(key: string): Promise<string[]> {
+    const listed = await fetch(`${server.issuer}/rest/companies?limit=100`, { headers: { authorization: `Bearer ${key}` } });
+    return ((await listed.json()) as { data: { companies: Array<{ name: string }> } }).data.companies.map(({ name }) => name);
+  }
+
+  it('counts each message of a batch against the credential\'s data API limit, as if each had come alone: 429 with Retry-After past it', async () => {
+    const { key } = await createApiKey(server, workspace);
+    const first = await send(key, [createCompany(1, 'Batch 1'), createCompany(2, 'Batch 2'), createCompany(3, 'Batch 3')], '2025-03-26');
+    expect(first.status, first.text).to.equal(200);
+    expect(JSON.parse(first.text)).to.have.length(3);
+
+    const second = await send(key, [createCompany(1, 'Batch 4'), createCompany(2, 'Batch 5'), createCompany(3, 'Batch 6')], '2025-03-26');
+    expect(second.status, 'three more than the five a credential has').to.equal(429);
+    expect(Number(second.headers.get('retry-after'))).to.be.within(1, 3600);
+    expect(JSON.parse(second.text)).to.include({ error: 'too_many_requests' });
+
+    const rest = await fetch(`${server.issuer}/rest/companies`, { method: 'POST', headers: { authorization: `Bearer ${key}`, 'content-type': 'application/json' }, body: '{"name":"Alone"}' });
+    expect(rest.status, 'the data API counts with it').to.equal(429);
+    const other = await createApiKey(server, workspace);
+    expect((await companyNames(other.key)).filter((name) => name.startsWith('Batch')).sort(), 'only the first batch ran').to.deep.equal(['Batch 1', 'Batch 2', 'Batch 3']);
+  });
+
+  it('answers a tool call the store cannot complete (another process holds the SQLite write lock) as the data API does: 503 with Retry-After, logged, no internal text', async () => {
+    const { key } = await createApiKey(server, workspace);
+    const other = new DatabaseSync(server.store.replace(/^sqlite:/, ''));
+    try {
+      other.exec('BEGIN IMMEDIATE');
+      const refused = await send(key, createCompany(1, 'While Locked'), '2025-11-25');
+      expect(refused.status, refused.text).to.equal(503);
+      expect(refused.headers.get('retry-after')).to.match(/^\d+$/);
+      const requestId = refused.headers.get('x-request-id')!;
+      expect(JSON.parse(refused.text)).to.deep.equal({ error: 'temporarily_unavailable', error_description: 'the storage backend is unavailable; try again shortly', request_id: requestId });
+      expect(refused.text).to.not.match(/SQLite|lock/i);
+      const lines = await eventually('the request\'s log lines', () => {
+        const found = linesOf(server, requestId);
+        return found.some((line) => line.message === 'request') && found;
+      }, 5_000);
+      expect(lines.find((line) => line.message === 'request failed'), 'an error line with the detail').to.include({ level: 'error', status: 503, path: '/mcp' })
+        .and.have.property('detail').that.includes('write lock');
+      expect(lines.find((line) => line.message === 'request'), 'the request log').to.include({ status: 503 });
+    } finally {
+      if (other.isTransaction) other.exec('ROLLBACK');
+      other.close();
+    }
+    const retried = await send(key, createCompany(1, 'After The Lock'), '2025-11-25');
+    expect(retried.status, retried.text).to.equal(200);
   });
 });

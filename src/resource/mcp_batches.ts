@@ -1,0 +1,43 @@
+import { MAX_BATCH_SIZE } from '@modelcontextprotocol/sdk/server/requestBody.js';
+
+/**
+ * JSON-RPC batches at `/mcp`. MCP 2025-03-26 had them (a server MUST take an array of messages);
+ * 2025-06-18 took them out: from then on a request carries one message. The SDK's transport still
+ * takes an array of up to MAX_BATCH_SIZE messages whatever the version, so the endpoint decides
+ * here, before the transport reads the body.
+ */
+
+/** The first MCP version whose requests carry one JSON-RPC message, never an array. */
+const FIRST_VERSION_WITHOUT_BATCHES = '2025-06-18';
+
+/**
+ * The version a request without `MCP-Protocol-Version` speaks: the transport specification tells
+ * a server that cannot tell otherwise (a stateless one) to assume 2025-03-26.
+ */
+const VERSION_WITHOUT_HEADER = '2025-03-26';
+
+/**
+ * Why a request body (parsed JSON; undefined when it is not JSON) is refused as a batch: an empty
+ * array (JSON-RPC 2.0 answers it with one Invalid Request), or an array under a protocol version
+ * without batches. Undefined for a single message, and for a batch under 2025-03-26 or before.
+ * Versions are dates, so they compare as strings.
+ */
+export function batchRefusal(body: unknown, protocolVersion: string | undefined): string | undefined {
+  if (!Array.isArray(body)) return undefined;
+  if (body.length === 0) return 'Invalid Request: an empty batch';
+  const version = protocolVersion || VERSION_WITHOUT_HEADER;
+  if (version >= FIRST_VERSION_WITHOUT_BATCHES) {
+    return `Invalid Request: MCP ${version.slice(0, 20)} takes one JSON-RPC message per request, not a batch (batches ended with ${FIRST_VERSION_WITHOUT_BATCHES})`;
+  }
+  return undefined;
+}
+
+/**
+ * How many requests a body counts as against the per-credential rate limit: a batch one per
+ * message, as if each had come alone, so a batch buys no more than the limit allows; anything
+ * else (a single message, a body that is not JSON) one. A batch larger than the transport takes
+ * runs nothing and counts one.
+ */
+export function requestsIn(body: unknown): number {
+  return Array.isArray(body) && body.length <= MAX_BATCH_SIZE ? Math.max(body.length, 1) : 1;
+}
