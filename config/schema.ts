@@ -180,7 +180,7 @@ export const SCHEMA = {
   RATE_LIMIT_LOGIN_ACCOUNT: withDefault('5', 'Consecutive failed sign-ins to one account (email) before it is locked', count),
   RATE_LIMIT_LOGIN_LOCK: withDefault('1m', 'The first lock; each further failure doubles it', rateWindow),
   RATE_LIMIT_LOGIN_LOCK_MAX: withDefault('1h', 'The longest lock (at least `RATE_LIMIT_LOGIN_LOCK`, at most 24d)', rateWindow),
-  RATE_LIMIT_DATA_API: withDefault('600/1m', 'Data API requests per credential', rate),
+  RATE_LIMIT_DATA_API: withDefault('600/1m', 'Data API and `/mcp` requests per credential (each message of a JSON-RPC batch at `/mcp` counts as one)', rate),
   RATE_LIMIT_CREDENTIAL_ADDRESS: withDefault(
     '30/1m',
     'Failed credentials per client address: bearer tokens and API keys refused at the data API, `/mcp` and userinfo, and failed client authentication at introspection. Past them a failing request gets `429` instead of `401`; a valid credential from the same address is still served',
