@@ -32,7 +32,7 @@ import { LIFETIMES, sessionLifetime } from '../../config/lifetimes.ts';
 import { pkceRequired } from './pkce.ts';
 import { RecordsAtRest } from './records_at_rest.ts';
 import { findClientsOncePerRequest } from './clients_per_request.ts';
-import { RefreshTokenRotations, RefreshTokenValues, refreshTokenLifetime, refreshTokensNameTheirGrant } from './refresh_tokens.ts';
+import { RefreshTokenRotations, RefreshTokenValues, refreshTokenLifetime, refreshTokensNameTheirGrant, rotatesRefreshTokens } from './refresh_tokens.ts';
 import { loadConsentedGrant } from './redirect_uri_consent.ts';
 import { INTROSPECTION_AUDIENCE, keepOperatorIntrospectionAudience } from '../clients/resource_servers.ts';
 import type { NewInteractionLimit, NewMetadataDocumentLimit } from '../rate_limits/limits.ts';
@@ -177,7 +177,7 @@ export function buildProvider({ config, store, accounts, keys, revocations, page
       AccessToken: LIFETIMES.AccessToken,
       ClientCredentials: LIFETIMES.ClientCredentials,
       AuthorizationCode: LIFETIMES.AuthorizationCode,
-      RefreshToken: refreshTokenLifetime(config.refreshTokenAbsoluteLifetime),
+      RefreshToken: refreshTokenLifetime(config.refreshTokenAbsoluteLifetime, (client) => isFapiClient(client, config.fapi)),
       IdToken: LIFETIMES.IdToken,
       Interaction: LIFETIMES.Interaction,
       Session: sessionLifetime,
@@ -196,7 +196,8 @@ export function buildProvider({ config, store, accounts, keys, revocations, page
     // Tokens belong to the grant, not to the browser session that created it.
     expiresWithSession: () => false,
     issueRefreshToken: (_ctx, client) => client.grantTypeAllowed('refresh_token'),
-    rotateRefreshToken: true,
+    // Each use rotates a refresh token, except a FAPI 2.0 client's (section 5.3.2.1; src/engine/refresh_tokens.ts).
+    rotateRefreshToken: rotatesRefreshTokens((client) => isFapiClient(client, config.fapi)),
     extraTokenClaims: workspaceClaims(accounts, grantWorkspaces),
 
     // Every fetch the engine makes goes through the one SSRF-safe fetcher and its shared cache: a

@@ -1,7 +1,7 @@
 import { createHmac, createSecretKey, timingSafeEqual, type KeyObject } from 'node:crypto';
 
 import { Provider } from 'oidc-provider';
-import type { AdapterPayload, KoaContextWithOIDC, RefreshToken } from 'oidc-provider';
+import type { AdapterPayload, Client, KoaContextWithOIDC, RefreshToken } from 'oidc-provider';
 
 import { BackendUnavailableError, type Completion, type ModelStore } from '../../adapters/store.ts';
 
@@ -12,11 +12,12 @@ import { HttpError } from '../shared/http_error.ts';
 /**
  * Refresh tokens whose storage per grant stays the same however often they rotate.
  *
- * Each use of a refresh token consumes it and issues the next (`rotateRefreshToken`). The engine
- * detects a reuse by finding the consumed token's record, so by itself it keeps every rotated-out
- * token until that token's own expiry: a client refreshing hourly would keep hundreds of records
- * per grant. Here a refresh token's value names its grant and is authenticated by the server
- * (`<grant id>.<random>.<tag>`, the tag an HMAC under a key derived from the key-encryption key);
+ * Each use of a refresh token consumes it and issues the next (`rotateRefreshToken`; a FAPI 2.0
+ * client's is not rotated: rotatesRefreshTokens). The engine detects a reuse by finding the
+ * consumed token's record, so by itself it keeps every rotated-out token until that token's own
+ * expiry: a client refreshing hourly would keep hundreds of records per grant. Here a refresh
+ * token's value names its grant and is authenticated by the server (`<grant id>.<random>.<tag>`,
+ * the tag an HMAC under a key derived from the key-encryption key);
  * the consumed record is deleted once its successor is stored (RefreshTokenRotations), and a value
  * with a valid tag that names a live grant but has no record is handed to the engine as a consumed token of that grant: the engine then revokes
  * the grant, as it does for any reuse. So a grant keeps one refresh token record, and presenting
@@ -303,13 +304,29 @@ export class RefreshTokenRotations {
 }
 
 /**
+ * The engine's `rotateRefreshToken`: every refresh rotates, except a FAPI 2.0 client's. FAPI 2.0
+ * (section 5.3.2.1) allows rotation only if, when the answer with the new refresh token is lost,
+ * the retry with the previous one succeeds; here a rotated-out token presented again is a reuse,
+ * which revokes the grant.
+ * Rotation adds nothing for such a client anyway (the profile's note): it authenticates with
+ * private_key_jwt, so its refresh token is useless without its private key. Its refresh token is
+ * then used again and again, and answered back each time; revoking the grant still ends it.
+ */
+export function rotatesRefreshTokens(isFapiClient: (client: Client) => boolean): (ctx: KoaContextWithOIDC) => boolean {
+  return (ctx) => !ctx.oidc.client || !isFapiClient(ctx.oidc.client);
+}
+
+/**
  * A refresh token's lifetime: each one lapses unused after LIFETIMES.RefreshToken (sliding: each
  * rotation starts it again), and none outlives `absoluteSeconds` after the grant's first refresh
  * token was issued (`iiat`, which rotation carries over), after which the user must sign in again.
+ * A FAPI 2.0 client's is never rotated, so its expiry is final when it is issued: it lasts the
+ * whole `absoluteSeconds`, or it would end LIFETIMES.RefreshToken after the sign-in however often used.
  */
-export function refreshTokenLifetime(absoluteSeconds: number) {
-  return (_ctx: KoaContextWithOIDC | undefined, token: RefreshToken): number => {
+export function refreshTokenLifetime(absoluteSeconds: number, isFapiClient: (client: Client) => boolean) {
+  return (_ctx: KoaContextWithOIDC | undefined, token: RefreshToken, client?: Client): number => {
     const remaining = (token.iiat ?? nowSeconds()) + absoluteSeconds - nowSeconds();
-    return Math.max(1, Math.min(LIFETIMES.RefreshToken, remaining));
+    const neverRotated = client !== undefined && isFapiClient(client);
+    return Math.max(1, neverRotated ? remaining : Math.min(LIFETIMES.RefreshToken, remaining));
   };
 }

@@ -7,8 +7,11 @@ import * as openidClient from 'openid-client';
 
 import { LIFETIMES } from '../../config/lifetimes.ts';
 import { FAPI_CODE_LIFETIME_MAX } from '../../src/clients/fapi.ts';
-import { REDIRECT_URI, management, pkcePair, register, tokenRequest, type RegisteredClient } from '../support/oauth.ts';
+import {
+  REDIRECT_URI, codeRequest, exchangeCode, introspect, management, pkcePair, postCredentials, register, registerClient, tokenRequest, type RegisteredClient,
+} from '../support/oauth.ts';
 import { expectOAuthError } from '../support/oauth_errors.ts';
+import { startRedis } from '../support/redis.ts';
 import { initialAccessToken, seedUser, startServer, type SeededUser, type TestServer } from '../support/server.ts';
 import { UserAgent, authorize } from '../support/user_agent.ts';
 
@@ -77,12 +80,52 @@ class FapiClient {
     const params = oauth.validateAuthResponse(this.as, this.client, callback, state);
     return oauth.processAuthorizationCodeResponse(this.as, this.client, await oauth.authorizationCodeGrantRequest(this.as, this.client, this.auth, params, REDIRECT_URI, verifier, { DPoP: this.dpop, ...insecure }));
   }
+
+  /** A refresh with private_key_jwt and a DPoP proof; the answer as sent. */
+  refreshRequest(refreshToken: string): Promise<Response> {
+    return oauth.refreshTokenGrantRequest(this.as, this.client, this.auth, refreshToken, { DPoP: this.dpop, ...insecure });
+  }
+
+  async refresh(refreshToken: string): Promise<oauth.TokenEndpointResponse> {
+    return oauth.processRefreshTokenResponse(this.as, this.client, await this.refreshRequest(refreshToken));
+  }
+
+  /** private_key_jwt in the form, for introspection and revocation. */
+  async credentials(issuer: string): Promise<Record<string, string>> {
+    return { client_id: this.client.client_id, client_assertion_type: ASSERTION_TYPE, client_assertion: await assertion(this.client.client_id, this.key, issuer) };
+  }
 }
 
 /** PAR with a raw client assertion: what a client that does not follow the profile sends. */
 function push(server: TestServer, form: Record<string, string>): Promise<Response> {
   return fetch(`${server.issuer}/oauth/par`, { method: 'POST', headers: { 'content-type': 'application/x-www-form-urlencoded' }, body: new URLSearchParams(form) });
 }
+
+interface Running {
+  server: TestServer;
+  stop(): Promise<void>;
+}
+
+/** The stores refreshes are checked on: the server's own SQLite file, and Redis. */
+const BACKENDS: Array<{ name: string; start(env: Record<string, string>): Promise<Running> }> = [
+  {
+    name: 'SQLite',
+    async start(env) {
+      const server = await startServer({ env });
+      return { server, stop: () => server.stop() };
+    },
+  },
+  {
+    name: 'Redis',
+    async start(env) {
+      const redis = await startRedis();
+      const server = await startServer({ store: redis.url, env: { ...env, KEY_ENCRYPTION_KEY: Buffer.alloc(32, 7).toString('base64url') } });
+      return { server, stop: async () => { await server.stop(); await redis.stop(); } };
+    },
+  },
+];
+
+const DAY = 24 * 3600;
 
 /** The FAPI 2.0 Security Profile: for clients an operator registered for it, and with FAPI=on for every client. */
 describe('FAPI 2.0 Security Profile', function () {
@@ -340,10 +383,105 @@ describe('FAPI 2.0 Security Profile', function () {
       expect(tokens.token_type).to.equal('dpop');
     });
 
+    it('does not rotate a client\'s refresh token: the retry with it after a lost answer gets tokens (FAPI 2.0 section 5.3.2.1)', async () => {
+      const fapi = await FapiClient.create(server, keyedClient.client_id, key);
+      const { refresh_token: refreshToken } = await fapi.tokens(server, user);
+      const lost = await fapi.refresh(refreshToken!);
+      const retried = await fapi.refresh(refreshToken!);
+      expect([lost.refresh_token, retried.refresh_token]).to.deep.equal([refreshToken, refreshToken]);
+      expect(retried.token_type).to.equal('dpop');
+    });
+
     it('leaves the settings area\'s own sign-in working', async () => {
       const { url, response } = await new UserAgent().follow(`${server.issuer}/settings`, server.origin);
       expect(response.status, url).to.equal(200);
       expect(await response.text()).to.match(/name="password"/);
     });
   });
+
+  /**
+   * FAPI 2.0 section 5.3.2.1: no refresh token rotation unless the retry with the previous refresh
+   * token succeeds when the answer with the new one was lost. A FAPI client's refresh token is not
+   * rotated, on either store; any other client's still is.
+   */
+  for (const backend of BACKENDS) {
+    describe(`refresh on ${backend.name}: a FAPI client's refresh token is not rotated, any other client's is`, () => {
+      const ABSOLUTE_DAYS = 90;
+      let running: Running;
+      let server: TestServer;
+      let user: SeededUser;
+      let fapi: FapiClient;
+      let plain: RegisteredClient;
+
+      before(async () => {
+        running = await backend.start({ REFRESH_TOKEN_ABSOLUTE_LIFETIME: `${ABSOLUTE_DAYS}d` });
+        server = running.server;
+        user = await seedUser(server);
+        const key = await clientKey('ES256');
+        const registered = await registerClient(server.issuer, fapiMetadata([key]), await initialAccessToken(server, user.workspaces[0]!.id, { fapi: true }));
+        fapi = await FapiClient.create(server, registered.client_id, key);
+        plain = await registerClient(server.issuer);
+      });
+
+      after(async () => {
+        await running?.stop();
+      });
+
+      async function active(token: string): Promise<unknown> {
+        return (await introspect(server.issuer, await fapi.credentials(server.issuer), token)).active;
+      }
+
+      it('answers the same refresh token to every use of it, one after another or at once, each with a new access token; the grant stays', async () => {
+        const { refresh_token: refreshToken, access_token: first } = await fapi.tokens(server, user);
+        const answers: oauth.TokenEndpointResponse[] = [];
+        // The first answer as good as lost: the client retries with the refresh token it holds.
+        for (let i = 0; i < 3; i++) answers.push(await fapi.refresh(refreshToken!));
+        answers.push(...await Promise.all(Array.from({ length: 5 }, () => fapi.refresh(refreshToken!))));
+        for (const answer of answers) {
+          expect([undefined, refreshToken]).to.include(answer.refresh_token);
+          expect(answer.token_type).to.equal('dpop');
+        }
+        const accessTokens = [first, ...answers.map((answer) => answer.access_token)];
+        expect(new Set(accessTokens).size).to.equal(accessTokens.length);
+        for (const token of [refreshToken!, ...accessTokens]) expect(await active(token)).to.equal(true);
+      });
+
+      it(`lasts REFRESH_TOKEN_ABSOLUTE_LIFETIME (${ABSOLUTE_DAYS} days) from the sign-in, used or not: its expiry is final`, async () => {
+        const { refresh_token: refreshToken } = await fapi.tokens(server, user);
+        const issued = await introspect(server.issuer, await fapi.credentials(server.issuer), refreshToken!);
+        expect((issued.exp as number) - (issued.iat as number)).to.be.closeTo(ABSOLUTE_DAYS * DAY, 1);
+        await fapi.refresh(refreshToken!);
+        await fapi.refresh(refreshToken!);
+        const used = await introspect(server.issuer, await fapi.credentials(server.issuer), refreshToken!);
+        expect(used).to.include({ active: true, exp: issued.exp });
+      });
+
+      it('ends with its grant: once it is revoked (RFC 7009), it and the access tokens it issued are refused', async () => {
+        const { refresh_token: refreshToken } = await fapi.tokens(server, user);
+        await fapi.refresh(refreshToken!);
+        const { access_token: accessToken } = await fapi.refresh(refreshToken!);
+        const revoked = await fetch(`${server.issuer}/oauth/revoke`, {
+          method: 'POST', headers: { 'content-type': 'application/x-www-form-urlencoded' },
+          body: new URLSearchParams({ token: refreshToken!, ...await fapi.credentials(server.issuer) }),
+        });
+        expect(revoked.status).to.equal(200);
+        await expectOAuthError(await fapi.refreshRequest(refreshToken!), 400, 'invalid_grant');
+        expect(await active(accessToken)).to.equal(false);
+      });
+
+      it('rotates any other client\'s refresh token (30 days unused), and a reuse of a rotated-out one revokes the grant', async () => {
+        const { url, verifier } = codeRequest(server.issuer, plain.client_id);
+        const callback = await authorize(new UserAgent(), url, server.origin, { email: user.email, password: user.password });
+        const first = await (await exchangeCode(server.issuer, plain, callback.searchParams.get('code')!, verifier)).json() as oauth.TokenEndpointResponse;
+        const issued = await introspect(server.issuer, postCredentials(plain), first.refresh_token!);
+        expect((issued.exp as number) - (issued.iat as number)).to.be.closeTo(30 * DAY, 1);
+        const refresh = (refreshToken: string) => tokenRequest(server.issuer, { grant_type: 'refresh_token', refresh_token: refreshToken, ...postCredentials(plain) });
+        const second = await (await refresh(first.refresh_token!)).json() as oauth.TokenEndpointResponse;
+        expect(second.refresh_token).to.be.a('string').and.not.equal(first.refresh_token);
+        await expectOAuthError(await refresh(first.refresh_token!), 400, 'invalid_grant');
+        await expectOAuthError(await refresh(second.refresh_token!), 400, 'invalid_grant');
+        expect((await introspect(server.issuer, postCredentials(plain), second.access_token)).active).to.equal(false);
+      });
+    });
+  }
 });
