@@ -121,9 +121,12 @@ export const fapi2IncorrectCodeVerifier = pkceAtToken(
   (request) => ({ code_verifier: `${request.codeVerifier!.slice(0, -1)}${request.codeVerifier!.endsWith('A') ? 'B' : 'A'}` }),
 );
 
+/** How long the suite waits before it refreshes again with the refresh token a rotation replaced (WaitFor30Seconds). */
+const PREVIOUS_REFRESH_TOKEN_AFTER_MS = 30_000;
+
 export const fapi2RefreshToken: ConformanceModule = {
   name: 'fapi2-security-profile-final-refresh-token',
-  summary: 'the refresh token redeemed with private_key_jwt and a DPoP proof: new DPoP-bound tokens; without a proof refused',
+  summary: 'the refresh token redeemed with private_key_jwt and a DPoP proof: new DPoP-bound tokens; when the refresh rotated it, the previous one (what a client that lost the answer holds) still refreshes 30 s later; without a proof refused',
   async run(ctx: ModuleContext) {
     const session = await fapiSetUp(ctx, this.name);
     const request = fapiRequest(session);
@@ -131,9 +134,23 @@ export const fapi2RefreshToken: ConformanceModule = {
     const tokens = await acceptTokens(ctx, session, await redeem(ctx, session, code, request), request);
     if (tokens.refreshToken === undefined) ctx.notSupported('no refresh token was issued; the suite skips the refresh');
     const tokenEndpoint = session.provider.metadata.token_endpoint!;
-    const refreshed = await postWithDpop(ctx, session.client, session.provider, tokenEndpoint, { grant_type: 'refresh_token', refresh_token: tokens.refreshToken });
-    const next = await acceptTokens(ctx, session, refreshed, { ...request, params: { ...request.params, scope: 'api' } });
+    const refresh = (refreshToken: string, options: { proof?: false } = {}) => postWithDpop(
+      ctx, session.client, session.provider, tokenEndpoint, { grant_type: 'refresh_token', refresh_token: refreshToken }, options,
+    );
+    const refreshedRequest = { ...request, params: { ...request.params, scope: 'api' } };
+    const next = await acceptTokens(ctx, session, await refresh(tokens.refreshToken), refreshedRequest);
     await callResource(ctx, session, next);
+    let latest = next.refreshToken ?? tokens.refreshToken;
+    if (latest === tokens.refreshToken) {
+      ctx.note('Refresh token not rotated. Skipping lost refresh token test.');
+    } else {
+      // The suite restores the previous refresh token, as a client that never got the answer holds, and refreshes with it.
+      await sleep(PREVIOUS_REFRESH_TOKEN_AFTER_MS);
+      const retried = await refresh(tokens.refreshToken);
+      ctx.require(retried.response.status === 200, `the refresh with the previous refresh token, after a rotation, answered ${retried.response.status}: a server that rotates refresh tokens must let the retry with the previous one succeed (FAPI2-SP-FINAL-5.3.2.1-10): ${retried.response.text.slice(0, 300)}`, retried.exchange);
+      latest = (await acceptTokens(ctx, session, retried, refreshedRequest)).refreshToken ?? tokens.refreshToken;
+    }
+    checkEndpointError(ctx, await refresh(latest, { proof: false }), [400], ['invalid_client', 'invalid_grant', 'invalid_request'], 'RFC6749-5.2, FAPI2-SP-FINAL-5.3.2.1');
   },
 };
 
