@@ -127,7 +127,7 @@ export const SCHEMA = {
   ),
   REFRESH_TOKEN_ABSOLUTE_LIFETIME: withDefault(
     '365d',
-    'How long a grant\'s refresh tokens last in all, however often they rotate: `365d`, `90d`, `12h` or seconds, at least `1h`. Each refresh token also lapses after 30 days unused; after this lifetime the user must sign in to the client again. A grant (the consent) is kept at least as long',
+    'How long a grant\'s refresh tokens last in all, however often they rotate: `365d`, `90d`, `12h` or seconds, at least `1h`. Each refresh token also lapses after 30 days unused (a FAPI 2.0 client\'s, never rotated, lasts this whole lifetime, used or not); after this lifetime the user must sign in to the client again. A grant (the consent) is kept at least as long',
     atLeast(3600, 'so a client has time to use its refresh token', duration),
   ),
   PKCE_REQUIRED: withDefault(
