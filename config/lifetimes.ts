@@ -5,7 +5,7 @@ export const LIFETIMES = {
   ClientCredentials: 3600,
   /** Short and single-use (docs/decisions/tokens.md). */
   AuthorizationCode: 60,
-  /** Each use rotates it; an unused one lapses after 30 days. */
+  /** Each use rotates it (a FAPI 2.0 client's excepted: src/engine/refresh_tokens.ts); an unused one lapses after 30 days. */
   RefreshToken: 30 * 24 * 3600,
   IdToken: 3600,
   /** How long a login or consent page may stay open. */
