@@ -12,9 +12,9 @@ import { ENGINE_ROUTES } from '../engine/routes.ts';
 import type { KeyMaterial } from '../keys/keys.ts';
 import { ask, askHidden } from './prompt.ts';
 import { QuickstartError } from './quickstart_error.ts';
-import { buildGuide, describeGuide, describeTokens } from './quickstart_guide.ts';
+import { authorizationRequest, buildGuide, describeGuide, describeTokens, type Guide } from './quickstart_guide.ts';
 import { listenForCallback, type CallbackListener } from './quickstart_listener.ts';
-import { createRecords, DEMO_CLIENT_NAME, type Created, type NewAdmin } from './quickstart_records.ts';
+import { createRecords, DEMO_CLIENT_NAME, type Created, type DemoClient, type NewAdmin } from './quickstart_records.ts';
 import { probeService } from './quickstart_service.ts';
 
 /**
@@ -22,6 +22,11 @@ import { probeService } from './quickstart_service.ts';
  * a demo client bound to it, then prints how to use them: an authorization URL ready to open and
  * the curl commands for the code exchange, a refresh, client credentials and a data API call; with
  * --listen it also answers on the demo client's redirect URI and makes the exchange itself.
+ *
+ * The demo client is what curl can be: a secret, bearer tokens. With PAR_REQUIRED=on the guide
+ * starts with the push (and --listen pushes); with DPOP_REQUIRED=on or FAPI=on the service would
+ * refuse such a client or its tokens, so none is made: the workspace and its admin are, and the
+ * output says why there is no demo client and what to register instead.
  *
  * It reads the service's own configuration (STORE, BASE_URL or PORT, the key-encryption key) and
  * says which store it writes to. Everything that can fail is checked before the first write: the
@@ -69,13 +74,24 @@ interface Plan {
   interactive: boolean;
   /** With --listen: the port to answer on (0: any free one). */
   listenPort: number | undefined;
+  /** PAR_REQUIRED=on: the demo client pushes its authorization requests. */
+  pushed: boolean;
+  /** Set when the service's settings leave no room for the demo client: none is made. */
+  clientSkipped: ClientSkipped | undefined;
+}
+
+/** Why no demo client is made: the settings (by their environment variable) and, in words, why and what to do instead. */
+interface ClientSkipped {
+  settings: string[];
+  reason: (workspaceId: string) => string;
 }
 
 export async function quickstart(ctx: QuickstartContext): Promise<{ text: string; json: unknown }> {
   const plan = readOptions(ctx);
   // Given all at once, the answers are checked at once; on a terminal, once the checks below pass, as they are typed.
   const given = plan.interactive ? undefined : await adminFromFlags(ctx.options);
-  ctx.note(`Creating a workspace, its admin and a demo client in ${plan.store.description}, for the service at ${plan.baseUrl}.`);
+  const what = plan.clientSkipped ? `a workspace and its admin (no demo client: ${settingsOn(plan.clientSkipped.settings)})` : 'a workspace, its admin and a demo client';
+  ctx.note(`Creating ${what} in ${plan.store.description}, for the service at ${plan.baseUrl}.`);
   await checkStore(ctx, plan.store);
   if (given) refuse(await emailTaken(ctx.accounts, given.email));
   const engine = await buildEngine(ctx);
@@ -84,11 +100,13 @@ export async function quickstart(ctx: QuickstartContext): Promise<{ text: string
   try {
     const redirectUri = listener?.redirectUri ?? `http://127.0.0.1:${DEMO_REDIRECT_PORT}/callback`;
     const admin = given ?? await askAdmin(ctx);
-    const created = await createRecords({ accounts: ctx.accounts, provider: engine.provider, clients: ctx.store.model('Client') }, admin, redirectUri);
-    const output = describeCreated(plan, created, redirectUri, listener !== undefined);
+    const writers = { accounts: ctx.accounts, provider: engine.provider, clients: ctx.store.model('Client') };
+    if (plan.clientSkipped) return describeWithoutClient(plan, await createRecords(writers, admin, undefined), plan.clientSkipped);
+    const created = await createRecords(writers, admin, redirectUri);
+    const output = describeCreated(plan, created, redirectUri, listener);
     if (!listener) return output;
     ctx.print(output.text);
-    return await awaitBrowser(ctx, plan, created, listener, output.guide.authorization);
+    return await awaitBrowser(ctx, plan, created.client, listener, output.guide);
   } finally {
     await listener?.close();
   }
@@ -104,13 +122,52 @@ function readOptions({ options, config, usage }: QuickstartContext): Plan {
   }
   const listening = options.listen === true || options['listen-port'] !== undefined;
   if (listening && options.json) throw usage('--listen waits for a browser and prints what happens as it happens: it has no --json output');
+  const clientSkipped = demoClientRefused(config);
+  if (listening && clientSkipped) {
+    throw usage(`--listen exchanges a code as the demo client, and with ${settingsOn(clientSkipped.settings)} the service would refuse a client with a secret and `
+      + 'bearer tokens, so none is made: run quickstart without --listen to create the workspace and its admin; it says what to register instead');
+  }
   return {
     baseUrl: parseBaseUrl(options['base-url'], config.issuer, usage),
     store: storeLocation(config.store),
     interactive,
     listenPort: listening ? parsePort(options['listen-port'], usage) : undefined,
+    pushed: config.parRequired,
+    clientSkipped,
   };
 }
+
+/**
+ * Whether the service's settings leave room for the demo client, a secret and bearer tokens used
+ * with curl: FAPI=on refuses the client itself (private_key_jwt only) and its unpushed requests;
+ * DPOP_REQUIRED=on refuses its token requests for the data API and its bearer tokens there (a
+ * DPoP proof is signed with a key of the client's, for each request). PAR_REQUIRED=on alone is
+ * no obstacle: the guide pushes.
+ */
+function demoClientRefused(config: Config): ClientSkipped | undefined {
+  const settings = [...(config.fapi ? ['FAPI'] : []), ...(config.dpopRequired ? ['DPOP_REQUIRED'] : [])];
+  if (settings.length === 0) return undefined;
+  const why = config.fapi
+    ? 'With FAPI=on every client that obtains tokens is held to the FAPI 2.0 Security Profile: it authenticates with private_key_jwt, '
+      + 'pushes its authorization requests (PAR) and sends a DPoP proof with every token request. The service would refuse a demo client '
+      + 'with a secret, bearer tokens and curl commands, so none was made.'
+    : 'With DPOP_REQUIRED=on the data API and /mcp take DPoP-bound tokens only: each token request and each call carries a DPoP proof '
+      + 'signed with a key the client keeps, which the curl commands of a demo client (a secret, bearer tokens) cannot make, so none was made.';
+  const instead = config.fapi
+    ? 'register with it (POST /oauth/register) a client that authenticates with private_key_jwt (its public keys in "jwks"), and use a '
+      + 'library that pushes its requests and sends DPoP proofs (oauth4webapi, openid-client): docs/api-guide.md, "FAPI 2.0 clients", '
+      + '"Client authentication" and "DPoP (sender-constrained tokens)"'
+    : 'register a client with it (POST /oauth/register; with private_key_jwt no secret crosses the wire), and get its tokens with a library '
+      + 'that sends DPoP proofs (oauth4webapi\'s DPoP, openid-client\'s getDPoPHandle): docs/api-guide.md, "Client authentication" and '
+      + '"DPoP (sender-constrained tokens)"';
+  return {
+    settings,
+    reason: (workspaceId) => `${why} Instead, make an initial access token for the workspace (npm run admin -- iat create --workspace ${workspaceId}), `
+      + `${instead}. Meanwhile an API key calls the data API: npm run admin -- api-key create --workspace ${workspaceId} --name NAME.`,
+  };
+}
+
+const settingsOn = (settings: readonly string[]) => settings.map((name) => `${name}=on`).join(' and ');
 
 /** The URL printed for the service: BASE_URL unless --base-url says where it is reached. */
 function parseBaseUrl(given: string | undefined, issuer: string, usage: QuickstartContext['usage']): string {
@@ -233,9 +290,9 @@ async function emailTaken(accounts: Accounts, email: string): Promise<string | u
 
 const capitalized = (text: string) => `${text.charAt(0).toUpperCase()}${text.slice(1)}`;
 
-function describeCreated(plan: Plan, { workspace, user, client }: Created, redirectUri: string, listening: boolean) {
+function describeCreated(plan: Plan, { workspace, user, client }: Required<Created>, redirectUri: string, listener: CallbackListener | undefined) {
   const guideClient = { clientId: client.client_id, clientSecret: client.client_secret, redirectUri };
-  const guide = buildGuide(plan.baseUrl, guideClient);
+  const guide = buildGuide(plan.baseUrl, guideClient, { pushed: plan.pushed });
   const summary = [
     `Created in ${plan.store.description}: workspace ${workspace.id} ("${workspace.name}"), its admin ${user.id} (${user.email}),`,
     `and the demo client "${DEMO_CLIENT_NAME}", bound to the workspace (its secret is shown once; only a hash is kept):`,
@@ -247,7 +304,7 @@ function describeCreated(plan: Plan, { workspace, user, client }: Created, redir
   ].join('\n');
   return {
     guide,
-    text: `${summary}\n${describeGuide(guide, { ...guideClient, email: user.email }, { listening })}`,
+    text: `${summary}\n${describeGuide(guide, { ...guideClient, email: user.email }, { listening: listener !== undefined, startUrl: plan.pushed ? listener?.startUrl : undefined })}`,
     json: {
       base_url: plan.baseUrl,
       store: plan.store.url,
@@ -259,9 +316,42 @@ function describeCreated(plan: Plan, { workspace, user, client }: Created, redir
   };
 }
 
-/** --listen: the browser comes back to the listener, which exchanges the code; the tokens are the command's result. */
-async function awaitBrowser(ctx: QuickstartContext, plan: Plan, { client }: Created, listener: CallbackListener, authorization: { state: string; code_verifier: string }) {
+/**
+ * Without a demo client: what was created, and in one paragraph why there is no client and what to
+ * do instead. JSON keeps its shape: `client`, `authorization` and `commands` null, and `client_skipped`.
+ */
+function describeWithoutClient(plan: Plan, { workspace, user }: Created, skipped: ClientSkipped) {
+  const reason = skipped.reason(workspace.id);
+  return {
+    text: [
+      `Created in ${plan.store.description}: workspace ${workspace.id} ("${workspace.name}") and its admin ${user.id} (${user.email}).`,
+      '',
+      `No demo client. ${reason}`,
+    ].join('\n'),
+    json: {
+      base_url: plan.baseUrl,
+      store: plan.store.url,
+      workspace: { id: workspace.id, name: workspace.name },
+      user: { id: user.id, email: user.email, name: user.name, role: 'admin' },
+      client: null,
+      client_skipped: { settings: skipped.settings, reason },
+      authorization: null,
+      commands: null,
+    },
+  };
+}
+
+/** --listen: the browser comes back to the listener, which exchanges the code (pushing the request first when the service takes only pushed ones); the tokens are the command's result. */
+async function awaitBrowser(ctx: QuickstartContext, plan: Plan, client: DemoClient, listener: CallbackListener, { authorization }: Guide) {
   const tokenEndpoint = `${plan.baseUrl}${ENGINE_ROUTES.token}`;
+  const guideClient = { clientId: client.client_id, clientSecret: client.client_secret, redirectUri: listener.redirectUri };
+  const push = plan.pushed
+    ? {
+      endpoint: `${plan.baseUrl}${ENGINE_ROUTES.pushed_authorization_request}`,
+      authorizationEndpoint: `${plan.baseUrl}${ENGINE_ROUTES.authorization}`,
+      parameters: authorizationRequest(guideClient, authorization),
+    }
+    : undefined;
   ctx.note(`\nListening at ${listener.redirectUri} for the browser to come back (Ctrl-C to stop).`);
   const tokens = await listener.exchange({
     tokenEndpoint,
@@ -269,6 +359,7 @@ async function awaitBrowser(ctx: QuickstartContext, plan: Plan, { client }: Crea
     clientSecret: client.client_secret,
     codeVerifier: authorization.code_verifier,
     state: authorization.state,
+    ...(push ? { push } : {}),
   }, ctx.note);
   return { text: describeTokens(tokens, tokenEndpoint), json: tokens };
 }

@@ -8,9 +8,10 @@ import { quote } from './quickstart_guide.ts';
 /**
  * The quickstart command as the service announces it at first start: prefixed with the settings
  * the service was started with that the quickstart must share (where the service is reached,
- * the store, the keys that open it), so that run in another terminal it prints this service's
- * URLs and writes to this service's store. A setting whose value holds a secret is named, never
- * repeated.
+ * the store, the keys that open it, and what its clients must do: PAR_REQUIRED, DPOP_REQUIRED and
+ * FAPI decide whether the demo client pushes its requests or is not made at all), so that run in
+ * another terminal it prints this service's URLs, writes to this service's store and makes a demo
+ * client this service accepts. A setting whose value holds a secret is named, never repeated.
  */
 
 export const QUICKSTART_COMMAND = 'npm run admin -- quickstart';
@@ -42,5 +43,7 @@ export function quickstartCommand(config: Config, env: Env): AnnouncedCommand {
   const configHome = env.XDG_CONFIG_HOME;
   if (key && 'created' in key && configHome) setting('XDG_CONFIG_HOME', configHome);
   if (config.jwksFile) setting('JWKS_FILE', resolve(config.jwksFile));
+  const clientRules: Array<[string, boolean]> = [['PAR_REQUIRED', config.parRequired], ['DPOP_REQUIRED', config.dpopRequired], ['FAPI', config.fapi]];
+  for (const [name, on] of clientRules) if (on) setting(name, 'on');
   return { command: [...settings, QUICKSTART_COMMAND].join(' '), secretSettings };
 }

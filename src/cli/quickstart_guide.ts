@@ -1,12 +1,16 @@
 import { createHash, randomBytes } from 'node:crypto';
 
+import { ENGINE_ROUTES } from '../engine/routes.ts';
 import type { Tokens } from './quickstart_listener.ts';
 
 /**
  * What `admin quickstart` prints for its demo client: an authorization URL ready to open (PKCE
  * S256, a fresh state) and the curl commands for every step after it. Everything is filled in
  * except what only an earlier step's answer can give: the code, the refresh token, the access
- * token, written as shell variables ($CODE, $REFRESH_TOKEN, $ACCESS_TOKEN).
+ * token, written as shell variables ($CODE, $REFRESH_TOKEN, $ACCESS_TOKEN). With PAR_REQUIRED=on
+ * the service takes only pushed authorization requests: the guide starts with the push (curl, to
+ * /oauth/par), and the URL to open is the authorization endpoint with the client_id and the
+ * request_uri that push answers, which is all a browser may carry then.
  */
 
 export interface GuideClient {
@@ -17,6 +21,7 @@ export interface GuideClient {
 
 export interface Guide {
   authorization: {
+    /** Ready to open; pushed: ends with `request_uri=`, for the request_uri the push answers to be appended. */
     url: string;
     state: string;
     code_verifier: string;
@@ -25,6 +30,8 @@ export interface Guide {
     scope: string;
   };
   commands: {
+    /** Pushed only: the authorization request, sent to /oauth/par before the browser goes anywhere. */
+    par?: string;
     exchange: string;
     refresh: string;
     client_credentials: string;
@@ -35,26 +42,28 @@ export interface Guide {
 /** The product's scopes: the data API and the user's profile. */
 const SCOPE = 'api profile';
 
-export function buildGuide(baseUrl: string, client: GuideClient): Guide {
+/** `pushed`: the service takes only pushed authorization requests (PAR_REQUIRED=on). */
+export function buildGuide(baseUrl: string, client: GuideClient, { pushed }: { pushed: boolean }): Guide {
   const verifier = randomBytes(32).toString('base64url');
   const challenge = createHash('sha256').update(verifier).digest('base64url');
-  const state = randomBytes(16).toString('base64url');
-  const url = new URL(`${baseUrl}/oauth/authorize`);
-  url.search = new URLSearchParams({
-    client_id: client.clientId,
-    response_type: 'code',
-    redirect_uri: client.redirectUri,
-    scope: SCOPE,
-    state,
+  const authorization = {
+    state: randomBytes(16).toString('base64url'),
+    code_verifier: verifier,
     code_challenge: challenge,
-    code_challenge_method: 'S256',
-  }).toString();
+    code_challenge_method: 'S256' as const,
+    scope: SCOPE,
+  };
+  const request = authorizationRequest(client, authorization);
+  const url = new URL(`${baseUrl}${ENGINE_ROUTES.authorization}`);
+  url.search = new URLSearchParams(pushed ? { client_id: client.clientId, request_uri: '' } : { client_id: client.clientId, ...request }).toString();
 
-  const token = `curl -s -X POST ${quote(`${baseUrl}/oauth/token`)}`;
+  const token = `curl -s -X POST ${quote(`${baseUrl}${ENGINE_ROUTES.token}`)}`;
   const credentials = `${field('client_id', client.clientId)} ${field('client_secret', client.clientSecret)}`;
+  const par = `curl -s -X POST ${quote(`${baseUrl}${ENGINE_ROUTES.pushed_authorization_request}`)} ${credentials} ${Object.entries(request).map(([name, value]) => field(name, value)).join(' ')}`;
   return {
-    authorization: { url: url.href, state, code_verifier: verifier, code_challenge: challenge, code_challenge_method: 'S256', scope: SCOPE },
+    authorization: { url: url.href, ...authorization },
     commands: {
+      ...(pushed ? { par } : {}),
       exchange: `${token} ${field('grant_type', 'authorization_code')} -d "code=$CODE" ${field('redirect_uri', client.redirectUri)} ${credentials} ${field('code_verifier', verifier)}`,
       refresh: `${token} ${field('grant_type', 'refresh_token')} -d "refresh_token=$REFRESH_TOKEN" ${credentials}`,
       client_credentials: `${token} ${field('grant_type', 'client_credentials')} ${field('scope', 'api')} ${credentials}`,
@@ -63,14 +72,30 @@ export function buildGuide(baseUrl: string, client: GuideClient): Guide {
   };
 }
 
-/** The guide as a newcomer reads it, step by step; `listening`: quickstart --listen answers at the redirect URI and makes step 2 itself. */
-export function describeGuide(guide: Guide, client: GuideClient & { email: string }, { listening }: { listening: boolean }): string {
+/** The authorization request's parameters besides client_id: in the URL, or pushed (the guide's curl, quickstart --listen's push). */
+export function authorizationRequest(client: GuideClient, authorization: Pick<Guide['authorization'], 'state' | 'code_challenge' | 'code_challenge_method' | 'scope'>): Record<string, string> {
+  return {
+    response_type: 'code',
+    redirect_uri: client.redirectUri,
+    scope: authorization.scope,
+    state: authorization.state,
+    code_challenge: authorization.code_challenge,
+    code_challenge_method: authorization.code_challenge_method,
+  };
+}
+
+/**
+ * The guide as a newcomer reads it, step by step. `listening`: quickstart --listen answers at the
+ * redirect URI and makes step 2 itself; `startUrl`: where it pushes the request when opened
+ * (PAR_REQUIRED=on), so that each opening gets a request_uri of its own, fresh.
+ */
+export function describeGuide(guide: Guide, client: GuideClient & { email: string }, { listening, startUrl }: { listening: boolean; startUrl?: string }): string {
   const { authorization, commands } = guide;
   const comingBack = listening
     ? [
       `   The browser is then sent to ${client.redirectUri}?code=...&state=..., where this quickstart`,
-      '   listens: it checks the state, shows the code, and exchanges it as step 2 does. Steps 2 to 5',
-      '   are what to run yourself next time.',
+      '   listens: it checks the state, shows the code, and exchanges it as step 2 does.',
+      `   ${commands.par ? 'The push and steps' : 'Steps'} 2 to 5 are what to run yourself next time.`,
     ]
     : [
       `   The browser is then sent to ${client.redirectUri}?code=...&state=...; nothing listens there, so`,
@@ -78,13 +103,9 @@ export function describeGuide(guide: Guide, client: GuideClient & { email: strin
       `   ${authorization.state}). A code works once, within 60 seconds.`,
     ];
   return [
-    '1. Start the service if it is not running (npm start, with the same settings as this command). Open',
-    `   this URL in a browser, sign in as ${client.email} and press Allow:`,
-    '',
-    `   ${authorization.url}`,
-    '',
+    ...openingStep(guide, client.email, startUrl),
     ...comingBack,
-    `   PKCE: the URL carries code_challenge ${authorization.code_challenge}; step 2 sends its`,
+    `   PKCE: the ${commands.par ? 'pushed request' : 'URL'} carries code_challenge ${authorization.code_challenge}; step 2 sends its`,
     `   code_verifier ${authorization.code_verifier}.`,
     '',
     '2. Exchange the code for an access token and a refresh token:',
@@ -106,6 +127,42 @@ export function describeGuide(guide: Guide, client: GuideClient & { email: strin
     "   ACCESS_TOKEN='the access_token from the answer'",
     `   ${commands.data_api}`,
   ].join('\n');
+}
+
+/** Step 1: the URL to open; pushed, the push too (made by quickstart --listen at startUrl, or with curl). */
+function openingStep({ authorization, commands }: Guide, email: string, startUrl: string | undefined): string[] {
+  const start = '1. Start the service if it is not running (npm start, with the same settings as this command).';
+  const signIn = `sign in as ${email} and press Allow:`;
+  const pushOnly = 'The service takes only pushed authorization requests (PAR_REQUIRED=on)';
+  if (commands.par === undefined) return [`${start} Open`, `   this URL in a browser, ${signIn}`, '', `   ${authorization.url}`, ''];
+  if (startUrl !== undefined) {
+    return [
+      `${start} Open`,
+      `   this URL in a browser, ${signIn}`,
+      '',
+      `   ${startUrl}`,
+      '',
+      `   ${pushOnly}: opened, this quickstart pushes`,
+      '   the request as the command below does, then sends the browser on to',
+      `   ${authorization.url}... with the request_uri of the answer (which works once, within 60 seconds):`,
+      '',
+      `   ${commands.par}`,
+      '',
+    ];
+  }
+  return [
+    start,
+    `   ${pushOnly}: push this one first,`,
+    '   with the demo client\'s credentials:',
+    '',
+    `   ${commands.par}`,
+    '',
+    '   The answer\'s request_uri works once, within 60 seconds: open this URL followed by it in a',
+    `   browser, ${signIn}`,
+    '',
+    `   ${authorization.url}`,
+    '',
+  ];
 }
 
 /** The token endpoint's answer to quickstart --listen's exchange, ready to paste into steps 3 and 5. */

@@ -11,9 +11,16 @@ import { networkReason } from './quickstart_service.ts';
  * and answers the browser with a page saying what happened. An answer that brings no usable code
  * (a refusal, another run's state, an exchange that fails) gets a page and a line saying why, and
  * the listener waits on, so opening the authorization URL again retries.
+ *
+ * When the service takes only pushed authorization requests (PAR_REQUIRED=on), the URL to open is
+ * the listener's own start URL: each time it is opened, the listener pushes the request to
+ * /oauth/par as the guide's curl command does and sends the browser on with the request_uri it
+ * gets. A request_uri works once, within 60 seconds, so one pushed when the guide is printed would
+ * lapse while the person reads it, and a retry would need another.
  */
 
 const CALLBACK_PATH = '/callback';
+const START_PATH = '/start';
 
 export interface CodeExchange {
   tokenEndpoint: string;
@@ -22,6 +29,17 @@ export interface CodeExchange {
   codeVerifier: string;
   /** The state the authorization URL carries: an answer with another is not this run's. */
   state: string;
+  /** PAR_REQUIRED=on: the request pushed each time the start URL is opened. */
+  push?: PushedRequest;
+}
+
+export interface PushedRequest {
+  /** The service's /oauth/par, where the client authenticates as at the token endpoint. */
+  endpoint: string;
+  /** Where the browser is sent with the client_id and the request_uri the push answers. */
+  authorizationEndpoint: string;
+  /** The authorization request's parameters besides client_id (quickstart_guide.ts authorizationRequest). */
+  parameters: Record<string, string>;
 }
 
 /** The token endpoint's answer (RFC 6749 section 5.1). */
@@ -37,6 +55,8 @@ export interface Tokens {
 export interface CallbackListener {
   /** `http://127.0.0.1:<port>/callback`, with the port the listener got: the demo client's redirect URI. */
   readonly redirectUri: string;
+  /** `http://127.0.0.1:<port>/start`: the URL to open when the exchange pushes its request (served only then). */
+  readonly startUrl: string;
   /**
    * Resolves with the tokens once the browser brings a code with this run's state and it is
    * exchanged; `report` hears one line for the code received and for each answer that failed.
@@ -58,20 +78,28 @@ export async function listenForCallback(port: number): Promise<CallbackListener>
       resolve();
     });
   });
-  const redirectUri = `http://127.0.0.1:${(server.address() as AddressInfo).port}${CALLBACK_PATH}`;
+  const origin = `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
+  const redirectUri = `${origin}${CALLBACK_PATH}`;
+  const startUrl = `${origin}${START_PATH}`;
 
   return {
     redirectUri,
+    startUrl,
     exchange: (exchange, report) => new Promise<Tokens>((resolve) => {
       let done = false;
+      const served = exchange.push ? [START_PATH, CALLBACK_PATH] : [CALLBACK_PATH];
       handle = (request, response) => {
         const url = new URL(request.url ?? '/', redirectUri);
-        if (url.pathname !== CALLBACK_PATH || request.method !== 'GET') {
-          answer(response, 404, page('Not found', `The quickstart answers only at ${redirectUri}.`));
+        if (!served.includes(url.pathname) || request.method !== 'GET') {
+          answer(response, 404, page('Not found', `The quickstart answers only at ${served.map((path) => `${origin}${path}`).join(' and ')}.`));
           return;
         }
         if (done) {
           answer(response, 410, page('Already done', 'The quickstart has exchanged its code and stopped listening; the tokens are in its terminal.'));
+          return;
+        }
+        if (url.pathname === START_PATH && exchange.push) {
+          void start(response, exchange, exchange.push, report).catch((error: unknown) => broke(response, error, report));
           return;
         }
         void arrival(url.searchParams, { ...exchange, redirectUri }, report).then((outcome) => {
@@ -79,10 +107,7 @@ export async function listenForCallback(port: number): Promise<CallbackListener>
           if (!('tokens' in outcome)) return report(outcome.line);
           done = true;
           response.once('finish', () => resolve(outcome.tokens));
-        }, (error: unknown) => {
-          report(`answering the browser failed: ${(error as Error).message}`);
-          answer(response, 500, page('Something went wrong', 'The quickstart could not handle this answer; its terminal says why.'));
-        });
+        }, (error: unknown) => broke(response, error, report));
       };
     }),
     close: () => new Promise<void>((resolve) => {
@@ -97,6 +122,26 @@ type Outcome =
   | { line: string; status: number; page: string };
 
 const RETRY = 'Open the authorization URL again to retry, or press Ctrl-C to stop.';
+
+function broke(response: ServerResponse, error: unknown, report: (line: string) => void): void {
+  report(`answering the browser failed: ${(error as Error).message}`);
+  answer(response, 500, page('Something went wrong', 'The quickstart could not handle this answer; its terminal says why.'));
+}
+
+/** The start URL opened: the request pushed, and the browser sent on with its request_uri; or a page and a line saying why not. */
+async function start(response: ServerResponse, exchange: CodeExchange, push: PushedRequest, report: (line: string) => void): Promise<void> {
+  const body = new URLSearchParams({ client_id: exchange.clientId, client_secret: exchange.clientSecret, ...push.parameters });
+  const answered = await post({ url: push.endpoint, name: 'the pushed authorization request endpoint' }, body, 'request_uri');
+  if ('problem' in answered) {
+    report(`${answered.problem}. ${RETRY}`);
+    answer(response, 502, page('The request was not pushed', `The quickstart pushes the authorization request before sending the browser on, and ${answered.problem}. ${RETRY}`));
+    return;
+  }
+  const authorization = new URL(push.authorizationEndpoint);
+  authorization.search = new URLSearchParams({ client_id: exchange.clientId, request_uri: String(answered.reply.request_uri) }).toString();
+  response.writeHead(303, { Location: authorization.href, 'Cache-Control': 'no-store', 'Referrer-Policy': 'no-referrer' });
+  response.end();
+}
 
 /** What one arrival at the redirect URI comes to: tokens, or why not (a line for the terminal, a page for the browser). */
 async function arrival(query: URLSearchParams, exchange: CodeExchange & { redirectUri: string }, report: (line: string) => void): Promise<Outcome> {
@@ -143,16 +188,22 @@ async function exchangeCode(code: string, exchange: CodeExchange & { redirectUri
     client_secret: exchange.clientSecret,
     code_verifier: exchange.codeVerifier,
   });
+  const answered = await post({ url: exchange.tokenEndpoint, name: 'the token endpoint' }, body, 'access_token');
+  return 'problem' in answered ? answered : { tokens: answered.reply as unknown as Tokens };
+}
+
+/** A form POST to one of the service's endpoints; its JSON answer when it holds `expected`, otherwise why not, in words. */
+async function post(endpoint: { url: string; name: string }, body: URLSearchParams, expected: string): Promise<{ reply: Record<string, unknown> } | { problem: string }> {
   let response: Response;
   try {
-    response = await fetch(exchange.tokenEndpoint, { method: 'POST', body, signal: AbortSignal.timeout(10_000) });
+    response = await fetch(endpoint.url, { method: 'POST', body, signal: AbortSignal.timeout(10_000) });
   } catch (error) {
-    return { problem: `the service does not answer at ${exchange.tokenEndpoint} (${networkReason(error)}): start it (npm start)` };
+    return { problem: `the service does not answer at ${endpoint.url} (${networkReason(error)}): start it (npm start)` };
   }
   const reply = await response.json().catch(() => undefined) as Record<string, unknown> | undefined;
-  if (response.ok && typeof reply?.access_token === 'string') return { tokens: reply as unknown as Tokens };
+  if (response.ok && reply !== undefined && typeof reply[expected] === 'string') return { reply };
   const refusal = typeof reply?.error === 'string' ? `${reply.error}${typeof reply.error_description === 'string' ? ` (${reply.error_description})` : ''}` : `HTTP ${response.status}`;
-  return { problem: `the token endpoint refused it: ${refusal}` };
+  return { problem: `${endpoint.name} refused it: ${refusal}` };
 }
 
 function answer(response: ServerResponse, status: number, html: string): void {

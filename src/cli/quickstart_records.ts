@@ -8,9 +8,10 @@ import { QuickstartError } from './quickstart_error.ts';
 
 /**
  * What the quickstart writes, all or nothing: the admin, the workspace, the membership, the demo
- * client. Everything that can be checked beforehand was (quickstart.ts); a write that still fails
- * (the store went away, the engine refused the client) takes back the ones before it, so a rerun
- * starts from a store without them rather than one where the email is taken.
+ * client (unless the service's settings would refuse it: no redirect URI is given then).
+ * Everything that can be checked beforehand was (quickstart.ts); a write that still fails (the
+ * store went away, the engine refused the client) takes back the ones before it, so a rerun starts
+ * from a store without them rather than one where the email is taken.
  */
 
 export const DEMO_CLIENT_NAME = 'Quickstart demo';
@@ -36,7 +37,8 @@ export interface DemoClient {
 export interface Created {
   user: User;
   workspace: Workspace;
-  client: DemoClient;
+  /** Absent when none was asked for. */
+  client?: DemoClient;
 }
 
 export interface Writers {
@@ -47,7 +49,10 @@ export interface Writers {
   clients: ModelStore;
 }
 
-export async function createRecords({ accounts, provider, clients }: Writers, admin: NewAdmin, redirectUri: string): Promise<Created> {
+/** `redirectUri`: the demo client's; without one, no demo client is written. */
+export async function createRecords(writers: Writers, admin: NewAdmin, redirectUri: string): Promise<Required<Created>>;
+export async function createRecords(writers: Writers, admin: NewAdmin, redirectUri: undefined): Promise<Created>;
+export async function createRecords({ accounts, provider, clients }: Writers, admin: NewAdmin, redirectUri: string | undefined): Promise<Created> {
   const undo: Array<{ what: string; run: () => Promise<unknown> }> = [];
   try {
     const user = await accounts.createUser({ email: admin.email, name: admin.name, password: admin.password });
@@ -56,6 +61,7 @@ export async function createRecords({ accounts, provider, clients }: Writers, ad
     // Its memberships go with it, and so does a client stored under it by a write that seemed to fail.
     undo.push({ what: `workspace ${workspace.id}`, run: () => deleteWorkspace(accounts, clients, workspace.id) });
     await accounts.addMember(user.id, workspace.id, 'admin');
+    if (redirectUri === undefined) return { user, workspace };
     const client = await createDemoClient(provider, workspace.id, redirectUri);
     return { user, workspace, client };
   } catch (error) {

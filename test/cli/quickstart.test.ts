@@ -96,6 +96,19 @@ async function workspaceNames(server: TestServer): Promise<string[]> {
   return (JSON.parse(listed.stdout) as Array<{ name: string }>).map((workspace) => workspace.name);
 }
 
+/** The command the service's first-start hint announces (the store has no users yet). */
+async function announcedCommand(server: TestServer): Promise<string> {
+  while (!server.logs().includes('no users yet')) await new Promise((resolve) => setTimeout(resolve, 50));
+  const hint = server.logs().split('\n').filter((line) => line.includes('no users yet')).map((line) => JSON.parse(line) as { command: string })[0];
+  return hint!.command;
+}
+
+/** The settings an announced command sets before `npm run admin`, as a shell would (none of these test values needs quoting). */
+function announcedSettings(command: string): Record<string, string> {
+  const settings = command.slice(0, command.indexOf(' npm run admin')).split(' ');
+  return Object.fromEntries(settings.map((setting) => [setting.slice(0, setting.indexOf('=')), setting.slice(setting.indexOf('=') + 1)]));
+}
+
 const uniqueEmail = (label: string) => `${label}-${randomBytes(4).toString('hex')}@example.com`;
 const newPassword = () => `qs-${randomBytes(9).toString('base64url')}-pw`;
 
@@ -504,5 +517,138 @@ describe('first start on a terminal', function () {
       await terminal.exited;
       await rm(dir, { recursive: true, force: true });
     }
+  });
+});
+
+for (const setting of ['DPOP_REQUIRED', 'FAPI']) {
+  describe(`admin quickstart with ${setting}=on`, function () {
+    this.timeout(60_000);
+
+    let server: TestServer;
+
+    before(async () => {
+      server = await startServer({ env: { [setting]: 'on' } });
+    });
+
+    after(async () => {
+      await server?.stop();
+    });
+
+    it('--listen, with no demo client to listen for, is refused as called wrongly, naming the setting, before anything is written', async () => {
+      const child = spawn(process.execPath, [
+        'src/cli/admin.ts', 'quickstart', '--listen', '--listen-port', '0', '--email', uniqueEmail('listen'), '--name', 'Lis Ten', '--password-stdin',
+      ], { cwd: ROOT, env: server.env, stdio: ['pipe', 'pipe', 'pipe'] });
+      child.stdin.end(`${newPassword()}\n`);
+      const run = watchProcess(child);
+      // Were it not refused, it would wait for a browser that never comes.
+      const stop = setTimeout(() => child.kill('SIGINT'), 15_000);
+      try {
+        expect(await run.exited, run.output()).to.equal(2);
+      } finally {
+        clearTimeout(stop);
+      }
+      expect(run.output()).to.contain(`error: --listen exchanges a code as the demo client, and with ${setting}=on the service would refuse a client with a secret and bearer tokens`);
+      expect(run.output()).to.contain('run quickstart without --listen').and.contain('quickstart --help');
+      expect(await workspaceNames(server)).to.deep.equal([]);
+      expect(JSON.parse((await server.admin(['user', 'list', '--json'])).stdout)).to.deep.equal([]);
+    });
+
+    it(`run as the first-start hint announces it (with ${setting}=on), it creates the workspace and its admin, no demo client, and says why and what to do instead; an API key it points to works meanwhile`, async () => {
+      const command = await announcedCommand(server);
+      expect(command).to.match(new RegExp(` ${setting}=on npm run admin -- quickstart$`));
+      const { [setting]: _asForTheService, ...withoutSetting } = server.env;
+      const email = uniqueEmail('strict');
+      const result = await runAdmin({ ...withoutSetting, ...announcedSettings(command) }, [
+        'quickstart', '--workspace-name', 'Strict', '--email', email, '--name', 'Sam Strict', '--password-stdin',
+      ], `${newPassword()}\n`);
+      expect(result.code, result.stderr).to.equal(0);
+      expect(result.stderr).to.contain(`Creating a workspace and its admin (no demo client: ${setting}=on) in the SQLite store`);
+      const workspaceId = /workspace (ws_\S+) \("Strict"\) and its admin usr_\S+ \(/.exec(result.stdout)?.[1];
+      expect(workspaceId, result.stdout).to.be.a('string');
+      const paragraph = /^No demo client\. (.+)$/m.exec(result.stdout)?.[1];
+      expect(paragraph, result.stdout).to.contain(`With ${setting}=on`).and.contain('DPoP proof');
+      expect(paragraph).to.contain(`iat create --workspace ${workspaceId}`).and.contain('docs/api-guide.md').and.contain('"DPoP (sender-constrained tokens)"');
+      expect(result.stdout).to.not.match(/client_secret|\/oauth\/authorize|^\s+curl /m);
+
+      // Nothing half-written: the admin of the workspace, and no client.
+      expect(JSON.parse((await server.admin(['client', 'list', '--json'])).stdout)).to.deep.equal([]);
+      const users = JSON.parse((await server.admin(['user', 'list', '--json'])).stdout) as Array<{ email: string; memberships: unknown[] }>;
+      expect(users.map((user) => user.email)).to.deep.equal([email]);
+      expect(users[0]!.memberships).to.deep.equal([{ workspace_id: workspaceId, workspace_name: 'Strict', role: 'admin' }]);
+
+      const [, keyCommand] = /npm run admin -- (api-key create --workspace \S+ --name NAME)\./.exec(paragraph!) ?? [];
+      expect(keyCommand).to.equal(`api-key create --workspace ${workspaceId} --name NAME`);
+      const created = await server.admin(['api-key', 'create', '--workspace', workspaceId!, '--name', 'meanwhile', '--json']);
+      const { key } = JSON.parse(created.stdout) as { key: string };
+      const companies = await fetch(`${server.issuer}/rest/companies`, { headers: { authorization: `Bearer ${key}` } });
+      expect(companies.status).to.equal(200);
+    });
+
+    it('--json says the same to scripts: client, authorization and commands null, client_skipped naming the setting with the reason', async () => {
+      const email = uniqueEmail('strict-json');
+      const result = await runAdmin(server.env, ['quickstart', '--force', '--json', '--email', email, '--name', 'Jay Strict', '--password-stdin'], `${newPassword()}\n`);
+      expect(result.code, result.stderr).to.equal(0);
+      const json = JSON.parse(result.stdout) as Record<string, unknown> & { workspace: { id: string }; client_skipped: { settings: string[]; reason: string } };
+      expect(json).to.include({ base_url: server.issuer, store: server.store, client: null, authorization: null, commands: null });
+      expect(json.user).to.include({ email, role: 'admin' });
+      expect(json.client_skipped.settings).to.deep.equal([setting]);
+      expect(json.client_skipped.reason).to.contain(`With ${setting}=on`).and.contain(`iat create --workspace ${json.workspace.id}`);
+      expect(JSON.parse((await server.admin(['client', 'list', '--json'])).stdout)).to.deep.equal([]);
+    });
+  });
+}
+
+describe('admin quickstart with PAR_REQUIRED=on', function () {
+  this.timeout(60_000);
+
+  let server: TestServer;
+
+  before(async () => {
+    server = await startServer({ env: { PAR_REQUIRED: 'on' } });
+  });
+
+  after(async () => {
+    await server?.stop();
+  });
+
+  it('run as the first-start hint announces it, it prints the push first; pushed as printed, the URL with the request_uri it answers and the other steps work as printed', async () => {
+    const command = await announcedCommand(server);
+    expect(command).to.match(/ PAR_REQUIRED=on npm run admin -- quickstart$/);
+    const { PAR_REQUIRED: _asForTheService, ...withoutSetting } = server.env;
+    const email = uniqueEmail('pushed');
+    const password = newPassword();
+    const result = await runAdmin({ ...withoutSetting, ...announcedSettings(command) }, ['quickstart', '--email', email, '--name', 'Pat Pushed', '--password-stdin'], `${password}\n`);
+    expect(result.code, result.stderr).to.equal(0);
+    const printed = parsePrinted(result.stdout);
+    const push = /^\s+(curl .*\/oauth\/par .*)$/m.exec(result.stdout)?.[1];
+    expect(push, result.stdout).to.be.a('string');
+    expect(result.stdout).to.contain('The service takes only pushed authorization requests (PAR_REQUIRED=on)');
+
+    // The address bar carries the client_id and the request_uri alone.
+    const url = new URL(printed.authorizationUrl);
+    expect([...url.searchParams.keys()]).to.deep.equal(['client_id', 'request_uri']);
+    const pushed = await runPrinted(push!);
+    expect(pushed.status, pushed.body).to.equal(201);
+    const { request_uri: requestUri } = JSON.parse(pushed.body) as { request_uri: string };
+    const callback = await authorize(new UserAgent(), `${printed.authorizationUrl}${requestUri}`, server.origin, { email, password });
+    expect(`${callback.origin}${callback.pathname}`).to.equal(REDIRECT_URI);
+    expect(callback.searchParams.get('state')).to.equal(/ -d state=(\S+)/.exec(push!)?.[1]);
+
+    const tokens = await runJson(printed.exchange, { CODE: callback.searchParams.get('code')! });
+    const refreshed = await runJson(printed.refresh, { REFRESH_TOKEN: tokens.refresh_token as string });
+    const companies = await runJson(printed.dataApi, { ACCESS_TOKEN: refreshed.access_token as string });
+    expect(companies).to.have.nested.property('data.companies');
+    expect(await runJson(printed.clientCredentials)).to.include.keys('access_token');
+  });
+
+  it('--json gives scripts the push as commands.par, and the authorization URL its request_uri is appended to', async () => {
+    const result = await runAdmin(server.env, ['quickstart', '--force', '--json', '--email', uniqueEmail('pushed-json'), '--name', 'Jo Pushed', '--password-stdin'], `${newPassword()}\n`);
+    expect(result.code, result.stderr).to.equal(0);
+    const json = JSON.parse(result.stdout) as { client: { client_id: string }; authorization: { url: string; code_challenge: string }; commands: { par: string } };
+    expect(json.authorization.url).to.equal(`${server.issuer}/oauth/authorize?client_id=${json.client.client_id}&request_uri=`);
+    expect(json.commands.par).to.contain(`code_challenge=${json.authorization.code_challenge}`);
+    const pushed = await runPrinted(json.commands.par);
+    expect(pushed.status, pushed.body).to.equal(201);
+    expect(JSON.parse(pushed.body)).to.include.keys('request_uri');
   });
 });

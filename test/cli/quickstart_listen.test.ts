@@ -28,8 +28,8 @@ interface Listening {
   state: string;
 }
 
-/** Starts `quickstart --listen` on a free port and waits for the URL it prints. */
-async function startListening(server: TestServer): Promise<Listening> {
+/** Starts `quickstart --listen` on a free port. */
+async function runListening(server: TestServer): Promise<Pick<Listening, 'process' | 'email' | 'password'>> {
   const port = await freePort();
   const email = `listen-${randomBytes(4).toString('hex')}@example.com`;
   const password = `qs-${randomBytes(9).toString('base64url')}-pw`;
@@ -37,7 +37,12 @@ async function startListening(server: TestServer): Promise<Listening> {
     'src/cli/admin.ts', 'quickstart', '--force', '--listen', '--listen-port', String(port), '--email', email, '--name', 'Lis Tener', '--password-stdin',
   ], { cwd: ROOT, env: server.env, stdio: ['pipe', 'pipe', 'pipe'] });
   child.stdin.end(`${password}\n`);
-  const watched = watchProcess(child);
+  return { process: watchProcess(child), email, password };
+}
+
+/** Starts `quickstart --listen` on a free port and waits for the URL it prints. */
+async function startListening(server: TestServer): Promise<Listening> {
+  const { process: watched, email, password } = await runListening(server);
   const [, authorizationUrl] = await watched.shows(/^\s+(http\S+\/oauth\/authorize\?\S+)$/m);
   await watched.shows(/Listening at \S+ for the browser to come back/);
   const url = new URL(authorizationUrl!);
@@ -127,5 +132,70 @@ describe('admin quickstart --listen', function () {
       run.process.child.kill('SIGINT');
       await run.process.exited;
     }
+  });
+});
+
+describe('admin quickstart --listen with PAR_REQUIRED=on', function () {
+  this.timeout(60_000);
+
+  let server: TestServer;
+  let browser: Browser;
+  /** Stopped after each test, however it ended: a quickstart that never got its code still listens. */
+  let listening: WatchedProcess | undefined;
+
+  before(async () => {
+    [server, browser] = await Promise.all([startServer({ env: { PAR_REQUIRED: 'on' } }), launchBrowser()]);
+  });
+
+  afterEach(async () => {
+    if (listening?.child.exitCode !== null) return;
+    listening.child.kill('SIGINT');
+    await listening.exited;
+  });
+
+  after(async () => {
+    await browser?.close();
+    await server?.stop();
+  });
+
+  it('prints its own start URL, which pushes the request each time it is opened: denied, then opened again and allowed, the code is exchanged and the tokens work', async () => {
+    const run = await runListening(server);
+    listening = run.process;
+    const { context, page } = await newPage(browser);
+    // What the browser's address bar carries at the authorization endpoint.
+    const authorizationRequests: URL[] = [];
+    page.on('request', (request) => {
+      const url = new URL(request.url());
+      if (url.pathname === '/oauth/authorize') authorizationRequests.push(url);
+    });
+    try {
+      const [, startUrl] = await run.process.shows(/^\s+(http:\/\/127\.0\.0\.1:\d+\/start)$/m);
+      await run.process.shows(/Listening at \S+ for the browser to come back/);
+      expect(run.process.output()).to.match(/^\s+curl .*\/oauth\/par .*$/m);
+      await page.goto(startUrl!);
+      await signIn(page, run);
+      await page.getByRole('button', { name: 'Deny', exact: true }).click();
+      await page.waitForURL((url) => url.pathname === '/callback');
+      expect(await heading(page)).to.equal('Not authorized');
+      await run.process.showsNext(/the authorization was not granted: access_denied/);
+
+      // Opened again: a fresh push, as the first request_uri is used up.
+      await page.goto(startUrl!);
+      await page.getByRole('button', { name: 'Allow', exact: true }).click();
+      await page.waitForURL((url) => url.pathname === '/callback');
+      expect(await heading(page)).to.equal('It worked');
+      expect(await run.process.exited, run.process.output()).to.equal(0);
+    } finally {
+      await context.close();
+    }
+    expect(authorizationRequests.map((url) => [...url.searchParams.keys()])).to.deep.equal([['client_id', 'request_uri'], ['client_id', 'request_uri']]);
+    const [first, second] = authorizationRequests.map((url) => url.searchParams.get('request_uri'));
+    expect(first).to.match(/^urn:ietf:params:oauth:request_uri:/);
+    expect(second).to.not.equal(first);
+
+    const accessToken = /^\s+access_token\s+(\S+)$/m.exec(run.process.output())?.[1];
+    const companies = await fetch(`${server.issuer}/rest/companies`, { headers: { authorization: `Bearer ${accessToken}` } });
+    expect(companies.status).to.equal(200);
+    expect(run.process.output()).to.not.contain(run.password);
   });
 });
