@@ -44,6 +44,8 @@ const QUICKSTART: Command = {
     + 'the settings the service uses. On a terminal it asks for what the options leave out (each answer checked as\n'
     + 'it is typed); otherwise --email, --name and --password-stdin are needed. Nothing is written until every\n'
     + 'check passes, and a run that fails half-way takes back what it wrote. --force: even if users exist.\n'
+    + 'With DPOP_REQUIRED=on or FAPI=on no demo client is made (the service would refuse one with a secret):\n'
+    + 'it says what to register instead. With PAR_REQUIRED=on the flow pushes its request first.\n'
     + '--listen: answer at the demo redirect URI (127.0.0.1:8976, or --listen-port PORT), exchange the code and\n'
     + 'print the tokens.',
   options: ['workspace-name', 'email', 'name', 'password-stdin', 'base-url', 'force', 'listen', 'listen-port'],
