@@ -117,16 +117,10 @@ export type NewInteractionLimit = (ctx: Context) => Promise<Refusal | undefined>
 /** Made apart from the others: the engine's configuration takes it, and the others are made after the engine. */
 export function createNewInteractionLimit(limits: RateLimits | undefined, counters: Counters): NewInteractionLimit | undefined {
   if (!limits) return undefined;
-  const perAddress = counters.counter({ name: 'interaction-address', ...limits.interactionsPerAddress });
-  return async (ctx) => {
-    const wait = await perAddress.take(addressKey(ctx.ip, limits.ipv6Prefix));
-    if (wait === undefined) return undefined;
-    return {
-      retryAfter: wait,
-      description: `too many sign-in pages opened from this address (${describe(perAddress)}); retry after ${inWords(wait)}`,
-      inWordsOfThePerson: 'Too many sign-in pages were opened from your network in a short time.',
-    };
-  };
+  return refusalsPerAddress(counters.counter({ name: 'interaction-address', ...limits.interactionsPerAddress }), limits.ipv6Prefix, {
+    counted: 'sign-in pages opened',
+    toThePerson: 'Too many sign-in pages were opened from your network in a short time.',
+  });
 }
 
 /**
@@ -142,14 +136,21 @@ export type NewMetadataDocumentLimit = (ctx: Context) => Promise<Refusal | undef
 /** Made apart from the others, as the interactions' limit: the engine's configuration takes it. */
 export function createNewMetadataDocumentLimit(limits: RateLimits | undefined, counters: Counters): NewMetadataDocumentLimit | undefined {
   if (!limits) return undefined;
-  const perAddress = counters.counter({ name: 'metadata-document-address', ...limits.registration });
+  return refusalsPerAddress(counters.counter({ name: 'metadata-document-address', ...limits.registration }), limits.ipv6Prefix, {
+    counted: 'new applications',
+    toThePerson: 'Too many applications this server did not know yet were tried from your network in a short time.',
+  });
+}
+
+/** A per-address limit an engine step asks: one counted for the request's address, and past the limit the refusal, in the developer's words and the person's. */
+function refusalsPerAddress(perAddress: Counter, ipv6Prefix: number, words: { counted: string; toThePerson: string }): (ctx: Context) => Promise<Refusal | undefined> {
   return async (ctx) => {
-    const wait = await perAddress.take(addressKey(ctx.ip, limits.ipv6Prefix));
+    const wait = await perAddress.take(addressKey(ctx.ip, ipv6Prefix));
     if (wait === undefined) return undefined;
     return {
       retryAfter: wait,
-      description: `too many new applications from this address (${describe(perAddress)}); retry after ${inWords(wait)}`,
-      inWordsOfThePerson: 'Too many applications this server did not know yet were tried from your network in a short time.',
+      description: `too many ${words.counted} from this address (${describe(perAddress)}); retry after ${inWords(wait)}`,
+      inWordsOfThePerson: words.toThePerson,
     };
   };
 }
