@@ -54,7 +54,14 @@ async function main(): Promise<void> {
     // One listener for the sum of every worker's metrics: the supervisor's, started before the workers.
     if (config.metrics?.where === 'local' && gather) {
       const metricsServer = await serveMetrics(config.metrics, gather, logger);
-      for (const signal of ['SIGTERM', 'SIGINT'] as const) process.once(signal, () => void stopServingMetrics(metricsServer));
+      let stopped = false;
+      for (const signal of ['SIGTERM', 'SIGINT'] as const) {
+        process.on(signal, () => {
+          if (stopped) return;
+          stopped = true;
+          void stopServingMetrics(metricsServer);
+        });
+      }
     }
     superviseWorkers(config.workers, logger);
     return;
@@ -117,6 +124,7 @@ async function serve(config: Config, logger: Logger, alone: boolean): Promise<vo
 
   let serving: Serving | undefined;
   const stop = async (signal: string) => {
+    if (stopping) return;
     logger.info('stopping', { signal });
     waiting.abort();
     stopping = true;
@@ -135,8 +143,11 @@ async function serve(config: Config, logger: Logger, alone: boolean): Promise<vo
     // A worker's channel to its supervisor would keep it alive.
     leaveSupervisor();
   };
-  process.once('SIGTERM', () => void stop('SIGTERM'));
-  process.once('SIGINT', () => void stop('SIGINT'));
+  // Every signal after the first is taken and ignored, not left to Node's default (an exit on the
+  // spot, cutting the requests in flight): a worker gets one from its supervisor and another when
+  // the operator signals the whole process group (systemd's default, Ctrl-C in a terminal).
+  process.on('SIGTERM', () => void stop('SIGTERM'));
+  process.on('SIGINT', () => void stop('SIGINT'));
 
   const revocations = new RevocationList(store.revocations);
   const keys = await whenStoreAnswers(store, async () => {

@@ -40,7 +40,17 @@ export function superviseWorkers(count: number, logger: Logger): void {
     process.stderr.write(`${line}\n`);
     signalAll('SIGTERM');
   };
+  const restarts = new Set<NodeJS.Timeout>();
   const fork = () => live.add(cluster.fork());
+  // A replacement is started only while the service is not stopping: a worker that died just
+  // before a SIGTERM, while another is still finishing its requests, is not replaced.
+  const replaceLater = () => {
+    const restart = setTimeout(() => {
+      restarts.delete(restart);
+      if (!stopping && !failed) fork();
+    }, RESTART_DELAY_MS).unref();
+    restarts.add(restart);
+  };
 
   cluster.on('message', (_worker, message: unknown) => {
     if (isConfigurationError(message)) fail(message.configurationError);
@@ -54,18 +64,22 @@ export function superviseWorkers(count: number, logger: Logger): void {
     }
     if (stopping) return;
     logger.error('a worker stopped; starting another', { pid: worker.process.pid, code: code ?? undefined, signal: signal ?? undefined });
-    setTimeout(fork, RESTART_DELAY_MS).unref();
+    replaceLater();
   });
   for (let i = 0; i < count; i += 1) fork();
   logger.info('workers started', { workers: count });
 
+  // Once only: a signal sent to the whole process group (systemd's default, Ctrl-C in a terminal)
+  // reaches the workers from the operator as well as from here, and each worker takes one (main.ts).
   const stop = (signal: NodeJS.Signals) => {
+    if (stopping) return;
     stopping = true;
+    for (const restart of restarts) clearTimeout(restart);
     logger.info('stopping workers', { signal });
     signalAll(signal);
   };
-  process.once('SIGTERM', () => stop('SIGTERM'));
-  process.once('SIGINT', () => stop('SIGINT'));
+  process.on('SIGTERM', () => stop('SIGTERM'));
+  process.on('SIGINT', () => stop('SIGINT'));
 }
 
 /**

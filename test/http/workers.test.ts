@@ -1,8 +1,10 @@
 import { execFileSync } from 'node:child_process';
+import { DatabaseSync } from 'node:sqlite';
+import { setTimeout as sleep } from 'node:timers/promises';
 
 import { expect } from 'chai';
 
-import { codeRequest, exchangeCode, registerClient, tokenRequest, postCredentials } from '../support/oauth.ts';
+import { codeRequest, exchangeCode, register, registerClient, tokenRequest, postCredentials } from '../support/oauth.ts';
 import { seedUser, startServer, type TestServer } from '../support/server.ts';
 import { UserAgent, authorize } from '../support/user_agent.ts';
 import { eventually } from '../support/wait.ts';
@@ -62,5 +64,82 @@ describe('WORKERS=2: two processes serving one port over the embedded store', fu
     const workers = workersOf(server.pid()!);
     await server.stop();
     for (const pid of workers) expect(() => process.kill(pid, 0), `worker ${pid} still running`).to.throw();
+  });
+});
+
+describe('WORKERS=2: stopping while a worker is replaced or signals come twice', function () {
+  this.timeout(60_000);
+
+  let server: TestServer | undefined;
+
+  afterEach(async () => {
+    await server?.stop();
+    server = undefined;
+  });
+
+  /** Whether process `pid` is gone. */
+  const gone = (pid: number) => {
+    try {
+      process.kill(pid, 0);
+      return false;
+    } catch {
+      return true;
+    }
+  };
+
+  /** Runs `during` while another process holds the store's write lock, so that writes sent meanwhile wait in the workers. */
+  async function withWritesHeld<T>(store: string, during: () => Promise<T>): Promise<T> {
+    const other = new DatabaseSync(store.replace(/^sqlite:/, ''));
+    try {
+      other.exec('BEGIN IMMEDIATE');
+      return await during();
+    } finally {
+      if (other.isTransaction) other.exec('COMMIT');
+      other.close();
+    }
+  }
+
+  it('starts no replacement for a worker that died just before SIGTERM, and exits once the other has finished', async () => {
+    server = await startServer({ env: { WORKERS: '2' } });
+    const supervisor = server.pid()!;
+    const [victim] = await eventually('two workers', () => {
+      const workers = workersOf(supervisor);
+      return workers.length === 2 ? workers : undefined;
+    }, 10_000, 100);
+    const writes = await withWritesHeld(server.store, async () => {
+      // Both workers get a write to wait on (connections go to either in turn).
+      const waiting = [1, 2, 3, 4].map((n) => register(server!.issuer, { client_name: `Waits ${n}` }).then((response) => response.status, () => 'reset'));
+      await sleep(300);
+      process.kill(victim!, 'SIGKILL');
+      await sleep(200);
+      process.kill(supervisor, 'SIGTERM');
+      // Longer than a worker's replacement takes to start (1 s and its start-up).
+      await sleep(3_000);
+      return waiting;
+    });
+    await eventually('the supervisor gone', () => (gone(supervisor) ? true : undefined), 15_000, 100);
+    const logs = server.logs();
+    expect(logs.slice(logs.indexOf('"stopping workers"')), 'no worker started after the signal').to.not.contain('"message":"listening"');
+    // The survivor's writes were answered, not cut (the victim's were reset with it).
+    expect(await Promise.all(writes)).to.include(201);
+  });
+
+  it('lets the requests in flight finish when the signal comes twice, from the process group and from the supervisor', async () => {
+    server = await startServer({ env: { WORKERS: '2' } });
+    const supervisor = server.pid()!;
+    const workers = await eventually('two workers', () => {
+      const now = workersOf(supervisor);
+      return now.length === 2 ? now : undefined;
+    }, 10_000, 100);
+    const answers = await withWritesHeld(server.store, async () => {
+      const waiting = [1, 2, 3, 4].map((n) => register(server!.issuer, { client_name: `In flight ${n}` }).then((response) => response.status, () => 'reset'));
+      await sleep(300);
+      // As `kill -TERM -- -PGID` does: every process of the group at once.
+      for (const pid of [supervisor, ...workers]) process.kill(pid, 'SIGTERM');
+      await sleep(1_000);
+      return waiting;
+    });
+    expect(await Promise.all(answers)).to.deep.equal([201, 201, 201, 201]);
+    await eventually('the supervisor gone', () => (gone(supervisor) ? true : undefined), 15_000, 100);
   });
 });
