@@ -248,6 +248,32 @@ describe('sign-out (RP-Initiated Logout) over HTTP', function () {
       expect(await nextAuthorization(agent)).to.equal('login');
     });
 
+    it('offers the way back held for one sign-out only: a request the user left unanswered plants no link on a later sign-out, for another application or for none', async () => {
+      const other = await registerClient(server.issuer, { client_name: 'Other Logout App', post_logout_redirect_uris: ['http://127.0.0.1:9/other'] });
+      const laterRequests: Array<Record<string, string>> = [{ client_id: other.client_id }, {}];
+      for (const later of laterRequests) {
+        const agent = new UserAgent();
+        await signIn(agent);
+        const planted = await agent.request(logoutUrl({ client_id: app.client_id, post_logout_redirect_uri: SIGNED_OUT_URI, state: 'planted' }));
+        expect(await planted.text()).to.include('offered a link back to <strong>Logout App</strong>');
+        const confirmed = await confirm(agent, 'sign out', later);
+        expect(confirmed.headers.get('location')).to.equal(`${server.issuer}/oauth/logout/success`);
+        const html = await (await agent.request(confirmed.headers.get('location')!)).text();
+        expect(html, JSON.stringify(later)).to.include('<h1>You are signed out</h1>');
+        expect(linkBack(html), JSON.stringify(later)).to.equal(null);
+      }
+    });
+
+    it('shows the way back only once the sign-out it was held for is confirmed, not on the signed-out page reached without answering', async () => {
+      const agent = new UserAgent();
+      await signIn(agent);
+      await agent.request(logoutUrl({ client_id: app.client_id, post_logout_redirect_uri: SIGNED_OUT_URI, state: 'unanswered' }));
+      const page = await agent.request(`${server.issuer}/oauth/logout/success`);
+      const html = await page.text();
+      expect(html).to.include('<h1>You are still signed in</h1>');
+      expect(linkBack(html)).to.equal(null);
+    });
+
     it('with client_id alone, still sends the browser to the post_logout_redirect_uri of a client an operator vetted', async () => {
       const vetted = await registerVettedClient(server, { client_name: 'Vetted Logout App', post_logout_redirect_uris: [SIGNED_OUT_URI] });
       const confirmed = await signOutWithoutSession(new UserAgent(), { client_id: vetted.client_id, post_logout_redirect_uri: SIGNED_OUT_URI, state: 'vetted' });

@@ -1,7 +1,7 @@
 import type { Middleware } from 'koa';
 import type { Provider } from 'oidc-provider';
 
-import { holdUnconfirmedLogoutReturn } from '../../interactions/logout_return.ts';
+import { confirmHeldLogoutReturns, holdUnconfirmedLogoutReturn } from '../../interactions/logout_return.ts';
 import { formPostAsGet } from '../form_post_as_get.ts';
 
 /**
@@ -10,9 +10,12 @@ import { formPostAsGet } from '../form_post_as_get.ts';
  * 1. POST is answered with 303 to the same request as GET (section 2 asks for both);
  * 2. a post_logout_redirect_uri that neither a valid id_token_hint nor an operator's vetting
  *    vouches for is taken out of the request; the signed-out page offers it as a link instead
- *    (section 3; src/interactions/logout_return.ts).
+ *    (section 3; src/interactions/logout_return.ts), for the sign-out this request asks for only:
+ *    a request that holds nothing forgets an earlier one's, and the engine's acceptance of the
+ *    confirmation form (its end_session.success event) is what lets the page offer it.
  */
 export function logoutEndpoint(provider: Provider, cookiePath: string): Middleware[] {
+  confirmHeldLogoutReturns(provider, cookiePath);
   return [holdUnconfirmedLogoutReturn(provider, cookiePath)];
 }
 
