@@ -12,17 +12,22 @@ import { isBackendOutage } from './errors.ts';
 /**
  * The pages the engine shows, in the product's layout: its error page, for errors that must not
  * redirect to the client (an unknown client, an unregistered redirect_uri; a store outage is a
- * 503), and the sign-out question and its answer.
+ * 503), and the sign-out question and its answer, which also answer a sign-out form that came
+ * too late (src/interactions/logout.ts).
  */
 export function enginePages(accounts: Accounts, issuer: string): EnginePages {
+  const { answerStaleConfirmation, ...logout } = logoutPages({ accounts, issuer });
   return {
     renderError: async (ctx, out, error) => {
       if (isBackendOutage(error)) ctx.status = 503;
+      const engineCode = String(out.error ?? 'server_error');
+      // A sign-out form that came too late is no error of an application's: the sign-out pages answer it.
+      if (await answerStaleConfirmation(ctx, engineCode)) return;
       markErrorPageShown(ctx);
-      const { code, description } = shownError(ctx, String(out.error ?? 'server_error'), error);
+      const { code, description } = shownError(ctx, engineCode, error);
       await renderErrorPage(ctx, code, description);
     },
-    ...logoutPages({ accounts, issuer }),
+    ...logout,
   };
 }
 
@@ -51,7 +56,8 @@ function shownError(ctx: KoaContextWithOIDC, code: string, error: unknown): { co
     const when = Number.isInteger(wait) && wait > 0 ? `in ${inWords(wait)}` : 'later';
     return { code, description: `${error.inWordsOfThePerson} Try again ${when}.` };
   }
-  if (ctx.oidc?.route?.startsWith('end_session') && code === 'invalid_request') return { code, description: SIGN_OUT_REFUSED };
+  // The logout request itself: an unregistered post_logout_redirect_uri, an id_token_hint not of this server's, a client_id that does not match it.
+  if (ctx.oidc?.route === 'end_session' && code === 'invalid_request') return { code, description: SIGN_OUT_REFUSED };
   // Said in words of the person's (the conformance suite checks the page says what is wrong with it).
   if (code === 'invalid_request' && /\bredirect_uri\b/.test(engineDescription(error))) return { code, description: RETURN_ADDRESS_MISSING };
   return { code };

@@ -13,12 +13,21 @@ export interface LogoutDependencies {
   issuer: string;
 }
 
+/** The sign-out pages, and the answer to a confirmation whose form the engine no longer holds. */
+export interface LogoutPages extends Pick<EnginePages, 'logoutSource' | 'postLogoutSuccessSource'> {
+  /** Answers the engine's refusal `code` of a sign-out confirmation that came too late; false for any other error. */
+  answerStaleConfirmation: (ctx: KoaContextWithOIDC, code: string) => Promise<boolean>;
+}
+
+/** The query parameter that marks the question asked again after a form that was out of date: the page says why. */
+const ASKED_AGAIN = 'again';
+
 /**
  * The product's pages for OpenID Connect RP-Initiated Logout 1.0, which the engine does
  * (`end_session_endpoint`, id_token_hint, post_logout_redirect_uri and state checks, the
  * confirmation form's xsrf): the question, and what happened.
  */
-export function logoutPages({ accounts, issuer }: LogoutDependencies): Pick<EnginePages, 'logoutSource' | 'postLogoutSuccessSource'> {
+export function logoutPages({ accounts, issuer }: LogoutDependencies): LogoutPages {
   const service = new URL(issuer).host;
   const cookiePath = `${new URL(issuer).pathname.replace(/\/$/, '')}${ENGINE_ROUTES.end_session}`;
   return {
@@ -35,6 +44,7 @@ export function logoutPages({ accounts, issuer }: LogoutDependencies): Pick<Engi
         client,
         redirectHost: target?.label,
         heldReturn: ctx.state.heldLogoutReturn,
+        askedAgain: ctx.query[ASKED_AGAIN] !== undefined,
         // The engine's form (its confirm URL and xsrf value); the page's buttons submit it.
         logoutForm: form,
       }, { formAction: target?.formAction ?? [], imgSrc: client?.logo && [client.logo.origin] });
@@ -50,7 +60,39 @@ export function logoutPages({ accounts, issuer }: LogoutDependencies): Pick<Engi
         heldReturn: await takeLogoutReturn(ctx, ctx.oidc.provider, cookiePath),
       });
     },
+    /**
+     * The engine keeps one confirmation form per browser session: a sign-out page opened later
+     * (in another tab) replaces the form of an earlier one, and signing out or in again ends it.
+     * The earlier form, sent, is refused as an invalid_request though no application took part:
+     * a signed-in user is asked the question again (naming no application: the form sent does
+     * not say which one asked), and anyone else is told they are signed out already, which is
+     * what they asked for.
+     */
+    answerStaleConfirmation: async (ctx, code) => {
+      if (ctx.oidc?.route !== 'end_session_confirm' || code !== 'invalid_request') return false;
+      if (ctx.oidc.session?.accountId || fromAnotherSite(ctx)) {
+        const question = new URL(ctx.oidc.urlFor('end_session'));
+        question.searchParams.set(ASKED_AGAIN, '1');
+        ctx.status = 303;
+        ctx.redirect(question.href);
+        return true;
+      }
+      ctx.status = 200;
+      await renderPage(ctx, 'logged_out', 'Signed out', { service, signedOut: true, alreadySignedOut: true });
+      return true;
+    },
   };
+}
+
+/**
+ * A form posted from another site's page comes without the session cookie (SameSite=Lax), signed
+ * in or not: only the question, asked at a top-level GET, which carries it, can tell. A browser
+ * that does not say where the form came from (no Sec-Fetch-Site) is taken at its word that no one
+ * is signed in: asking it again could send a browser that keeps no cookie round in a circle.
+ */
+function fromAnotherSite(ctx: KoaContextWithOIDC): boolean {
+  const site = ctx.get('Sec-Fetch-Site');
+  return site === 'cross-site' || site === 'same-site';
 }
 
 /** The application that asked for the sign-out (known from id_token_hint or client_id), as the pages show it. */

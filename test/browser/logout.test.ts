@@ -129,6 +129,34 @@ describe('sign-out pages in a browser', function () {
     expect(tab.cspViolations).to.deep.equal([]);
   });
 
+  it('a sign-out page answered after another tab\'s asks again, or says you are signed out already, and blames no application', async () => {
+    const tab = await open();
+    await signIn(tab);
+    await tab.page.goto(logoutUrl());
+    await heading(tab.page, `Sign out of ${service}?`).waitFor();
+    // Opened later, in another tab: the engine keeps only this page's form.
+    const later = await tab.page.context().newPage();
+    await later.goto(logoutUrl());
+    await heading(later, `Sign out of ${service}?`).waitFor();
+
+    await tab.page.getByRole('button', { name: 'Sign out', exact: true }).click();
+    await tab.page.getByRole('status').waitFor();
+    expect(await tab.page.getByRole('status').innerText()).to.include('was out of date');
+    expect(await tab.page.locator('main').innerText()).to.include(`You are signed in as ${user.email}`).and.not.include('developer');
+    await checkPage(tab.page, 'logout-asked-again');
+    await tab.page.getByRole('button', { name: 'Sign out', exact: true }).click();
+    await heading(tab.page, 'You are signed out').waitFor();
+
+    await later.getByRole('button', { name: 'Sign out', exact: true }).click();
+    await heading(later, 'You are signed out').waitFor();
+    const text = await later.locator('main').innerText();
+    expect(text).to.include('already signed out').and.not.include('not signed out').and.not.include('developer');
+    await checkPage(later, 'logout-already-signed-out');
+
+    expect(await nextAuthorization(tab)).to.equal('login');
+    expect(tab.cspViolations).to.deep.equal([]);
+  });
+
   it('with id_token_hint and a registered post_logout_redirect_uri, names the application and sends the browser back there with state', async () => {
     const tab = await open();
     const { code, verifier } = await signIn(tab, 'openid api');

@@ -15,6 +15,8 @@ import { UserAgent, authorize } from '../support/user_agent.ts';
  */
 
 const SIGNED_OUT_URI = 'http://127.0.0.1:9/signed-out';
+/** What a browser's navigation asks for: the engine answers its errors with a page rather than JSON. */
+const BROWSER = { accept: 'text/html,application/xhtml+xml' };
 
 interface Tokens {
   access_token: string;
@@ -158,23 +160,69 @@ describe('sign-out (RP-Initiated Logout) over HTTP', function () {
       expect(await nextAuthorization(agent)).to.equal('signed in');
     });
 
-    it('refuses a confirmation with a wrong xsrf value (error page, no redirect) and the session survives', async () => {
-      const agent = new UserAgent();
+    /** The question asked again after a confirmation the engine refused: a 303 to the logout endpoint, whose page says why. */
+    async function expectAskedAgain(agent: UserAgent, refused: Response): Promise<string> {
+      expect(refused.status, await refused.clone().text()).to.equal(303);
+      expect(refused.headers.get('location')).to.equal(`${server.issuer}/oauth/logout?again=1`);
+      const page = await agent.request(refused.headers.get('location')!);
+      expect(page.status).to.equal(200);
+      const html = await page.text();
+      expect(html).to.include('Sign out of').and.include('was out of date').and.not.include('tell its developer');
+      return html;
+    }
+
+    it('does not sign out on a confirmation with a wrong xsrf value, and asks the question again', async () => {
+      const agent = new UserAgent(BROWSER);
       await signIn(agent);
       const page = await agent.request(logoutUrl());
       const { action } = logoutForm(await page.text());
       const forged = await agent.request(action, { form: { xsrf: 'not-the-value', logout: 'yes' } });
-      expect(forged.status).to.equal(400);
-      expect(forged.headers.get('location')).to.equal(null);
+      await expectAskedAgain(agent, forged);
       expect(await nextAuthorization(agent)).to.equal('signed in');
     });
 
-    it('refuses a POST to confirm without the page\'s xsrf value (what a page on another site could send)', async () => {
-      const agent = new UserAgent();
+    it('does not sign out on a POST to confirm without the page\'s xsrf value (what a page on another site could send), and asks the question again', async () => {
+      const agent = new UserAgent(BROWSER);
       await signIn(agent);
       const forged = await agent.request(`${server.issuer}/oauth/logout/confirm`, { form: { logout: 'yes' } });
-      expect(forged.status).to.equal(400);
+      await expectAskedAgain(agent, forged);
       expect(await nextAuthorization(agent)).to.equal('signed in');
+    });
+
+    it('asks again, blaming no application, when the sign-out page answered was replaced by one opened later in another tab; the new answer signs out', async () => {
+      const agent = new UserAgent(BROWSER);
+      await signIn(agent);
+      const first = logoutForm(await (await agent.request(logoutUrl())).text());
+      await agent.request(logoutUrl());
+      const stale = await agent.request(first.action, { form: { xsrf: first.xsrf, logout: 'yes' } });
+      const again = logoutForm(await expectAskedAgain(agent, stale));
+      expect(await nextAuthorization(agent), 'not signed out by the stale form').to.equal('signed in');
+
+      const confirmed = await agent.request(again.action, { form: { xsrf: again.xsrf, logout: 'yes' } });
+      expect(confirmed.headers.get('location')).to.equal(`${server.issuer}/oauth/logout/success`);
+      expect(await nextAuthorization(agent)).to.equal('login');
+    });
+
+    it('says "you are signed out" to a sign-out page answered after another tab already signed out, not that the application failed', async () => {
+      const agent = new UserAgent(BROWSER);
+      await signIn(agent);
+      const first = logoutForm(await (await agent.request(logoutUrl())).text());
+      const second = logoutForm(await (await agent.request(logoutUrl())).text());
+      expect((await agent.request(second.action, { form: { xsrf: second.xsrf, logout: 'yes' } })).status).to.equal(303);
+
+      const late = await agent.request(first.action, { form: { xsrf: first.xsrf, logout: 'yes' } });
+      expect(late.status).to.equal(200);
+      const html = await late.text();
+      expect(html).to.include('<h1>You are signed out</h1>').and.include('already signed out');
+      expect(html).not.to.include('not signed out').and.not.include('tell its developer');
+      expect(await nextAuthorization(agent)).to.equal('login');
+    });
+
+    it('asks the question again for a form from another site, which comes without the session cookie whether or not anyone is signed in', async () => {
+      const agent = new UserAgent({ ...BROWSER, 'sec-fetch-site': 'cross-site' });
+      const forged = await agent.request(`${server.issuer}/oauth/logout/confirm`, { form: { logout: 'yes' } });
+      expect(forged.status).to.equal(303);
+      expect(forged.headers.get('location')).to.equal(`${server.issuer}/oauth/logout?again=1`);
     });
   });
 
