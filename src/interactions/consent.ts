@@ -1,7 +1,7 @@
 import { createHash } from 'node:crypto';
 
 import type { Context } from 'koa';
-import type { Grant, Provider } from 'oidc-provider';
+import type { Grant, InteractionResults, Provider } from 'oidc-provider';
 
 import { LIFETIMES } from '../../config/lifetimes.ts';
 import type { Accounts, WorkspaceMembership } from '../accounts/accounts.ts';
@@ -15,6 +15,7 @@ import { renderPage } from '../pages/render.ts';
 import { describeClaims, SCOPE_DESCRIPTIONS } from '../pages/scope_descriptions.ts';
 import { secondsUntil } from '../shared/clock.ts';
 import { HttpError } from '../shared/http_error.ts';
+import { finishInteraction } from './finish.ts';
 import { findClient, type Details } from './login.ts';
 
 export interface ConsentDependencies {
@@ -53,9 +54,8 @@ export async function showConsent(ctx: Context, deps: ConsentDependencies, detai
   const user = accountId ? await accounts.getUser(accountId) : undefined;
   if (!user) throw new HttpError(400, 'session_expired', '');
   const memberships = await accounts.workspacesOf(user.id);
-  if (memberships.length === 0) {
-    throw new HttpError(403, 'access_denied', 'Your account is not a member of any workspace, so it cannot authorize applications. Ask a workspace admin to add you.');
-  }
+  // Nothing to allow in: the application is told, as after a denial (RFC 6749 section 4.1.2.1).
+  if (memberships.length === 0) return finishInteraction(ctx, provider, IN_NO_WORKSPACE, { mergeWithLastSubmission: false });
   const existing = await existingGrant(deps, details, memberships);
   const client = await findClient(provider, details);
   const target = redirectTarget(String(details.params.redirect_uri));
@@ -77,6 +77,17 @@ export async function showConsent(ctx: Context, deps: ConsentDependencies, detai
     error,
   }, { formAction: target.formAction, imgSrc: client.logo && [client.logo.origin] });
 }
+
+/**
+ * A user who belongs to no workspace has nothing to allow an application into: a token names a
+ * workspace. The authorization server denies the request; a client that registered itself hears
+ * of it through the page the user reads it on (src/http/endpoints/authorization.ts), which lets
+ * the user sign out to use another account.
+ */
+const IN_NO_WORKSPACE: InteractionResults = {
+  error: 'access_denied',
+  error_description: 'the signed-in user is not a member of any workspace; a workspace admin can add them',
+};
 
 /**
  * Records what the user allowed (scopes for each API, and claims asked for by name). A grant is

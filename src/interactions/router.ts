@@ -1,14 +1,15 @@
 import Router from '@koa/router';
-import type { Context } from 'koa';
-import { errors, type InteractionResults, type Provider } from 'oidc-provider';
+import { errors, type InteractionResults } from 'oidc-provider';
 
 import { SETTINGS_CLIENT_ID } from '../clients/first_party.ts';
 import { ACR_VALUES, demandsUnofferedAcr, PASSWORD_ACR, PASSWORD_AMR } from '../engine/authentication_context.ts';
 import { INTERACTION_PATH } from '../engine/routes.ts';
 import { formBody } from '../pages/form_body.ts';
+import { DENIED_BY_THE_USER } from '../pages/return_to_client.ts';
 import type { SignIns } from '../rate_limits/limits.ts';
 import { HttpError } from '../shared/http_error.ts';
 import { saveGrant, showConsent, type ConsentDependencies } from './consent.ts';
+import { finishInteraction } from './finish.ts';
 import { showLogin } from './login.ts';
 
 export interface InteractionDependencies extends ConsentDependencies {
@@ -87,7 +88,7 @@ export function interactionRouter(deps: InteractionDependencies): Router {
     }
 
     if (body.decision !== 'allow') {
-      const result: InteractionResults = { error: 'access_denied', error_description: 'the user denied the request' };
+      const result: InteractionResults = { error: 'access_denied', error_description: DENIED_BY_THE_USER };
       await finishInteraction(ctx, provider, result, { mergeWithLastSubmission: false });
       return;
     }
@@ -119,19 +120,6 @@ const UNOFFERED_ACR: InteractionResults = {
   error: 'access_denied',
   error_description: `the requested authentication context class (acr) is not offered here; this server offers ${ACR_VALUES.join(', ')}`,
 };
-
-/**
- * Stores the interaction's result and sends the browser back to the engine (303), as a Koa
- * response. The engine's own interactionFinished ends the Node response itself, before the
- * store's commit (src/http/commit_before_response.ts): the browser could then reach an instance
- * that does not see the result yet (WORKERS on one SQLite file) and be shown the login page
- * again, or be sent on with a sign-in or consent that a failed commit did not keep.
- */
-async function finishInteraction(ctx: Context, provider: Provider, result: InteractionResults, options: { mergeWithLastSubmission: boolean }): Promise<void> {
-  const returnTo = await provider.interactionResult(ctx.req, ctx.res, result, options);
-  ctx.status = 303;
-  ctx.redirect(returnTo);
-}
 
 function forgedForm(): HttpError {
   return new HttpError(403, 'invalid_request', 'The form was not the one this server showed you. Go back to the application and start again.');

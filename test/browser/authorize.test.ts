@@ -4,6 +4,7 @@ import * as oauth from 'oauth4webapi';
 import type { Page, Response as PageResponse } from 'playwright-core';
 
 import { browserForSuite, type CapturedRequest, captureRedirect, recordRequests, type RedirectCapture, signIn } from '../support/browser.ts';
+import { checkPage } from '../support/page_audit.ts';
 import { REDIRECT_URI, codeRequest, registerClient, type CodeRequest, type RegisteredClient } from '../support/oauth.ts';
 import { registerVettedClient, seedUser, startServer, type SeededUser, type TestServer } from '../support/server.ts';
 
@@ -200,6 +201,17 @@ describe('authorization in a real browser', function () {
     expectErrorRedirect(redirect, auth, 'access_denied');
   });
 
+  it('tells a vetted client access_denied, state and iss when the user who signs in belongs to no workspace', async function () {
+    const user = await seedUser(server, []);
+    const { page, capture, auth } = await prepare({}, { vetted: true });
+
+    await page.goto(auth.url);
+    await signIn(page, user);
+    const redirect = await capture.next();
+    expectErrorRedirect(redirect, auth, 'access_denied');
+    expect(redirect.url.searchParams.get('error_description')).to.match(/not a member of any workspace/);
+  });
+
   it('lets a user in two workspaces pick one; the token carries that workspace and the role there', async function () {
     const user = await seedUser(server, [{ workspace: 'Northwind Admins' }, { workspace: 'Southwind Viewers', role: 'viewer' }]);
     const { client, page, capture, auth } = await prepare();
@@ -296,6 +308,27 @@ describe('authorization in a real browser', function () {
       await page.waitForLoadState();
       expect(await page.getByRole('heading', { level: 1 }).innerText()).to.match(/^You did not allow Browser Test App/);
       await expectHeldError(page, response, capture, auth, 'access_denied');
+    });
+
+    it('holds the access_denied for a user in no workspace the same way, saying why, and lets them sign out to use another account', async function () {
+      const user = await seedUser(server, []);
+      const { page, capture, auth } = await prepare();
+      await page.goto(auth.url);
+      const [response] = await Promise.all([
+        page.waitForResponse((candidate) => onServer(candidate.url()) && candidate.request().isNavigationRequest() && candidate.status() === 400),
+        signIn(page, user),
+      ]);
+      await page.waitForLoadState();
+      expect(await page.getByRole('heading', { level: 1 }).innerText()).to.match(/^Browser Test App \d+ was not given access$/);
+      expect(await page.locator('main').innerText()).to.include('not a member of any workspace');
+      await expectHeldError(page, response, capture, auth, 'access_denied');
+      await checkPage(page, 'held-no-workspace');
+
+      await page.getByRole('link', { name: 'Sign out' }).click();
+      await page.getByRole('heading', { level: 1, name: /^Sign out of / }).waitFor();
+      await page.getByRole('button', { name: 'Sign out', exact: true }).click();
+      await page.getByRole('heading', { level: 1, name: 'You are signed out' }).waitFor();
+      expect(capture.hits, 'nothing reached the client by itself').to.have.length(0);
     });
 
     it('holds a form_post answer too: the page posts the error only when the user presses the button', async function () {

@@ -1,6 +1,7 @@
 import { expect } from 'chai';
 
 import { openStore } from '../../adapters/index.ts';
+import { Accounts } from '../../src/accounts/accounts.ts';
 import { codeRequest, registerClient, type RegisteredClient } from '../support/oauth.ts';
 import { seedUser, startServer, type SeededUser, type TestServer } from '../support/server.ts';
 import { field, formAction, UserAgent } from '../support/user_agent.ts';
@@ -8,9 +9,10 @@ import { field, formAction, UserAgent } from '../support/user_agent.ts';
 /**
  * The consent form is answered once: sent again, at once (a double click) or later (the back
  * button), it goes on with its first answer, and the user has one grant for the application,
- * never one per submission, nor one left behind by a later deny.
+ * never one per submission, nor one left behind by a later deny. Answered by a user who by then
+ * belongs to no workspace, it is a denial the application hears of.
  */
-describe('the consent form, sent more than once', function () {
+describe('the consent form\'s answers', function () {
   this.timeout(30_000);
 
   let server: TestServer;
@@ -67,5 +69,30 @@ describe('the consent form, sent more than once', function () {
     const back = await agent.follow(new URL(denied.headers.get('location')!, server.origin).href, server.origin);
     expect(new URL(back.url).searchParams.has('code'), `the first answer, allow, stands: ${back.url}`).to.equal(true);
     expect(await grantsOfUser()).to.equal(1);
+  });
+
+  describe('answered by a user in no workspace', () => {
+    it('tells the application access_denied, on the page that lets the user sign out, when their only workspace was deleted before they answered', async () => {
+      const loner = await seedUser(server, [{ workspace: 'Soon Gone Co' }]);
+      const agent = new UserAgent();
+      const { action, form } = await consentPage(agent, loner);
+      const store = openStore(server.store);
+      try {
+        await new Accounts(store.accounts).deleteWorkspace(loner.workspaces[0]!.id);
+      } finally {
+        await store.close();
+      }
+      const answered = await agent.request(action, { form: form('allow') });
+      expect(answered.status, await answered.clone().text()).to.equal(303);
+      // The application registered itself: the answer is held on a page, with the link back that carries it.
+      const held = await agent.follow(new URL(answered.headers.get('location')!, server.origin).href, server.origin);
+      expect(held.response.status).to.equal(400);
+      const html = await held.response.text();
+      expect(html).to.include('Once App was not given access').and.include('not a member of any workspace');
+      const back = new URL(/<a id="return-to-client" href="([^"]+)"/.exec(html)![1]!.replaceAll('&amp;', '&'));
+      expect(back.searchParams.get('error')).to.equal('access_denied');
+      expect(back.searchParams.get('error_description')).to.match(/not a member of any workspace/);
+      expect(html, 'a way to use another account').to.include(`<a href="${server.issuer}/oauth/logout">Sign out</a>`);
+    });
   });
 });

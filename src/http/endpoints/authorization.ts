@@ -3,6 +3,7 @@ import type { Context, Middleware } from 'koa';
 import { isVetted } from '../../clients/vetting.ts';
 import { authorizationErrorOf, type AuthorizationError } from '../../engine/authorization_errors.ts';
 import { oidcOf } from '../../engine/context.ts';
+import { ENGINE_ROUTES } from '../../engine/routes.ts';
 import { renderReturnToClientPage, type HeldError } from '../../pages/return_to_client.ts';
 import { answerErrorsAs } from '../errors.ts';
 import { formPostAsGet } from '../form_post_as_get.ts';
@@ -70,7 +71,8 @@ async function heldError(ctx: Context, error: AuthorizationError, issuer: string
   if (error.error_description) response.error_description = error.error_description;
   if (params.state) response.state = params.state;
   response.iss = issuer;
-  return { clientId: client.clientId, clientName: client.clientName, redirectUri, response, location };
+  const signOutUrl = oidcOf(ctx)?.session?.accountId ? `${issuer}${ENGINE_ROUTES.end_session}` : undefined;
+  return { clientId: client.clientId, clientName: client.clientName, redirectUri, response, location, signOutUrl };
 }
 
 /** The request's parameters as the engine resolved them, or as sent when it failed before that. */
