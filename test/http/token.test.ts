@@ -570,6 +570,13 @@ describe('token endpoint (POST /oauth/token)', function () {
     it('refuses a wrong client secret with 401 invalid_client', async () => {
       await expectTokenError(await clientCredentials(machineClient, { client_secret: 'not-the-secret' }), 401, 'invalid_client');
     });
+
+    it('refuses a request naming no client with 401 invalid_client, naming every way a client authenticates, private_key_jwt included', async () => {
+      const response = await fetch(`${server.issuer}/oauth/token`, { method: 'POST', body: new URLSearchParams({ grant_type: 'client_credentials', scope: 'api' }) });
+      expect(response.headers.get('www-authenticate')).to.equal('Basic realm="oauth"');
+      const body = await expectTokenError(response, 401, 'invalid_client');
+      for (const method of ['client_secret_post', 'client_secret_basic', 'private_key_jwt']) expect(body.error_description).to.contain(method);
+    });
   });
 
   // ---------------------------------------------------------------- request bodies

@@ -55,5 +55,7 @@ function answerMissingClientAuthentication(ctx: Context, body: ErrorBody): void 
   ctx.status = 401;
   ctx.set('WWW-Authenticate', CLIENT_CHALLENGE);
   body.error = 'invalid_client';
-  body.error_description = 'client authentication is required: send client_id and client_secret (client_secret_post or client_secret_basic), or client_id alone for a public client';
+  // Every method a client may have, private_key_jwt's included: with FAPI=on it is the only one.
+  body.error_description = 'client authentication is required: send client_id with its client_secret (client_secret_post or client_secret_basic) '
+    + 'or with a client_assertion signed with its key (private_key_jwt), or client_id alone for a public client';
 }
