@@ -13,6 +13,7 @@ import { workspaceClaims } from './token_claims.ts';
 import { ACR_VALUES } from './authentication_context.ts';
 import { proofCheckedBeforeCodeIsUsed } from './dpop_bound_codes.ts';
 import { codeRedemptionRacesRevokeTheGrant } from './concurrent_code_redemptions.ts';
+import { refusalsHeldUntilRedemption } from './refusals_at_redemption.ts';
 import { registerClientCredentialsGrant } from './grants/client_credentials.ts';
 import { assertionsUsedOnce, assertionTimesAreBounded, audienceIsTheIssuer } from '../clients/client_assertions.ts';
 import { requirePushedRequests } from '../clients/pushed_requests.ts';
@@ -287,5 +288,6 @@ export function buildProvider({ config, store, accounts, keys, revocations, page
   registerClientCredentialsGrant(provider, resources, audience);
   proofCheckedBeforeCodeIsUsed(provider, store.model('ReplayDetection'));
   codeRedemptionRacesRevokeTheGrant(provider);
+  refusalsHeldUntilRedemption(provider);
   return { provider, audience, resources, documents, grantWorkspaces, grantActivity, rotations };
 }

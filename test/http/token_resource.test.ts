@@ -1,6 +1,6 @@
 import { expect } from 'chai';
 
-import { codeRequest, exchangeCode, postCredentials, registerClient, tokenRequest, type RegisteredClient } from '../support/oauth.ts';
+import { REDIRECT_URI, codeRequest, exchangeCode, postCredentials, registerClient, tokenRequest, type RegisteredClient } from '../support/oauth.ts';
 import { seedUser, startServer, type SeededUser, type TestServer } from '../support/server.ts';
 import { UserAgent, authorize } from '../support/user_agent.ts';
 
@@ -64,6 +64,40 @@ describe('token requests naming a resource', function () {
     const rotated = await retry.json() as { refresh_token: string };
     const next = await tokenRequest(server.issuer, { grant_type: 'refresh_token', refresh_token: rotated.refresh_token, ...postCredentials(client) });
     expect(next.status, 'the grant was not revoked as a replay').to.equal(200);
+  });
+
+  it('tells a caller without the client\'s secret nothing of a code or refresh token naming an API its grant lacks: invalid_client, as for any other', async () => {
+    const mcp = `${server.issuer}/mcp`;
+    const { code: value, verifier } = await code();
+    const withoutSecret = { client_id: client.client_id };
+    const wrongSecret = { client_id: client.client_id, client_secret: 'not-the-secret' };
+    for (const credentials of [withoutSecret, wrongSecret]) {
+      const live = await tokenRequest(server.issuer, { grant_type: 'authorization_code', code: value, redirect_uri: REDIRECT_URI, code_verifier: verifier, resource: mcp, ...credentials });
+      const madeUp = await tokenRequest(server.issuer, { grant_type: 'authorization_code', code: 'made-up', redirect_uri: REDIRECT_URI, code_verifier: verifier, resource: mcp, ...credentials });
+      expect([live.status, (await live.json() as { error: string }).error], 'a live code').to.deep.equal([madeUp.status, (await madeUp.json() as { error: string }).error]);
+      expect(madeUp.status).to.equal(401);
+    }
+    // The client itself is told, and nothing is used up: its retry gets the tokens.
+    await expectInvalidTarget(await exchangeCode(server.issuer, client, value, verifier, { resource: mcp }));
+    const tokens = await (await exchangeCode(server.issuer, client, value, verifier, { resource: audience })).json() as { refresh_token: string };
+
+    for (const credentials of [withoutSecret, wrongSecret]) {
+      const live = await tokenRequest(server.issuer, { grant_type: 'refresh_token', refresh_token: tokens.refresh_token, resource: mcp, ...credentials });
+      expect(live.status, 'a live refresh token').to.equal(401);
+      expect(await live.json()).to.include({ error: 'invalid_client' });
+    }
+    await expectInvalidTarget(await tokenRequest(server.issuer, { grant_type: 'refresh_token', refresh_token: tokens.refresh_token, resource: mcp, ...postCredentials(client) }));
+    const retry = await tokenRequest(server.issuer, { grant_type: 'refresh_token', refresh_token: tokens.refresh_token, ...postCredentials(client) });
+    expect(retry.status, 'the refresh token was not used up').to.equal(200);
+  });
+
+  it('takes a resource sent without a value as none (RFC 6749 section 3.2)', async () => {
+    const { code: value, verifier } = await code();
+    const exchanged = await exchangeCode(server.issuer, client, value, verifier, { resource: '' });
+    expect(exchanged.status, await exchanged.clone().text()).to.equal(200);
+    const { refresh_token: refreshToken } = await exchanged.json() as { refresh_token: string };
+    const refreshed = await tokenRequest(server.issuer, { grant_type: 'refresh_token', refresh_token: refreshToken, resource: '', ...postCredentials(client) });
+    expect(refreshed.status, await refreshed.clone().text()).to.equal(200);
   });
 
   it('a rotated-out refresh token naming an API its grant lacks is still taken for a reuse: the grant is revoked', async () => {

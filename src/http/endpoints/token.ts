@@ -1,8 +1,10 @@
-import type { Middleware } from 'koa';
-import type { Provider } from 'oidc-provider';
+import type { Context, Middleware } from 'koa';
+import { errors, type Provider } from 'oidc-provider';
 
 import type { ProtectedResources } from '../../clients/protected_resources.ts';
+import { clientOfRequest } from '../../engine/clients_per_request.ts';
 import type { RefreshTokenRotations } from '../../engine/refresh_tokens.ts';
+import { refuseAtRedemption } from '../../engine/refusals_at_redemption.ts';
 import { apiAudience, grantedDefault, proofRequired, unknownResource } from '../../engine/resource_indicators.ts';
 import type { RateLimiting } from '../../rate_limits/limits.ts';
 import { HttpError } from '../../shared/http_error.ts';
@@ -28,7 +30,8 @@ export interface TokenEndpointDependencies {
  *    is refused (fapi_clients.ts);
  * 3. a `resource` the server issues no tokens for, or one the code's or refresh token's grant does
  *    not include, is refused before the code or refresh token is used up; so is a request without
- *    a DPoP proof for an API that takes DPoP-bound tokens only.
+ *    a DPoP proof for an API that takes DPoP-bound tokens only (what depends on the code or refresh
+ *    token, once the engine has authenticated the client: src/engine/refusals_at_redemption.ts).
  * After the engine:
  * 4. a refresh token rotation is completed, now that the answer is settled, or given back when the
  *    answer is an error (src/engine/refresh_tokens.ts, RefreshTokenRotations.finish);
@@ -55,41 +58,62 @@ function completeRotation(rotations: RefreshTokenRotations): Middleware {
  * A token request's target is checked before the engine runs. The engine checks it only after it
  * has consumed the authorization code or rotated the refresh token, so a request it then refused
  * had used them up, and the client's retry with what it still holds was taken for a replay, which
- * revokes the whole grant. So these are refused here, untouched:
- * - a `resource` (RFC 8707) that is no API of this server, more than one, or (section 2.2) one that
- *   the code's or refresh token's grant was not given for;
- * - a request without a DPoP proof for an API that takes DPoP-bound tokens only (RFC 9449), named
- *   or, when none is named, the one the grant's token would be for.
+ * revokes the whole grant. So these are refused untouched:
+ * - here: a `resource` (RFC 8707) that is no API of this server, or more than one; a request
+ *   without a DPoP proof naming an API that takes DPoP-bound tokens only (RFC 9449);
+ * - where the engine would use the code or refresh token up, once it has authenticated the client
+ *   and found them its own (src/engine/refusals_at_redemption.ts), what depends on them: a
+ *   `resource` their grant was not given for (section 2.2), and a request without a proof for the
+ *   API their token would be for when none is named. Refused here, they would tell whoever holds a
+ *   code or refresh token, without the client's credentials, whether it is still good; a public
+ *   client's, which is all it takes to use it, are refused here all the same.
+ * A `resource` sent without a value counts as none (RFC 6749 section 3.2).
  */
 function refuseTargetBeforeRedemption(provider: Provider, resources: ProtectedResources): Middleware {
   const defaultResource = apiAudience(provider.issuer);
   return async (ctx, next) => {
     const form = await tokenRequestForm(ctx);
-    const requested = form?.getAll('resource') ?? [];
+    const requested = (form?.getAll('resource') ?? []).filter((value) => value !== '');
     if (requested.length > 1) throw invalidTarget('one resource at most in a token request (RFC 8707 section 2)');
     const [named] = requested;
     const proofToCheck = !ctx.get('DPoP') && await resources.someRequireDpop();
     if (named === undefined && !proofToCheck) return next();
-    const granted = form && await grantedResources(provider, form);
     if (named !== undefined) {
-      if (!await resources.find(named)) throw invalidTarget(unknownResource(named));
-      if (granted && !granted.includes(named)) {
-        throw invalidTarget(`the grant does not include ${named.slice(0, 200)}; a token is issued only for the APIs the user allowed (RFC 8707 section 2.2)`);
-      }
+      const api = await resources.find(named);
+      if (!api) throw invalidTarget(unknownResource(named));
+      if (proofToCheck && api.dpopRequired) throw new HttpError(400, 'invalid_dpop_proof', proofRequired(api), { 'Access-Control-Allow-Origin': '*' });
     }
-    const target = named ?? (granted && grantedDefault(granted, defaultResource));
-    const api = proofToCheck && target !== undefined ? await resources.find(target) : undefined;
-    if (api?.dpopRequired) throw new HttpError(400, 'invalid_dpop_proof', proofRequired(api), { 'Access-Control-Allow-Origin': '*' });
+    const redeemed = form && await redeemedGrant(provider, form);
+    const refusal = redeemed && await refusalOfGrant(redeemed.resources, named, proofToCheck, resources, defaultResource);
+    if (refusal) {
+      // A public client's code or refresh token is all it takes to use it: saying why it is refused tells its holder nothing more.
+      if (await isPublicClient(provider, ctx, redeemed.clientId)) throw new HttpError(400, refusal.error, refusal.description, { 'Access-Control-Allow-Origin': '*' });
+      refuseAtRedemption(ctx, refusal.error === 'invalid_target' ? new errors.InvalidTarget(refusal.description) : new errors.InvalidDpopProof(refusal.description));
+    }
     await next();
   };
 }
 
+/** What depends on the grant a code or refresh token redeems: a `resource` it lacks, or no proof for the API its token would be for. */
+async function refusalOfGrant(
+  granted: readonly string[], named: string | undefined, proofToCheck: boolean, resources: ProtectedResources, defaultResource: string,
+): Promise<{ error: 'invalid_target' | 'invalid_dpop_proof'; description: string } | undefined> {
+  if (named !== undefined) {
+    if (granted.includes(named)) return undefined;
+    return { error: 'invalid_target', description: `the grant does not include ${named.slice(0, 200)}; a token is issued only for the APIs the user allowed (RFC 8707 section 2.2)` };
+  }
+  if (!proofToCheck) return undefined;
+  const target = grantedDefault(granted, defaultResource);
+  const api = target === undefined ? undefined : await resources.find(target);
+  return api?.dpopRequired ? { error: 'invalid_dpop_proof', description: proofRequired(api) } : undefined;
+}
+
 /**
- * The resources of the code or refresh token the request redeems, as stored; undefined when it
- * names none the store knows, or one already used: the engine answers those (a replay revokes the
- * grant, which a refusal here would spare).
+ * The grant of the code or refresh token the request redeems, as stored: its resources and its
+ * client; undefined when it names none the store knows, or one already used: the engine answers
+ * those (a replay revokes the grant, which a refusal here would spare).
  */
-async function grantedResources(provider: Provider, form: TokenRequestForm): Promise<string[] | undefined> {
+async function redeemedGrant(provider: Provider, form: TokenRequestForm): Promise<{ resources: string[]; clientId: string | undefined } | undefined> {
   const grantType = form.get('grant_type');
   const value = grantType === 'refresh_token' ? form.get('refresh_token') : grantType === 'authorization_code' ? form.get('code') : null;
   if (!value) return undefined;
@@ -99,7 +123,14 @@ async function grantedResources(provider: Provider, form: TokenRequestForm): Pro
   // The engine's types name `consumed` on refresh tokens only; codes carry it too.
   if (!model || (model as { consumed?: unknown }).consumed) return undefined;
   const { resource } = model as { resource?: string | string[] };
-  return resource === undefined ? [] : typeof resource === 'string' ? [resource] : resource;
+  return { resources: resource === undefined ? [] : typeof resource === 'string' ? [resource] : resource, clientId: model.clientId };
+}
+
+/** Whether `clientId` names a public client (no credentials of its own), loaded once for the request. */
+async function isPublicClient(provider: Provider, ctx: Context, clientId: string | undefined): Promise<boolean> {
+  if (clientId === undefined) return false;
+  const client = await clientOfRequest(provider, ctx, clientId).catch(() => undefined);
+  return client?.clientAuthMethod === 'none';
 }
 
 function invalidTarget(description: string): HttpError {

@@ -1,0 +1,32 @@
+import { Provider, type AuthorizationCode, type RefreshToken } from 'oidc-provider';
+import type { errors } from 'oidc-provider';
+
+/**
+ * Refusals that depend on the code or refresh token a token request redeems (the grant lacks the
+ * `resource` named, or the API its token would be for takes DPoP-bound tokens only), found by the
+ * host before the engine runs but thrown where the engine uses the code or refresh token up. By
+ * then the engine has authenticated the client and found the code or refresh token is that
+ * client's and still good, and nothing is used up yet: a request that is refused uses up nothing
+ * (the client's retry is no replay), and no one is told anything of a code or refresh token they
+ * could not use (a caller without the client's secret is refused as for any other token).
+ */
+const held = new WeakMap<object, errors.OIDCProviderError>();
+
+/** Holds `refusal` for the request `ctx` until the engine is about to use up what it redeems. */
+export function refuseAtRedemption(ctx: object, refusal: errors.OIDCProviderError): void {
+  held.set(ctx, refusal);
+}
+
+/** Makes the engine throw the refusal held for the request, if any, just before it uses up a code or a refresh token. */
+export function refusalsHeldUntilRedemption(provider: Provider): void {
+  for (const model of [provider.AuthorizationCode, provider.RefreshToken]) {
+    const prototype = model.prototype as unknown as { consume(this: AuthorizationCode | RefreshToken): Promise<void> };
+    const consume = prototype.consume;
+    prototype.consume = async function consumeUnlessRefused(this: AuthorizationCode | RefreshToken) {
+      const ctx: object | undefined = Provider.ctx;
+      const refusal = ctx && held.get(ctx);
+      if (refusal) throw refusal;
+      return consume.call(this);
+    };
+  }
+}
