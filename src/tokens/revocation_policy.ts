@@ -27,7 +27,16 @@ export function revocationOutcome(caller: Client, tokenClientId: string | undefi
 
 /** `features.revocation.allowedPolicy`: the rule for the tokens the engine revokes itself. */
 export function revocationAllowedPolicy(_ctx: KoaContextWithOIDC, caller: Client, token: AccessToken | ClientCredentials | RefreshToken): boolean {
+  // A rotated-out refresh token (the engine is handed one consumed, src/engine/refresh_tokens.ts)
+  // is no valid token: another client is answered as for any invalid one (RFC 7009 section 2.2),
+  // and learns nothing of whether its grant is still live.
+  if (token.clientId !== caller.clientId && isConsumed(token)) return false;
   const outcome = revocationOutcome(caller, token.clientId);
   if (outcome === 'refuse') throw new errors.InvalidRequest(NOT_THE_CALLERS_TOKEN);
   return outcome === 'revoke';
+}
+
+/** Whether the engine found the token already used (its consumable models set `consumed`, missing from its typings). */
+function isConsumed(token: object): boolean {
+  return Boolean((token as { consumed?: unknown }).consumed);
 }

@@ -201,6 +201,17 @@ describe('revocation, introspection and userinfo', function () {
       expect(refreshed.status).to.equal(200);
     });
 
+    it("answers another client 200 for a rotated-out refresh token, as for any invalid one, whether or not its grant is still live (RFC 7009 section 2.2)", async () => {
+      const tokens = await userTokens('api');
+      const rotated = await tokenRequest(server.issuer, { grant_type: 'refresh_token', refresh_token: tokens.refresh_token!, ...postCredentials(client) });
+      expect(rotated.status).to.equal(200);
+      const attempt = await postForm(revokeUrl(), { token: tokens.refresh_token!, ...postCredentials(otherClient) });
+      expect([attempt.status, await attempt.json()]).to.deep.equal([200, {}]);
+      // And it changed nothing: the grant's current refresh token still works.
+      const { refresh_token: current } = await rotated.json() as { refresh_token: string };
+      expect((await tokenRequest(server.issuer, { grant_type: 'refresh_token', refresh_token: current, ...postCredentials(client) })).status).to.equal(200);
+    });
+
     it('answers 200 for a token it does not know', async () => {
       const response = await postForm(revokeUrl(), { token: 'unknown-token-value', ...postCredentials(client) });
       expect(response.status).to.equal(200);
