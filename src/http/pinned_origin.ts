@@ -33,7 +33,8 @@ const ABSOLUTE_FORM = /^[a-z][a-z0-9+.-]*:\/\//i;
 export const originFormTargets: Middleware = async (ctx, next) => {
   if (ABSOLUTE_FORM.test(ctx.originalUrl)) {
     const target = URL.parse(ctx.originalUrl);
-    const originForm = target ? `${target.pathname}${target.search}` : '/';
+    // A scheme without a path of its own (`x://y`) parses to an empty one: the root, then.
+    const originForm = target ? `${target.pathname || '/'}${target.search}` : '/';
     ctx.url = originForm;
     ctx.originalUrl = originForm;
     ctx.request.originalUrl = originForm;

@@ -2,6 +2,7 @@ import type { Context, Middleware } from 'koa';
 import type { Client, KoaContextWithOIDC, Provider } from 'oidc-provider';
 
 import { isVetted } from '../clients/vetting.ts';
+import { clientOfRequest } from '../engine/clients_per_request.ts';
 import { oidcOf } from '../engine/context.ts';
 import { clientDisplay, redirectTarget } from '../pages/client_display.ts';
 import { digest } from '../shared/digest.ts';
@@ -70,9 +71,12 @@ export function holdUnconfirmedLogoutReturn(provider: Provider, cookiePath: stri
     ctx.querystring = query.toString();
     ctx.state.heldLogoutReturn = logoutReturn(client, target);
     await next();
-    // The engine's form for this request: the question's, or the one it submits itself when no one is signed in.
-    const secret: unknown = oidcOf(ctx)?.session?.state?.secret;
-    if (typeof secret === 'string') keep(ctx, cookiePath, { ...target, signOut: digest(secret), confirmed: false });
+    // The engine's form for this request: the question's, or the one it submits itself when no one
+    // is signed in. Only if the engine made one: a request it refused leaves the form of an earlier
+    // request in the session, which the target must not be bound to.
+    const state = oidcOf(ctx)?.session?.state as { secret?: unknown; clientId?: unknown } | undefined;
+    const madeForThisRequest = ctx.status < 400 && state?.clientId === target.clientId;
+    if (madeForThisRequest && typeof state.secret === 'string') keep(ctx, cookiePath, { ...target, signOut: digest(state.secret), confirmed: false });
     else forget(ctx, cookiePath);
   };
 }
@@ -112,7 +116,8 @@ async function unconfirmedTarget(ctx: Context, provider: Provider): Promise<{ cl
   const { client_id: clientId, post_logout_redirect_uri: uri, id_token_hint: hint, state } = ctx.query;
   // The engine reads an empty parameter as an absent one: an empty hint vouches for nothing.
   if ((hint !== undefined && hint !== '') || typeof clientId !== 'string' || typeof uri !== 'string' || (state !== undefined && typeof state !== 'string')) return undefined;
-  const client = await findClient(provider, clientId);
+  // Loaded as the engine then loads it, so a client_id URL's new metadata document counts against the request's allowance once.
+  const client = await clientOfRequest(provider, ctx, clientId).catch(() => undefined);
   if (!client || isVetted(client) || !client.postLogoutRedirectUriAllowed(uri)) return undefined;
   return { client, target: state === undefined ? { clientId, uri } : { clientId, uri, state } };
 }

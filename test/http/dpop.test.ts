@@ -232,6 +232,8 @@ describe('DPoP', function () {
       const discovery = await absoluteFormRequest(server, 'GET', 'http://counterfeit.example/.well-known/oauth-authorization-server', {});
       expect(discovery.status).to.equal(200);
       expect(JSON.parse(discovery.body)).to.include({ issuer: server.issuer, token_endpoint: `${server.issuer}/oauth/token` });
+      // A scheme with no path of its own is read as the root, the home page: no 5xx.
+      expect((await absoluteFormRequest(server, 'GET', 'x://y', {})).status).to.equal(200);
     });
 
     it('asks for a nonce when a proof is not recent, and takes the proof made with it', async () => {

@@ -312,6 +312,21 @@ describe('sign-out (RP-Initiated Logout) over HTTP', function () {
       }
     });
 
+    it('plants no link through a logout request the engine refuses: the sign-out page left open ends with none', async () => {
+      const agent = new UserAgent();
+      await signIn(agent);
+      const open = await agent.request(logoutUrl());
+      const { action, xsrf } = logoutForm(await open.text());
+      // A parameter given twice: the engine refuses the request before it makes a form of its own.
+      const refused = await agent.request(`${logoutUrl({ client_id: app.client_id, post_logout_redirect_uri: SIGNED_OUT_URI, state: 'planted' })}&ui_locales=en&ui_locales=fr`);
+      expect(refused.status).to.equal(400);
+      const confirmed = await agent.request(action, { form: { xsrf, logout: 'yes' } });
+      expect(confirmed.headers.get('location')).to.equal(`${server.issuer}/oauth/logout/success`);
+      const html = await (await agent.request(confirmed.headers.get('location')!)).text();
+      expect(html).to.include('<h1>You are signed out</h1>');
+      expect(linkBack(html)).to.equal(null);
+    });
+
     it('shows the way back only once the sign-out it was held for is confirmed, not on the signed-out page reached without answering', async () => {
       const agent = new UserAgent();
       await signIn(agent);

@@ -306,9 +306,10 @@ describe('Client ID Metadata Documents: what the server refuses', function () {
     });
 
     /** Names `clientId` at `endpoint` the way a client would there. */
-    async function nameClientAt(endpoint: 'token' | 'par' | 'revoke' | 'introspect' | 'logout', clientId: string): Promise<Response> {
-      if (endpoint === 'logout') {
-        return fetch(`${limited.issuer}/oauth/logout?client_id=${encodeURIComponent(clientId)}`, { redirect: 'manual', headers: { accept: 'text/html' } });
+    async function nameClientAt(endpoint: 'token' | 'par' | 'revoke' | 'introspect' | 'logout' | 'logout with a way back', clientId: string): Promise<Response> {
+      if (endpoint === 'logout' || endpoint === 'logout with a way back') {
+        const wayBack = endpoint === 'logout' ? '' : `&post_logout_redirect_uri=${encodeURIComponent(REDIRECT)}`;
+        return fetch(`${limited.issuer}/oauth/logout?client_id=${encodeURIComponent(clientId)}${wayBack}`, { redirect: 'manual', headers: { accept: 'text/html' } });
       }
       const forms = {
         token: { grant_type: 'client_credentials', scope: 'api' },
@@ -324,13 +325,13 @@ describe('Client ID Metadata Documents: what the server refuses', function () {
         await nameClientAt(endpoint, publish(`/every-endpoint/${endpoint}.json`));
         expect(documents.requests(`/every-endpoint/${endpoint}.json`), `fetched at ${endpoint}`).to.equal(1);
       }
-      for (const endpoint of ['logout', 'token', 'par', 'revoke'] as const) {
-        const path = `/every-endpoint/over/${endpoint}.json`;
+      for (const endpoint of ['logout', 'logout with a way back', 'token', 'par', 'revoke'] as const) {
+        const path = `/every-endpoint/over/${endpoint.replaceAll(' ', '-')}.json`;
         const refused = await nameClientAt(endpoint, publish(path));
         const text = await refused.text();
         expect(refused.status, `${endpoint}: ${text.slice(0, 300)}`).to.equal(429);
         expect(Number(refused.headers.get('retry-after')), endpoint).to.be.greaterThan(0);
-        if (endpoint === 'logout') expect(text, endpoint).to.match(/Too many applications this server did not know yet/);
+        if (endpoint.startsWith('logout')) expect(text, endpoint).to.match(/Too many applications this server did not know yet/);
         else expect(JSON.parse(text), endpoint).to.include({ error: 'temporarily_unavailable' }).and.have.property('error_description').that.matches(/too many new applications from this address/);
         expect(documents.requests(path), `${endpoint}: refused before the fetch`).to.equal(0);
       }
