@@ -6,9 +6,11 @@ import {
   createResourceServer, INTROSPECTION_AUDIENCE, RESOURCE_SERVER_AUTH_METHODS, isResourceServerAuthMethod, type ResourceServerAuthMethod,
 } from '../clients/resource_servers.ts';
 import type { OAuthServer } from '../engine/provider.ts';
+import type { KeyMaterial } from '../keys/keys.ts';
 import { isoTime, nowSeconds, systemClock } from '../shared/clock.ts';
 import { revocationEntries } from '../tokens/revocation_list.ts';
 import { UsageError, required, waitForPropagation, type Command, type Output } from './command.ts';
+import { probeService } from './quickstart_service.ts';
 
 /**
  * The admin CLI's `resource-server` commands: the APIs this server issues tokens for (RFC 8707),
@@ -29,7 +31,7 @@ export interface CreateRequest {
  * `resource-server create`: registers the API (unless it is the data API, served here), then a
  * confidential client that may introspect its tokens, whose secret is shown this once.
  */
-export async function createResourceServerCommand(engine: OAuthServer, request: CreateRequest): Promise<Output> {
+export async function createResourceServerCommand(engine: OAuthServer & { keys: KeyMaterial }, request: CreateRequest): Promise<Output> {
   const api = request.resource === engine.audience ? undefined : request.resource;
   if (api === undefined && (request.scopes.length > 0 || request.dpopRequired)) {
     throw new UsageError('--scope and --require-dpop describe an API registered with --resource; the data API\'s scopes are its own, and DPOP_REQUIRED sets whether its tokens are DPoP-bound');
@@ -49,11 +51,27 @@ export async function createResourceServerCommand(engine: OAuthServer, request: 
   }
   const dpopOnly = registered?.dpopRequired ? ' and DPoP-bound tokens only' : '';
   const registeredApi = registered ? `registered ${resource} (${request.name}), which accepts ${scopes.join(' ')}${dpopOnly}; ` : '';
+  const warning = registered ? undefined : await dataApiWarning(engine);
   return {
     text: `${registeredApi}created resource server ${created.client_id} for ${resource}: it may introspect the access tokens for it, authenticating with ${request.authMethod}; `
-      + `client secret shown once, store it now:\n${created.client_secret}`,
-    json: { ...created, resource, scopes, dpop_required: registered?.dpopRequired ?? false },
+      + `client secret shown once, store it now:\n${created.client_secret}${warning ? `\nwarning: ${warning}` : ''}`,
+    json: { ...created, resource, scopes, dpop_required: registered?.dpopRequired ?? false, ...(warning ? { warning } : {}) },
   };
+}
+
+/**
+ * The data API's URI comes from BASE_URL (or PORT) as this command reads them: run without the
+ * service's settings, it names another than the service's, and every token the service issues
+ * would be introspected as inactive. The service is asked whether it runs at that URL on this
+ * store; a warning says what to do when it does not (the service may also just be stopped).
+ */
+async function dataApiWarning(engine: OAuthServer & { keys: KeyMaterial }): Promise<string | undefined> {
+  const issuer = engine.provider.issuer;
+  const service = await probeService(issuer, engine.keys.jwks.keys);
+  if (service.answers === 'this store') return undefined;
+  const found = service.answers === 'another store' ? `the service at ${issuer} runs on another store` : service.why;
+  return `${found}. These credentials are for ${engine.audience}, the data API at BASE_URL as this command read it: `
+    + 'if the service runs with another PORT or BASE_URL, delete this resource server and run the command with the service\'s settings.';
 }
 
 /** `resource-server list`: every API tokens are issued for, and the clients that may introspect its tokens. */

@@ -473,6 +473,16 @@ describe('admin CLI', function () {
       expect(listed!.grant_types).to.deep.equal([]);
     });
 
+    it('resource-server create warns when the data API it makes credentials for is not the service\'s (run without the service\'s PORT or BASE_URL)', async () => {
+      const elsewhere = await runAdmin({ ...server.env, BASE_URL: 'http://127.0.0.1:9' }, ['resource-server', 'create', '--name', 'Mistaken', '--json']);
+      expect(elsewhere.code, elsewhere.stderr).to.equal(0);
+      const mistaken = JSON.parse(elsewhere.stdout) as { resource: string; warning?: string };
+      expect(mistaken.resource).to.equal('http://127.0.0.1:9/rest');
+      expect(mistaken.warning).to.contain('nothing answers at http://127.0.0.1:9').and.contain('run the command with the service\'s settings');
+      const right = await adminJson<{ warning?: string }>(['resource-server', 'create', '--name', 'Right']);
+      expect(right).to.not.have.property('warning');
+    });
+
     it('resource-server create takes --scope more than once, as its usage says: every value is kept', async () => {
       const created = await adminJson<{ scopes?: string[]; resource?: string }>(['resource-server', 'create', '--name', 'Two Scopes', '--resource', 'https://two-scopes.example/mcp', '--scope', 'api', '--scope', 'profile']);
       const listed = await adminJson<Array<{ resource: string; scopes: string[] }>>(['resource-server', 'list']);
