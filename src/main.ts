@@ -204,12 +204,12 @@ async function hintWhenEmpty(users: Promise<number>, config: Config, logger: Log
     return;
   }
   // Run in another terminal, the quickstart sees none of this process's environment: the command carries what it must share.
-  const { command, secretSettings } = quickstartCommand(config, process.env);
+  const { command, admin, secretSettings } = quickstartCommand(config, process.env);
   const secrets = secretSettings.join(' and ');
   logger.warn('no users yet: create the first workspace, its admin and a demo client with the admin CLI', {
     command,
     ...(secrets ? { set_as_for_the_service: secrets } : {}),
-    separately: 'npm run admin -- workspace create, then user create (npm run admin -- --help)',
+    separately: `${admin} workspace create, then user create, with the same settings (${admin} --help)`,
   });
   if (process.stderr.isTTY) {
     const also = secrets ? `\nwith ${secrets} set as for this service too (not repeated here: ${secretSettings.length > 1 ? 'they hold secrets' : 'it holds a secret'}).\n` : '';

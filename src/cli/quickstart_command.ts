@@ -14,11 +14,14 @@ import { quote } from './quickstart_guide.ts';
  * client this service accepts. A setting whose value holds a secret is named, never repeated.
  */
 
-export const QUICKSTART_COMMAND = 'npm run admin -- quickstart';
+const ADMIN_COMMAND = 'npm run admin --';
+export const QUICKSTART_COMMAND = `${ADMIN_COMMAND} quickstart`;
 
 export interface AnnouncedCommand {
   /** e.g. `PORT=41100 npm run admin -- quickstart`. */
   command: string;
+  /** The same settings before any other admin command: e.g. `PORT=41100 npm run admin --`. */
+  admin: string;
   /** Settings to set as for the service too, whose values are not shown (they hold a secret). */
   secretSettings: string[];
 }
@@ -45,5 +48,5 @@ export function quickstartCommand(config: Config, env: Env): AnnouncedCommand {
   if (config.jwksFile) setting('JWKS_FILE', resolve(config.jwksFile));
   const clientRules: Array<[string, boolean]> = [['PAR_REQUIRED', config.parRequired], ['DPOP_REQUIRED', config.dpopRequired], ['FAPI', config.fapi]];
   for (const [name, on] of clientRules) if (on) setting(name, 'on');
-  return { command: [...settings, QUICKSTART_COMMAND].join(' '), secretSettings };
+  return { command: [...settings, QUICKSTART_COMMAND].join(' '), admin: [...settings, ADMIN_COMMAND].join(' '), secretSettings };
 }

@@ -144,6 +144,8 @@ describe('admin quickstart', function () {
     const parsed = lines.map((line) => JSON.parse(line) as Record<string, unknown>);
     const hint = parsed.find((entry) => String(entry.message).startsWith('no users yet'));
     expect(hint).to.include({ level: 'warn', command: `BASE_URL=${server.issuer} STORE=${server.store} npm run admin -- quickstart` });
+    // Any other admin command made in another terminal needs the same settings.
+    expect(hint).to.have.property('separately').that.contains(`BASE_URL=${server.issuer} STORE=${server.store} npm run admin -- workspace create`);
     expect(server.logs()).to.not.contain('No users yet.');
   });
 
