@@ -159,15 +159,19 @@ export class MetadataDocuments {
  * engine refuses at once; keeping it would let anyone fill the store by naming URLs that answer junk.
  */
 function isWorthKeeping(url: string, body: string): boolean {
+  const fields = jsonObject(body);
+  return fields !== undefined && (fields.client_id === url || Array.isArray(fields.keys));
+}
+
+/** The body as a JSON object; undefined when it is not one. */
+function jsonObject(body: string): Record<string, unknown> | undefined {
   let parsed: unknown;
   try {
     parsed = JSON.parse(body);
   } catch {
-    return false;
+    return undefined;
   }
-  if (!parsed || typeof parsed !== 'object' || Array.isArray(parsed)) return false;
-  const fields = parsed as Record<string, unknown>;
-  return fields.client_id === url || Array.isArray(fields.keys);
+  return parsed && typeof parsed === 'object' && !Array.isArray(parsed) ? parsed as Record<string, unknown> : undefined;
 }
 
 /** `max-age` within the bounds; the lower bound when the document's server says nothing. */
@@ -190,15 +194,8 @@ export const DOCUMENT_DEFAULTS_BYTES = 128;
  * native app's. Anything else, a client's key set among them, as it is.
  */
 function asServerReadsIt(url: string, body: string): string {
-  let document: unknown;
-  try {
-    document = JSON.parse(body);
-  } catch {
-    return body;
-  }
-  if (!document || typeof document !== 'object' || Array.isArray(document)) return body;
-  const fields = document as Record<string, unknown>;
-  if (fields.client_id !== url) return body;
+  const fields = jsonObject(body);
+  if (fields?.client_id !== url) return body;
   const native = fields.application_type === undefined && isNativeRedirectSet(fields.redirect_uris);
   if (!native && fields.token_endpoint_auth_method !== undefined) return body;
   return JSON.stringify({
