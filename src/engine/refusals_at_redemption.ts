@@ -5,10 +5,11 @@ import type { errors } from 'oidc-provider';
  * Refusals that depend on the code or refresh token a token request redeems (the grant lacks the
  * `resource` named, or the API its token would be for takes DPoP-bound tokens only), found by the
  * host before the engine runs but thrown where the engine uses the code or refresh token up. By
- * then the engine has authenticated the client and found the code or refresh token is that
- * client's and still good, and nothing is used up yet: a request that is refused uses up nothing
- * (the client's retry is no replay), and no one is told anything of a code or refresh token they
- * could not use (a caller without the client's secret is refused as for any other token).
+ * then the engine has checked everything else they take (the client's authentication, that they
+ * are that client's and still good, the PKCE verifier, the DPoP key a refresh token is bound to),
+ * and nothing is used up yet: a request that is refused uses up nothing (the client's retry is no
+ * replay), and no one is told anything of a code or refresh token they could not use (they are
+ * refused as for any other).
  */
 const held = new WeakMap<object, errors.OIDCProviderError>();
 

@@ -91,6 +91,30 @@ describe('token requests naming a resource', function () {
     expect(retry.status, 'the refresh token was not used up').to.equal(200);
   });
 
+  it('tells a public client\'s caller nothing of a code naming an API its grant lacks until the PKCE verifier checks out', async () => {
+    const publicClient = await registerClient(server.issuer, { client_name: 'Public resource app', token_endpoint_auth_method: 'none' });
+    const request = codeRequest(server.issuer, publicClient.client_id);
+    const callback = await authorize(new UserAgent(), request.url, server.origin, { email: user.email, password: user.password });
+    const value = callback.searchParams.get('code')!;
+    const exchange = (code: string, verifier: string) => tokenRequest(server.issuer, {
+      grant_type: 'authorization_code', code, redirect_uri: REDIRECT_URI, code_verifier: verifier, client_id: publicClient.client_id, resource: `${server.issuer}/mcp`,
+    });
+    const wrongVerifier = 'x'.repeat(43);
+    const live = await exchange(value, wrongVerifier);
+    const madeUp = await exchange('made-up', wrongVerifier);
+    expect([live.status, (await live.json() as { error: string }).error]).to.deep.equal([madeUp.status, (await madeUp.json() as { error: string }).error]);
+    await expectInvalidTarget(await exchange(value, request.verifier));
+  });
+
+  it('refuses a resource given twice, once empty, as two (the engine would read both)', async () => {
+    const { code: value, verifier } = await code();
+    const form = new URLSearchParams({ grant_type: 'authorization_code', code: value, redirect_uri: REDIRECT_URI, code_verifier: verifier, ...postCredentials(client) });
+    form.append('resource', '');
+    form.append('resource', audience);
+    await expectInvalidTarget(await fetch(`${server.issuer}/oauth/token`, { method: 'POST', headers: { 'content-type': 'application/x-www-form-urlencoded' }, body: form }));
+    expect((await exchangeCode(server.issuer, client, value, verifier)).status, 'the code was not used up').to.equal(200);
+  });
+
   it('takes a resource sent without a value as none (RFC 6749 section 3.2)', async () => {
     const { code: value, verifier } = await code();
     const exchanged = await exchangeCode(server.issuer, client, value, verifier, { resource: '' });

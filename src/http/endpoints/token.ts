@@ -1,8 +1,7 @@
-import type { Context, Middleware } from 'koa';
+import type { Middleware } from 'koa';
 import { errors, type Provider } from 'oidc-provider';
 
 import type { ProtectedResources } from '../../clients/protected_resources.ts';
-import { clientOfRequest } from '../../engine/clients_per_request.ts';
 import type { RefreshTokenRotations } from '../../engine/refresh_tokens.ts';
 import { refuseAtRedemption } from '../../engine/refusals_at_redemption.ts';
 import { apiAudience, grantedDefault, proofRequired, unknownResource } from '../../engine/resource_indicators.ts';
@@ -31,7 +30,7 @@ export interface TokenEndpointDependencies {
  * 3. a `resource` the server issues no tokens for, or one the code's or refresh token's grant does
  *    not include, is refused before the code or refresh token is used up; so is a request without
  *    a DPoP proof for an API that takes DPoP-bound tokens only (what depends on the code or refresh
- *    token, once the engine has authenticated the client: src/engine/refusals_at_redemption.ts).
+ *    token, once the engine has checked everything else it takes: src/engine/refusals_at_redemption.ts).
  * After the engine:
  * 4. a refresh token rotation is completed, now that the answer is settled, or given back when the
  *    answer is an error (src/engine/refresh_tokens.ts, RefreshTokenRotations.finish);
@@ -61,21 +60,21 @@ function completeRotation(rotations: RefreshTokenRotations): Middleware {
  * revokes the whole grant. So these are refused untouched:
  * - here: a `resource` (RFC 8707) that is no API of this server, or more than one; a request
  *   without a DPoP proof naming an API that takes DPoP-bound tokens only (RFC 9449);
- * - where the engine would use the code or refresh token up, once it has authenticated the client
- *   and found them its own (src/engine/refusals_at_redemption.ts), what depends on them: a
+ * - where the engine would use the code or refresh token up, once it has checked everything else
+ *   they take (src/engine/refusals_at_redemption.ts), what depends on them: a
  *   `resource` their grant was not given for (section 2.2), and a request without a proof for the
  *   API their token would be for when none is named. Refused here, they would tell whoever holds a
- *   code or refresh token, without the client's credentials, whether it is still good; a public
- *   client's, which is all it takes to use it, are refused here all the same.
+ *   code or refresh token, without what else it takes to use it (the client's credentials, the
+ *   PKCE verifier, the DPoP key it is bound to), whether it is still good.
  * A `resource` sent without a value counts as none (RFC 6749 section 3.2).
  */
 function refuseTargetBeforeRedemption(provider: Provider, resources: ProtectedResources): Middleware {
   const defaultResource = apiAudience(provider.issuer);
   return async (ctx, next) => {
     const form = await tokenRequestForm(ctx);
-    const requested = (form?.getAll('resource') ?? []).filter((value) => value !== '');
+    const requested = form?.getAll('resource') ?? [];
     if (requested.length > 1) throw invalidTarget('one resource at most in a token request (RFC 8707 section 2)');
-    const [named] = requested;
+    const named = requested[0] || undefined;
     const proofToCheck = !ctx.get('DPoP') && await resources.someRequireDpop();
     if (named === undefined && !proofToCheck) return next();
     if (named !== undefined) {
@@ -83,13 +82,9 @@ function refuseTargetBeforeRedemption(provider: Provider, resources: ProtectedRe
       if (!api) throw invalidTarget(unknownResource(named));
       if (proofToCheck && api.dpopRequired) throw new HttpError(400, 'invalid_dpop_proof', proofRequired(api), { 'Access-Control-Allow-Origin': '*' });
     }
-    const redeemed = form && await redeemedGrant(provider, form);
-    const refusal = redeemed && await refusalOfGrant(redeemed.resources, named, proofToCheck, resources, defaultResource);
-    if (refusal) {
-      // A public client's code or refresh token is all it takes to use it: saying why it is refused tells its holder nothing more.
-      if (await isPublicClient(provider, ctx, redeemed.clientId)) throw new HttpError(400, refusal.error, refusal.description, { 'Access-Control-Allow-Origin': '*' });
-      refuseAtRedemption(ctx, refusal.error === 'invalid_target' ? new errors.InvalidTarget(refusal.description) : new errors.InvalidDpopProof(refusal.description));
-    }
+    const granted = form && await grantedResources(provider, form);
+    const refusal = granted && await refusalOfGrant(granted, named, proofToCheck, resources, defaultResource);
+    if (refusal) refuseAtRedemption(ctx, refusal);
     await next();
   };
 }
@@ -97,23 +92,23 @@ function refuseTargetBeforeRedemption(provider: Provider, resources: ProtectedRe
 /** What depends on the grant a code or refresh token redeems: a `resource` it lacks, or no proof for the API its token would be for. */
 async function refusalOfGrant(
   granted: readonly string[], named: string | undefined, proofToCheck: boolean, resources: ProtectedResources, defaultResource: string,
-): Promise<{ error: 'invalid_target' | 'invalid_dpop_proof'; description: string } | undefined> {
+): Promise<errors.OIDCProviderError | undefined> {
   if (named !== undefined) {
     if (granted.includes(named)) return undefined;
-    return { error: 'invalid_target', description: `the grant does not include ${named.slice(0, 200)}; a token is issued only for the APIs the user allowed (RFC 8707 section 2.2)` };
+    return new errors.InvalidTarget(`the grant does not include ${named.slice(0, 200)}; a token is issued only for the APIs the user allowed (RFC 8707 section 2.2)`);
   }
   if (!proofToCheck) return undefined;
   const target = grantedDefault(granted, defaultResource);
   const api = target === undefined ? undefined : await resources.find(target);
-  return api?.dpopRequired ? { error: 'invalid_dpop_proof', description: proofRequired(api) } : undefined;
+  return api?.dpopRequired ? new errors.InvalidDpopProof(proofRequired(api)) : undefined;
 }
 
 /**
- * The grant of the code or refresh token the request redeems, as stored: its resources and its
- * client; undefined when it names none the store knows, or one already used: the engine answers
- * those (a replay revokes the grant, which a refusal here would spare).
+ * The resources of the code or refresh token the request redeems, as stored; undefined when it
+ * names none the store knows, or one already used: the engine answers those (a replay revokes the
+ * grant, which a refusal here would spare).
  */
-async function redeemedGrant(provider: Provider, form: TokenRequestForm): Promise<{ resources: string[]; clientId: string | undefined } | undefined> {
+async function grantedResources(provider: Provider, form: TokenRequestForm): Promise<string[] | undefined> {
   const grantType = form.get('grant_type');
   const value = grantType === 'refresh_token' ? form.get('refresh_token') : grantType === 'authorization_code' ? form.get('code') : null;
   if (!value) return undefined;
@@ -123,14 +118,7 @@ async function redeemedGrant(provider: Provider, form: TokenRequestForm): Promis
   // The engine's types name `consumed` on refresh tokens only; codes carry it too.
   if (!model || (model as { consumed?: unknown }).consumed) return undefined;
   const { resource } = model as { resource?: string | string[] };
-  return { resources: resource === undefined ? [] : typeof resource === 'string' ? [resource] : resource, clientId: model.clientId };
-}
-
-/** Whether `clientId` names a public client (no credentials of its own), loaded once for the request. */
-async function isPublicClient(provider: Provider, ctx: Context, clientId: string | undefined): Promise<boolean> {
-  if (clientId === undefined) return false;
-  const client = await clientOfRequest(provider, ctx, clientId).catch(() => undefined);
-  return client?.clientAuthMethod === 'none';
+  return resource === undefined ? [] : typeof resource === 'string' ? [resource] : resource;
 }
 
 function invalidTarget(description: string): HttpError {
