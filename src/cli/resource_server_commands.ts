@@ -6,6 +6,7 @@ import {
   createResourceServer, INTROSPECTION_AUDIENCE, RESOURCE_SERVER_AUTH_METHODS, isResourceServerAuthMethod, type ResourceServerAuthMethod,
 } from '../clients/resource_servers.ts';
 import type { OAuthServer } from '../engine/provider.ts';
+import { OAUTH_DISCOVERY_PATH } from '../engine/routes.ts';
 import type { KeyMaterial } from '../keys/keys.ts';
 import { isoTime, nowSeconds, systemClock } from '../shared/clock.ts';
 import { revocationEntries } from '../tokens/revocation_list.ts';
@@ -68,10 +69,20 @@ export async function createResourceServerCommand(engine: OAuthServer & { keys: 
 async function dataApiWarning(engine: OAuthServer & { keys: KeyMaterial }): Promise<string | undefined> {
   const issuer = engine.provider.issuer;
   const service = await probeService(issuer, engine.keys.jwks.keys);
-  if (service.answers === 'this store') return undefined;
-  const found = service.answers === 'another store' ? `the service at ${issuer} runs on another store` : service.why;
+  const found = service.answers === 'another store' ? `the service at ${issuer} runs on another store`
+    : service.answers === 'not the service' ? `${service.why} (or not from here)`
+      : await anotherIssuer(issuer);
+  if (!found) return undefined;
   return `${found}. These credentials are for ${engine.audience}, the data API at BASE_URL as this command read it: `
     + 'if the service runs with another PORT or BASE_URL, delete this resource server and run the command with the service\'s settings.';
+}
+
+/** The service answering at `issuer` under another name (its BASE_URL is another): says so; undefined when it is the same. */
+async function anotherIssuer(issuer: string): Promise<string | undefined> {
+  const metadata = await fetch(`${issuer}${OAUTH_DISCOVERY_PATH}`, { redirect: 'manual', signal: AbortSignal.timeout(5000) })
+    .then((response) => response.json() as Promise<{ issuer?: unknown }>, () => undefined).catch(() => undefined);
+  const named = metadata?.issuer;
+  return typeof named === 'string' && named !== issuer ? `the service reached at ${issuer} is ${named} (its BASE_URL)` : undefined;
 }
 
 /** `resource-server list`: every API tokens are issued for, and the clients that may introspect its tokens. */

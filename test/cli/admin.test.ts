@@ -479,6 +479,11 @@ describe('admin CLI', function () {
       const mistaken = JSON.parse(elsewhere.stdout) as { resource: string; warning?: string };
       expect(mistaken.resource).to.equal('http://127.0.0.1:9/rest');
       expect(mistaken.warning).to.contain('nothing answers at http://127.0.0.1:9').and.contain('run the command with the service\'s settings');
+      // The same service reached under another name: its BASE_URL, not this one, is the data API's.
+      const otherName = server.issuer.replace('127.0.0.1', 'localhost');
+      const renamed = await runAdmin({ ...server.env, BASE_URL: otherName }, ['resource-server', 'create', '--name', 'Renamed', '--json']);
+      expect(renamed.code, renamed.stderr).to.equal(0);
+      expect((JSON.parse(renamed.stdout) as { warning?: string }).warning).to.contain(`the service reached at ${otherName} is ${server.issuer}`);
       const right = await adminJson<{ warning?: string }>(['resource-server', 'create', '--name', 'Right']);
       expect(right).to.not.have.property('warning');
     });
