@@ -5,6 +5,7 @@ import { Cluster, Redis, type ClusterOptions, type RedisOptions } from 'ioredis'
 
 import { systemClock } from '../../src/shared/clock.ts';
 import { ReplicaConfirmation } from './replication.ts';
+import { SentinelFailovers } from './sentinel_failovers.ts';
 import { parseRedisUrl, type RedisTarget } from './url.ts';
 import { BackendUnavailableError, DuplicateError, StoreOpenError, type ReplicaWait } from '../store.ts';
 
@@ -46,7 +47,7 @@ function nodeOptions(target: RedisTarget, commandTimeout: number): RedisOptions 
  * how long a command may wait on its connection behind another that holds it (a WAIT), on top of
  * the time any command is given.
  */
-export function connectRedis(url: string, queuedBehindMs = 0): RedisClient {
+export function connectRedis(url: string, queuedBehindMs = 0, failovers?: SentinelFailovers): RedisClient {
   const target = parseRedisUrl(url);
   const commandTimeout = COMMAND_TIMEOUT_MS + queuedBehindMs;
   switch (target.mode) {
@@ -61,8 +62,8 @@ export function connectRedis(url: string, queuedBehindMs = 0): RedisClient {
         enableOfflineQueue: false,
         retryStrategy: reconnectDelay,
       });
-    case 'sentinel':
-      return new Redis({
+    case 'sentinel': {
+      const client = new Redis({
         ...nodeOptions(target, commandTimeout),
         sentinels: target.sentinels,
         name: target.name,
@@ -71,7 +72,15 @@ export function connectRedis(url: string, queuedBehindMs = 0): RedisClient {
         sentinelRetryStrategy: reconnectDelay,
         enableOfflineQueue: false,
         retryStrategy: reconnectDelay,
+        // A master demoted without its clients being dropped (REPLICAOF sent by hand) refuses writes
+        // with READONLY: the sentinels are asked again rather than the refusals going on. The
+        // command is not sent again (true, not 2): it was answered as failed.
+        reconnectOnError: (error) => /^READONLY\b/.test(error.message),
+        ...(failovers ? { natMap: failovers.natMap } : {}),
       });
+      failovers?.follows(client);
+      return client;
+    }
     case 'cluster': {
       const options: ClusterOptions = {
         redisOptions: nodeOptions(target, commandTimeout),
@@ -86,6 +95,19 @@ export function connectRedis(url: string, queuedBehindMs = 0): RedisClient {
   }
 }
 
+/**
+ * For a `redis+sentinel:` URL, the failovers its sentinels announce (sentinel_failovers.ts), for the
+ * store's clients to follow (connectRedis); nothing for another URL. One subscriber per sentinel of
+ * the URL: a sentinel not listed there is not heard, which matters when it is the one that fails over.
+ */
+export function watchSentinelFailovers(url: string): SentinelFailovers | undefined {
+  const target = parseRedisUrl(url);
+  if (target.mode !== 'sentinel') return undefined;
+  // A subscription waits for its sentinel however long that is unreachable (maxRetriesPerRequest null), and is made again on each reconnect.
+  const subscribers = target.sentinels.map(({ host, port }) => new Redis({ host, port, connectTimeout: CONNECT_TIMEOUT_MS, retryStrategy: reconnectDelay, maxRetriesPerRequest: null, protocol: 2 }));
+  return new SentinelFailovers(target.name, subscribers);
+}
+
 /** A write's work: `alsoWrote` names keys it wrote beyond those it was started with (found as it went). */
 export type DurableWork<T> = (client: RedisClient, alsoWrote: (keys: readonly string[]) => void) => Promise<T>;
 
@@ -98,18 +120,23 @@ export type DurableWork<T> = (client: RedisClient, alsoWrote: (keys: readonly st
  * their own, on which each is followed by a WAIT for the replicas (replication.ts): a WAIT holds
  * the commands behind it on its connection, and reads, counters and the revocation list's polling
  * should not queue behind one.
+ *
+ * With `failovers` (a Sentinel-managed master), writes wait while a failover is under way and are
+ * refused when one began before their answer came (sentinel_failovers.ts).
  */
 export class RedisConnection {
   readonly #client: RedisClient;
   readonly #durable: { connection: RedisConnection; replicas: ReplicaConfirmation } | undefined;
+  readonly #failovers: SentinelFailovers | undefined;
   readonly #waiting = new Set<() => void>();
   #lastError: string | undefined;
   /** Redis refused the database STORE names: ioredis carries on in database 0, where nothing may run. */
   #refusedDatabase: string | undefined;
   #closed = false;
 
-  constructor(client: RedisClient, durable?: { client: RedisClient; wait: ReplicaWait }) {
+  constructor(client: RedisClient, durable?: { client: RedisClient; wait: ReplicaWait }, failovers?: SentinelFailovers) {
     this.#client = client;
+    this.#failovers = failovers;
     this.#durable = durable && { connection: new RedisConnection(durable.client), replicas: new ReplicaConfirmation(durable.wait) };
     // Listening is also what keeps ioredis from printing every failed reconnect as unhandled.
     client.on('error', (error: Error) => {
@@ -141,9 +168,9 @@ export class RedisConnection {
    * and rejects with BackendUnavailableError when they do not confirm in time; without, as run().
    */
   runDurable<T>(keys: readonly string[], work: DurableWork<T>): Promise<T> {
-    if (!this.#durable) return this.run((client) => work(client, () => undefined));
+    if (!this.#durable) return this.#onTheMaster(() => this.run((client) => work(client, () => undefined)));
     const { connection, replicas } = this.#durable;
-    return connection.run((client) => replicas.durably(client, keys, work));
+    return this.#onTheMaster(() => connection.run((client) => replicas.durably(client, keys, work)));
   }
 
   /**
@@ -155,7 +182,7 @@ export class RedisConnection {
     const deadline = systemClock() + UNDO_WAIT_MS;
     for (;;) {
       try {
-        return await this.run(work);
+        return await this.#onTheMaster(() => this.run(work));
       } catch (error) {
         if (!(error instanceof BackendUnavailableError) || this.#closed || systemClock() >= deadline) throw error;
         await new Promise((resolve) => setTimeout(resolve, 100));
@@ -166,6 +193,7 @@ export class RedisConnection {
   async close(): Promise<void> {
     if (this.#closed) return;
     this.#closed = true;
+    this.#failovers?.close();
     await this.#durable?.connection.close();
     this.#wake();
     try {
@@ -176,6 +204,25 @@ export class RedisConnection {
     } finally {
       this.#client.disconnect();
     }
+  }
+
+  /**
+   * Runs a write once no failover of a Sentinel-managed master is under way (waiting up to
+   * READY_WAIT_MS for it to end), and refuses it when one was announced before its answer came: the
+   * master that made it may have been replaced already, and would discard it on being demoted.
+   */
+  async #onTheMaster<T>(write: () => Promise<T>): Promise<T> {
+    const failovers = this.#failovers;
+    if (!failovers) return write();
+    if (failovers.underWay && !await failovers.settled(READY_WAIT_MS)) {
+      throw new BackendUnavailableError('Redis store unavailable: a Sentinel failover of the master is under way');
+    }
+    const announced = failovers.announced;
+    const result = await write();
+    if (failovers.announced !== announced) {
+      throw new BackendUnavailableError('Redis store unavailable: a Sentinel failover of the master began before the write was answered, which the old master may have made after the promotion');
+    }
+    return result;
   }
 
   #ready(): Promise<void> {

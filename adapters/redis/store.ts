@@ -1,6 +1,6 @@
 import { RedisAccountStore } from './accounts.ts';
 import { RedisApiKeyStore } from './api_keys.ts';
-import { connectRedis, RedisConnection } from './connection.ts';
+import { connectRedis, RedisConnection, watchSentinelFailovers } from './connection.ts';
 import { RedisKeys } from './keys.ts';
 import { RedisModelStore } from './models.ts';
 import { redisRateLimiters } from './rate_limits.ts';
@@ -23,10 +23,11 @@ export interface RedisStoreOptions {
  */
 export function openRedisStore(url: string, options: RedisStoreOptions = {}): Store {
   const keys = new RedisKeys(options.keyPrefix ?? 'oauth:');
-  const client = connectRedis(url);
+  const failovers = watchSentinelFailovers(url);
+  const client = connectRedis(url, 0, failovers);
   // The connection of the writes that wait for replicas: a write may queue behind a WAIT as long as it takes.
-  const durable = options.replicaWait && { client: connectRedis(url, options.replicaWait.timeoutMs), wait: options.replicaWait };
-  const redis = new RedisConnection(client, durable);
+  const durable = options.replicaWait && { client: connectRedis(url, options.replicaWait.timeoutMs, failovers), wait: options.replicaWait };
+  const redis = new RedisConnection(client, durable, failovers);
   const models = new Map<string, ModelStore>();
 
   return {

@@ -1,0 +1,247 @@
+import type { Redis } from 'ioredis';
+
+import { systemClock } from '../../src/shared/clock.ts';
+import type { HostPort } from './url.ts';
+
+/**
+ * A Sentinel failover of the master the store writes to, followed as the sentinels announce it, so
+ * that no write is acknowledged by a master that is being replaced.
+ *
+ * Sentinel does not stop the old master when it promotes a replica (REPLICAOF NO ONE): the old
+ * master keeps taking writes, and answers ROLE as a master, until Sentinel demotes it, which it does
+ * only once the old master has gone on calling itself master for a while (about 10 s after a
+ * planned `SENTINEL FAILOVER`). It then resynchronises from the new master and discards every write
+ * it took meanwhile. Nothing asked of the old master tells, so the sentinels' announcements on their
+ * Pub/Sub channels are followed instead. The elected sentinel announces each step of the failover,
+ * the first (`+failover-state-select-slave`) two of its ticks (about 0.1 s) before it sends
+ * REPLICAOF NO ONE; every sentinel announces the end (`+switch-master`) once it names the promoted
+ * replica as the master.
+ *
+ * From the first announcement until the store's clients have reconnected after the last, a failover
+ * is under way: connection.ts holds writes (a bounded time, then refuses them), and refuses a write
+ * whose answer came after a failover was announced, as the old master may have made it after the
+ * promotion. At `+switch-master` each client drops its connection, so that it asks the sentinels for
+ * the master again (what ioredis's own `failoverDetector` does, here once for all the store's clients,
+ * for this master only, and in step with the writes held). A failover abandoned (`-failover-abort-*`)
+ * lets writes go on on the old master. A sentinel that has not learned of the switch yet still names
+ * the old master, which still calls itself master: for MOVED_MS after a switch, the clients take that
+ * name for the promoted master's (`natMap`). A failover no sentinel has said anything of for HOLD_MS (the
+ * announcing sentinel gone mid-failover, or every subscription lost) is taken as ended: the clients
+ * reconnect and writes go on wherever the sentinels then say the master is.
+ */
+
+/** How long a failover may go unannounced before the store stops waiting for its end: a promotion is seen within about a second. */
+const HOLD_MS = 10_000;
+/** How long the clients are given to reconnect after the switch before writes go on regardless (each then waits for its connection). */
+const RECONNECT_MS = 2000;
+/**
+ * How long after a switch a sentinel naming the old master is taken to name the new one: the
+ * sentinels learn of a switch within milliseconds of each other, a sentinel cut off from the others
+ * later, and about 10 s after a switch Sentinel demotes the old master, which ioredis then refuses
+ * to use as a master of its own accord (it checks the role of the node a sentinel names).
+ */
+const MOVED_MS = 30_000;
+
+/** The steps the elected sentinel announces between choosing a replica and switching to it. */
+const PROGRESS = ['+failover-state-*', '+selected-slave', '+promoted-slave', '+slave-reconf-*', '+failover-end*'];
+const SWITCH = '+switch-master';
+const ABORT = '-failover-abort-*';
+
+interface Hold {
+  /** The sentinel that announced the failover last: only its abort ends it. */
+  announcedBy: Redis;
+  /** Until the clients follow: ends the hold if nothing is announced for HOLD_MS. Then: lets writes go on after RECONNECT_MS. */
+  timer: NodeJS.Timeout | undefined;
+  /** The clients are reconnecting to the promoted master. */
+  following: boolean;
+  /** Stops listening for the clients' reconnections. */
+  unlisten: Array<() => void>;
+}
+
+export class SentinelFailovers {
+  readonly #master: string;
+  readonly #clients: Redis[] = [];
+  readonly #sentinels: readonly Redis[];
+  readonly #waiting = new Set<() => void>();
+  #hold: Hold | undefined;
+  /** The last switch announced: the old master's address (as a sentinel names it, `host:port`), the new master's, until when. */
+  #moved: { from: string; to: HostPort; until: number } | undefined;
+  #announced = 0;
+  #closed = false;
+
+  /**
+   * Follows the failovers of the master named `master` that `sentinels` (subscribers, one per
+   * sentinel of the URL) announce.
+   */
+  constructor(master: string, sentinels: readonly Redis[]) {
+    this.#master = master;
+    this.#sentinels = sentinels;
+    for (const sentinel of sentinels) {
+      // A sentinel that cannot be reached is tried again by its client; the others still announce.
+      sentinel.on('error', () => undefined);
+      sentinel.on('pmessage', (pattern: string, channel: string, message: string) => this.#announcement(sentinel, pattern, channel, message));
+      sentinel.psubscribe(...PROGRESS, SWITCH, ABORT).catch(() => undefined);
+    }
+  }
+
+  /** A client of the store, to reconnect at each switch; its `natMap` must be this one's. */
+  follows(client: Redis): void {
+    this.#clients.push(client);
+  }
+
+  /** ioredis's `natMap` for the store's clients: the master a sentinel names, unless that is the master just replaced. */
+  readonly natMap = (address: string): HostPort | null => {
+    const moved = this.#moved;
+    return moved && moved.from === address && systemClock() < moved.until ? moved.to : null;
+  };
+
+  /** How many failovers have been announced: a write answered after this changed may have been made by the old master. */
+  get announced(): number {
+    return this.#announced;
+  }
+
+  get underWay(): boolean {
+    return this.#hold !== undefined;
+  }
+
+  /** Resolves true once no failover is under way, false if one still is after `ms`. */
+  settled(ms: number): Promise<boolean> {
+    if (!this.#hold) return Promise.resolve(true);
+    return new Promise((resolve) => {
+      const done = () => {
+        clearTimeout(timer);
+        this.#waiting.delete(done);
+        resolve(!this.#hold);
+      };
+      const timer = setTimeout(done, ms);
+      this.#waiting.add(done);
+    });
+  }
+
+  close(): void {
+    this.#closed = true;
+    this.#release();
+    for (const sentinel of this.#sentinels) sentinel.disconnect();
+  }
+
+  #announcement(sentinel: Redis, pattern: string, channel: string, message: string): void {
+    if (this.#closed || masterOf(channel, message) !== this.#master) return;
+    if (pattern === ABORT) {
+      if (this.#hold?.announcedBy === sentinel && !this.#hold.following) this.#release();
+    } else if (pattern === SWITCH) {
+      if (this.#switched(message)) this.#follow(sentinel);
+    } else {
+      this.#holdFor(sentinel);
+    }
+  }
+
+  /**
+   * Keeps the addresses of a switch; false for one already announced by another sentinel (every
+   * sentinel announces it): the clients have followed it, or are following it, already.
+   */
+  #switched(message: string): boolean {
+    const [, oldHost, oldPort, newHost, newPort] = message.split(' ');
+    if (!oldHost || !oldPort || !newHost || !newPort) return true;
+    const from = `${oldHost}:${oldPort}`;
+    const to = { host: newHost, port: Number(newPort) };
+    const moved = this.#moved;
+    if (moved && moved.from === from && moved.to.host === to.host && moved.to.port === to.port && systemClock() < moved.until) return false;
+    this.#moved = { from, to, until: systemClock() + MOVED_MS };
+    return true;
+  }
+
+  /** Starts holding writes, or, until the clients follow, keeps holding them for HOLD_MS more. */
+  #holdFor(sentinel: Redis): Hold {
+    let hold = this.#hold;
+    if (!hold) {
+      this.#announced += 1;
+      hold = { announcedBy: sentinel, timer: undefined, following: false, unlisten: [] };
+      this.#hold = hold;
+    }
+    hold.announcedBy = sentinel;
+    if (!hold.following) {
+      clearTimeout(hold.timer);
+      hold.timer = setTimeout(() => this.#follow(sentinel), HOLD_MS).unref();
+    }
+    return hold;
+  }
+
+  /**
+   * Makes every client ask the sentinels for the master again, and lets writes go on once each that
+   * was connected has reconnected (or after RECONNECT_MS). Every sentinel announces the switch,
+   * within milliseconds of each other: one announced while the clients reconnect is the same switch.
+   *
+   * A connected client drops its connection. One waiting to reconnect asks the sentinels after the
+   * switch by itself. One connecting may have been told the old master before the switch: it drops
+   * the connection once made. (Dropping it sooner would end it for good: ioredis gives up on a
+   * client whose connection is dropped while it asks a sentinel.)
+   */
+  #follow(sentinel: Redis): void {
+    const hold = this.#holdFor(sentinel);
+    if (hold.following) return;
+    hold.following = true;
+    clearTimeout(hold.timer);
+    hold.timer = setTimeout(() => this.#release(), RECONNECT_MS).unref();
+    let waiting = 0;
+    const done = () => {
+      waiting -= 1;
+      if (waiting === 0) this.#release();
+    };
+    const reconnect = (client: Redis) => {
+      waiting += 1;
+      this.#onNext(hold, client, ['ready', 'end'], done);
+      client.disconnect(true);
+    };
+    for (const client of this.#clients) {
+      if (client.status === 'ready' || client.status === 'connect') {
+        reconnect(client);
+      } else if (client.status === 'connecting') {
+        waiting += 1;
+        this.#onNext(hold, client, ['ready', 'close', 'end'], (event) => {
+          if (event === 'ready') reconnect(client);
+          done();
+        });
+      }
+    }
+    if (waiting === 0) this.#release();
+  }
+
+  /** Calls `then` with the first of `events` that `client` emits, unless the hold ends first. */
+  #onNext(hold: Hold, client: Redis, events: readonly string[], then: (event: string) => void): void {
+    const listeners = events.map((event) => {
+      const listener = () => {
+        unlisten();
+        then(event);
+      };
+      client.on(event, listener);
+      return [event, listener] as const;
+    });
+    const unlisten = () => {
+      for (const [event, listener] of listeners) client.off(event, listener);
+    };
+    hold.unlisten.push(unlisten);
+  }
+
+  /** Ends the failover under way and wakes the writes waiting for it. */
+  #release(): void {
+    const hold = this.#hold;
+    if (!hold) return;
+    clearTimeout(hold.timer);
+    for (const unlisten of hold.unlisten) unlisten();
+    this.#hold = undefined;
+    for (const waiter of [...this.#waiting]) waiter();
+  }
+}
+
+/**
+ * The master an announcement is about: `+switch-master <master> <old ip> <old port> <new ip> <new
+ * port>`; of the master itself `master <master> <ip> <port>`; of a replica or another sentinel
+ * `<kind> <name> <ip> <port> @ <master> <ip> <port>`.
+ */
+function masterOf(channel: string, message: string): string | undefined {
+  const words = message.split(' ');
+  if (channel === SWITCH) return words[0];
+  const at = words.indexOf('@');
+  if (at !== -1) return words[at + 1];
+  return words[0] === 'master' ? words[1] : undefined;
+}
