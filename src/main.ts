@@ -54,14 +54,8 @@ async function main(): Promise<void> {
     // One listener for the sum of every worker's metrics: the supervisor's, started before the workers.
     if (config.metrics?.where === 'local' && gather) {
       const metricsServer = await serveMetrics(config.metrics, gather, logger);
-      let stopped = false;
-      for (const signal of ['SIGTERM', 'SIGINT'] as const) {
-        process.on(signal, () => {
-          if (stopped) return;
-          stopped = true;
-          void stopServingMetrics(metricsServer);
-        });
-      }
+      // Every signal, as the service's own handler takes them (serve): closing the listener again changes nothing.
+      for (const signal of ['SIGTERM', 'SIGINT'] as const) process.on(signal, () => void stopServingMetrics(metricsServer));
     }
     superviseWorkers(config.workers, logger);
     return;

@@ -1,4 +1,4 @@
-import Provider, { type Configuration, type KoaContextWithOIDC, type SigningAlgorithm } from 'oidc-provider';
+import Provider, { type Client, type Configuration, type KoaContextWithOIDC, type SigningAlgorithm } from 'oidc-provider';
 
 import type { Store } from '../../adapters/store.ts';
 import type { Accounts } from '../accounts/accounts.ts';
@@ -118,6 +118,8 @@ export function buildProvider({ config, store, accounts, keys, revocations, page
   const grantWorkspaces = new GrantWorkspaces(store.model(GrantWorkspaces.MODEL));
   const grantActivity = new GrantActivity(store.model(GrantActivity.MODEL));
   const rotations = new RefreshTokenRotations(store.model('RefreshToken'));
+  // The clients held to the FAPI 2.0 profile (src/clients/fapi.ts): every one with FAPI=on.
+  const fapiClient = (client: Client) => isFapiClient(client, config.fapi);
 
   const configuration: Configuration = {
     adapter: engineAdapterFactory(store, new RecordsAtRest(keys.keyRing), grantWorkspaces, revocations, grantActivity, refreshTokenValues, rotations, newInteractions),
@@ -136,7 +138,7 @@ export function buildProvider({ config, store, accounts, keys, revocations, page
     extraParams: { scope: (ctx: KoaContextWithOIDC, value: string | undefined) => { ctx.oidc.params!.scope = effectiveScope(value); } },
     responseTypes: ['code'],
     // FAPI 2.0 clients always (src/clients/fapi.ts).
-    pkce: { required: pkceRequired(config.pkceRequired, (client) => isFapiClient(client, config.fapi)) },
+    pkce: { required: pkceRequired(config.pkceRequired, fapiClient) },
     allowOmittingSingleRegisteredRedirectUri: false,
     // private_key_jwt with keys registered inline (`jwks`), or by reference (`jwks_uri`, fetched as metadata documents are, only with CIMD on):
     // each assertion used once on every instance, its audience the issuer, its exp and iat within bounds (src/clients/client_assertions.ts);
@@ -178,7 +180,7 @@ export function buildProvider({ config, store, accounts, keys, revocations, page
       AccessToken: LIFETIMES.AccessToken,
       ClientCredentials: LIFETIMES.ClientCredentials,
       AuthorizationCode: LIFETIMES.AuthorizationCode,
-      RefreshToken: refreshTokenLifetime(config.refreshTokenAbsoluteLifetime, (client) => isFapiClient(client, config.fapi)),
+      RefreshToken: refreshTokenLifetime(config.refreshTokenAbsoluteLifetime, fapiClient),
       IdToken: LIFETIMES.IdToken,
       Interaction: LIFETIMES.Interaction,
       Session: sessionLifetime,
@@ -198,7 +200,7 @@ export function buildProvider({ config, store, accounts, keys, revocations, page
     expiresWithSession: () => false,
     issueRefreshToken: (_ctx, client) => client.grantTypeAllowed('refresh_token'),
     // Each use rotates a refresh token, except a FAPI 2.0 client's (section 5.3.2.1; src/engine/refresh_tokens.ts).
-    rotateRefreshToken: rotatesRefreshTokens((client) => isFapiClient(client, config.fapi)),
+    rotateRefreshToken: rotatesRefreshTokens(fapiClient),
     extraTokenClaims: workspaceClaims(accounts, grantWorkspaces),
 
     // Every fetch the engine makes goes through the one SSRF-safe fetcher and its shared cache: a

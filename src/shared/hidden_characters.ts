@@ -3,7 +3,7 @@
  * isolates, and the invisible direction marks. In a name shown to someone deciding something (an
  * application's on the consent page, a workspace's) they can make it read as another.
  */
-export const BIDI_CONTROLS = /[\u061C\u200E\u200F\u202A-\u202E\u2066-\u2069]/gu;
+const BIDI_CONTROLS = /[\u061C\u200E\u200F\u202A-\u202E\u2066-\u2069]/gu;
 
 /**
  * The characters that show nothing at all and that no script needs inside a name: the zero-width
@@ -12,7 +12,7 @@ export const BIDI_CONTROLS = /[\u061C\u200E\u200F\u202A-\u202E\u2066-\u2069]/gu;
  * or a name that reads as nothing. The zero-width joiner and non-joiner are not among them: Persian,
  * the Indic scripts and emoji sequences need them.
  */
-export const INVISIBLE_CHARACTERS = /[\u00AD\u115F\u1160\u180E\u200B\u2060-\u2064\u3164\uFEFF\uFFA0]/gu;
+const INVISIBLE_CHARACTERS = /[\u00AD\u115F\u1160\u180E\u200B\u2060-\u2064\u3164\uFEFF\uFFA0]/gu;
 
 /** Whether `text` holds a character that changes the direction text is shown in. */
 export function hasBidiControl(text: string): boolean {
