@@ -1,0 +1,117 @@
+import { randomBytes } from 'node:crypto';
+
+import { expect } from 'chai';
+
+import { management, register, type RegisteredClient } from '../support/oauth.ts';
+import type { RedisClient } from '../../adapters/redis/connection.ts';
+import { keysUnder, rawRedis, redisCli, startRedis, startSentinel, type RedisServer } from '../support/redis.ts';
+import { startServer, type TestServer } from '../support/server.ts';
+import { eventually, sleep } from '../support/wait.ts';
+
+/**
+ * What the service does with a failover the sentinels announce but that does not go as a planned
+ * one does (sentinel_failover.test.ts drills that): abandoned, left unfinished by a sentinel that
+ * falls silent, or switched while another sentinel still names the old master. Real sentinels do
+ * these only by chance, so the announcements come from plain Redis servers listed among the
+ * sentinels of the URL: the service subscribes to every listed sentinel's channels, and asks the
+ * real one where the master is (a plain server refuses SENTINEL, and the next one is asked).
+ */
+describe('Writes during a Sentinel failover that is abandoned, unfinished or half-known', function () {
+  this.timeout(120_000);
+  let sentinel: Awaited<ReturnType<typeof startSentinel>>;
+  let announcer: RedisServer;
+  let otherAnnouncer: RedisServer;
+  let promoted: RedisServer;
+  let service: TestServer;
+  const publishers = new Map<RedisServer, RedisClient>();
+
+  before(async () => {
+    sentinel = await startSentinel(1);
+    announcer = await startRedis();
+    otherAnnouncer = await startRedis();
+    promoted = await startRedis();
+    const sentinels = sentinel.url.replace(/^redis\+sentinel:\/\//, '').split('/')[0];
+    const url = `redis+sentinel://${sentinels},127.0.0.1:${announcer.port},127.0.0.1:${otherAnnouncer.port}/mymaster`;
+    service = await startServer({ store: url, env: { KEY_ENCRYPTION_KEY: randomBytes(32).toString('base64url'), RATE_LIMITS: 'off' } });
+    // The subscriptions are made in the background at start: an announcement before them is heard by no one.
+    for (const server of [announcer, otherAnnouncer]) {
+      publishers.set(server, await rawRedis(`redis://127.0.0.1:${server.port}`));
+      await eventually(`the service subscribed at port ${server.port}`, async () => Number((await redisCli(server.port, 'pubsub', 'numpat')).trim()) >= 1, 10_000, 50);
+    }
+  });
+
+  after(async () => {
+    for (const publisher of publishers.values()) publisher.disconnect();
+    await service?.stop();
+    for (const server of [promoted, otherAnnouncer, announcer]) await server?.stop();
+    await sentinel?.stop();
+  });
+
+  const master = () => `master mymaster 127.0.0.1 ${sentinel.master.port}`;
+  const announce = async (server: RedisServer, channel: string, message: string) => {
+    expect(await publishers.get(server)!.publish(channel, message), `the service heard ${channel} from port ${server.port}`).to.equal(1);
+  };
+  const registration = (name: string) => register(service.issuer, { client_name: name });
+
+  it('holds a write while a failover is announced and makes it on the master once the same sentinel abandons the failover; another sentinel\'s abort ends nothing', async () => {
+    await announce(announcer, '+failover-state-select-slave', master());
+    // An abort heard from a sentinel that did not announce this failover is not its end.
+    await announce(otherAnnouncer, '-failover-abort-no-good-slave', master());
+    const refused = await registration('Registered After Another Sentinel Aborted');
+    expect(refused.status, 'a write while the announcing sentinel has not abandoned its failover').to.equal(503);
+    expect(refused.headers.get('retry-after'), 'its Retry-After').to.match(/^\d+$/);
+
+    const held = registration('Registered Just Before The Abort');
+    await sleep(300);
+    await announce(announcer, '-failover-abort-no-good-slave', master());
+    const answer = await held;
+    expect(answer.status, 'the write held when the failover was abandoned').to.equal(201);
+    const kept = await answer.json() as RegisteredClient;
+    expect((await management(kept.registration_client_uri, kept.registration_access_token)).status, 'the client read back').to.equal(200);
+    expect((await registration('Registered After The Abort')).status).to.equal(201);
+  });
+
+  it('lets writes go on by themselves when the announcing sentinel falls silent mid-failover', async () => {
+    await announce(announcer, '+failover-state-select-slave', master());
+    const announcedAt = Date.now();
+    const refused = await registration('Registered Right After The Announcement');
+    expect(refused.status, 'a write right after the announcement').to.equal(503);
+    const accepted = await eventually('a write accepted again, with nothing more announced', async () => {
+      const response = await registration('Registered Once The Sentinel Fell Silent');
+      if (response.status === 201) return response;
+      expect(response.status).to.equal(503);
+      return undefined;
+    }, 30_000, 250);
+    console.log(`      writes went on ${((Date.now() - announcedAt) / 1000).toFixed(1)} s after a failover was announced and nothing followed`);
+    const kept = await accepted.json() as RegisteredClient;
+    expect((await management(kept.registration_client_uri, kept.registration_access_token)).status, 'the client read back').to.equal(200);
+  });
+
+  it('writes to the promoted master after a switch, though the sentinel it asks still names the old one', async () => {
+    const oldMasterUrl = `redis://127.0.0.1:${sentinel.master.port}`;
+    const promotedUrl = `redis://127.0.0.1:${promoted.port}`;
+    const clientsOn = async (url: string) => (await keysUnder(url, 'oauth:m:Client:')).size;
+    const onOldMaster = await clientsOn(oldMasterUrl);
+
+    // The real sentinel was told nothing: asked where the master is, it names the old one.
+    await announce(announcer, '+switch-master', `mymaster 127.0.0.1 ${sentinel.master.port} 127.0.0.1 ${promoted.port}`);
+    expect((await redisCli(sentinel.master.port, 'role')).split('\n')[0], 'the old master still calls itself master').to.equal('master');
+    const answer = await eventually('a registration acknowledged after the switch', async () => {
+      const response = await registration('Registered After The Switch');
+      if (response.status === 201) return response;
+      expect(response.status).to.equal(503);
+      return undefined;
+    }, 15_000, 100);
+    const kept = await answer.json() as RegisteredClient;
+
+    expect({
+      'clients on the promoted master': await clientsOn(promotedUrl),
+      'clients added to the old master': await clientsOn(oldMasterUrl) - onOldMaster,
+      'the client read back': (await management(kept.registration_client_uri, kept.registration_access_token)).status,
+    }).to.deep.equal({
+      'clients on the promoted master': 1,
+      'clients added to the old master': 0,
+      'the client read back': 200,
+    });
+  });
+});
