@@ -41,6 +41,7 @@ import { unknownPath } from './unknown_paths.ts';
 import { holdErrorRedirects } from './endpoints/authorization.ts';
 import { engineEndpoints } from './endpoints/index.ts';
 import { exactEnginePaths } from './exact_engine_paths.ts';
+import { engineAutoPostInLayout } from './engine_auto_post.ts';
 import { enginePages } from './engine_pages.ts';
 import { logEngineEvents } from './engine_events.ts';
 import { answerErrorsAs, errorMapping, logConnectionErrors } from './errors.ts';
@@ -90,7 +91,8 @@ const VIEWS = fileURLToPath(new URL('../../views', import.meta.url));
  *   -> pages only at BASE_URL's host -> home page -> discovery aliases
  *   -> protected resource metadata -> data API (/rest) -> MCP (/mcp) -> login and consent pages (/interaction)
  *   -> the host's steps at the engine's endpoints (src/http/endpoints/) -> settings area (/settings)
- *   -> held error redirects (around /oauth/authorize) -> the engine's exact paths only
+ *   -> held error redirects (around /oauth/authorize) -> the engine's self-submitting pages in the layout
+ *   -> the engine's exact paths only
  *   -> the engine, mounted at the issuer's path.
  */
 export function createService({ config, store, keys, revocations, logger, metrics }: ServiceDependencies): Service {
@@ -155,7 +157,8 @@ export function createService({ config, store, keys, revocations, logger, metric
   const settingsPages = inSettingsArea(basePath);
   const enginePagePaths = [ENGINE_ROUTES.authorization, ENGINE_ROUTES.end_session].map((path) => atOrUnder(`${basePath}${path}`));
   const isHome = atHomePage(site);
-  const isPage = (path: string) => isHome(path) || interactionPages(path) || settingsPages(path) || enginePagePaths.some((under) => under(path));
+  const isEnginePage = (path: string) => enginePagePaths.some((under) => under(path));
+  const isPage = (path: string) => isHome(path) || interactionPages(path) || settingsPages(path) || isEnginePage(path);
 
   // The engine runs on this app's context (koa-mount), so cookies it signs use these keys.
   const app = new Koa({ proxy: config.proxyHops > 0, maxIpsCount: config.proxyHops, keys: keys.cookieKeys });
@@ -182,6 +185,7 @@ export function createService({ config, store, keys, revocations, logger, metric
   app.use(onlyWhere(endpoints.handles, endpoints.routes));
   app.use(onlyWhere(settingsPages, pages(settings)));
   app.use(onlyWhere(atOrUnder(`${basePath}${ENGINE_ROUTES.authorization}`), holdErrorRedirects(issuer)));
+  app.use(onlyWhere(isEnginePage, engineAutoPostInLayout(issuer)));
   app.use(exactEnginePaths(basePath));
   app.use(mount(basePath || '/', provider as unknown as Koa));
   app.use(unknownPath);

@@ -33,6 +33,8 @@ const DEFAULT_POLICY = "default-src 'none'; script-src 'none'; form-action 'none
  * inline script, whose hash the engine adds to script-src, submitting a form to the client.
  * The logout endpoint answers a browser that is not signed in with the same kind of page,
  * submitting to its own confirm URL, which may redirect to the client's post_logout_redirect_uri.
+ * Such a page is rendered again in the product's layout, under a policy of its own
+ * (engine_auto_post.ts); this one is for a page of the engine's that does not read as it expects.
  * No script is ever served from 'self'; it is there so the directive exists for the hash.
  */
 const FORM_POST_POLICY = "default-src 'none'; script-src 'self'; form-action *; frame-ancestors 'none'; base-uri 'none'";

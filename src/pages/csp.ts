@@ -1,3 +1,5 @@
+import { hash } from 'node:crypto';
+
 /** The Content-Security-Policy of the pages the service renders (src/pages/render.ts). */
 
 export interface HtmlPolicy {
@@ -10,9 +12,14 @@ export interface HtmlPolicy {
   imgSrc?: readonly string[];
   /**
    * The one script file the page may load, as a full URL (the settings area's copy button), as
-   * SCRIPT_URL checks it. Without it the page runs no script; inline script is never allowed.
+   * SCRIPT_URL checks it. Without it the page loads no script file.
    */
   scriptSrc?: string;
+  /**
+   * The one inline script the page runs, allowed by its SHA-256 alone (the self-submitting form's,
+   * src/pages/auto_post.ts): text fixed in the code, never built from a request.
+   */
+  inlineScript?: string;
 }
 
 /**
@@ -39,7 +46,11 @@ export function htmlContentSecurityPolicy(nonce: string, policy: HtmlPolicy = {}
   for (const origin of images) if (!CSP_ORIGIN.test(origin)) throw new Error(`not an origin a policy may name: ${origin}`);
   const imgSrc = images.length ? `; img-src ${images.join(' ')}` : '';
   if (policy.scriptSrc !== undefined && !SCRIPT_URL.test(policy.scriptSrc)) throw new Error(`not a script URL a policy may name: ${policy.scriptSrc}`);
-  const scriptSrc = policy.scriptSrc ? `; script-src ${policy.scriptSrc}` : '';
+  const scripts = [
+    ...(policy.scriptSrc ? [policy.scriptSrc] : []),
+    ...(policy.inlineScript ? [`'sha256-${hash('sha256', policy.inlineScript, 'base64')}'`] : []),
+  ];
+  const scriptSrc = scripts.length ? `; script-src ${scripts.join(' ')}` : '';
   return `default-src 'none'; style-src 'nonce-${nonce}'${imgSrc}${scriptSrc}; form-action ${formAction}; frame-ancestors 'none'; base-uri 'none'`;
 }
 

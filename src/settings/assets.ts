@@ -8,7 +8,7 @@ export const COPY_SCRIPT_PATH = '/assets/copy.js';
 
 /**
  * Serves the copy script. Pages name it by its full URL in `script-src` (src/pages/csp.ts), so it
- * is the only script they can load; no inline script is ever allowed.
+ * is the only script they can load; they run no inline script.
  */
 export const copyScript: Middleware = (ctx) => {
   ctx.type = 'text/javascript; charset=utf-8';

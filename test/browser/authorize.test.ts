@@ -543,4 +543,45 @@ describe('authorization in a real browser', function () {
     const tokens = await exchange(client, body, auth);
     expect(decodeJwt(tokens.access_token).workspace_id).to.equal(user.workspaces[0]!.id);
   });
+
+  it('shows the form_post answer in the service\'s layout to a browser that runs no script: it says where it goes, passes the audit, and Continue posts the code', async function () {
+    const user = await seedUser(server, [{ workspace: 'Form Post Without Script' }]);
+    const client = await newClient();
+    const page = await open({ javaScriptEnabled: false });
+    const capture = await captureRedirect(page, REDIRECT_URI);
+    const auth = authorization(client, { response_mode: 'form_post' });
+    await page.goto(auth.url);
+    await signIn(page, user);
+    await consentHeading(page).waitFor();
+    await page.getByRole('button', { name: 'Allow', exact: true }).click();
+
+    const continueButton = page.getByRole('button', { name: `Continue to ${client.client_name}` });
+    await continueButton.waitFor();
+    expect({
+      lang: await page.locator('html').getAttribute('lang'),
+      title: await page.title(),
+      heading: await page.getByRole('heading', { level: 1 }).textContent(),
+      focused: await page.evaluate(() => document.activeElement?.textContent?.trim()),
+    }).to.deep.equal({
+      lang: 'en',
+      title: `Returning to ${client.client_name}`,
+      heading: `Returning to ${client.client_name}`,
+      focused: `Continue to ${client.client_name}`,
+    });
+    expect(await page.locator('main').textContent()).to.include('127.0.0.1');
+    // axe runs only where script runs, and with script this page posts itself away: it audits a copy without its one script.
+    const html = await page.content();
+    const copy = await open();
+    await copy.setContent(html.replace(/<script>[^<]*<\/script>/, ''));
+    await checkPage(copy, 'form-post-without-script');
+
+    await continueButton.click();
+    const redirect = await capture.next();
+    expect(redirect.method).to.equal('POST');
+    const body = new URLSearchParams(redirect.body ?? '');
+    expect(body.get('state')).to.equal(auth.state);
+    expect(body.get('iss')).to.equal(server.issuer);
+    const tokens = await exchange(client, body, auth);
+    expect(decodeJwt(tokens.access_token).workspace_id).to.equal(user.workspaces[0]!.id);
+  });
 });
