@@ -2,6 +2,7 @@ import { randomBytes } from 'node:crypto';
 
 import { expect } from 'chai';
 
+import { acknowledged } from '../support/drill.ts';
 import { management, register, type RegisteredClient } from '../support/oauth.ts';
 import type { RedisClient } from '../../adapters/redis/connection.ts';
 import { keysUnder, rawRedis, redisCli, startRedis, startSentinel, type RedisServer } from '../support/redis.ts';
@@ -76,12 +77,7 @@ describe('Writes during a Sentinel failover that is abandoned, unfinished or hal
     const announcedAt = Date.now();
     const refused = await registration('Registered Right After The Announcement');
     expect(refused.status, 'a write right after the announcement').to.equal(503);
-    const accepted = await eventually('a write accepted again, with nothing more announced', async () => {
-      const response = await registration('Registered Once The Sentinel Fell Silent');
-      if (response.status === 201) return response;
-      expect(response.status).to.equal(503);
-      return undefined;
-    }, 30_000, 250);
+    const accepted = await acknowledged('a write, with nothing more announced', () => registration('Registered Once The Sentinel Fell Silent'), 201, 30_000);
     console.log(`      writes went on ${((Date.now() - announcedAt) / 1000).toFixed(1)} s after a failover was announced and nothing followed`);
     const kept = await accepted.json() as RegisteredClient;
     expect((await management(kept.registration_client_uri, kept.registration_access_token)).status, 'the client read back').to.equal(200);
@@ -96,12 +92,7 @@ describe('Writes during a Sentinel failover that is abandoned, unfinished or hal
     // The real sentinel was told nothing: asked where the master is, it names the old one.
     await announce(announcer, '+switch-master', `mymaster 127.0.0.1 ${sentinel.master.port} 127.0.0.1 ${promoted.port}`);
     expect((await redisCli(sentinel.master.port, 'role')).split('\n')[0], 'the old master still calls itself master').to.equal('master');
-    const answer = await eventually('a registration acknowledged after the switch', async () => {
-      const response = await registration('Registered After The Switch');
-      if (response.status === 201) return response;
-      expect(response.status).to.equal(503);
-      return undefined;
-    }, 15_000, 100);
+    const answer = await acknowledged('a registration after the switch', () => registration('Registered After The Switch'), 201);
     const kept = await answer.json() as RegisteredClient;
 
     expect({

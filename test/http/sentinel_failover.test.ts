@@ -3,7 +3,7 @@ import { randomBytes } from 'node:crypto';
 import { expect } from 'chai';
 
 import { api, createApiKey } from '../support/data_api.ts';
-import { drillClient, expectNoReplay, openChains, serviceLoad, type TokenSet } from '../support/drill.ts';
+import { acknowledged, drillClient, expectNoReplay, openChains, serviceLoad, type TokenSet } from '../support/drill.ts';
 import { failoverDrill, startDeployment, type Deployment } from '../support/failover_drill.ts';
 import { introspect, management, postCredentials, register, revokeToken, registerClient, type RegisteredClient } from '../support/oauth.ts';
 import { redisCli, sentinelMaster, startSentinel } from '../support/redis.ts';
@@ -146,16 +146,6 @@ describe('A planned Sentinel failover, writes not waiting for a replica', functi
     await expectNoReplay(loaded, drill.refresh);
   });
 });
-
-/** The answer `status` to `send`, which is sent again while it is refused with 503, for up to `timeoutMs`. */
-async function acknowledged(what: string, send: () => Promise<Response>, status: number, timeoutMs = 15_000): Promise<Response> {
-  return eventually(`${what} acknowledged`, async () => {
-    const response = await send();
-    if (response.status === status) return response;
-    expect(response.status, `${what}: ${await response.text()}`).to.equal(503);
-    return undefined;
-  }, timeoutMs, 100);
-}
 
 /** What ROLE answers first: master or slave. */
 async function role(port: number): Promise<string | undefined> {

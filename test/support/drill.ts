@@ -231,3 +231,13 @@ export function mixedLoad(options: MixedLoadOptions) {
     },
   };
 }
+
+/** The answer `status` to `send`, which is sent again while it is refused with 503, for up to `timeoutMs`. */
+export async function acknowledged(what: string, send: () => Promise<Response>, status: number, timeoutMs = 15_000): Promise<Response> {
+  return eventually(`${what} acknowledged`, async () => {
+    const response = await send();
+    if (response.status === status) return response;
+    expect(response.status, `${what}: ${await response.text()}`).to.equal(503);
+    return undefined;
+  }, timeoutMs, 100);
+}
