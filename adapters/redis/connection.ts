@@ -98,14 +98,19 @@ export function connectRedis(url: string, queuedBehindMs = 0, failovers?: Sentin
 /**
  * For a `redis+sentinel:` URL, the failovers its sentinels announce (sentinel_failovers.ts), for the
  * store's clients to follow (connectRedis); nothing for another URL. One subscriber per sentinel of
- * the URL: a sentinel not listed there is not heard, which matters when it is the one that fails over.
+ * the master: those of the URL and those they know of.
  */
 export function watchSentinelFailovers(url: string): SentinelFailovers | undefined {
   const target = parseRedisUrl(url);
   if (target.mode !== 'sentinel') return undefined;
-  // A subscription waits for its sentinel however long that is unreachable (maxRetriesPerRequest null), and is made again on each reconnect.
-  const subscribers = target.sentinels.map(({ host, port }) => new Redis({ host, port, connectTimeout: CONNECT_TIMEOUT_MS, retryStrategy: reconnectDelay, maxRetriesPerRequest: null, protocol: 2 }));
-  return new SentinelFailovers(target.name, subscribers);
+  return new SentinelFailovers(target.name, target.sentinels, {
+    // A subscription waits for its sentinel however long that is unreachable (maxRetriesPerRequest null), and is made again on each reconnect.
+    subscriber: ({ host, port }) => new Redis({ host, port, connectTimeout: CONNECT_TIMEOUT_MS, retryStrategy: reconnectDelay, maxRetriesPerRequest: null, protocol: 2 }),
+    // One question, answered within the command timeout or not at all: it is asked again later.
+    asker: ({ host, port }) => new Redis({
+      host, port, connectTimeout: CONNECT_TIMEOUT_MS, commandTimeout: COMMAND_TIMEOUT_MS, retryStrategy: () => null, maxRetriesPerRequest: 0, protocol: 2,
+    }),
+  });
 }
 
 /** A write's work: `alsoWrote` names keys it wrote beyond those it was started with (found as it went). */

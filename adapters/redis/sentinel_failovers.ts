@@ -28,6 +28,11 @@ import type { HostPort } from './url.ts';
  * name for the promoted master's (`natMap`). A failover no sentinel has said anything of for HOLD_MS (the
  * announcing sentinel gone mid-failover, or every subscription lost) is taken as ended: the clients
  * reconnect and writes go on wherever the sentinels then say the master is.
+ *
+ * Only the elected sentinel announces the start, and it may be one the storage URL does not name
+ * (an operator naming one address for them all, or a sentinel added since). So every sentinel of
+ * the master is listened to: those the named ones list (`SENTINEL sentinels`, asked at start and
+ * every DISCOVERY_MS), and each a sentinel announces as it joins (`+sentinel`).
  */
 
 /** How long a failover may go unannounced before the store stops waiting for its end: a promotion is seen within about a second. */
@@ -41,11 +46,23 @@ const RECONNECT_MS = 2000;
  * to use as a master of its own accord (it checks the role of the node a sentinel names).
  */
 const MOVED_MS = 30_000;
+/** How often the named sentinels are asked which other sentinels watch the master. */
+const DISCOVERY_MS = 60_000;
+/** The most sentinels listened to: a group has a handful; an address announced past this is not followed. */
+const MAX_SENTINELS = 32;
 
 /** The steps the elected sentinel announces between choosing a replica and switching to it. */
 const PROGRESS = ['+failover-state-*', '+selected-slave', '+promoted-slave', '+slave-reconf-*', '+failover-end*'];
 const SWITCH = '+switch-master';
 const ABORT = '-failover-abort-*';
+/** A sentinel announcing another that joined the group: `sentinel <run id> <ip> <port> @ <master> <ip> <port>`. */
+const JOINED = '+sentinel';
+
+/** How the failovers' sentinels are reached: a subscriber for each, kept; and a client to ask one a question, used once. */
+export interface SentinelClients {
+  subscriber(address: HostPort): Redis;
+  asker(address: HostPort): Redis;
+}
 
 interface Hold {
   /** The sentinel that announced the failover last: only its abort ends it. */
@@ -61,7 +78,12 @@ interface Hold {
 export class SentinelFailovers {
   readonly #master: string;
   readonly #clients: Redis[] = [];
-  readonly #sentinels: readonly Redis[];
+  readonly #connect: SentinelClients;
+  /** The sentinels the URL names: asked for the others. */
+  readonly #named: readonly HostPort[];
+  /** Every sentinel listened to, by `host:port`. */
+  readonly #sentinels = new Map<string, Redis>();
+  readonly #discovery: NodeJS.Timeout;
   readonly #waiting = new Set<() => void>();
   #hold: Hold | undefined;
   /** The last switch announced: the old master's address (as a sentinel names it, `host:port`), the new master's, until when. */
@@ -70,18 +92,16 @@ export class SentinelFailovers {
   #closed = false;
 
   /**
-   * Follows the failovers of the master named `master` that `sentinels` (subscribers, one per
-   * sentinel of the URL) announce.
+   * Follows the failovers of the master named `master` that its sentinels announce: those the URL
+   * names (`named`), and the others they know of.
    */
-  constructor(master: string, sentinels: readonly Redis[]) {
+  constructor(master: string, named: readonly HostPort[], connect: SentinelClients) {
     this.#master = master;
-    this.#sentinels = sentinels;
-    for (const sentinel of sentinels) {
-      // A sentinel that cannot be reached is tried again by its client; the others still announce.
-      sentinel.on('error', () => undefined);
-      sentinel.on('pmessage', (pattern: string, channel: string, message: string) => this.#announcement(sentinel, pattern, channel, message));
-      sentinel.psubscribe(...PROGRESS, SWITCH, ABORT).catch(() => undefined);
-    }
+    this.#named = named;
+    this.#connect = connect;
+    for (const address of named) this.#listen(address);
+    void this.#discover();
+    this.#discovery = setInterval(() => void this.#discover(), DISCOVERY_MS).unref();
   }
 
   /** A client of the store, to reconnect at each switch; its `natMap` must be this one's. */
@@ -120,13 +140,46 @@ export class SentinelFailovers {
 
   close(): void {
     this.#closed = true;
+    clearInterval(this.#discovery);
     this.#release();
-    for (const sentinel of this.#sentinels) sentinel.disconnect();
+    for (const sentinel of this.#sentinels.values()) sentinel.disconnect();
+  }
+
+  #listen(address: HostPort): void {
+    const key = `${address.host}:${address.port}`;
+    if (this.#closed || this.#sentinels.has(key) || this.#sentinels.size >= MAX_SENTINELS) return;
+    const sentinel = this.#connect.subscriber(address);
+    this.#sentinels.set(key, sentinel);
+    // A sentinel that cannot be reached is tried again by its client; the others still announce.
+    sentinel.on('error', () => undefined);
+    sentinel.on('pmessage', (pattern: string, channel: string, message: string) => this.#announcement(sentinel, pattern, channel, message));
+    sentinel.psubscribe(...PROGRESS, SWITCH, ABORT, JOINED).catch(() => undefined);
+  }
+
+  /** Listens to the sentinels the first named one that answers lists; one that does not answer is no fault (it is asked again later). */
+  async #discover(): Promise<void> {
+    for (const address of this.#named) {
+      if (this.#closed) return;
+      const asker = this.#connect.asker(address);
+      asker.on('error', () => undefined);
+      try {
+        const listed = await asker.call('SENTINEL', 'sentinels', this.#master);
+        for (const other of sentinelAddresses(listed)) this.#listen(other);
+        return;
+      } catch {
+        // Not reachable now, or not a sentinel of this master: the next named one is asked.
+      } finally {
+        asker.disconnect();
+      }
+    }
   }
 
   #announcement(sentinel: Redis, pattern: string, channel: string, message: string): void {
     if (this.#closed || masterOf(channel, message) !== this.#master) return;
-    if (pattern === ABORT) {
+    if (pattern === JOINED) {
+      const [, , host, port] = message.split(' ');
+      if (host && Number.isInteger(Number(port))) this.#listen({ host, port: Number(port) });
+    } else if (pattern === ABORT) {
       if (this.#hold?.announcedBy === sentinel && !this.#hold.following) this.#release();
     } else if (pattern === SWITCH) {
       if (this.#switched(message)) this.#follow(sentinel);
@@ -244,4 +297,21 @@ function masterOf(channel: string, message: string): string | undefined {
   const at = words.indexOf('@');
   if (at !== -1) return words[at + 1];
   return words[0] === 'master' ? words[1] : undefined;
+}
+
+/** The addresses in a `SENTINEL sentinels` answer: for each sentinel, its fields as name, value pairs (`ip`, `port`, ...). */
+function sentinelAddresses(answer: unknown): HostPort[] {
+  if (!Array.isArray(answer)) return [];
+  const addresses: HostPort[] = [];
+  for (const fields of answer) {
+    if (!Array.isArray(fields)) continue;
+    const field = (name: string) => {
+      const at = fields.indexOf(name);
+      return at !== -1 && at % 2 === 0 ? fields[at + 1] : undefined;
+    };
+    const host = field('ip');
+    const port = Number(field('port'));
+    if (typeof host === 'string' && host !== '' && Number.isInteger(port) && port > 0 && port < 65536) addresses.push({ host, port });
+  }
+  return addresses;
 }

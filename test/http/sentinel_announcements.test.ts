@@ -23,6 +23,7 @@ describe('Writes during a Sentinel failover that is abandoned, unfinished or hal
   let announcer: RedisServer;
   let otherAnnouncer: RedisServer;
   let promoted: RedisServer;
+  let joining: RedisServer;
   let service: TestServer;
   const publishers = new Map<RedisServer, RedisClient>();
 
@@ -31,6 +32,7 @@ describe('Writes during a Sentinel failover that is abandoned, unfinished or hal
     announcer = await startRedis();
     otherAnnouncer = await startRedis();
     promoted = await startRedis();
+    joining = await startRedis();
     const sentinels = sentinel.url.replace(/^redis\+sentinel:\/\//, '').split('/')[0];
     const url = `redis+sentinel://${sentinels},127.0.0.1:${announcer.port},127.0.0.1:${otherAnnouncer.port}/mymaster`;
     service = await startServer({ store: url, env: { KEY_ENCRYPTION_KEY: randomBytes(32).toString('base64url'), RATE_LIMITS: 'off' } });
@@ -44,7 +46,7 @@ describe('Writes during a Sentinel failover that is abandoned, unfinished or hal
   after(async () => {
     for (const publisher of publishers.values()) publisher.disconnect();
     await service?.stop();
-    for (const server of [promoted, otherAnnouncer, announcer]) await server?.stop();
+    for (const server of [joining, promoted, otherAnnouncer, announcer]) await server?.stop();
     await sentinel?.stop();
   });
 
@@ -81,6 +83,20 @@ describe('Writes during a Sentinel failover that is abandoned, unfinished or hal
     console.log(`      writes went on ${((Date.now() - announcedAt) / 1000).toFixed(1)} s after a failover was announced and nothing followed`);
     const kept = await accepted.json() as RegisteredClient;
     expect((await management(kept.registration_client_uri, kept.registration_access_token)).status, 'the client read back').to.equal(200);
+  });
+
+  it('listens to a sentinel another announces as it joins, and holds writes while that one announces a failover', async () => {
+    await announce(announcer, '+sentinel', `sentinel 0123456789abcdef0123456789abcdef01234567 127.0.0.1 ${joining.port} @ mymaster 127.0.0.1 ${sentinel.master.port}`);
+    await eventually('the service subscribed to the sentinel that joined', async () => Number((await redisCli(joining.port, 'pubsub', 'numpat')).trim()) >= 1, 10_000, 50);
+    const joined = await rawRedis(`redis://127.0.0.1:${joining.port}`);
+    try {
+      expect(await joined.publish('+failover-state-select-slave', master()), 'the service heard the sentinel that joined').to.equal(1);
+      expect((await registration('Registered While The Sentinel That Joined Fails Over')).status).to.equal(503);
+      await joined.publish('-failover-abort-no-good-slave', master());
+      expect((await registration('Registered Once It Abandoned The Failover')).status).to.equal(201);
+    } finally {
+      joined.disconnect();
+    }
   });
 
   it('writes to the promoted master after a switch, though the sentinel it asks still names the old one', async () => {

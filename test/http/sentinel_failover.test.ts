@@ -156,3 +156,50 @@ async function role(port: number): Promise<string | undefined> {
 function firstSentinelPort(url: string): number {
   return Number(/^redis\+sentinel:\/\/[^,/]+:(\d+)/.exec(url)![1]);
 }
+
+/**
+ * Only the sentinel leading a failover announces its start, and an operator may name fewer
+ * sentinels in `STORE` than there are (one address in front of them all, or a list not updated
+ * when a sentinel was added). The service hears every sentinel of the master all the same: those
+ * the named ones know of are listened to too.
+ */
+describe('A planned Sentinel failover led by a sentinel the STORE URL does not name', function () {
+  this.timeout(240_000);
+  let sentinel: Awaited<ReturnType<typeof startSentinel>>;
+  let instance: TestServer;
+
+  before(async () => {
+    sentinel = await startSentinel(3, { replica: true });
+    const named = firstSentinelPort(sentinel.url);
+    instance = await startServer({ store: `redis+sentinel://127.0.0.1:${named}/mymaster`, env: { KEY_ENCRYPTION_KEY: randomBytes(32).toString('base64url'), RATE_LIMITS: 'off' } });
+  });
+
+  after(async () => {
+    await instance?.stop();
+    await sentinel?.stop();
+  });
+
+  it('keeps a registration acknowledged just after the replica was promoted, once the old master is demoted and resynchronised', async () => {
+    const [, leader] = sentinelPorts(sentinel.url);
+    await eventually('the service listening to the sentinel the URL does not name', async () => /\bpsub=[1-9]/.test(await redisCli(leader!, 'client', 'list')), 20_000, 100);
+    const oldMaster = sentinel.master;
+    const replica = sentinel.replica!;
+    expect(await redisCli(leader!, 'sentinel', 'failover', 'mymaster')).to.equal('OK');
+    await eventually('the replica promoted', async () => await role(replica.port) === 'master', 10_000, 10);
+
+    const registration = await acknowledged('the registration', () => register(instance.issuer, { client_name: 'Registered During A Failover Led Elsewhere' }), 201);
+    expect(await role(oldMaster.port), 'the old master when the registration was acknowledged').to.equal('master');
+    const registered = await registration.json() as RegisteredClient;
+
+    await eventually('the old master demoted and resynchronised from the promoted replica', async () => {
+      const replication = await redisCli(oldMaster.port, 'info', 'replication');
+      return /^role:slave/m.test(replication) && new RegExp(`^master_port:${replica.port}\\s`, 'm').test(replication) && /^master_link_status:up/m.test(replication);
+    }, 60_000, 100);
+    expect((await management(registered.registration_client_uri, registered.registration_access_token)).status, 'the registered client read back').to.equal(200);
+  });
+});
+
+/** The ports of the sentinels a `redis+sentinel:` URL names, in order. */
+function sentinelPorts(url: string): number[] {
+  return url.replace(/^redis\+sentinel:\/\//, '').split('/')[0]!.split(',').map((address) => Number(address.split(':')[1]));
+}
