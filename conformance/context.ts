@@ -5,6 +5,7 @@ import { HttpClient } from './http/http_client.ts';
 import type { Credentials } from './http/interactive_sign_in.ts';
 import { UserAgent } from './http/user_agent.ts';
 import type { Failure } from './module.ts';
+import type { ResponseMode } from './plans.ts';
 
 /** What the whole run shares: the deployment under test and who signs in. */
 export interface Target {
@@ -51,9 +52,12 @@ export class ModuleContext {
   readonly notes: string[] = [];
   readonly #cleanups: Array<() => Promise<void>> = [];
   readonly target: Target;
+  /** The plan's response_mode variant: every authorization request of the module asks for it. */
+  readonly responseMode: ResponseMode;
 
-  constructor(target: Target) {
+  constructor(target: Target, responseMode: ResponseMode = 'default') {
     this.target = target;
+    this.responseMode = responseMode;
   }
 
   /** Runs after the module, whatever its outcome (the suite's cleanup: unregistering clients). */

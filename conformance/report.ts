@@ -3,6 +3,7 @@ import type { ModuleResult, Status } from './module.ts';
 
 const PLAN_LABELS: Record<string, string> = {
   'oidcc-basic-certification-test-plan': 'basic',
+  'oidcc-formpost-basic-certification-test-plan': 'formpost',
   'oidcc-config-certification-test-plan': 'config',
   'oidcc-dynamic-certification-test-plan': 'dynamic',
 };

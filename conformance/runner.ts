@@ -18,8 +18,8 @@ export async function runAll(entries: PlanEntry[], target: Target): Promise<Modu
   return results;
 }
 
-async function runOne({ plan, module }: PlanEntry, target: Target): Promise<ModuleResult> {
-  const ctx = new ModuleContext(target);
+async function runOne({ plan, module, responseMode }: PlanEntry, target: Target): Promise<ModuleResult> {
+  const ctx = new ModuleContext(target, responseMode);
   const started = performance.now();
   const ended = await outcomeOf(module, ctx);
   await ctx.cleanUp().catch(() => {});

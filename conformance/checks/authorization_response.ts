@@ -1,10 +1,11 @@
 import type { ModuleContext } from '../context.ts';
 import type { AuthorizationRequest } from '../client/authorization_request.ts';
 import type { Provider } from '../client/provider.ts';
+import type { Landing } from '../http/user_agent.ts';
 
-/** The parameters of the OP's redirect to the client (response_mode query: the URL query). */
-export function callbackParams(url: URL): Record<string, string> {
-  return Object.fromEntries(url.searchParams);
+/** The parameters the OP sent the client: the form it posted (response_mode=form_post), or the redirect's query. */
+export function callbackParams(landing: Extract<Landing, { kind: 'redirect' }>): Record<string, string> {
+  return landing.posted ?? Object.fromEntries(landing.url.searchParams);
 }
 
 /** CheckStateInAuthorizationResponse. */

@@ -1,5 +1,6 @@
 import { createHash, randomInt } from 'node:crypto';
 
+import type { ResponseMode } from '../plans.ts';
 import type { Client } from './registration.ts';
 
 const ALPHANUMERIC = 'ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789';
@@ -35,11 +36,18 @@ export interface RequestOptions {
   pkce?: boolean;
 }
 
+/** Who asks: the module's client, under its plan's response_mode variant. */
+export interface Requester {
+  client: Client;
+  responseMode: ResponseMode;
+}
+
 /**
  * CreateAuthorizationEndpointRequestFromClientInformation and the steps after it: client_id,
- * redirect_uri, scope (openid unless a module says otherwise), state, nonce, response_type=code.
+ * redirect_uri, scope (openid unless a module says otherwise), state, nonce, response_type=code,
+ * and for the form post plans response_mode=form_post (SetAuthorizationEndpointRequestResponseModeToFormPost).
  */
-export function authorizationRequest(client: Client, options: RequestOptions = {}): AuthorizationRequest {
+export function authorizationRequest({ client, responseMode }: Requester, options: RequestOptions = {}): AuthorizationRequest {
   const state = randomValue(options.stateLength);
   const nonce = options.withoutNonce ? undefined : randomValue(options.nonceLength);
   const params: Record<string, string> = {
@@ -49,6 +57,7 @@ export function authorizationRequest(client: Client, options: RequestOptions = {
     state,
     ...(nonce === undefined ? {} : { nonce }),
     response_type: 'code',
+    ...(responseMode === 'form_post' ? { response_mode: 'form_post' } : {}),
   };
   let codeVerifier: string | undefined;
   if (options.pkce) {

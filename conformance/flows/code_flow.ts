@@ -11,6 +11,7 @@ import { pageSummary } from '../checks/error_page.ts';
 import { checkUserinfoStatus } from '../checks/userinfo.ts';
 import { playUser, type Journey, type JourneyOptions } from '../http/interactive_sign_in.ts';
 import type { UserAgent } from '../http/user_agent.ts';
+import type { ResponseMode } from '../plans.ts';
 
 /** What a module works with once configured: the OP as discovered, its client, its browser. */
 export interface Session {
@@ -18,6 +19,8 @@ export interface Session {
   provider: Provider;
   client: Client;
   agent: UserAgent;
+  /** The plan's response_mode variant (ModuleContext.responseMode). */
+  responseMode: ResponseMode;
 }
 
 export interface SetUpOptions {
@@ -40,7 +43,7 @@ export async function setUp(ctx: ModuleContext, moduleName: string, options: Set
   options.beforeRegister?.(provider);
   const client = await register(ctx, provider, registrationRequest(ctx, moduleName, authMethod, options.registration));
   ctx.onCleanup(() => unregister(ctx, client));
-  return { moduleName, provider, client, agent: ctx.newUserAgent() };
+  return { moduleName, provider, client, agent: ctx.newUserAgent(), responseMode: ctx.responseMode };
 }
 
 /** EnsureServerConfigurationSupportsClientSecretBasic (absent means basic) / ...ClientSecretPost. */
@@ -79,16 +82,22 @@ export async function authorize(ctx: ModuleContext, session: Session, request: A
 
 /** The request with the suite's defaults, then authorize(). */
 export function authorizeWith(ctx: ModuleContext, session: Session, requestOptions: RequestOptions = {}, options: AuthorizeOptions = {}): Promise<FrontChannel> {
-  return authorize(ctx, session, authorizationRequest(session.client, requestOptions), options);
+  return authorize(ctx, session, authorizationRequest(session, requestOptions), options);
 }
 
-/** The parameters the OP sent back to the client, or the module stops (it showed a page instead). */
+/**
+ * The parameters the OP sent back to the client, or the module stops: it showed a page instead, or
+ * answered a request for response_mode=form_post in the URL (the suite reads a form post's body only).
+ */
 export function redirectParams(ctx: ModuleContext, front: FrontChannel): { url: URL; params: Record<string, string> } {
   const { landing } = front.journey;
   if (landing.kind !== 'redirect') {
     return ctx.fail(`expected the OP to redirect back to the client; it showed a ${pageSummary(landing)}`);
   }
-  return { url: landing.url, params: callbackParams(landing.url) };
+  if (front.request.params.response_mode === 'form_post' && landing.posted === undefined) {
+    return ctx.fail(`the request asked for response_mode=form_post, but the OP sent the browser to ${landing.url.origin}${landing.url.pathname} with the answer in the URL`);
+  }
+  return { url: landing.url, params: callbackParams(landing) };
 }
 
 /**

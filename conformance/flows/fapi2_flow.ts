@@ -119,7 +119,7 @@ export async function browse(ctx: ModuleContext, session: FapiSession, url: stri
 /** The redirect's parameters, or the module stops (the OP showed a page). */
 export function fapiRedirectParams(ctx: ModuleContext, journey: Journey): Record<string, string> {
   if (journey.landing.kind !== 'redirect') return ctx.fail(`expected the OP to redirect back to the client; it showed a ${pageSummary(journey.landing)}`);
-  return callbackParams(journey.landing.url);
+  return callbackParams(journey.landing);
 }
 
 /** The authorization response: iss required and equal to the issuer (FAPI 2.0 requires RFC 9207), no error, state, a code. */
@@ -237,7 +237,7 @@ export function checkAuthorizationError(ctx: ModuleContext, session: FapiSession
     ctx.note(`the OP showed an error page, which the suite accepts: ${pageSummary(landing)}`);
     return;
   }
-  const params = callbackParams(landing.url);
+  const params = callbackParams(landing);
   ctx.check(params.code === undefined, `the OP issued a code; expected ${errors.join(' or ')} (${spec})`);
   ctx.check(params.error !== undefined && errors.includes(params.error), `'error' is ${JSON.stringify(params.error)}, expected ${errors.join(' or ')} (${spec})`);
   if (params.iss !== undefined) ctx.check(params.iss === session.provider.metadata.issuer, `'iss' in the error response is ${params.iss}, expected the issuer (OAuth2-iss-2)`);

@@ -66,14 +66,20 @@ export async function playUser(agent: UserAgent, first: HttpResponse, opOrigin: 
     const posted = await agent.request(new URL(form.form.action || landing.url, landing.url).href, { method: 'POST', form: answer });
     landing = await followRedirects(agent, posted, opOrigin);
   }
-  const back = landing.kind === 'page' && options.returnTo ? linkBack(landing.response.text, options.returnTo) : undefined;
-  if (back) landing = { kind: 'redirect', url: back };
+  if (landing.kind === 'page' && options.returnTo) landing = wayBack(landing.response.text, options.returnTo) ?? landing;
   return { landing, pages };
 }
 
-function linkBack(html: string, redirectUri: string): URL | undefined {
+/**
+ * A page's way back to the client, as the suite's browser takes it: a form posting there, which
+ * the page submits by itself (response_mode=form_post) or the user submits; or a link there,
+ * which the user follows.
+ */
+function wayBack(html: string, redirectUri: string): Landing | undefined {
+  const form = forms(html).find((candidate) => candidate.method === 'POST' && candidate.action.startsWith(redirectUri));
+  if (form) return { kind: 'redirect', url: new URL(form.action), posted: submittedValues(form) };
   const href = linkTargets(html).find((target) => target.startsWith(redirectUri));
-  return href ? new URL(href) : undefined;
+  return href ? { kind: 'redirect', url: new URL(href) } : undefined;
 }
 
 function interactionForm(html: string): { kind: InteractionPage['kind']; form: HtmlForm } | undefined {

@@ -44,7 +44,8 @@ export class UserAgent {
 
 /** Where a chain of redirects ended: back at the client, or on a page the OP shows. */
 export type Landing =
-  | { kind: 'redirect'; url: URL }
+  /** Sent back to the client: by a redirect (the answer in the URL), or by a form posted there (`posted`: response_mode=form_post). */
+  | { kind: 'redirect'; url: URL; posted?: Record<string, string> }
   | { kind: 'page'; url: string; response: HttpResponse };
 
 const MAX_REDIRECTS = 15;

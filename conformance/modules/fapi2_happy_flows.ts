@@ -41,7 +41,7 @@ function longValue(name: string, summary: string, options: FapiRequestOptions): 
         return;
       }
       const journey = await authorizeByReference(ctx, session, expectRequestUri(ctx, pushed));
-      if (journey.landing.kind === 'redirect' && callbackParams(journey.landing.url).error !== undefined) {
+      if (journey.landing.kind === 'redirect' && callbackParams(journey.landing).error !== undefined) {
         checkAuthorizationError(ctx, session, journey, request, ['invalid_request'], 'OIDCC-3.3.2.6');
         ctx.warn(false, 'the OP rejected the long value; it should accept it (FAPI2-SP-FINAL-5.3.2.2)');
         return;

@@ -217,11 +217,11 @@ function outsideParameters(name: string, summary: string, pushedOptions: Paramet
       const session = await fapiSetUp(ctx, name);
       const request = fapiRequest(session, pushedOptions);
       const journey = await authorizeByReference(ctx, session, expectRequestUri(ctx, await push(ctx, session, request)), { extra: outside });
-      if (journey.landing.kind === 'redirect' && callbackParams(journey.landing.url).error !== undefined) {
+      if (journey.landing.kind === 'redirect' && callbackParams(journey.landing).error !== undefined) {
         checkAuthorizationError(ctx, session, journey, request, ['invalid_request'], 'OIDCC-3.3.2.6');
         return;
       }
-      const params = journey.landing.kind === 'redirect' ? callbackParams(journey.landing.url) : {};
+      const params = journey.landing.kind === 'redirect' ? callbackParams(journey.landing) : {};
       check(ctx, params, request);
       const code = expectFapiCode(ctx, session, journey, request);
       const tokens = await acceptTokens(ctx, session, await redeem(ctx, session, code, request), request);

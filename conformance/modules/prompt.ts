@@ -24,7 +24,7 @@ export const promptNoneNotLoggedIn: ConformanceModule = {
   async run(ctx: ModuleContext) {
     const session = await setUp(ctx, this.name);
     // A longer state (128) checks the OP does not corrupt it in the error response.
-    const request = authorizationRequest(session.client, { stateLength: 128, extra: { prompt: 'none' } });
+    const request = authorizationRequest(session, { stateLength: 128, extra: { prompt: 'none' } });
     const front = await authorize(ctx, session, request, { stopAtLogin: true });
     const { params } = redirectParams(ctx, front);
     checkErrorResponse(ctx, params, request, session.provider);

@@ -21,7 +21,7 @@ function errorPageTest(name: string, summary: string, setUpOptions: SetUpOptions
     review: ERROR_PAGE_REVIEW,
     async run(ctx: ModuleContext) {
       const session = await setUp(ctx, name, setUpOptions);
-      const request = authorizationRequest(session.client);
+      const request = authorizationRequest(session);
       change(request.params);
       const front = await authorize(ctx, session, request, { stopAtLogin: true });
       const problem = errorPageProblem(front.journey.landing, REDIRECT_URI_TOPIC, 'an error page saying the redirect_uri is invalid');

@@ -33,7 +33,7 @@ function shownOnLoginPage({ name, metadata, value, shownAs, summary }: ShownUri)
       const front = await authorizeWith(ctx, session, {}, { stopAtLogin: true });
       const { landing, pages } = front.journey;
       if (landing.kind === 'redirect') {
-        const { error, error_description: description } = callbackParams(landing.url);
+        const { error, error_description: description } = callbackParams(landing);
         ctx.require(error === undefined, `The authorization was expected to succeed, but the server returned an error from the authorization endpoint: ${error} ${description ?? ''}`.trim());
       }
       const login = pages.find((page) => page.kind === 'login');

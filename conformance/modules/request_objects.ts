@@ -33,11 +33,11 @@ export const unsignedRequestObjectModule: ConformanceModule = {
   async run(ctx: ModuleContext) {
     const session = await setUp(ctx, this.name);
     skipUnlessNoneAllowed(ctx, session.provider);
-    const request = authorizationRequest(session.client);
+    const request = authorizationRequest(session);
     const wire = requestObjectWire(request.params, request.params, { request: unsignedRequestObject(request.params) });
     const front = await authorize(ctx, session, request, { wire });
     const { landing } = front.journey;
-    if (landing.kind === 'redirect' && callbackParams(landing.url).error === 'request_not_supported') {
+    if (landing.kind === 'redirect' && callbackParams(landing).error === 'request_not_supported') {
       ctx.notSupported('the OP answered request_not_supported: it does not support request objects, which OIDCC 3.1.2.6 permits');
     }
     warnUnlessAdvertised(ctx, session.provider, 'request_parameter_supported', false);
@@ -52,11 +52,11 @@ export const unsignedRequestUri: ConformanceModule = {
     const requestUri = `${new URL(REDIRECT_URI).origin}/requesturi/${randomValue(64)}#${randomValue(43)}`;
     const session = await setUp(ctx, this.name, { registration: { request_uris: [requestUri] } });
     skipUnlessNoneAllowed(ctx, session.provider);
-    const request = authorizationRequest(session.client);
+    const request = authorizationRequest(session);
     const wire = requestObjectWire(request.params, request.params, { request_uri: requestUri });
     const front = await authorize(ctx, session, request, { wire });
     const { landing } = front.journey;
-    const params = landing.kind === 'redirect' ? callbackParams(landing.url) : {};
+    const params = landing.kind === 'redirect' ? callbackParams(landing) : {};
     if (params.error === 'request_uri_not_supported') {
       ctx.notSupported('the OP answered request_uri_not_supported: it does not support request_uri, which is permitted');
     }
@@ -77,7 +77,7 @@ export const requestObjectRedirectUri: ConformanceModule = {
   async run(ctx: ModuleContext) {
     const session = await setUp(ctx, this.name);
     skipUnlessNoneAllowed(ctx, session.provider);
-    const request = authorizationRequest(session.client);
+    const request = authorizationRequest(session);
     const invalidRedirectUri = `${session.client.redirectUri}_invalid`;
     const outer = { ...request.params, redirect_uri: invalidRedirectUri };
     const wire = requestObjectWire(outer, request.params, { request: unsignedRequestObject(request.params) });
@@ -91,7 +91,7 @@ export const requestObjectRedirectUri: ConformanceModule = {
       return;
     }
     ctx.require(landing.url.href.split('?')[0] !== invalidRedirectUri, `the OP redirected to the redirect_uri outside the request object (${invalidRedirectUri}), which is not registered`);
-    ctx.require(callbackParams(landing.url).error !== 'request_not_supported', 'An invalid redirect_uri was included in the authorization request but the OP redirected to a default redirect_uri (with request_not_supported) instead of displaying an error page');
+    ctx.require(callbackParams(landing).error !== 'request_not_supported', 'An invalid redirect_uri was included in the authorization request but the OP redirected to a default redirect_uri (with request_not_supported) instead of displaying an error page');
     await completeFlow(ctx, session, front);
   },
 };

@@ -16,7 +16,7 @@ export const responseTypeMissing: ConformanceModule = {
   review: 'when the OP shows an error page the suite asks for a screenshot; this runner checks the page names the response type',
   async run(ctx: ModuleContext) {
     const session = await setUp(ctx, this.name);
-    const request = authorizationRequest(session.client, { omit: ['response_type'] });
+    const request = authorizationRequest(session, { omit: ['response_type'] });
     const front = await authorize(ctx, session, request, { stopAtLogin: true });
     const { landing } = front.journey;
     if (landing.kind === 'page') {
@@ -25,7 +25,7 @@ export const responseTypeMissing: ConformanceModule = {
       ctx.note(`read instead of a screenshot: ${pageSummary(landing)}`);
       return;
     }
-    const params = callbackParams(landing.url);
+    const params = callbackParams(landing);
     checkErrorResponse(ctx, params, request, session.provider);
     checkErrorCode(ctx, params, ['unsupported_response_type', 'invalid_request'], 'RFC6749-3.1.1');
   },

@@ -42,7 +42,7 @@ function runConformance(server: TestServer, user: SeededUser, args: string[]): P
 
 /** Each row as "plan-label module[ (variant)]" → status, so a missing or extra module shows in the diff. */
 function statuses(rows: Row[]): Record<string, string> {
-  const label = (plan: string) => plan.replace(/^oidcc-(\w+)-certification-test-plan$/, '$1').replace(/^fapi2-security-profile-final-test-plan$/, 'fapi2');
+  const label = (plan: string) => plan.replace(/^oidcc-([\w-]+)-certification-test-plan$/, '$1').replace(/^fapi2-security-profile-final-test-plan$/, 'fapi2');
   return Object.fromEntries(rows.map((row) => [`${label(row.plan)} ${row.module}${row.variant ? ` (${row.variant})` : ''}`, row.status]));
 }
 
@@ -87,6 +87,11 @@ const BASIC_EXPECTED: Record<string, string> = {
   'basic oidcc-ensure-request-with-valid-pkce-succeeds': 'pass',
   'config oidcc-discovery-endpoint-verification (static_client)': 'pass',
 };
+
+/** The form post plan: the basic plan's modules with response_mode=form_post, each ending as it does there. */
+const FORMPOST_EXPECTED: Record<string, string> = Object.fromEntries(Object.entries(BASIC_EXPECTED)
+  .filter(([row]) => row.startsWith('basic '))
+  .map(([row, status]) => [row.replace(/^basic /, 'formpost-basic '), status]));
 
 /**
  * The dynamic plan. One row fails by the product's design, as it would in the suite: Dynamic
@@ -200,6 +205,7 @@ describe('conformance runner', function () {
   let strictServer: TestServer;
   let basicAndConfig: Promise<ConformanceRun>;
   let dynamic: Promise<ConformanceRun>;
+  let formPost: Promise<ConformanceRun>;
   let strict: Promise<ConformanceRun>;
   let fapiServer: TestServer;
   let fapi2: Promise<ConformanceRun>;
@@ -207,22 +213,31 @@ describe('conformance runner', function () {
   before(async () => {
     // The FAPI plan registers about 60 clients and opens as many sign-ins from one address.
     const fapiEnv = { FAPI: 'on', RATE_LIMIT_REGISTRATION: '500/1h', RATE_LIMIT_INTERACTION_ADDRESS: '500/10m' };
-    [server, strictServer, fapiServer] = await Promise.all([startServer({ env: { PKCE_REQUIRED: 'public' } }), startServer(), startServer({ env: fapiEnv })]);
+    // The basic, form post and dynamic plans open about a hundred sign-ins from one address between them.
+    const plansEnv = { PKCE_REQUIRED: 'public', RATE_LIMIT_INTERACTION_ADDRESS: '500/10m' };
+    [server, strictServer, fapiServer] = await Promise.all([startServer({ env: plansEnv }), startServer(), startServer({ env: fapiEnv })]);
     const [user, strictUser, fapiUser] = await Promise.all([seedUser(server), seedUser(strictServer), seedUser(fapiServer)]);
     fapi2 = runConformance(fapiServer, fapiUser, ['--plan', 'fapi2', ...Object.keys(FAPI2_EXPECTED).flatMap((row) => ['--module', row.replace(/^fapi2 /, '')])]);
     basicAndConfig = runConformance(server, user, ['--plan', 'basic', '--plan', 'config']);
     dynamic = runConformance(server, user, ['--plan', 'dynamic']);
+    formPost = runConformance(server, user, ['--plan', 'formpost']);
     strict = runConformance(strictServer, strictUser, ['--plan', 'basic', ...NO_PKCE_MODULES.flatMap((name) => ['--module', name]), '--module', 'oidcc-ensure-request-with-valid-pkce-succeeds']);
   });
 
   after(async () => {
-    await Promise.allSettled([basicAndConfig, dynamic, strict, fapi2]);
+    await Promise.allSettled([basicAndConfig, dynamic, formPost, strict, fapi2]);
     await Promise.all([server?.stop(), strictServer?.stop(), fapiServer?.stop()]);
   });
 
   it('passes the basic and config plans against a server with PKCE_REQUIRED=public: exit code 0, every module as expected', async () => {
     const run = await basicAndConfig;
     expect(statuses(run.rows), run.stderr).to.deep.equal(BASIC_EXPECTED);
+    expect(run.code, run.stderr).to.equal(0);
+  });
+
+  it('passes the form post basic plan (the basic plan\'s modules with response_mode=form_post) against a server with PKCE_REQUIRED=public: exit code 0, every module as expected', async () => {
+    const run = await formPost;
+    expect(statuses(run.rows), run.stderr).to.deep.equal(FORMPOST_EXPECTED);
     expect(run.code, run.stderr).to.equal(0);
   });
 
