@@ -182,19 +182,34 @@ const CONNECT_WAIT_MS = 1000;
 /** Once the node's connection is ready: made now if it was never needed before, awaited (a bounded time) if it is being made. */
 async function connected(node: Redis): Promise<void> {
   if (node.status === 'ready') return;
-  const ready = new Promise<void>((resolve, reject) => {
-    const timer = setTimeout(() => {
-      node.off('ready', done);
-      reject(new BackendUnavailableError('a Redis node did not connect in time'));
-    }, CONNECT_WAIT_MS);
-    const done = () => {
-      clearTimeout(timer);
-      resolve();
-    };
-    node.once('ready', done);
-  });
+  const ready = nextReady(node);
   if (node.status === 'wait') node.connect().catch(() => undefined);
-  await ready;
+  let timer: NodeJS.Timeout | undefined;
+  const late = new Promise<never>((_, reject) => {
+    timer = setTimeout(() => reject(new BackendUnavailableError('a Redis node did not connect in time')), CONNECT_WAIT_MS);
+  });
+  try {
+    await Promise.race([ready, late]);
+  } finally {
+    clearTimeout(timer);
+  }
+}
+
+/** A node's next `ready`, one listener for every write waiting on it (a burst of writes would otherwise add one each). */
+const readiness = new WeakMap<Redis, Promise<void>>();
+
+function nextReady(node: Redis): Promise<void> {
+  let ready = readiness.get(node);
+  if (!ready) {
+    ready = new Promise<void>((resolve) => {
+      node.once('ready', () => {
+        readiness.delete(node);
+        resolve();
+      });
+    });
+    readiness.set(node, ready);
+  }
+  return ready;
 }
 
 /** The primaries that hold `keys`: the one server, or the cluster nodes of their slots as the client last learnt them. */

@@ -91,6 +91,21 @@ for (const backend of BACKENDS) {
         expect(await store.model('RefreshToken').find('a1')).to.equal(undefined);
       });
 
+      it('takes fifty writes at once from a store just opened: each is kept, and no listener leak is reported while its connections are made', async () => {
+        const warnings: string[] = [];
+        const onWarning = (warning: Error) => warnings.push(`${warning.name}: ${warning.message}`);
+        process.on('warning', onWarning);
+        try {
+          const ids = Array.from({ length: 50 }, (_, i) => `burst-${i}`);
+          await Promise.all(ids.map((id) => store.model('Session').upsert(id, { uid: id }, 60)));
+          expect(await Promise.all(ids.map((id) => store.model('Session').findByUid(id)))).to.deep.equal(ids.map((id) => ({ uid: id })));
+          await new Promise((resolve) => setImmediate(resolve));
+        } finally {
+          process.off('warning', onWarning);
+        }
+        expect(warnings).to.deep.equal([]);
+      });
+
       it('replaces a record on upsert', async () => {
         const model = store.model('Session');
         await model.upsert('s1', { uid: 'u1', accountId: 'x' }, 60);
