@@ -14,9 +14,10 @@ plans send no PKCE.
   --email EMAIL, --password PASSWORD
                                 a user who can sign in and consent (a member of a workspace)
   --initial-access-token TOKEN  for a server with REGISTRATION=initial_access_token
-  --plan NAME                   repeatable: basic, formpost, config, dynamic, fapi2 or a full plan name
+  --plan NAME                   repeatable: basic, formpost, config, dynamic, fapi2, logout or a full plan name
                                 (default: basic and config, the plans a code-flow OP certifies for;
-                                formpost runs the basic plan's modules with response_mode=form_post; the dynamic
+                                formpost runs the basic plan's modules with response_mode=form_post;
+                                logout is the RP-initiated logout plan; the dynamic
                                 plan's discovery module requires the implicit flow, which this server
                                 refuses; fapi2 needs FAPI 2.0 clients: a server with FAPI=on, or an
                                 --initial-access-token made with iat create --fapi)

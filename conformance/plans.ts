@@ -16,20 +16,23 @@ import { responseTypeMissing } from './modules/response_type.ts';
 import { alternateHappyFlow, scopeAddress, scopeAll, scopeEmail, scopePhone, scopeProfile } from './modules/scopes.ts';
 import { userinfoGet, userinfoPostBody, userinfoPostHeader, userinfoRs256 } from './modules/userinfo.ts';
 import { FAPI2_MODULES } from './modules/fapi2_plan.ts';
+import { RP_INITIATED_LOGOUT_MODULES } from './modules/rp_initiated_logout.ts';
 
 export const BASIC_PLAN = 'oidcc-basic-certification-test-plan';
 export const FORMPOST_BASIC_PLAN = 'oidcc-formpost-basic-certification-test-plan';
 export const CONFIG_PLAN = 'oidcc-config-certification-test-plan';
 export const DYNAMIC_PLAN = 'oidcc-dynamic-certification-test-plan';
 export const FAPI2_PLAN = 'fapi2-security-profile-final-test-plan';
-export const PLAN_NAMES = [BASIC_PLAN, FORMPOST_BASIC_PLAN, CONFIG_PLAN, DYNAMIC_PLAN, FAPI2_PLAN] as const;
+export const RP_INITIATED_LOGOUT_PLAN = 'oidcc-rp-initiated-logout-certification-test-plan';
+export const PLAN_NAMES = [BASIC_PLAN, FORMPOST_BASIC_PLAN, CONFIG_PLAN, DYNAMIC_PLAN, FAPI2_PLAN, RP_INITIATED_LOGOUT_PLAN] as const;
 export type PlanName = typeof PLAN_NAMES[number];
 /**
  * What `npm run conformance` runs unless told otherwise. The dynamic plan is opt-in: the Dynamic
  * OP profile requires the implicit flow (response types `id_token`, `token id_token`), which this
  * server refuses by design (RFC 9700 2.1.2), so its discovery module fails against it. The FAPI 2.0
  * plan is opt-in too: it needs FAPI clients (FAPI=on, or an initial access token made with --fapi).
- * So is the form post plan, the basic plan's modules again with `response_mode=form_post`.
+ * So are the form post plan, the basic plan's modules again with `response_mode=form_post`, and
+ * the RP-initiated logout plan.
  */
 export const DEFAULT_PLANS: readonly PlanName[] = [BASIC_PLAN, CONFIG_PLAN];
 
@@ -54,7 +57,7 @@ const BASIC_MODULES: ConformanceModule[] = [
 
 /**
  * The plans' modules in the suite's order (OIDCCBasicTestPlan, OIDCCFormPostBasicTestPlan,
- * OIDCCConfigTestPlan, OIDCCDynamicTestPlan, FAPI2SPFinalTestPlan). The basic plan runs with response_type code and client_secret_basic
+ * OIDCCConfigTestPlan, OIDCCDynamicTestPlan, FAPI2SPFinalTestPlan, OIDCCRpInitiatedLogoutTestPlan). The basic plan runs with response_type code and client_secret_basic
  * (client_secret_post for oidcc-server-client-secret-post), the form post plan the same modules
  * with response_mode=form_post (planEntries, ModuleContext.responseMode); the dynamic plan's private_key_jwt
  * variant is replaced by client_secret_basic, since no module kept here depends on it. The FAPI
@@ -73,10 +76,11 @@ export const PLANS: Record<PlanName, ConformanceModule[]> = {
     requestUriUnsigned, requestUriSignedRs256, requestObjectRedirectUri, refreshToken, clientAssertionIssAud,
   ],
   [FAPI2_PLAN]: FAPI2_MODULES,
+  [RP_INITIATED_LOGOUT_PLAN]: RP_INITIATED_LOGOUT_MODULES,
 };
 
 /** Short names accepted for --plan. */
-export const PLAN_ALIASES: Record<string, PlanName> = { basic: BASIC_PLAN, formpost: FORMPOST_BASIC_PLAN, config: CONFIG_PLAN, dynamic: DYNAMIC_PLAN, fapi2: FAPI2_PLAN };
+export const PLAN_ALIASES: Record<string, PlanName> = { basic: BASIC_PLAN, formpost: FORMPOST_BASIC_PLAN, config: CONFIG_PLAN, dynamic: DYNAMIC_PLAN, fapi2: FAPI2_PLAN, logout: RP_INITIATED_LOGOUT_PLAN };
 
 export function planEntries(plans: readonly PlanName[], modules: readonly string[]): PlanEntry[] {
   return plans.flatMap((plan) => PLANS[plan]

@@ -6,6 +6,7 @@ const PLAN_LABELS: Record<string, string> = {
   'oidcc-formpost-basic-certification-test-plan': 'formpost',
   'oidcc-config-certification-test-plan': 'config',
   'oidcc-dynamic-certification-test-plan': 'dynamic',
+  'oidcc-rp-initiated-logout-certification-test-plan': 'logout',
 };
 
 function moduleLabel(result: ModuleResult): string {

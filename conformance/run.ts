@@ -1,6 +1,6 @@
 /**
  * `npm run conformance`: this project's black-box re-creation of the OpenID Foundation
- * conformance suite's OP test plans (basic, form post basic, config, FAPI 2.0, and the dynamic plan's modules that need no
+ * conformance suite's OP test plans (basic, form post basic, config, FAPI 2.0, RP-initiated logout, and the dynamic plan's modules that need no
  * client-side keys or remote documents), for an operator to point at their own deployment.
  * See `npm run conformance -- --help`.
  */

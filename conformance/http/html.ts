@@ -61,6 +61,11 @@ function formFields(block: string): FormField[] {
   return fields;
 }
 
+/** Every button on the page, inside a form or not (a button may name its form with `form=`). */
+export function pageButtons(html: string): FormField[] {
+  return formFields(html).filter((field) => field.tag === 'button');
+}
+
 /** The page's visible text: the body without tags, scripts and styles, whitespace collapsed. */
 export function visibleText(html: string): string {
   const withoutCode = html.replace(/<(head|script|style)\b[\s\S]*?<\/\1>/gi, ' ');

@@ -94,6 +94,17 @@ const FORMPOST_EXPECTED: Record<string, string> = Object.fromEntries(Object.entr
   .map(([row, status]) => [row.replace(/^basic /, 'formpost-basic '), status]));
 
 /**
+ * The RP-initiated logout plan: every module passes. Where the OP must not send the browser back,
+ * the runner also says yes when the OP asks whether to sign out, and the browser must still stay.
+ */
+const LOGOUT_EXPECTED: Record<string, string> = Object.fromEntries([
+  'oidcc-rp-initiated-logout-discovery-endpoint-verification', 'oidcc-rp-initiated-logout', 'oidcc-rp-initiated-logout-bad-post-logout-redirect-uri',
+  'oidcc-rp-initiated-logout-modified-id-token-hint', 'oidcc-rp-initiated-logout-no-id-token-hint', 'oidcc-rp-initiated-logout-no-params',
+  'oidcc-rp-initiated-logout-no-post-logout-redirect-uri', 'oidcc-rp-initiated-logout-no-state', 'oidcc-rp-initiated-logout-only-state',
+  'oidcc-rp-initiated-logout-query-added-to-post-logout-redirect-uri', 'oidcc-rp-initiated-logout-bad-id-token-hint',
+].map((module) => [`rp-initiated-logout ${module}`, 'pass']));
+
+/**
  * The dynamic plan. One row fails by the product's design, as it would in the suite: Dynamic
  * OPs must offer the implicit flow (response types id_token and token id_token, grant type
  * implicit), which this code-only server does not. The modules that need client keys or
@@ -206,6 +217,7 @@ describe('conformance runner', function () {
   let basicAndConfig: Promise<ConformanceRun>;
   let dynamic: Promise<ConformanceRun>;
   let formPost: Promise<ConformanceRun>;
+  let logout: Promise<ConformanceRun>;
   let strict: Promise<ConformanceRun>;
   let fapiServer: TestServer;
   let fapi2: Promise<ConformanceRun>;
@@ -221,11 +233,12 @@ describe('conformance runner', function () {
     basicAndConfig = runConformance(server, user, ['--plan', 'basic', '--plan', 'config']);
     dynamic = runConformance(server, user, ['--plan', 'dynamic']);
     formPost = runConformance(server, user, ['--plan', 'formpost']);
+    logout = runConformance(server, user, ['--plan', 'logout']);
     strict = runConformance(strictServer, strictUser, ['--plan', 'basic', ...NO_PKCE_MODULES.flatMap((name) => ['--module', name]), '--module', 'oidcc-ensure-request-with-valid-pkce-succeeds']);
   });
 
   after(async () => {
-    await Promise.allSettled([basicAndConfig, dynamic, formPost, strict, fapi2]);
+    await Promise.allSettled([basicAndConfig, dynamic, formPost, logout, strict, fapi2]);
     await Promise.all([server?.stop(), strictServer?.stop(), fapiServer?.stop()]);
   });
 
@@ -238,6 +251,12 @@ describe('conformance runner', function () {
   it('passes the form post basic plan (the basic plan\'s modules with response_mode=form_post) against a server with PKCE_REQUIRED=public: exit code 0, every module as expected', async () => {
     const run = await formPost;
     expect(statuses(run.rows), run.stderr).to.deep.equal(FORMPOST_EXPECTED);
+    expect(run.code, run.stderr).to.equal(0);
+  });
+
+  it('passes the RP-initiated logout plan against a server with PKCE_REQUIRED=public: exit code 0, every module as expected', async () => {
+    const run = await logout;
+    expect(statuses(run.rows), run.stderr).to.deep.equal(LOGOUT_EXPECTED);
     expect(run.code, run.stderr).to.equal(0);
   });
 
