@@ -14,7 +14,7 @@ export const STORE_SCHEMES = ['sqlite:', 'memory:', ...REDIS_SCHEMES] as const;
 export interface OpenStoreOptions extends Partial<StoreDurability> {
   /** Redis only: starts every key (default `oauth:`), so several services or tests can share one Redis. */
   keyPrefix?: string;
-  /** SQLite only: hears of database files or their directory left readable by other users. */
+  /** Hears of what the store works around: SQLite, database files or their directory left readable by other users; Redis, a sentinel it does not listen to. */
   warn?: Logger['warn'];
 }
 

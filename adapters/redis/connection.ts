@@ -4,6 +4,7 @@ import { isIP } from 'node:net';
 import { Cluster, Redis, type ClusterOptions, type RedisOptions } from 'ioredis';
 
 import { systemClock } from '../../src/shared/clock.ts';
+import type { Logger } from '../../src/shared/logger.ts';
 import { ReplicaConfirmation } from './replication.ts';
 import { SentinelFailovers } from './sentinel_failovers.ts';
 import { parseRedisUrl, type RedisTarget } from './url.ts';
@@ -100,7 +101,7 @@ export function connectRedis(url: string, queuedBehindMs = 0, failovers?: Sentin
  * store's clients to follow (connectRedis); nothing for another URL. One subscriber per sentinel of
  * the master: those of the URL and those they know of.
  */
-export function watchSentinelFailovers(url: string): SentinelFailovers | undefined {
+export function watchSentinelFailovers(url: string, warn: Logger['warn'] = () => undefined): SentinelFailovers | undefined {
   const target = parseRedisUrl(url);
   if (target.mode !== 'sentinel') return undefined;
   return new SentinelFailovers(target.name, target.sentinels, {
@@ -110,6 +111,7 @@ export function watchSentinelFailovers(url: string): SentinelFailovers | undefin
     asker: ({ host, port }) => new Redis({
       host, port, connectTimeout: CONNECT_TIMEOUT_MS, commandTimeout: COMMAND_TIMEOUT_MS, retryStrategy: () => null, maxRetriesPerRequest: 0, protocol: 2,
     }),
+    warn,
   });
 }
 

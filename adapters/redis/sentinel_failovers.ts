@@ -1,6 +1,7 @@
 import type { Redis } from 'ioredis';
 
 import { systemClock } from '../../src/shared/clock.ts';
+import type { Logger } from '../../src/shared/logger.ts';
 import type { HostPort } from './url.ts';
 
 /**
@@ -31,8 +32,11 @@ import type { HostPort } from './url.ts';
  *
  * Only the elected sentinel announces the start, and it may be one the storage URL does not name
  * (an operator naming one address for them all, or a sentinel added since). So every sentinel of
- * the master is listened to: those the named ones list (`SENTINEL sentinels`, asked at start and
- * every DISCOVERY_MS), and each a sentinel announces as it joins (`+sentinel`).
+ * the master is listened to: those the known ones list (`SENTINEL sentinels`, asked at start, again
+ * soon while none answers or when a named one reconnects, and every DISCOVERY_MS), each a sentinel
+ * announces as it joins (`+sentinel`) or moves (`+sentinel-address-switch`). One that no sentinel
+ * lists any more and that cannot be reached is forgotten, so addresses that changed (a restarted
+ * pod) do not pile up.
  */
 
 /** How long a failover may go unannounced before the store stops waiting for its end: a promotion is seen within about a second. */
@@ -46,9 +50,11 @@ const RECONNECT_MS = 2000;
  * to use as a master of its own accord (it checks the role of the node a sentinel names).
  */
 const MOVED_MS = 30_000;
-/** How often the named sentinels are asked which other sentinels watch the master. */
+/** How often the sentinels are asked which others watch the master. */
 const DISCOVERY_MS = 60_000;
-/** The most sentinels listened to: a group has a handful; an address announced past this is not followed. */
+/** While no sentinel answers that question, it is asked again after this, doubling up to DISCOVERY_MS. */
+const DISCOVERY_RETRY_MS = 1000;
+/** The most sentinels listened to: a group has a handful; past this a new address is not followed (and said so). */
 const MAX_SENTINELS = 32;
 
 /** The steps the elected sentinel announces between choosing a replica and switching to it. */
@@ -57,11 +63,15 @@ const SWITCH = '+switch-master';
 const ABORT = '-failover-abort-*';
 /** A sentinel announcing another that joined the group: `sentinel <run id> <ip> <port> @ <master> <ip> <port>`. */
 const JOINED = '+sentinel';
+/** A sentinel announcing another's new address: `master <master> <ip> <port> ip <new ip> port <new port> for <run id>`. */
+const MOVED = '+sentinel-address-switch';
 
 /** How the failovers' sentinels are reached: a subscriber for each, kept; and a client to ask one a question, used once. */
 export interface SentinelClients {
   subscriber(address: HostPort): Redis;
   asker(address: HostPort): Redis;
+  /** Told once when a sentinel is not listened to, MAX_SENTINELS being listened to already. */
+  warn: Logger['warn'];
 }
 
 interface Hold {
@@ -83,7 +93,10 @@ export class SentinelFailovers {
   readonly #named: readonly HostPort[];
   /** Every sentinel listened to, by `host:port`. */
   readonly #sentinels = new Map<string, Redis>();
-  readonly #discovery: NodeJS.Timeout;
+  #discovery: NodeJS.Timeout | undefined;
+  #discovering = false;
+  #retryMs = DISCOVERY_RETRY_MS;
+  #warnedFull = false;
   readonly #waiting = new Set<() => void>();
   #hold: Hold | undefined;
   /** The last switch announced: the old master's address (as a sentinel names it, `host:port`), the new master's, until when. */
@@ -99,9 +112,8 @@ export class SentinelFailovers {
     this.#master = master;
     this.#named = named;
     this.#connect = connect;
-    for (const address of named) this.#listen(address);
+    for (const address of named) this.#listen(address)?.on('ready', () => void this.#discover());
     void this.#discover();
-    this.#discovery = setInterval(() => void this.#discover(), DISCOVERY_MS).unref();
   }
 
   /** A client of the store, to reconnect at each switch; its `natMap` must be this one's. */
@@ -140,45 +152,94 @@ export class SentinelFailovers {
 
   close(): void {
     this.#closed = true;
-    clearInterval(this.#discovery);
+    clearTimeout(this.#discovery);
     this.#release();
     for (const sentinel of this.#sentinels.values()) sentinel.disconnect();
   }
 
-  #listen(address: HostPort): void {
-    const key = `${address.host}:${address.port}`;
-    if (this.#closed || this.#sentinels.has(key) || this.#sentinels.size >= MAX_SENTINELS) return;
+  /** Listens to the sentinel at `address` (once); its subscriber, or undefined when it is not listened to. */
+  #listen(address: HostPort): Redis | undefined {
+    const key = addressKey(address);
+    if (this.#closed || this.#sentinels.has(key)) return undefined;
+    if (this.#sentinels.size >= MAX_SENTINELS) {
+      if (!this.#warnedFull) this.#connect.warn('a Sentinel is not listened to: the most the store follows are listened to already', { sentinel: key, most: MAX_SENTINELS });
+      this.#warnedFull = true;
+      return undefined;
+    }
     const sentinel = this.#connect.subscriber(address);
     this.#sentinels.set(key, sentinel);
     // A sentinel that cannot be reached is tried again by its client; the others still announce.
     sentinel.on('error', () => undefined);
     sentinel.on('pmessage', (pattern: string, channel: string, message: string) => this.#announcement(sentinel, pattern, channel, message));
-    sentinel.psubscribe(...PROGRESS, SWITCH, ABORT, JOINED).catch(() => undefined);
+    sentinel.psubscribe(...PROGRESS, SWITCH, ABORT, JOINED, MOVED).catch(() => undefined);
+    return sentinel;
   }
 
-  /** Listens to the sentinels the first named one that answers lists; one that does not answer is no fault (it is asked again later). */
+  /**
+   * Asks every sentinel known which others watch the master, listens to those, and forgets one
+   * that the URL does not name, that none of them listed and that cannot be reached now. Asked
+   * again after DISCOVERY_MS, or sooner while none answers. A round under way is not doubled.
+   */
   async #discover(): Promise<void> {
-    for (const address of this.#named) {
-      if (this.#closed) return;
+    if (this.#closed || this.#discovering) return;
+    this.#discovering = true;
+    clearTimeout(this.#discovery);
+    try {
+      const listed = await this.#listedByAny();
+      if (listed) {
+        for (const address of listed.values()) this.#listen(address);
+        this.#forgetUnlisted(listed);
+        this.#retryMs = DISCOVERY_RETRY_MS;
+      }
+      if (!this.#closed) {
+        this.#discovery = setTimeout(() => void this.#discover(), listed ? DISCOVERY_MS : this.#retryMs).unref();
+        if (!listed) this.#retryMs = Math.min(this.#retryMs * 2, DISCOVERY_MS);
+      }
+    } finally {
+      this.#discovering = false;
+    }
+  }
+
+  /** What the sentinels known now answer, together (a sentinel does not list itself); undefined when none answers. */
+  async #listedByAny(): Promise<Map<string, HostPort> | undefined> {
+    const known = [...this.#named, ...[...this.#sentinels.keys()].map(parseAddress)];
+    const asked = new Set<string>();
+    let answered = false;
+    const listed = new Map<string, HostPort>();
+    for (const address of known) {
+      const key = addressKey(address);
+      if (this.#closed || asked.has(key)) continue;
+      asked.add(key);
       const asker = this.#connect.asker(address);
       asker.on('error', () => undefined);
       try {
-        const listed = await asker.call('SENTINEL', 'sentinels', this.#master);
-        for (const other of sentinelAddresses(listed)) this.#listen(other);
-        return;
+        const answer = await asker.call('SENTINEL', 'sentinels', this.#master);
+        answered = true;
+        listed.set(key, address);
+        for (const other of sentinelAddresses(answer)) listed.set(addressKey(other), other);
       } catch {
-        // Not reachable now, or not a sentinel of this master: the next named one is asked.
+        // Not reachable now, or not a sentinel of this master: the others are asked.
       } finally {
         asker.disconnect();
       }
+    }
+    return answered ? listed : undefined;
+  }
+
+  #forgetUnlisted(listed: ReadonlyMap<string, HostPort>): void {
+    const named = new Set(this.#named.map(addressKey));
+    for (const [key, sentinel] of this.#sentinels) {
+      if (named.has(key) || listed.has(key) || sentinel.status === 'ready') continue;
+      sentinel.disconnect();
+      this.#sentinels.delete(key);
     }
   }
 
   #announcement(sentinel: Redis, pattern: string, channel: string, message: string): void {
     if (this.#closed || masterOf(channel, message) !== this.#master) return;
-    if (pattern === JOINED) {
-      const [, , host, port] = message.split(' ');
-      if (host && Number.isInteger(Number(port))) this.#listen({ host, port: Number(port) });
+    if (pattern === JOINED || pattern === MOVED) {
+      const address = pattern === JOINED ? joinedAddress(message) : movedAddress(message);
+      if (address) this.#listen(address);
     } else if (pattern === ABORT) {
       if (this.#hold?.announcedBy === sentinel && !this.#hold.following) this.#release();
     } else if (pattern === SWITCH) {
@@ -299,6 +360,35 @@ function masterOf(channel: string, message: string): string | undefined {
   return words[0] === 'master' ? words[1] : undefined;
 }
 
+function addressKey({ host, port }: HostPort): string {
+  return `${host}:${port}`;
+}
+
+function parseAddress(key: string): HostPort {
+  const colon = key.lastIndexOf(':');
+  return { host: key.slice(0, colon), port: Number(key.slice(colon + 1)) };
+}
+
+/** A host and port as a sentinel gives them, or undefined when they cannot be one. */
+function hostPort(host: unknown, port: unknown): HostPort | undefined {
+  const number = Number(port);
+  return typeof host === 'string' && host !== '' && Number.isInteger(number) && number > 0 && number < 65536 ? { host, port: number } : undefined;
+}
+
+/** The sentinel that joined, in `sentinel <run id> <ip> <port> @ <master> <ip> <port>`. */
+function joinedAddress(message: string): HostPort | undefined {
+  const words = message.split(' ');
+  return words[0] === 'sentinel' ? hostPort(words[2], words[3]) : undefined;
+}
+
+/** The new address, in `master <master> <ip> <port> ip <new ip> port <new port> for <run id>`. */
+function movedAddress(message: string): HostPort | undefined {
+  const words = message.split(' ');
+  const ip = words.indexOf('ip');
+  const port = words.indexOf('port');
+  return ip !== -1 && port === ip + 2 ? hostPort(words[ip + 1], words[port + 1]) : undefined;
+}
+
 /** The addresses in a `SENTINEL sentinels` answer: for each sentinel, its fields as name, value pairs (`ip`, `port`, ...). */
 function sentinelAddresses(answer: unknown): HostPort[] {
   if (!Array.isArray(answer)) return [];
@@ -309,9 +399,8 @@ function sentinelAddresses(answer: unknown): HostPort[] {
       const at = fields.indexOf(name);
       return at !== -1 && at % 2 === 0 ? fields[at + 1] : undefined;
     };
-    const host = field('ip');
-    const port = Number(field('port'));
-    if (typeof host === 'string' && host !== '' && Number.isInteger(port) && port > 0 && port < 65536) addresses.push({ host, port });
+    const address = hostPort(field('ip'), field('port'));
+    if (address) addresses.push(address);
   }
   return addresses;
 }

@@ -7,6 +7,7 @@ import { redisRateLimiters } from './rate_limits.ts';
 import { RedisRecordStore } from './records.ts';
 import { RedisRevocationStore } from './revocations.ts';
 import { RedisSettingStore } from './settings.ts';
+import type { Logger } from '../../src/shared/logger.ts';
 import type { ModelStore, ReplicaWait, Store } from '../store.ts';
 
 export interface RedisStoreOptions {
@@ -14,6 +15,8 @@ export interface RedisStoreOptions {
   keyPrefix?: string;
   /** REDIS_WAIT_REPLICAS: writes wait for replicas (connection.ts runDurable). */
   replicaWait?: ReplicaWait | undefined;
+  /** Hears of a sentinel the store does not listen to (sentinel_failovers.ts). */
+  warn?: Logger['warn'] | undefined;
 }
 
 /**
@@ -23,7 +26,7 @@ export interface RedisStoreOptions {
  */
 export function openRedisStore(url: string, options: RedisStoreOptions = {}): Store {
   const keys = new RedisKeys(options.keyPrefix ?? 'oauth:');
-  const failovers = watchSentinelFailovers(url);
+  const failovers = watchSentinelFailovers(url, options.warn);
   const client = connectRedis(url, 0, failovers);
   // The connection of the writes that wait for replicas: a write may queue behind a WAIT as long as it takes.
   const durable = options.replicaWait && { client: connectRedis(url, options.replicaWait.timeoutMs, failovers), wait: options.replicaWait };

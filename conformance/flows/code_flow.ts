@@ -97,6 +97,10 @@ export function redirectParams(ctx: ModuleContext, front: FrontChannel): { url: 
   if (front.request.params.response_mode === 'form_post' && landing.posted === undefined) {
     return ctx.fail(`the request asked for response_mode=form_post, but the OP sent the browser to ${landing.url.origin}${landing.url.pathname} with the answer in the URL`);
   }
+  // RejectAuthCodeInUrlQuery, RejectErrorInUrlQuery: a form post carries the answer in its body only.
+  if (landing.posted !== undefined) {
+    ctx.check(!landing.url.searchParams.has('code') && !landing.url.searchParams.has('error'), `the OP posted the answer to ${landing.url.href}, whose query also carries a code or an error`);
+  }
   return { url: landing.url, params: callbackParams(landing) };
 }
 

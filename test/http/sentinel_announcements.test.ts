@@ -24,6 +24,7 @@ describe('Writes during a Sentinel failover that is abandoned, unfinished or hal
   let otherAnnouncer: RedisServer;
   let promoted: RedisServer;
   let joining: RedisServer;
+  let moved: RedisServer;
   let service: TestServer;
   const publishers = new Map<RedisServer, RedisClient>();
 
@@ -33,6 +34,7 @@ describe('Writes during a Sentinel failover that is abandoned, unfinished or hal
     otherAnnouncer = await startRedis();
     promoted = await startRedis();
     joining = await startRedis();
+    moved = await startRedis();
     const sentinels = sentinel.url.replace(/^redis\+sentinel:\/\//, '').split('/')[0];
     const url = `redis+sentinel://${sentinels},127.0.0.1:${announcer.port},127.0.0.1:${otherAnnouncer.port}/mymaster`;
     service = await startServer({ store: url, env: { KEY_ENCRYPTION_KEY: randomBytes(32).toString('base64url'), RATE_LIMITS: 'off' } });
@@ -46,7 +48,7 @@ describe('Writes during a Sentinel failover that is abandoned, unfinished or hal
   after(async () => {
     for (const publisher of publishers.values()) publisher.disconnect();
     await service?.stop();
-    for (const server of [joining, promoted, otherAnnouncer, announcer]) await server?.stop();
+    for (const server of [moved, joining, promoted, otherAnnouncer, announcer]) await server?.stop();
     await sentinel?.stop();
   });
 
@@ -55,6 +57,20 @@ describe('Writes during a Sentinel failover that is abandoned, unfinished or hal
     expect(await publishers.get(server)!.publish(channel, message), `the service heard ${channel} from port ${server.port}`).to.equal(1);
   };
   const registration = (name: string) => register(service.issuer, { client_name: name });
+
+  /** The service subscribes to `server` as to a sentinel, and holds writes while it announces a failover, until it abandons it. */
+  async function expectFailoverHeardFrom(server: RedisServer): Promise<void> {
+    await eventually(`the service subscribed at port ${server.port}`, async () => Number((await redisCli(server.port, 'pubsub', 'numpat')).trim()) >= 1, 10_000, 50);
+    const publisher = await rawRedis(`redis://127.0.0.1:${server.port}`);
+    try {
+      expect(await publisher.publish('+failover-state-select-slave', master()), `the service heard port ${server.port}`).to.equal(1);
+      expect((await registration('Registered While It Fails Over')).status).to.equal(503);
+      await publisher.publish('-failover-abort-no-good-slave', master());
+      expect((await registration('Registered Once It Abandoned The Failover')).status).to.equal(201);
+    } finally {
+      publisher.disconnect();
+    }
+  }
 
   it('holds a write while a failover is announced and makes it on the master once the same sentinel abandons the failover; another sentinel\'s abort ends nothing', async () => {
     await announce(announcer, '+failover-state-select-slave', master());
@@ -87,16 +103,24 @@ describe('Writes during a Sentinel failover that is abandoned, unfinished or hal
 
   it('listens to a sentinel another announces as it joins, and holds writes while that one announces a failover', async () => {
     await announce(announcer, '+sentinel', `sentinel 0123456789abcdef0123456789abcdef01234567 127.0.0.1 ${joining.port} @ mymaster 127.0.0.1 ${sentinel.master.port}`);
-    await eventually('the service subscribed to the sentinel that joined', async () => Number((await redisCli(joining.port, 'pubsub', 'numpat')).trim()) >= 1, 10_000, 50);
-    const joined = await rawRedis(`redis://127.0.0.1:${joining.port}`);
-    try {
-      expect(await joined.publish('+failover-state-select-slave', master()), 'the service heard the sentinel that joined').to.equal(1);
-      expect((await registration('Registered While The Sentinel That Joined Fails Over')).status).to.equal(503);
-      await joined.publish('-failover-abort-no-good-slave', master());
-      expect((await registration('Registered Once It Abandoned The Failover')).status).to.equal(201);
-    } finally {
-      joined.disconnect();
-    }
+    await expectFailoverHeardFrom(joining);
+  });
+
+  it('listens to a sentinel at the new address another announces for it', async () => {
+    await announce(announcer, '+sentinel-address-switch', `master mymaster 127.0.0.1 ${sentinel.master.port} ip 127.0.0.1 port ${moved.port} for 0123456789abcdef0123456789abcdef01234567`);
+    await expectFailoverHeardFrom(moved);
+  });
+
+  it('forgets a sentinel it was told of once none lists it and it cannot be reached, asking again when a named sentinel reconnects', async () => {
+    await announce(announcer, '+sentinel', `sentinel 0123456789abcdef0123456789abcdef01234567 127.0.0.1 ${joining.port} @ mymaster 127.0.0.1 ${sentinel.master.port}`);
+    await eventually(`the service subscribed at port ${joining.port}`, async () => Number((await redisCli(joining.port, 'pubsub', 'numpat')).trim()) >= 1, 10_000, 50);
+    await joining.down();
+    // The named sentinels' connections dropped: each asks the sentinels again once it is back.
+    await redisCli(Number(sentinel.url.match(/:(\d+)[,/]/)![1]), 'client', 'kill', 'type', 'pubsub');
+    await sleep(2000);
+    await joining.up();
+    await sleep(3000);
+    expect(Number((await redisCli(joining.port, 'pubsub', 'numpat')).trim()), 'subscriptions at the forgotten address once it answers again').to.equal(0);
   });
 
   it('writes to the promoted master after a switch, though the sentinel it asks still names the old one', async () => {

@@ -225,8 +225,8 @@ describe('conformance runner', function () {
   before(async () => {
     // The FAPI plan registers about 60 clients and opens as many sign-ins from one address.
     const fapiEnv = { FAPI: 'on', RATE_LIMIT_REGISTRATION: '500/1h', RATE_LIMIT_INTERACTION_ADDRESS: '500/10m' };
-    // The basic, form post and dynamic plans open about a hundred sign-ins from one address between them.
-    const plansEnv = { PKCE_REQUIRED: 'public', RATE_LIMIT_INTERACTION_ADDRESS: '500/10m' };
+    // The basic, form post, logout and dynamic plans register about a hundred clients, and open as many sign-ins, from one address between them.
+    const plansEnv = { PKCE_REQUIRED: 'public', RATE_LIMIT_INTERACTION_ADDRESS: '500/10m', RATE_LIMIT_REGISTRATION: '500/1h' };
     [server, strictServer, fapiServer] = await Promise.all([startServer({ env: plansEnv }), startServer(), startServer({ env: fapiEnv })]);
     const [user, strictUser, fapiUser] = await Promise.all([seedUser(server), seedUser(strictServer), seedUser(fapiServer)]);
     fapi2 = runConformance(fapiServer, fapiUser, ['--plan', 'fapi2', ...Object.keys(FAPI2_EXPECTED).flatMap((row) => ['--module', row.replace(/^fapi2 /, '')])]);
