@@ -372,6 +372,18 @@ describe('sign-out (RP-Initiated Logout) over HTTP', function () {
       expect(response.headers.get('location')).to.equal(null);
     });
 
+    it('refuses an id_token_hint issued to no client of this server with the sign-out refusal, not as an unknown application, and signs no one out', async () => {
+      const agent = new UserAgent({ accept: 'text/html' });
+      await signIn(agent);
+      const encode = (value: object) => Buffer.from(JSON.stringify(value)).toString('base64url');
+      const foreign = `${encode({ alg: 'RS256' })}.${encode({ iss: 'someone-else', sub: 'x', aud: 'cl_no_such_client', iat: 1, exp: 4102444800 })}.AAAA`;
+      const response = await agent.request(logoutUrl({ id_token_hint: foreign, post_logout_redirect_uri: SIGNED_OUT_URI }));
+      const html = await response.text();
+      expect(response.status).to.equal(400);
+      expect(html).to.include('asked to sign you out in a way this server cannot accept').and.not.include('Unknown application');
+      expect(await nextAuthorization(agent), 'still signed in').to.equal('signed in');
+    });
+
     it('accepts the logout request by POST (section 2: GET and POST) with a 303 to the same request by GET', async () => {
       const form = { client_id: app.client_id, post_logout_redirect_uri: SIGNED_OUT_URI, state: 'by-post' };
       const response = await fetch(`${server.issuer}/oauth/logout`, {
