@@ -91,7 +91,7 @@ describe('signing keys', () => {
       ] as const) {
         const result = spawnSync(process.execPath, ['src/main.ts'], {
           cwd: ROOT,
-          env: { PATH: process.env.PATH ?? '', STORE: 'memory:', PORT: '0', JWKS_FILE: join(dir, file) },
+          env: { PATH: process.env.PATH ?? '', STORE: 'memory:', PORT: '0', METRICS_PORT: '0', JWKS_FILE: join(dir, file) },
           encoding: 'utf8',
           timeout: 20_000,
         });
