@@ -93,6 +93,8 @@ export class SentinelFailovers {
   readonly #named: readonly HostPort[];
   /** Every sentinel listened to, by `host:port`. */
   readonly #sentinels = new Map<string, Redis>();
+  /** Where each sentinel whose run id is known is listened to: a sentinel named by one address and listed by another is one. */
+  readonly #runIds = new Map<string, string>();
   #discovery: NodeJS.Timeout | undefined;
   #discovering = false;
   #retryMs = DISCOVERY_RETRY_MS;
@@ -157,10 +159,23 @@ export class SentinelFailovers {
     for (const sentinel of this.#sentinels.values()) sentinel.disconnect();
   }
 
-  /** Listens to the sentinel at `address` (once); its subscriber, or undefined when it is not listened to. */
-  #listen(address: HostPort): Redis | undefined {
+  /**
+   * Listens to the sentinel at `address` (once); its subscriber, or undefined when it is not
+   * listened to. With its run id: not when the same sentinel is heard at another address already,
+   * and in place of that address when it cannot be reached there (the sentinel moved).
+   */
+  #listen(address: HostPort, runId?: string): Redis | undefined {
     const key = addressKey(address);
-    if (this.#closed || this.#sentinels.has(key)) return undefined;
+    if (this.#closed) return undefined;
+    if (runId !== undefined) {
+      const heardAt = this.#runIds.get(runId);
+      if (heardAt !== undefined && heardAt !== key) {
+        if (this.#sentinels.get(heardAt)?.status === 'ready') return undefined;
+        if (!this.#isNamed(heardAt)) this.#forget(heardAt);
+      }
+      this.#runIds.set(runId, key);
+    }
+    if (this.#sentinels.has(key)) return undefined;
     if (this.#sentinels.size >= MAX_SENTINELS) {
       if (!this.#warnedFull) this.#connect.warn('a Sentinel is not listened to: the most the store follows are listened to already', { sentinel: key, most: MAX_SENTINELS });
       this.#warnedFull = true;
@@ -175,6 +190,16 @@ export class SentinelFailovers {
     return sentinel;
   }
 
+  #isNamed(key: string): boolean {
+    return this.#named.some((address) => addressKey(address) === key);
+  }
+
+  #forget(key: string): void {
+    this.#sentinels.get(key)?.disconnect();
+    this.#sentinels.delete(key);
+    for (const [runId, heardAt] of this.#runIds) if (heardAt === key) this.#runIds.delete(runId);
+  }
+
   /**
    * Asks every sentinel known which others watch the master, listens to those, and forgets one
    * that the URL does not name, that none of them listed and that cannot be reached now. Asked
@@ -187,7 +212,7 @@ export class SentinelFailovers {
     try {
       const listed = await this.#listedByAny();
       if (listed) {
-        for (const address of listed.values()) this.#listen(address);
+        for (const { address, runId } of listed.values()) this.#listen(address, runId);
         this.#forgetUnlisted(listed);
         this.#retryMs = DISCOVERY_RETRY_MS;
       }
@@ -200,23 +225,36 @@ export class SentinelFailovers {
     }
   }
 
-  /** What the sentinels known now answer, together (a sentinel does not list itself); undefined when none answers. */
-  async #listedByAny(): Promise<Map<string, HostPort> | undefined> {
-    const known = [...this.#named, ...[...this.#sentinels.keys()].map(parseAddress)];
+  /**
+   * What the sentinels known now, and those they list in turn, answer together (a sentinel does
+   * not list itself; one asked says its own run id), each sentinel asked once however it is
+   * addressed; undefined when none answers.
+   */
+  async #listedByAny(): Promise<Map<string, ListedSentinel> | undefined> {
+    const known = (key: string): ListedSentinel => ({ address: parseAddress(key), runId: [...this.#runIds].find(([, heardAt]) => heardAt === key)?.[0] });
+    const queue: ListedSentinel[] = [...this.#named.map((address) => ({ address })), ...[...this.#sentinels.keys()].map(known)];
     const asked = new Set<string>();
     let answered = false;
-    const listed = new Map<string, HostPort>();
-    for (const address of known) {
-      const key = addressKey(address);
-      if (this.#closed || asked.has(key)) continue;
+    const listed = new Map<string, ListedSentinel>();
+    for (let next = queue.shift(); next && asked.size < MAX_SENTINELS && !this.#closed; next = queue.shift()) {
+      const key = addressKey(next.address);
+      if (asked.has(key) || (next.runId !== undefined && asked.has(next.runId))) continue;
       asked.add(key);
-      const asker = this.#connect.asker(address);
+      const asker = this.#connect.asker(next.address);
       asker.on('error', () => undefined);
       try {
-        const answer = await asker.call('SENTINEL', 'sentinels', this.#master);
+        const [answer, ownId] = await Promise.all([
+          asker.call('SENTINEL', 'sentinels', this.#master),
+          asker.call('SENTINEL', 'myid').catch(() => undefined),
+        ]);
         answered = true;
-        listed.set(key, address);
-        for (const other of sentinelAddresses(answer)) listed.set(addressKey(other), other);
+        const runId = typeof ownId === 'string' && ownId !== '' ? ownId : next.runId;
+        if (runId !== undefined) asked.add(runId);
+        listed.set(key, { address: next.address, runId });
+        for (const other of sentinelsIn(answer)) {
+          if (!listed.has(addressKey(other.address))) listed.set(addressKey(other.address), other);
+          queue.push(other);
+        }
       } catch {
         // Not reachable now, or not a sentinel of this master: the others are asked.
       } finally {
@@ -226,20 +264,18 @@ export class SentinelFailovers {
     return answered ? listed : undefined;
   }
 
-  #forgetUnlisted(listed: ReadonlyMap<string, HostPort>): void {
-    const named = new Set(this.#named.map(addressKey));
-    for (const [key, sentinel] of this.#sentinels) {
-      if (named.has(key) || listed.has(key) || sentinel.status === 'ready') continue;
-      sentinel.disconnect();
-      this.#sentinels.delete(key);
+  #forgetUnlisted(listed: ReadonlyMap<string, ListedSentinel>): void {
+    for (const [key, sentinel] of [...this.#sentinels]) {
+      if (this.#isNamed(key) || listed.has(key) || sentinel.status === 'ready') continue;
+      this.#forget(key);
     }
   }
 
   #announcement(sentinel: Redis, pattern: string, channel: string, message: string): void {
     if (this.#closed || masterOf(channel, message) !== this.#master) return;
     if (pattern === JOINED || pattern === MOVED) {
-      const address = pattern === JOINED ? joinedAddress(message) : movedAddress(message);
-      if (address) this.#listen(address);
+      const other = pattern === JOINED ? joinedSentinel(message) : movedSentinel(message);
+      if (other) this.#listen(other.address, other.runId);
     } else if (pattern === ABORT) {
       if (this.#hold?.announcedBy === sentinel && !this.#hold.following) this.#release();
     } else if (pattern === SWITCH) {
@@ -375,24 +411,36 @@ function hostPort(host: unknown, port: unknown): HostPort | undefined {
   return typeof host === 'string' && host !== '' && Number.isInteger(number) && number > 0 && number < 65536 ? { host, port: number } : undefined;
 }
 
-/** The sentinel that joined, in `sentinel <run id> <ip> <port> @ <master> <ip> <port>`. */
-function joinedAddress(message: string): HostPort | undefined {
-  const words = message.split(' ');
-  return words[0] === 'sentinel' ? hostPort(words[2], words[3]) : undefined;
+/** A sentinel another names: where it listens, and its run id when that is said. */
+interface ListedSentinel {
+  address: HostPort;
+  runId?: string | undefined;
 }
 
-/** The new address, in `master <master> <ip> <port> ip <new ip> port <new port> for <run id>`. */
-function movedAddress(message: string): HostPort | undefined {
+function runIdOf(value: unknown): string | undefined {
+  return typeof value === 'string' && /^[0-9a-f]{40}$/i.test(value) ? value : undefined;
+}
+
+/** The sentinel that joined, in `sentinel <run id> <ip> <port> @ <master> <ip> <port>`. */
+function joinedSentinel(message: string): ListedSentinel | undefined {
+  const words = message.split(' ');
+  const address = words[0] === 'sentinel' ? hostPort(words[2], words[3]) : undefined;
+  return address && { address, runId: runIdOf(words[1]) };
+}
+
+/** The sentinel that moved and its new address, in `master <master> <ip> <port> ip <new ip> port <new port> for <run id>`. */
+function movedSentinel(message: string): ListedSentinel | undefined {
   const words = message.split(' ');
   const ip = words.indexOf('ip');
   const port = words.indexOf('port');
-  return ip !== -1 && port === ip + 2 ? hostPort(words[ip + 1], words[port + 1]) : undefined;
+  const address = ip !== -1 && port === ip + 2 ? hostPort(words[ip + 1], words[port + 1]) : undefined;
+  return address && { address, runId: runIdOf(words[words.indexOf('for') + 1]) };
 }
 
-/** The addresses in a `SENTINEL sentinels` answer: for each sentinel, its fields as name, value pairs (`ip`, `port`, ...). */
-function sentinelAddresses(answer: unknown): HostPort[] {
+/** The sentinels in a `SENTINEL sentinels` answer: for each, its fields as name, value pairs (`ip`, `port`, `runid`, ...). */
+function sentinelsIn(answer: unknown): ListedSentinel[] {
   if (!Array.isArray(answer)) return [];
-  const addresses: HostPort[] = [];
+  const sentinels: ListedSentinel[] = [];
   for (const fields of answer) {
     if (!Array.isArray(fields)) continue;
     const field = (name: string) => {
@@ -400,7 +448,7 @@ function sentinelAddresses(answer: unknown): HostPort[] {
       return at !== -1 && at % 2 === 0 ? fields[at + 1] : undefined;
     };
     const address = hostPort(field('ip'), field('port'));
-    if (address) addresses.push(address);
+    if (address) sentinels.push({ address, runId: runIdOf(field('runid')) });
   }
-  return addresses;
+  return sentinels;
 }

@@ -107,7 +107,7 @@ describe('Writes during a Sentinel failover that is abandoned, unfinished or hal
   });
 
   it('listens to a sentinel at the new address another announces for it', async () => {
-    await announce(announcer, '+sentinel-address-switch', `master mymaster 127.0.0.1 ${sentinel.master.port} ip 127.0.0.1 port ${moved.port} for 0123456789abcdef0123456789abcdef01234567`);
+    await announce(announcer, '+sentinel-address-switch', `master mymaster 127.0.0.1 ${sentinel.master.port} ip 127.0.0.1 port ${moved.port} for 89abcdef0123456789abcdef0123456789abcdef`);
     await expectFailoverHeardFrom(moved);
   });
 
@@ -144,5 +144,34 @@ describe('Writes during a Sentinel failover that is abandoned, unfinished or hal
       'clients added to the old master': 0,
       'the client read back': 200,
     });
+  });
+});
+
+/** A sentinel the URL names by one address (a host name) and another lists by another (its IP) is listened to once. */
+describe('A sentinel named by a host name and listed by its address', function () {
+  this.timeout(60_000);
+  let sentinel: Awaited<ReturnType<typeof startSentinel>>;
+  let service: TestServer;
+  let ports: number[];
+
+  before(async () => {
+    sentinel = await startSentinel(2);
+    ports = sentinel.url.replace(/^redis\+sentinel:\/\//, '').split('/')[0]!.split(',').map((address) => Number(address.split(':')[1]));
+    service = await startServer({ store: `redis+sentinel://localhost:${ports[0]}/mymaster`, env: { KEY_ENCRYPTION_KEY: randomBytes(32).toString('base64url'), RATE_LIMITS: 'off' } });
+  });
+
+  after(async () => {
+    await service?.stop();
+    await sentinel?.stop();
+  });
+
+  it('is subscribed to once, also after the sentinels are asked again', async () => {
+    const subscriptions = async (port: number) => (await redisCli(port, 'client', 'list')).split('\n').filter((line) => /\bpsub=[1-9]/.test(line)).length;
+    await eventually('the service listening to the sentinel the URL does not name', async () => await subscriptions(ports[1]!) === 1, 20_000, 100);
+    // Its connection to the named sentinel dropped: once back, it asks both sentinels, and the other lists the named one by its IP.
+    await redisCli(ports[0]!, 'client', 'kill', 'type', 'pubsub');
+    await eventually('the named sentinel listened to again', async () => await subscriptions(ports[0]!) >= 1, 10_000, 100);
+    await sleep(2000);
+    expect({ named: await subscriptions(ports[0]!), other: await subscriptions(ports[1]!) }).to.deep.equal({ named: 1, other: 1 });
   });
 });
