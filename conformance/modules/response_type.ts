@@ -1,8 +1,8 @@
 import type { ModuleContext } from '../context.ts';
 import { authorizationRequest } from '../client/authorization_request.ts';
-import { callbackParams, checkErrorCode, checkErrorResponse } from '../checks/authorization_response.ts';
+import { checkErrorCode, checkErrorResponse } from '../checks/authorization_response.ts';
 import { errorPageProblem, pageSummary } from '../checks/error_page.ts';
-import { authorize, setUp } from '../flows/code_flow.ts';
+import { authorize, redirectParams, setUp } from '../flows/code_flow.ts';
 import type { ConformanceModule } from '../module.ts';
 
 /**
@@ -25,7 +25,8 @@ export const responseTypeMissing: ConformanceModule = {
       ctx.note(`read instead of a screenshot: ${pageSummary(landing)}`);
       return;
     }
-    const params = callbackParams(landing);
+    // With response_mode=form_post, the error must come as a form post too (CheckCallbackHttpMethodIsPost, RejectErrorInUrlQuery).
+    const { params } = redirectParams(ctx, front);
     checkErrorResponse(ctx, params, request, session.provider);
     checkErrorCode(ctx, params, ['unsupported_response_type', 'invalid_request'], 'RFC6749-3.1.1');
   },
