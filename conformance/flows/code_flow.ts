@@ -6,7 +6,7 @@ import { REDIRECT_URI, register, registrationRequest, unregister, type Client, t
 import { authorizationCodeGrant, callTokenEndpoint, type TokenEndpointResponse } from '../client/token_endpoint.ts';
 import { callUserinfo, type AccessToken } from '../client/userinfo.ts';
 import { checkServerJwks } from '../checks/jwks.ts';
-import { callbackParams, checkIss, checkRedirectQueryKept, checkState } from '../checks/authorization_response.ts';
+import { callbackParams, checkErrorCode, checkErrorResponse, checkIss, checkRedirectQueryKept, checkState } from '../checks/authorization_response.ts';
 import { pageSummary } from '../checks/error_page.ts';
 import { checkUserinfoStatus } from '../checks/userinfo.ts';
 import { playUser, type Journey, type JourneyOptions } from '../http/interactive_sign_in.ts';
@@ -194,4 +194,17 @@ export async function happyFlow(ctx: ModuleContext, session: Session, options: H
   const tokens = await redeemCode(ctx, session, code, front.request, checks);
   await requestProtectedResource(ctx, session, tokens);
   return { front, code, tokens };
+}
+
+/**
+ * An authorization with prompt=none (and a 128-character state, to check the OP does not corrupt
+ * it) for a browser no one is signed in on: a redirect back with an error that needs the user
+ * (CheckErrorFromAuthorizationEndpointIsOneThatRequiredAUserInterface).
+ */
+export async function expectUserNeeded(ctx: ModuleContext, session: Session): Promise<void> {
+  const request = authorizationRequest(session, { stateLength: 128, extra: { prompt: 'none' } });
+  const front = await authorize(ctx, session, request, { stopAtLogin: true });
+  const { params } = redirectParams(ctx, front);
+  checkErrorResponse(ctx, params, request, session.provider);
+  checkErrorCode(ctx, params, ['interaction_required', 'login_required', 'account_selection_required', 'consent_required'], 'OIDCC-3.1.2.6');
 }

@@ -1,14 +1,12 @@
 import { randomInt } from 'node:crypto';
 
 import type { ModuleContext } from '../context.ts';
-import { checkErrorCode, checkErrorResponse } from '../checks/authorization_response.ts';
 import { pageSummary } from '../checks/error_page.ts';
 import { HTTPS_RULE, isHttpsOrLoopback } from '../checks/urls.ts';
-import { authorizationRequest } from '../client/authorization_request.ts';
 import { REDIRECT_URI } from '../client/registration.ts';
 import { forms, pageButtons } from '../http/html.ts';
 import { followRedirects, type Landing } from '../http/user_agent.ts';
-import { authorize, happyFlow, redirectParams, setUp, type Session } from './code_flow.ts';
+import { happyFlow, setUp, type Session } from './code_flow.ts';
 
 /**
  * CreatePostLogoutRedirectUri: the suite's base URL and /post_logout_redirect, registered with
@@ -113,18 +111,6 @@ export function expectNoRedirectBack(ctx: ModuleContext, landing: Landing, becau
   if (landing.kind === 'redirect') ctx.fail(`OP has incorrectly sent the browser to ${landing.url.origin}${landing.url.pathname} even though ${because} (OIDCRIL-2)`);
   ctx.check(landing.response.status < 500, `the OP answered the end session request ${landing.response.status}, a server error`);
   ctx.note(`the page the OP showed (the suite asks for a screenshot of it): ${pageSummary(landing)}`);
-}
-
-/**
- * The second authorization, with prompt=none: the user is signed out, so it must come back with
- * an error that needs the user (CheckErrorFromAuthorizationEndpointIsOneThatRequiredAUserInterface).
- */
-export async function expectSignedOut(ctx: ModuleContext, session: Session): Promise<void> {
-  const request = authorizationRequest(session, { stateLength: 128, extra: { prompt: 'none' } });
-  const front = await authorize(ctx, session, request, { stopAtLogin: true });
-  const { params } = redirectParams(ctx, front);
-  checkErrorResponse(ctx, params, request, session.provider);
-  checkErrorCode(ctx, params, ['interaction_required', 'login_required', 'account_selection_required', 'consent_required'], 'OIDCC-3.1.2.6');
 }
 
 /** CheckDiscEndSessionEndpoint and CheckDiscEndpointAllEndpointsAreHttps. */

@@ -1,7 +1,5 @@
 import type { ModuleContext } from '../context.ts';
-import { authorizationRequest } from '../client/authorization_request.ts';
-import { checkErrorCode, checkErrorResponse } from '../checks/authorization_response.ts';
-import { authorize, redirectParams, setUp } from '../flows/code_flow.ts';
+import { expectUserNeeded, setUp } from '../flows/code_flow.ts';
 import { checkLaterAuthentication, checkSameAuthentication, firstFlow, secondFlow, sleep } from '../flows/two_authorizations.ts';
 import type { ConformanceModule } from '../module.ts';
 
@@ -22,13 +20,7 @@ export const promptNoneNotLoggedIn: ConformanceModule = {
   name: 'oidcc-prompt-none-not-logged-in',
   summary: 'prompt=none with no session: a redirect back with login_required, interaction_required, account_selection_required or consent_required',
   async run(ctx: ModuleContext) {
-    const session = await setUp(ctx, this.name);
-    // A longer state (128) checks the OP does not corrupt it in the error response.
-    const request = authorizationRequest(session, { stateLength: 128, extra: { prompt: 'none' } });
-    const front = await authorize(ctx, session, request, { stopAtLogin: true });
-    const { params } = redirectParams(ctx, front);
-    checkErrorResponse(ctx, params, request, session.provider);
-    checkErrorCode(ctx, params, ['interaction_required', 'login_required', 'account_selection_required', 'consent_required'], 'OIDCC-3.1.2.6');
+    await expectUserNeeded(ctx, await setUp(ctx, this.name));
   },
 };
 

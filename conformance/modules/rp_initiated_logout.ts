@@ -4,8 +4,9 @@ import type { ModuleContext } from '../context.ts';
 import { fetchMetadata } from '../client/provider.ts';
 import {
   BAD_POST_LOGOUT_REDIRECT_URI, checkEndSessionEndpoint, endSession, endSessionRequest, expectNoRedirectBack, expectPostLogoutRedirect,
-  expectSignedOut, POST_LOGOUT_REDIRECT_URI, signInForLogout, type SignedIn,
+  POST_LOGOUT_REDIRECT_URI, signInForLogout, type SignedIn,
 } from '../flows/logout_flow.ts';
+import { expectUserNeeded } from '../flows/code_flow.ts';
 import type { ConformanceModule } from '../module.ts';
 
 /**
@@ -32,7 +33,8 @@ export const rpInitiatedLogout: ConformanceModule = {
     const signedIn = await signInForLogout(ctx, this.name);
     const request = endSessionRequest(signedIn);
     expectPostLogoutRedirect(ctx, await endSession(ctx, signedIn.session, request), request.state);
-    await expectSignedOut(ctx, signedIn.session);
+    // The user is signed out: a prompt=none authorization needs them.
+    await expectUserNeeded(ctx, signedIn.session);
   },
 };
 
@@ -43,7 +45,8 @@ export const rpInitiatedLogoutNoState: ConformanceModule = {
     const signedIn = await signInForLogout(ctx, this.name);
     const { state: _state, ...request } = endSessionRequest(signedIn);
     expectPostLogoutRedirect(ctx, await endSession(ctx, signedIn.session, request), undefined);
-    await expectSignedOut(ctx, signedIn.session);
+    // The user is signed out: a prompt=none authorization needs them.
+    await expectUserNeeded(ctx, signedIn.session);
   },
 };
 

@@ -56,11 +56,10 @@ function shownError(ctx: KoaContextWithOIDC, code: string, error: unknown): { co
     const when = Number.isInteger(wait) && wait > 0 ? `in ${inWords(wait)}` : 'later';
     return { code, description: `${error.inWordsOfThePerson} Try again ${when}.` };
   }
-  // The logout request itself: an unregistered post_logout_redirect_uri, an id_token_hint not of this server's, a client_id that does not match it.
-  if (ctx.oidc?.route === 'end_session' && code === 'invalid_request') return { code, description: SIGN_OUT_REFUSED };
-  // An id_token_hint or client_id naming no client of this server (the engine's invalid_client): a request this server cannot
-  // accept, as above, not an "unknown application" sending the person; the log keeps the engine's code under the page's reference.
-  if (ctx.oidc?.route === 'end_session' && code === 'invalid_client') return { code: 'invalid_request', description: SIGN_OUT_REFUSED };
+  // The logout request itself: an unregistered post_logout_redirect_uri, an id_token_hint not of this server's, a client_id that does
+  // not match it; or one naming no client of this server (the engine's invalid_client), not an "unknown application" sending the
+  // person: shown as the invalid request it is, the log keeping the engine's code under the page's reference.
+  if (ctx.oidc?.route === 'end_session' && (code === 'invalid_request' || code === 'invalid_client')) return { code: 'invalid_request', description: SIGN_OUT_REFUSED };
   // Said in words of the person's (the conformance suite checks the page says what is wrong with it).
   if (code === 'invalid_request' && /\bredirect_uri\b/.test(engineDescription(error))) return { code, description: RETURN_ADDRESS_MISSING };
   return { code };
