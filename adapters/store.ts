@@ -247,10 +247,35 @@ export interface RecordPage {
   hasMore: boolean;
 }
 
-/** The data API's records, each in one workspace and one object type (`companies`, `people`). Kept without a lifetime. */
+/**
+ * A create made under an idempotency key (an `Idempotency-Key` header): kept for `keptFor`
+ * seconds in the same atomic write as the record, so a retry of a create whose answer was lost
+ * (a 503 after the write was made) finds it rather than making the record twice. Holds no value
+ * of the record: `key` is a digest (of the key and the credential that sent it), `fingerprint` one
+ * of the request.
+ */
+export interface KeyedCreate {
+  key: string;
+  fingerprint: string;
+  keptFor: number;
+}
+
+/** What an earlier create under the same key made: its request's fingerprint, and the record's object and id. */
+export interface EarlierCreate {
+  fingerprint: string;
+  object: string;
+  id: string;
+}
+
+/** The data API's records, each in one workspace and one object type (`companies`, `people`). Kept without a lifetime; the key of a keyed create (createOnce) for its time. */
 export interface RecordStore {
   /** Inserts a new record and gives it its position; rejects with DuplicateError when the id is taken. */
   create(workspaceId: string, object: string, record: Omit<DataRecord, 'position'>): Promise<DataRecord>;
+  /**
+   * As create, unless a create under the same key in this workspace is still kept: then nothing is
+   * written and what that one made is given back. The key is kept with the record in one write.
+   */
+  createOnce(workspaceId: string, object: string, record: Omit<DataRecord, 'position'>, keyed: KeyedCreate): Promise<{ created: DataRecord } | { earlier: EarlierCreate }>;
   get(workspaceId: string, object: string, id: string): Promise<DataRecord | undefined>;
   /** Which of `ids` name a record of this object in this workspace. */
   existing(workspaceId: string, object: string, ids: string[]): Promise<Set<string>>;
@@ -263,7 +288,10 @@ export interface RecordStore {
   update(workspaceId: string, object: string, id: string, changes: Record<string, unknown>, updatedAt: string): Promise<DataRecord | undefined>;
   /** False when there was no such record. */
   delete(workspaceId: string, object: string, id: string): Promise<boolean>;
-  /** Deletes every record of this object in the workspace (a deleted workspace's); resolves how many there were. */
+  /**
+   * Deletes every record of this object in the workspace (a deleted workspace's), and the keys of
+   * the creates that made them; resolves how many records there were.
+   */
   deleteAll(workspaceId: string, object: string): Promise<number>;
 }
 

@@ -134,6 +134,23 @@ export class RedisKeys {
     return `${this.#dataTag(workspaceId)}:position:${object}`;
   }
 
+  /**
+   * String: a create made under an idempotency key (`digest`: of the key and its credential), as
+   * JSON `{f: fingerprint, o: object, id}`. TTL: as long as the key is kept (records.ts).
+   */
+  dataCreate(workspaceId: string, digest: string): string {
+    return `${this.#dataTag(workspaceId)}:create:${digest}`;
+  }
+
+  /**
+   * Sorted set: the dataCreate keys of one object's keyed creates in the workspace, scored by
+   * when they expire, so that deleting every record of the object deletes them too. TTL: its
+   * last member's.
+   */
+  dataCreates(workspaceId: string, object: string): string {
+    return `${this.#dataTag(workspaceId)}:creates:${object}`;
+  }
+
   /** One hash tag per workspace: its records spread over the cluster by workspace, and each step's keys share a node. */
   #dataTag(workspaceId: string): string {
     return `${this.#prefix}{data:${workspaceId}}`;

@@ -1,6 +1,6 @@
 import { NOW_MS, type RedisConnection, Script } from './connection.ts';
 import type { RedisKeys } from './keys.ts';
-import { DuplicateError, withoutNulls, type DataRecord, type RecordPage, type RecordStore } from '../store.ts';
+import { DuplicateError, withoutNulls, type DataRecord, type EarlierCreate, type KeyedCreate, type RecordPage, type RecordStore } from '../store.ts';
 
 /**
  * Creates a record unless its id is taken. KEYS: record, order, position. ARGV: id, createdAt,
@@ -17,6 +17,29 @@ local position = string.format('%d', math.max(tonumber(redis.call('GET', KEYS[3]
 redis.call('SET', KEYS[3], position)
 redis.call('HSET', KEYS[1], '$p', position, '$c', ARGV[2], '$u', ARGV[3], unpack(ARGV, 4))
 redis.call('ZADD', KEYS[2], position, ARGV[1])
+return position
+`);
+
+/**
+ * createRecord under an idempotency key, kept in the same step. KEYS: record, order, position,
+ * create, creates. ARGV: id, createdAt, updatedAt, the create's JSON, how long it is kept in ms,
+ * then hash field / value JSON pairs. Returns the position; {'earlier', the earlier create's JSON}
+ * when the key is kept; nil when the id is taken. The creates set loses what has expired each time.
+ */
+const createRecordOnce = new Script(`
+local earlier = redis.call('GET', KEYS[4])
+if earlier then return {'earlier', earlier} end
+if redis.call('EXISTS', KEYS[1]) == 1 then return false end
+${NOW_MS}
+local position = string.format('%d', math.max(tonumber(redis.call('GET', KEYS[3]) or '0') + 1, tonumber(now)))
+redis.call('SET', KEYS[3], position)
+redis.call('HSET', KEYS[1], '$p', position, '$c', ARGV[2], '$u', ARGV[3], unpack(ARGV, 6))
+redis.call('ZADD', KEYS[2], position, ARGV[1])
+local expires = string.format('%d', tonumber(now) + tonumber(ARGV[5]))
+redis.call('SET', KEYS[4], ARGV[4], 'PXAT', expires)
+redis.call('ZREMRANGEBYSCORE', KEYS[5], '-inf', now)
+redis.call('ZADD', KEYS[5], expires, KEYS[4])
+redis.call('PEXPIREAT', KEYS[5], expires)
 return position
 `);
 
@@ -78,7 +101,7 @@ const VALUE = 'v:';
 
 /**
  * Data records, each a hash under its workspace's `{data:<id>}` tag, listed in a sorted set per
- * object by position (key layout: keys.ts). Kept without a TTL.
+ * object by position (key layout: keys.ts). Kept without a TTL; a keyed create is kept for its time.
  */
 export class RedisRecordStore implements RecordStore {
   readonly #redis: RedisConnection;
@@ -96,6 +119,21 @@ export class RedisRecordStore implements RecordStore {
     const position = await this.#redis.runDurable(keys, (client) => createRecord.run(client, keys, [record.id, record.createdAt, record.updatedAt, ...fields]));
     if (position === null) throw new DuplicateError(`a record ${record.id} of ${object} already exists`);
     return { id: record.id, position: Number(position), createdAt: record.createdAt, updatedAt: record.updatedAt, values };
+  }
+
+  async createOnce(workspaceId: string, object: string, record: Omit<DataRecord, 'position'>, keyed: KeyedCreate) {
+    const values = withoutNulls(record.values);
+    const fields = Object.entries(values).flatMap(([name, value]) => [VALUE + name, JSON.stringify(value)]);
+    const keys = [...this.#recordKeys(workspaceId, object, record.id), this.#keys.dataCreate(workspaceId, keyed.key), this.#keys.dataCreates(workspaceId, object)];
+    const kept: StoredCreate = { f: keyed.fingerprint, o: object, id: record.id };
+    const args = [record.id, record.createdAt, record.updatedAt, JSON.stringify(kept), String(Math.ceil(keyed.keptFor * 1000)), ...fields];
+    const reply = await this.#redis.runDurable(keys, (client) => createRecordOnce.run(client, keys, args)) as string | [string, string] | null;
+    if (reply === null) throw new DuplicateError(`a record ${record.id} of ${object} already exists`);
+    if (Array.isArray(reply)) {
+      const earlier = JSON.parse(reply[1]) as StoredCreate;
+      return { earlier: { fingerprint: earlier.f, object: earlier.o, id: earlier.id } satisfies EarlierCreate };
+    }
+    return { created: { id: record.id, position: Number(reply), createdAt: record.createdAt, updatedAt: record.updatedAt, values } };
   }
 
   get(workspaceId: string, object: string, id: string) {
@@ -153,8 +191,24 @@ export class RedisRecordStore implements RecordStore {
         if (!ids.length) return undefined;
         return Number(await deleteRecords.run(client, [order, position, ...ids.map((id) => this.#keys.dataRecord(workspaceId, object, id))], ids));
       });
-      if (batch === undefined) return deleted;
+      if (batch === undefined) break;
       deleted += batch;
+    }
+    await this.#forgetCreates(workspaceId, object);
+    return deleted;
+  }
+
+  /** Deletes the keyed creates of one object in the workspace, a batch at a time. */
+  async #forgetCreates(workspaceId: string, object: string): Promise<void> {
+    const creates = this.#keys.dataCreates(workspaceId, object);
+    for (;;) {
+      const done = await this.#redis.runDurable([creates], async (client) => {
+        const batch = await client.zrange(creates, 0, String(DELETE_BATCH - 1));
+        if (!batch.length) return true;
+        transactionResults(await client.multi().del(...batch).zrem(creates, ...batch).exec());
+        return false;
+      });
+      if (done) return;
     }
   }
 
@@ -162,6 +216,13 @@ export class RedisRecordStore implements RecordStore {
   #recordKeys(workspaceId: string, object: string, id: string): string[] {
     return [this.#keys.dataRecord(workspaceId, object, id), this.#keys.dataOrder(workspaceId, object), this.#keys.dataPosition(workspaceId, object)];
   }
+}
+
+/** A keyed create as dataCreate holds it. */
+interface StoredCreate {
+  f: string;
+  o: string;
+  id: string;
 }
 
 /** A record from its hash (HGETALL: empty when there is no such record). */

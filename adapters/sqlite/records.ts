@@ -1,5 +1,6 @@
+import { nowSeconds } from '../../src/shared/clock.ts';
 import { isUniqueViolation, type SqliteConnection } from './connection.ts';
-import { DuplicateError, withoutNulls, type DataRecord, type RecordPage, type RecordStore } from '../store.ts';
+import { DuplicateError, withoutNulls, type DataRecord, type EarlierCreate, type KeyedCreate, type RecordPage, type RecordStore } from '../store.ts';
 
 /**
  * A record's `position` orders its list (one object of one workspace) and is what a cursor holds.
@@ -27,8 +28,21 @@ CREATE TABLE IF NOT EXISTS record_positions (
   last INTEGER NOT NULL,
   PRIMARY KEY (workspace_id, object)
 ) WITHOUT ROWID;
+CREATE TABLE IF NOT EXISTS record_creates (
+  workspace_id TEXT NOT NULL,
+  key TEXT NOT NULL,
+  fingerprint TEXT NOT NULL,
+  object TEXT NOT NULL,
+  id TEXT NOT NULL,
+  expires_at INTEGER NOT NULL,
+  PRIMARY KEY (workspace_id, key)
+) WITHOUT ROWID;
+CREATE INDEX IF NOT EXISTS record_creates_expiry ON record_creates (expires_at);
 DROP INDEX IF EXISTS records_page;
 `;
+
+/** Keyed creates kept past their time, for the store's periodic sweep (reads already ignore them). */
+export const SWEEP_EXPIRED_RECORD_CREATES = 'DELETE FROM record_creates WHERE expires_at <= ?';
 
 /** Run once the position column exists (databases made before it get it as they are opened). */
 export const RECORDS_INDEX = 'CREATE INDEX IF NOT EXISTS records_by_position ON records (workspace_id, object, position);';
@@ -55,6 +69,11 @@ const SQL = {
   delete: 'DELETE FROM records WHERE workspace_id = ? AND object = ? AND id = ?',
   deleteAll: 'DELETE FROM records WHERE workspace_id = ? AND object = ?',
   forgetPositions: 'DELETE FROM record_positions WHERE workspace_id = ? AND object = ?',
+  earlierCreate: 'SELECT fingerprint, object, id FROM record_creates WHERE workspace_id = ? AND key = ? AND expires_at > ?',
+  // A row past its time that the sweep has not reached yet is replaced.
+  keepCreate: `INSERT INTO record_creates (workspace_id, key, fingerprint, object, id, expires_at) VALUES (?, ?, ?, ?, ?, ?)
+    ON CONFLICT (workspace_id, key) DO UPDATE SET fingerprint = excluded.fingerprint, object = excluded.object, id = excluded.id, expires_at = excluded.expires_at`,
+  forgetCreates: 'DELETE FROM record_creates WHERE workspace_id = ? AND object = ?',
 } as const;
 
 export class SqliteRecordStore implements RecordStore {
@@ -66,17 +85,33 @@ export class SqliteRecordStore implements RecordStore {
 
   async create(workspaceId: string, object: string, record: Omit<DataRecord, 'position'>) {
     try {
-      const row = await this.#db.write(() => {
-        // A position a duplicate id took is skipped, never given: positions only need to grow.
-        const { last } = this.#db.statement(SQL.nextPosition).get(workspaceId, object) as { last: number };
-        return this.#db.statement(SQL.create)
-          .get(workspaceId, object, record.id, JSON.stringify(withoutNulls(record.values)), record.createdAt, record.updatedAt, last);
-      });
-      return toRecord(row as unknown as RecordRow);
+      return toRecord(await this.#db.write(() => this.#insert(workspaceId, object, record)));
     } catch (error) {
-      if (isUniqueViolation(error)) throw new DuplicateError(`a record of ${object} with id ${record.id} exists`);
-      throw error;
+      throw duplicate(error, object, record.id);
     }
+  }
+
+  async createOnce(workspaceId: string, object: string, record: Omit<DataRecord, 'position'>, keyed: KeyedCreate) {
+    try {
+      return await this.#db.write((): { created: DataRecord } | { earlier: EarlierCreate } => {
+        const now = nowSeconds();
+        const earlier = this.#db.statement(SQL.earlierCreate).get(workspaceId, keyed.key, now) as EarlierCreate | undefined;
+        if (earlier) return { earlier: { fingerprint: earlier.fingerprint, object: earlier.object, id: earlier.id } };
+        const row = this.#insert(workspaceId, object, record);
+        this.#db.statement(SQL.keepCreate).run(workspaceId, keyed.key, keyed.fingerprint, object, record.id, Math.ceil(now + keyed.keptFor));
+        return { created: toRecord(row) };
+      });
+    } catch (error) {
+      throw duplicate(error, object, record.id);
+    }
+  }
+
+  /** Within a write: the record at the list's next position. */
+  #insert(workspaceId: string, object: string, record: Omit<DataRecord, 'position'>): RecordRow {
+    // A position a duplicate id took is skipped, never given: positions only need to grow.
+    const { last } = this.#db.statement(SQL.nextPosition).get(workspaceId, object) as { last: number };
+    return this.#db.statement(SQL.create)
+      .get(workspaceId, object, record.id, JSON.stringify(withoutNulls(record.values)), record.createdAt, record.updatedAt, last) as unknown as RecordRow;
   }
 
   async get(workspaceId: string, object: string, id: string) {
@@ -113,10 +148,16 @@ export class SqliteRecordStore implements RecordStore {
     // Only a deleted workspace's lists are emptied this way, and none of them gets a record again.
     const result = await this.#db.write(() => {
       this.#db.statement(SQL.forgetPositions).run(workspaceId, object);
+      this.#db.statement(SQL.forgetCreates).run(workspaceId, object);
       return this.#db.statement(SQL.deleteAll).run(workspaceId, object);
     });
     return Number(result.changes);
   }
+}
+
+/** A unique violation as the DuplicateError the interface promises; anything else as it is. */
+function duplicate(error: unknown, object: string, id: string): unknown {
+  return isUniqueViolation(error) ? new DuplicateError(`a record of ${object} with id ${id} exists`) : error;
 }
 
 function toRecord(row: RecordRow): DataRecord {

@@ -11,7 +11,7 @@ import { API_KEYS_SCHEMA, SqliteApiKeyStore, SWEEP_EXPIRED_API_KEYS } from './ap
 import { BUSY_WAIT_ON, SqliteConnection } from './connection.ts';
 import { MODELS_SCHEMA, SqliteModelStore } from './models.ts';
 import { memoryRateLimiters } from './rate_limits.ts';
-import { RECORDS_INDEX, RECORDS_SCHEMA, SqliteRecordStore } from './records.ts';
+import { RECORDS_INDEX, RECORDS_SCHEMA, SqliteRecordStore, SWEEP_EXPIRED_RECORD_CREATES } from './records.ts';
 import { REVOCATIONS_SCHEMA, SqliteRevocationStore } from './revocations.ts';
 import { SETTINGS_SCHEMA, SqliteSettingStore } from './settings.ts';
 
@@ -28,7 +28,7 @@ PRAGMA foreign_keys = ON;
 ${BUSY_WAIT_ON};
 `;
 
-/** How often expired engine records are swept; reads already ignore them. */
+/** How often expired engine records, revocation entries, API keys and keyed creates are swept; reads already ignore them. */
 const SWEEP_INTERVAL_MS = 60_000;
 
 /**
@@ -58,6 +58,7 @@ export function openSqliteStore(path: string, { kind = 'sqlite', warn, synchrono
     connection.statement('DELETE FROM oidc_models WHERE expires_at IS NOT NULL AND expires_at <= ?').run(at);
     connection.statement('DELETE FROM revocations WHERE expires_at <= ?').run(at);
     connection.statement(SWEEP_EXPIRED_API_KEYS).run(at);
+    connection.statement(SWEEP_EXPIRED_RECORD_CREATES).run(at);
   });
   const timer = setInterval(() => sweep().catch(() => undefined), SWEEP_INTERVAL_MS);
   timer.unref();

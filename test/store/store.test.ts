@@ -380,8 +380,13 @@ for (const backend of BACKENDS) {
         await store.apiKeys.create(apiKey('short', now() + 1));
         await store.apiKeys.create(apiKey('long', now() + 60));
         expect(await store.model('ReplayDetection').insertNew('jti-short', { iss: 'client-1' }, 1)).to.equal(true);
+        const keyedRecord = (id: string) => ({ id, createdAt: new Date().toISOString(), updatedAt: new Date().toISOString(), values: {} });
+        expect(await store.records.createOnce('ws_1', 'companies', keyedRecord('c1'), { key: 'k', fingerprint: 'f', keptFor: 1.5 })).to.have.key('created');
+        expect(await store.records.createOnce('ws_1', 'companies', keyedRecord('c2'), { key: 'k', fingerprint: 'f', keptFor: 1.5 })).to.have.key('earlier');
 
         await sleep(2100);
+
+        expect(await store.records.createOnce('ws_1', 'companies', keyedRecord('c3'), { key: 'k', fingerprint: 'f', keptFor: 60 }), 'a keyed create past its time').to.have.key('created');
 
         expect(await store.model('ReplayDetection').insertNew('jti-short', { iss: 'client-1' }, 60), 'a single-use marker stored again once expired').to.equal(true);
 
@@ -720,6 +725,36 @@ for (const backend of BACKENDS) {
         }
       });
 
+      it('makes a keyed create once: a create under a key still kept writes nothing and gives back what the first made, in its workspace only', async () => {
+        const keyed = (key: string, fingerprint: string) => ({ key, fingerprint, keptFor: 60 });
+        const record = (id: string) => ({ id, createdAt: at, updatedAt: at, values: { name: id } });
+        expect(await store.records.createOnce('ws_1', 'companies', record('c1'), keyed('k1', 'f1')))
+          .to.deep.include({ created: { ...(await store.records.get('ws_1', 'companies', 'c1'))! } });
+        expect(await store.records.createOnce('ws_1', 'companies', record('c2'), keyed('k1', 'f2'))).to.deep.equal({ earlier: { fingerprint: 'f1', object: 'companies', id: 'c1' } });
+        // A key spans the workspace's objects: the same key for another collection is told of the first create too.
+        expect(await store.records.createOnce('ws_1', 'people', record('p1'), keyed('k1', 'f3'))).to.deep.equal({ earlier: { fingerprint: 'f1', object: 'companies', id: 'c1' } });
+        expect(await store.records.get('ws_1', 'companies', 'c2')).to.equal(undefined);
+        expect((await store.records.list('ws_1', 'people', 0, 10)).total).to.equal(0);
+        expect(await store.records.createOnce('ws_2', 'companies', record('c1'), keyed('k1', 'f1'))).to.have.key('created');
+
+        // A create refused for its id keeps no key: the next create under it is made.
+        let duplicate: unknown;
+        await store.records.createOnce('ws_1', 'companies', record('c1'), keyed('k2', 'f1')).catch((error: unknown) => { duplicate = error; });
+        expect(duplicate).to.be.instanceOf(DuplicateError);
+        expect(await store.records.createOnce('ws_1', 'companies', record('c3'), keyed('k2', 'f1'))).to.have.key('created');
+
+        // Many at once under one key: exactly one record, and every other create is told of it.
+        const raced = await Promise.all(Array.from({ length: 10 }, (_, i) => store.records.createOnce('ws_1', 'companies', record(`r${i}`), keyed('k3', 'f1'))));
+        const made = raced.flatMap((outcome) => ('created' in outcome ? [outcome.created.id] : []));
+        expect(made).to.have.length(1);
+        for (const outcome of raced) if ('earlier' in outcome) expect(outcome.earlier.id).to.equal(made[0]);
+        expect((await store.records.list('ws_1', 'companies', 0, 100)).records.map((r) => r.id)).to.deep.equal(['c1', 'c3', made[0]]);
+
+        // A deleted workspace's lists are emptied with the keys of their creates.
+        await store.records.deleteAll('ws_1', 'companies');
+        expect(await store.records.createOnce('ws_1', 'companies', record('c4'), keyed('k1', 'f1'))).to.have.key('created');
+      });
+
       it('gives each list positions of its own, so a cursor says nothing of how many records other workspaces make', async () => {
         const before = await create('ws_2', 'companies', 'c-before');
         await Promise.all(Array.from({ length: 2000 }, (_, i) => create('ws_1', 'companies', `c${i}`)));
@@ -914,6 +949,25 @@ for (const backend of BACKENDS) {
         }
         // A workspace's key list lives as long as its longest-lived key.
         expect(found.get(`${prefix}{apikeys}:workspace:ws_2`)).to.be.greaterThan(40_000);
+      });
+
+      it('keeps a keyed create no longer than it is kept for, and leaves none behind once every record of its object is deleted', async () => {
+        const at = new Date().toISOString();
+        for (const [object, id] of [['companies', 'c1'], ['companies', 'c2'], ['people', 'p1']] as const) {
+          await store.records.createOnce('ws_1', object, { id, createdAt: at, updatedAt: at, values: { name: id } }, { key: `k-${id}`, fingerprint: 'f', keptFor: 90 });
+        }
+        const { options } = backend.target(dir);
+        const prefix = options!.keyPrefix!;
+        const found = await keys();
+        const keyed = [...found].filter(([key]) => /^\{data:ws_1\}:creates?:/.test(key.slice(prefix.length)));
+        expect(keyed.map(([key]) => key.slice(prefix.length).replace(/:create:.*/, ':create:*')).sort())
+          .to.deep.equal(['{data:ws_1}:create:*', '{data:ws_1}:create:*', '{data:ws_1}:create:*', '{data:ws_1}:creates:companies', '{data:ws_1}:creates:people']);
+        for (const [key, ttl] of keyed) expect(ttl, key).to.be.within(80_000, 90_000);
+
+        await store.records.deleteAll('ws_1', 'companies');
+        await store.records.deleteAll('ws_1', 'people');
+        await sleep(20);
+        expect([...(await keys()).keys()]).to.deep.equal([]);
       });
 
       it('leaves no key behind once every data record and API key is deleted', async () => {
