@@ -1,8 +1,9 @@
 import type { Context, Middleware } from 'koa';
 
 // DPoP: a browser client sends its proof and reads the nonce it is asked to use (RFC 9449 sections 4.1 and 9).
-const ALLOWED_HEADERS = ['Authorization', 'Content-Type', 'DPoP'];
-const EXPOSED_HEADERS = ['WWW-Authenticate', 'Location', 'DPoP-Nonce'];
+// Idempotency-Key: a browser client may retry a create safely, and tell a replayed answer.
+const ALLOWED_HEADERS = ['Authorization', 'Content-Type', 'DPoP', 'Idempotency-Key'];
+const EXPOSED_HEADERS = ['WWW-Authenticate', 'Location', 'DPoP-Nonce', 'Idempotent-Replayed'];
 /** Preflight answers kept by browsers this long (seconds). */
 const PREFLIGHT_MAX_AGE = 600;
 

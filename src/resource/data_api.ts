@@ -8,6 +8,7 @@ import { authenticate, type Authenticators } from './authenticate.ts';
 import { bearerCors } from './cors.ts';
 import { HttpError, notFound, unreadableBodyStatus } from '../shared/http_error.ts';
 import { noStore } from '../shared/no_store.ts';
+import { idempotencyKeyOf } from './idempotency.ts';
 import { MetadataApi } from './metadata.ts';
 import { OBJECTS } from './objects.ts';
 import type { Principal } from './principal.ts';
@@ -60,9 +61,10 @@ export function dataApi(deps: DataApiDependencies): Middleware {
       ctx.body = await core.list(principalOf(ctx), object, { limit: ctx.query.limit, startingAfter: ctx.query.starting_after });
     });
     router.post(collection, json, async (ctx) => {
-      const created = await core.create(principalOf(ctx), object, ctx.request.body);
+      const created = await core.create(principalOf(ctx), object, ctx.request.body, idempotencyKeyOf(ctx.headers['idempotency-key']));
       ctx.status = 201;
       ctx.set('Location', `${ctx.path.replace(/\/$/, '')}/${created.id}`);
+      if (created.replayed) ctx.set('Idempotent-Replayed', 'true');
       ctx.body = created.body;
     });
     router.get(record, async (ctx) => { ctx.body = await core.get(principalOf(ctx), object, ctx.params.id!); });

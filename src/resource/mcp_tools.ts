@@ -69,9 +69,13 @@ export function workspaceDataServer(principal: Principal, core: CoreApi, metadat
 
   server.registerTool('create_record', {
     title: 'Create a record',
-    description: 'Creates a record in the workspace with the fields given (the required ones at least).',
-    inputSchema: { object: objectArgument, fields: fieldsArgument },
-  }, (args) => answer(async () => (await core.create(principal, object(args.object), args.fields)).body));
+    description: 'Creates a record in the workspace with the fields given (the required ones at least). Give an idempotency_key to retry safely: a call repeated with the same key and fields within 24 hours returns the record the first made instead of making another.',
+    inputSchema: {
+      object: objectArgument,
+      fields: fieldsArgument,
+      idempotency_key: z.string().min(1).max(255).optional().describe('Any unique string (a UUID) for this create, the same on every retry of it'),
+    },
+  }, (args) => answer(async () => (await core.create(principal, object(args.object), args.fields, args.idempotency_key)).body));
 
   server.registerTool('update_record', {
     title: 'Update a record',

@@ -2,6 +2,7 @@ import { randomUUID } from 'node:crypto';
 
 import type { DataRecord, RecordStore } from '../../adapters/store.ts';
 import { HttpError, invalidRequest, notFound } from '../shared/http_error.ts';
+import { IDEMPOTENCY_WINDOW_SECONDS, keyedCreate } from './idempotency.ts';
 import { decodeCursor, encodeCursor, pageSize } from './pagination.ts';
 import { canWriteRecords, type Principal } from './principal.ts';
 import { OBJECTS, objectNamed, writableFields, type ObjectDefinition } from './objects.ts';
@@ -9,6 +10,13 @@ import { recordId, validateBody, type Changes } from './validation.ts';
 
 /** A record as the Core API shows it: system fields, then every field of its object (null when unset). */
 export type RecordBody = Record<string, unknown>;
+
+/** What a create answers: the record's id (for `Location`) and body; `replayed` when an earlier request under the same idempotency key made it. */
+export interface Created {
+  id: string;
+  body: RecordBody;
+  replayed: boolean;
+}
 
 /** A list request's page: `limit` and `starting_after` as a client gives them (the query string, a tool's arguments). */
 export interface PageRequest {
@@ -60,14 +68,31 @@ export class CoreApi {
     return { data: { [object.nameSingular]: (await this.#present(workspaceId, object, [record]))[0] } };
   }
 
-  /** The new record's body, and its id (for `Location`). */
-  async create(principal: Principal, object: ObjectDefinition, body: unknown): Promise<{ id: string; body: RecordBody }> {
+  /**
+   * The new record's body, and its id (for `Location`). Under an idempotency key, a create the
+   * same credential made with the same key and body within the window is not made again: its
+   * record is given instead, as it is now (`replayed`).
+   */
+  async create(principal: Principal, object: ObjectDefinition, body: unknown, idempotencyKey?: string): Promise<Created> {
     writer(principal);
     const changes = validateBody(object, body, true);
     await this.#checkRelations(principal.workspaceId, object, changes);
     const now = this.#clock().toISOString();
-    const record = await this.#records.create(principal.workspaceId, object.namePlural, { id: randomUUID(), createdAt: now, updatedAt: now, values: changes });
-    return { id: record.id, body: { data: { [object.nameSingular]: (await this.#present(principal.workspaceId, object, [record]))[0] } } };
+    const record = { id: randomUUID(), createdAt: now, updatedAt: now, values: changes };
+    if (idempotencyKey === undefined) return this.#created(principal, object, await this.#records.create(principal.workspaceId, object.namePlural, record), false);
+    const keyed = keyedCreate(principal, idempotencyKey, object, changes);
+    const outcome = await this.#records.createOnce(principal.workspaceId, object.namePlural, record, keyed);
+    if ('created' in outcome) return this.#created(principal, object, outcome.created, false);
+    if (outcome.earlier.fingerprint !== keyed.fingerprint) {
+      throw new HttpError(422, 'idempotency_key_reused', `this idempotency key was sent with another request (another body or collection) within the last ${IDEMPOTENCY_WINDOW_SECONDS / 3600} hours: send a new key for a new record`);
+    }
+    const earlier = await this.#records.get(principal.workspaceId, object.namePlural, outcome.earlier.id);
+    if (!earlier) throw new HttpError(409, 'record_deleted', `the ${object.nameSingular} this idempotency key created (id ${outcome.earlier.id}) has been deleted since`);
+    return this.#created(principal, object, earlier, true);
+  }
+
+  async #created(principal: Principal, object: ObjectDefinition, record: DataRecord, replayed: boolean): Promise<Created> {
+    return { id: record.id, body: { data: { [object.nameSingular]: (await this.#present(principal.workspaceId, object, [record]))[0] } }, replayed };
   }
 
   async update(principal: Principal, object: ObjectDefinition, requested: string, body: unknown): Promise<RecordBody> {

@@ -444,6 +444,97 @@ describe('data API', function () {
     });
   });
 
+  describe('retrying a create (Idempotency-Key)', () => {
+    let workspace: string;
+    let key: string;
+    let clientToken: string;
+    let memberToken: string;
+
+    before(async () => {
+      const owner = await seedUser(server, [{ workspace: 'Workspace D', role: 'admin' }]);
+      workspace = owner.workspaces[0]!.id;
+      key = (await createApiKey(server, workspace)).key;
+      clientToken = (await clientCredentialsToken(server, workspace)).access_token;
+      memberToken = (await userAccessToken(server, client, await memberOf(server, workspace, 'member'))).access_token;
+    });
+
+    const post = (credential: string, idempotencyKey: string | undefined, json: unknown, collection = 'companies') =>
+      api<{ data: Record<string, Company> } & Partial<ErrorBody>>(server, `/rest/${collection}`, { credential, json, headers: idempotencyKey === undefined ? {} : { 'idempotency-key': idempotencyKey } });
+    const names = async () => (await api<ListBody<'companies', Company>>(server, '/rest/companies?limit=100', { credential: key })).body.data.companies.map((company) => company.name);
+
+    it('makes a create sent again under the same key once: the retry answers 201 with the record the first made, marked Idempotent-Replayed', async () => {
+      const first = await post(key, 'order-2026-0001', { name: 'Initech', employees: 8 });
+      expect(first.status).to.equal(201);
+      expect(first.headers.get('idempotent-replayed')).to.equal(null);
+      const company = first.body.data.company!;
+      for (const sent of ['order-2026-0001', '"order-2026-0001"']) {
+        const again = await post(key, sent, { employees: 8, name: 'Initech' });
+        expect(again.status, sent).to.equal(201);
+        expect(again.headers.get('idempotent-replayed')).to.equal('true');
+        expect(again.headers.get('location')).to.equal(`/rest/companies/${company.id}`);
+        expect(again.body).to.deep.equal(first.body);
+      }
+      // The record as it is now, once changed.
+      await api(server, `/rest/companies/${company.id}`, { method: 'PATCH', credential: key, json: { city: 'Austin' } });
+      const afterChange = await post(key, 'order-2026-0001', { name: 'Initech', employees: 8 });
+      expect(afterChange.body.data.company).to.include({ id: company.id, city: 'Austin' });
+      expect((await names()).filter((name) => name === 'Initech')).to.have.length(1);
+
+      // Without a key, every create is a new record.
+      await post(key, undefined, { name: 'Unkeyed' });
+      await post(key, undefined, { name: 'Unkeyed' });
+      expect((await names()).filter((name) => name === 'Unkeyed')).to.have.length(2);
+    });
+
+    it('keeps each credential\'s keys apart, and refuses a key sent with another body or collection with 422, creating nothing', async () => {
+      const byKey = await post(key, 'shared-key', { name: 'By key' });
+      const byClient = await post(clientToken, 'shared-key', { name: 'By client' });
+      const byMember = await post(memberToken, 'shared-key', { name: 'By member' });
+      for (const response of [byKey, byClient, byMember]) expect(response.status).to.equal(201);
+      expect(new Set([byKey, byClient, byMember].map((response) => response.body.data.company!.id)).size).to.equal(3);
+
+      for (const [body, collection] of [[{ name: 'Another body' }, 'companies'], [{ name: 'By key', employees: 1 }, 'companies'], [{ firstName: 'Ann' }, 'people']] as const) {
+        const reused = await post(key, 'shared-key', body, collection);
+        expect(reused.status, JSON.stringify(body)).to.equal(422);
+        expect(reused.body).to.include({ error: 'idempotency_key_reused' });
+        expect(reused.body.error_description).to.match(/idempotency key/i);
+      }
+      expect(await names()).to.not.include('Another body');
+      expect((await api<ListBody<'people', Company>>(server, '/rest/people', { credential: key })).body.totalCount).to.equal(0);
+    });
+
+    it('refuses a malformed key with 400 invalid_request, creating nothing', async () => {
+      for (const sent of ['', ' ', '"unterminated', 'two words', 'one, two', '"a"b"', 'x'.repeat(256), 'caf\u00e9']) {
+        const response = await post(key, sent, { name: 'Malformed key' });
+        expect(response.status, JSON.stringify(sent)).to.equal(400);
+        expect(response.body).to.include({ error: 'invalid_request' });
+        expect(response.body.error_description).to.match(/^Idempotency-Key: /);
+      }
+      expect(await names()).to.not.include('Malformed key');
+      expect((await post(key, 'x'.repeat(255), { name: 'Longest key' })).status).to.equal(201);
+    });
+
+    it('answers 409 to a retry once the record its key made has been deleted, and makes no other', async () => {
+      const first = await post(key, 'to-be-deleted', { name: 'Short lived' });
+      await api(server, `/rest/companies/${first.body.data.company!.id}`, { method: 'DELETE', credential: key });
+      const again = await post(key, 'to-be-deleted', { name: 'Short lived' });
+      expect(again.status).to.equal(409);
+      expect(again.body).to.include({ error: 'record_deleted' });
+      expect(again.body.error_description).to.include(first.body.data.company!.id);
+      expect(await names()).to.not.include('Short lived');
+    });
+
+    it('lets a browser send the key and read whether an answer was replayed', async () => {
+      const preflight = await fetch(`${server.issuer}/rest/companies`, {
+        method: 'OPTIONS',
+        headers: { origin: 'https://app.example', 'access-control-request-method': 'POST', 'access-control-request-headers': 'authorization, content-type, idempotency-key' },
+      });
+      expect(preflight.headers.get('access-control-allow-headers')!.toLowerCase().split(/,\s*/)).to.include('idempotency-key');
+      const response = await post(key, 'from-a-browser', { name: 'Cross origin' });
+      expect(response.headers.get('access-control-expose-headers')!.toLowerCase().split(/,\s*/)).to.include('idempotent-replayed');
+    });
+  });
+
   describe('Metadata API', () => {
     interface ObjectMetadata {
       id: string;

@@ -193,6 +193,21 @@ describe('the MCP endpoint (/mcp)', function () {
     expect(gone.content[0]!.text).to.match(/not_found/);
   });
 
+  it('makes a create_record called again with the same idempotency_key once, and refuses the key with other fields', async () => {
+    const args = { object: 'companies', fields: { name: 'Retried over MCP' }, idempotency_key: 'mcp-retry-1' };
+    const first = await tool(credentials.key!, 'create_record', args);
+    const again = await tool(credentials.key!, 'create_record', args);
+    expect(again.isError ?? false, again.content[0]?.text).to.equal(false);
+    expect(again.structuredContent).to.deep.equal(first.structuredContent);
+    const listed = await fetch(`${server.issuer}/rest/companies?limit=100`, { headers: { authorization: `Bearer ${credentials.key}` } });
+    const names = ((await listed.json()) as { data: { companies: Array<{ name: string }> } }).data.companies.map(({ name }) => name);
+    expect(names.filter((name) => name === 'Retried over MCP')).to.have.length(1);
+
+    const reused = await tool(credentials.key!, 'create_record', { ...args, fields: { name: 'Something else' } });
+    expect(reused.isError).to.equal(true);
+    expect(reused.content[0]!.text).to.match(/idempotency_key_reused/);
+  });
+
   it('describes the objects the Core API serves, with their fields', async () => {
     const described = await tool(credentials.viewer!, 'describe_objects', {});
     const text = JSON.stringify(described.structuredContent);

@@ -1,5 +1,6 @@
 import { expect } from 'chai';
 
+import { api, createApiKey } from '../support/data_api.ts';
 import { codeRequest, exchangeCode, introspect, postCredentials, registerClient, revokeToken, tokenRequest, type RegisteredClient } from '../support/oauth.ts';
 import type { TokenSet } from '../support/drill.ts';
 import { startReplicated } from '../support/redis.ts';
@@ -107,5 +108,33 @@ describe('REDIS_WAIT_REPLICAS: the service while its Redis replica does not conf
     }, 30_000, 250);
     expect((await refresh(again.refresh_token)).status).to.equal(200);
     expect((await exchangeCode(server.issuer, client, pending.code, pending.verifier)).status).to.equal(200);
+  });
+
+  it('a data API create answered 503 may have been made on the primary; its retry under the same Idempotency-Key gets that record, never a second', async () => {
+    const { key } = await createApiKey(server, user.workspaces[0]!.id);
+    const create = () => api<{ data: { company: { id: string } } }>(server, '/rest/companies', {
+      credential: key, json: { name: 'Made during the outage' }, headers: { 'idempotency-key': 'retry-me-1' },
+    });
+    const made = async () => (await api<{ data: { companies: Array<{ id: string; name: string }> } }>(server, '/rest/companies?limit=100', { credential: key }))
+      .body.data.companies.filter(({ name }) => name === 'Made during the outage');
+
+    redis.replica.pause();
+    try {
+      const refused = await create();
+      expect(refused.status).to.equal(503);
+      // The primary applied it; only the replica's confirmation was missing.
+      expect(await made()).to.have.length(1);
+    } finally {
+      redis.replica.resume();
+    }
+
+    const retried = await eventually('the create is retried once the replica confirms', async () => {
+      const response = await create();
+      return response.status === 503 ? undefined : response;
+    }, 30_000, 250);
+    expect(retried.status).to.equal(201);
+    expect(retried.headers.get('idempotent-replayed')).to.equal('true');
+    const records = await made();
+    expect(records.map(({ id }) => id)).to.deep.equal([retried.body.data.company.id]);
   });
 });
