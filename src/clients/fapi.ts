@@ -12,7 +12,7 @@ import { isMetadataDocumentUrl } from './metadata_documents.ts';
  * file adds what the profile asks of the client's registration and of its client assertions,
  * which the engine leaves to the deployment:
  * - `private_key_jwt`, signed with PS256, ES256 or EdDSA (FAPI 2.0 5.4, 5.3.1.2): no shared
- *   secret and no public client;
+ *   secret and no public client; request objects, when it sends them, signed with the same three;
  * - every authorization request pushed first (PAR, 5.3.1.2): `require_pushed_authorization_requests`;
  * - sender-constrained access tokens (5.3.1.1), here DPoP: `dpop_bound_access_tokens`;
  * - ID tokens and signed userinfo in an algorithm the profile allows (ES256, the one of the three
@@ -25,7 +25,7 @@ import { isMetadataDocumentUrl } from './metadata_documents.ts';
 export const FAPI_METADATA = 'fapi_profile';
 /** The one value it takes, the engine's name for the profile. */
 export const FAPI_2_0 = '2.0';
-/** The algorithms FAPI 2.0 allows (section 5.4.1): for client assertions, ID tokens and signed userinfo. */
+/** The algorithms FAPI 2.0 allows (section 5.4.1): for client assertions, request objects, ID tokens and signed userinfo. */
 export const FAPI_SIGNING_ALGORITHMS: readonly string[] = ['PS256', 'ES256', 'EdDSA'];
 /** Of those, the one this server signs with (its P-256 key). */
 const SERVER_SIGNING_ALGORITHM = 'ES256';
@@ -99,9 +99,11 @@ export function applyFapiProfile(ctx: KoaContextWithOIDC | undefined, key: strin
     if (fromRequest) throw new errors.InvalidClientMetadata(description);
   };
   if (metadata.token_endpoint_auth_method !== 'private_key_jwt') refuse(fapiAuthMethodRule(metadata.token_endpoint_auth_method));
-  const assertionAlgorithm = metadata.token_endpoint_auth_signing_alg;
-  if (assertionAlgorithm !== undefined && !FAPI_SIGNING_ALGORITHMS.includes(String(assertionAlgorithm))) {
-    refuse(`a FAPI 2.0 client signs its client assertions with ${FAPI_SIGNING_ALGORITHMS.join(', ')}; token_endpoint_auth_signing_alg ${String(assertionAlgorithm)} is not allowed`);
+  for (const [field, what] of [['token_endpoint_auth_signing_alg', 'client assertions'], ['request_object_signing_alg', 'request objects']] as const) {
+    const algorithm = metadata[field];
+    if (algorithm !== undefined && !FAPI_SIGNING_ALGORITHMS.includes(String(algorithm))) {
+      refuse(`a FAPI 2.0 client signs its ${what} with ${FAPI_SIGNING_ALGORITHMS.join(', ')}; ${field} ${String(algorithm)} is not allowed`);
+    }
   }
   for (const field of ['id_token_signed_response_alg', 'userinfo_signed_response_alg']) {
     const algorithm = metadata[field];
@@ -125,6 +127,15 @@ export function fapiAuthMethodRule(method: unknown): string {
 function setOrDelete(metadata: Metadata, fapi: boolean): void {
   if (fapi) metadata[FAPI_METADATA] = FAPI_2_0;
   else delete metadata[FAPI_METADATA];
+}
+
+/**
+ * Part of the engine's request object checks (`assertJwtClaimsAndHeader`): a FAPI client's
+ * request object is signed with an algorithm the profile allows, whatever its registration says.
+ */
+export function fapiRequestObjectAlgorithm(header: { alg?: unknown }, client: Client, everyClient: boolean): void {
+  if (!isFapiClient(client, everyClient) || FAPI_SIGNING_ALGORITHMS.includes(String(header.alg))) return;
+  throw new errors.InvalidRequestObject(`a FAPI 2.0 client signs its request objects with ${FAPI_SIGNING_ALGORITHMS.join(', ')}; ${String(header.alg)} is not allowed`);
 }
 
 /**

@@ -1,7 +1,8 @@
 // The engine's own steps used where the service takes part in one of its grants: the DPoP steps,
 // by the grant registered in place of client_credentials (src/engine/grants/client_credentials.ts),
 // and the revocation of a grant, by a code redemption that loses its code to another
-// (src/engine/concurrent_code_redemptions.ts). Not in the engine's typings: checked at each upgrade
+// (src/engine/concurrent_code_redemptions.ts), and the engine's own checks of a request object's
+// claims, which the host's hook adds to (src/engine/provider.ts). Not in the engine's typings: checked at each upgrade
 // of the pinned engine by the DPoP tests of that grant and the concurrent redemption tests.
 declare module 'oidc-provider/lib/helpers/validate_dpop.js' {
   import type { KoaContextWithOIDC, Provider } from 'oidc-provider';
@@ -32,4 +33,18 @@ declare module 'oidc-provider/lib/helpers/revoke.js' {
 
   /** Revokes everything issued under the grant (its tokens and codes) and, by the revokeGrantPolicy, the grant itself. */
   export default function revoke(ctx: KoaContextWithOIDC, grantId: string | undefined): Promise<void>;
+}
+
+declare module 'oidc-provider/lib/helpers/defaults.js' {
+  import type { Client, KoaContextWithOIDC } from 'oidc-provider';
+
+  /** The engine's configuration defaults; only what the host calls of them. */
+  export const defaults: {
+    features: {
+      requestObjects: {
+        /** FAPI's required claims (exp, aud, nbf) and the bound on exp - nbf, for the clients the profile applies to. */
+        assertJwtClaimsAndHeader(ctx: KoaContextWithOIDC, claims: Record<string, unknown>, header: Record<string, unknown>, client: Client): Promise<void>;
+      };
+    };
+  };
 }

@@ -1,4 +1,5 @@
 import Provider, { type Client, type Configuration, type KoaContextWithOIDC, type SigningAlgorithm } from 'oidc-provider';
+import { defaults as engineDefaults } from 'oidc-provider/lib/helpers/defaults.js';
 
 import type { Store } from '../../adapters/store.ts';
 import type { Accounts } from '../accounts/accounts.ts';
@@ -17,7 +18,7 @@ import { refusalsHeldUntilRedemption } from './refusals_at_redemption.ts';
 import { registerClientCredentialsGrant } from './grants/client_credentials.ts';
 import { assertionsUsedOnce, assertionTimesAreBounded, audienceIsTheIssuer } from '../clients/client_assertions.ts';
 import { requirePushedRequests } from '../clients/pushed_requests.ts';
-import { FAPI_METADATA, applyFapiProfile, fapiAssertionAlgorithm, fapiProfile, holdFapiPolicy, isFapiClient } from '../clients/fapi.ts';
+import { FAPI_METADATA, applyFapiProfile, fapiAssertionAlgorithm, fapiProfile, fapiRequestObjectAlgorithm, holdFapiPolicy, isFapiClient } from '../clients/fapi.ts';
 import { newClientId } from '../clients/client_ids.ts';
 import { useHashedClientSecrets } from '../clients/client_secrets.ts';
 import { cookieNames } from './cookie_names.ts';
@@ -161,6 +162,8 @@ export function buildProvider({ config, store, accounts, keys, revocations, page
       idTokenSigningAlgValues: ['RS256', 'ES256'],
       userinfoSigningAlgValues: ['RS256', 'ES256'],
       clientAuthSigningAlgValues: CLIENT_AUTH_SIGNING_ALGORITHMS,
+      // As client assertions: asymmetric only (no `none`, no HS256 keyed with a hashed secret).
+      requestObjectSigningAlgValues: CLIENT_AUTH_SIGNING_ALGORITHMS,
       dPoPSigningAlgValues: DPOP_SIGNING_ALGORITHMS,
     },
     extraClientMetadata: {
@@ -259,7 +262,16 @@ export function buildProvider({ config, store, accounts, keys, revocations, page
       pushedAuthorizationRequests: { enabled: true, requirePushedAuthorizationRequests: false, allowUnregisteredRedirectUris: false },
       // Individual claims by name (OpenID Connect Core 5.5); the user consents to them with the scopes.
       claimsParameter: { enabled: true },
-      requestObjects: { enabled: false },
+      // JAR (RFC 9101): request objects by value or pushed, signed with the client's own keys
+      // (enabledJWA below); a FAPI 2.0 client's with an algorithm the profile allows (src/clients/fapi.ts).
+      requestObjects: {
+        enabled: true,
+        assertJwtClaimsAndHeader: async (ctx, claims, header, client) => {
+          // The engine keeps a pushed request as an object of its own (alg none), checked when it was pushed.
+          if (!('PushedAuthorizationRequest' in ctx.oidc.entities)) fapiRequestObjectAlgorithm(header, client, config.fapi);
+          await engineDefaults.features.requestObjects.assertJwtClaimsAndHeader(ctx, claims, header, client);
+        },
+      },
       deviceFlow: { enabled: false },
       // A client_id that is an https URL names its metadata document (src/clients/metadata_documents.ts).
       // Experimental in the engine: acknowledged at the draft it implements, checked again at every upgrade.

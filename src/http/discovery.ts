@@ -30,7 +30,7 @@ export function authorizationServerMetadata(basePath: string, fapi: boolean): Mi
 /**
  * With FAPI=on every client that obtains tokens authenticates with private_key_jwt and is signed
  * for with the profile's algorithms (src/clients/fapi.ts), so the token and revocation endpoints'
- * methods, and the algorithms, are those alone (RFC 8414 section 2: what "this token endpoint"
+ * methods, and the algorithms (request objects' too), are those alone (RFC 8414 section 2: what "this token endpoint"
  * supports). The engine lists every method it has, which the settings area's own client (no token
  * ever) and the operator's resource servers at introspection (no grant type, so not FAPI clients)
  * still use: introspection's lists are left as they are.
@@ -42,6 +42,7 @@ function onlyWhatFapiClientsUse(metadata: Record<string, unknown>): void {
   }
   keepFapiAlgorithms(metadata, 'id_token_signing_alg_values_supported');
   keepFapiAlgorithms(metadata, 'userinfo_signing_alg_values_supported');
+  keepFapiAlgorithms(metadata, 'request_object_signing_alg_values_supported');
 }
 
 function keepFapiAlgorithms(metadata: Record<string, unknown>, field: string): void {

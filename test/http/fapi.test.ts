@@ -245,6 +245,22 @@ describe('FAPI 2.0 Security Profile', function () {
       expect(pushed.status).to.equal(201);
     });
 
+    it('takes a pushed request object signed ES256 with the claims the profile asks for, and refuses one signed RS256 (only PS256, ES256, EdDSA)', async () => {
+      const { challenge } = pkcePair();
+      const now = Math.floor(Date.now() / 1000);
+      const requestObject = (signer: ClientKey) => new SignJWT({
+        iss: registered.client_id, aud: server.issuer, client_id: registered.client_id, response_type: 'code', redirect_uri: REDIRECT_URI, scope: 'api',
+        code_challenge: challenge, code_challenge_method: 'S256', nbf: now, exp: now + 300, jti: randomUUID(),
+      }).setProtectedHeader({ alg: signer.publicJwk.alg!, kid: signer.publicJwk.kid!, typ: 'oauth-authz-req+jwt' }).sign(signer.privateKey);
+      const pushAs = async (signer: ClientKey) => push(server, {
+        client_id: registered.client_id, request: await requestObject(signer),
+        client_assertion_type: ASSERTION_TYPE, client_assertion: await assertion(registered.client_id, key, server.issuer),
+      });
+      const refused = await expectOAuthError(await pushAs(rsaKey), 400, 'invalid_request_object');
+      expect(refused.error_description).to.match(/PS256, ES256, EdDSA; RS256 is not allowed/);
+      expect((await pushAs(key)).status).to.equal(201);
+    });
+
     it('refuses a code redeemed without a DPoP proof (its request pushed without one), or with client_secret_post', async () => {
       const { callback, verifier } = await fapi.authorize(server, user, { dpopAtPar: false });
       const code = callback.searchParams.get('code')!;
@@ -263,6 +279,7 @@ describe('FAPI 2.0 Security Profile', function () {
         [{ token_endpoint_auth_method: 'client_secret_basic', jwks: undefined }, /private_key_jwt/],
         [{ token_endpoint_auth_method: 'none', jwks: undefined }, /private_key_jwt/],
         [{ token_endpoint_auth_signing_alg: 'RS256' }, /RS256/],
+        [{ request_object_signing_alg: 'RS256' }, /request_object_signing_alg RS256/],
         [{ id_token_signed_response_alg: 'RS256' }, /id_token_signed_response_alg/],
         [{ dpop_bound_access_tokens: false }, /DPoP/],
         [{ require_pushed_authorization_requests: false }, /PAR/],
@@ -340,7 +357,7 @@ describe('FAPI 2.0 Security Profile', function () {
         const metadata = await (await fetch(`${server.issuer}${path}`)).json() as Record<string, string[]>;
         expect(metadata.token_endpoint_auth_methods_supported, path).to.deep.equal(['private_key_jwt']);
         expect(metadata.revocation_endpoint_auth_methods_supported, path).to.deep.equal(['private_key_jwt']);
-        for (const field of ['token_endpoint_auth_signing_alg_values_supported', 'revocation_endpoint_auth_signing_alg_values_supported', 'id_token_signing_alg_values_supported', 'userinfo_signing_alg_values_supported']) {
+        for (const field of ['token_endpoint_auth_signing_alg_values_supported', 'revocation_endpoint_auth_signing_alg_values_supported', 'id_token_signing_alg_values_supported', 'userinfo_signing_alg_values_supported', 'request_object_signing_alg_values_supported']) {
           expect(metadata[field], `${path} ${field}`).to.include('ES256');
           expect(metadata[field], `${path} ${field}`).to.satisfy((algorithms: string[]) => algorithms.every((algorithm) => ['PS256', 'ES256', 'EdDSA'].includes(algorithm)));
         }

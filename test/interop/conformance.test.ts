@@ -82,7 +82,7 @@ const BASIC_EXPECTED: Record<string, string> = {
   'basic oidcc-request-uri-unsigned-supported-correctly-or-rejected-as-unsupported': 'not supported',
   'basic oidcc-unsigned-request-object-supported-correctly-or-rejected-as-unsupported': 'not supported',
   'basic oidcc-claims-essential': 'pass',
-  'basic oidcc-ensure-request-object-with-redirect-uri': 'pass',
+  'basic oidcc-ensure-request-object-with-redirect-uri': 'not supported',
   'basic oidcc-refresh-token': 'pass',
   'basic oidcc-ensure-request-with-valid-pkce-succeeds': 'pass',
   'config oidcc-discovery-endpoint-verification (static_client)': 'pass',
@@ -131,7 +131,7 @@ const DYNAMIC_EXPECTED: Record<string, string> = {
   'dynamic oidcc-refresh-token-rp-key-rotation': 'not run',
   'dynamic oidcc-request-uri-unsigned': 'not run',
   'dynamic oidcc-request-uri-signed-rs256': 'not run',
-  'dynamic oidcc-ensure-request-object-with-redirect-uri': 'pass',
+  'dynamic oidcc-ensure-request-object-with-redirect-uri': 'not supported',
   'dynamic oidcc-refresh-token': 'pass',
   'dynamic oidcc-ensure-client-assertion-with-iss-aud-succeeds': 'not run',
 };
