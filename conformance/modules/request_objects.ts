@@ -5,13 +5,21 @@ import { REDIRECT_URI } from '../client/registration.ts';
 import { requestObjectWire, unsignedRequestObject } from '../client/request_object.ts';
 import { callbackParams } from '../checks/authorization_response.ts';
 import { errorPageProblem, pageSummary } from '../checks/error_page.ts';
-import { authorize, expectCode, redeemCode, requestProtectedResource, setUp, type FrontChannel, type Session } from '../flows/code_flow.ts';
+import { authorize, expectCode, redeemCode, redirectParams, requestProtectedResource, setUp, type FrontChannel, type Session } from '../flows/code_flow.ts';
 import type { ConformanceModule } from '../module.ts';
 
 /** AbstractOIDCCServerTest.skipTestIfNoneUnsupported. */
 function skipUnlessNoneAllowed(ctx: ModuleContext, provider: Provider): void {
   const algs = stringList(provider.metadata, 'request_object_signing_alg_values_supported');
   if (algs !== undefined && !algs.includes('none')) ctx.notSupported("'none' is not listed in request_object_signing_alg_values_supported: unsigned request objects are not supported");
+}
+
+/**
+ * The error the OP redirected back with, read as redirectParams reads an answer (a form post when
+ * the request asked for one, as the suite's module checks); undefined for an error page.
+ */
+function answeredError(ctx: ModuleContext, front: FrontChannel): string | undefined {
+  return front.journey.landing.kind === 'redirect' ? redirectParams(ctx, front).params.error : undefined;
 }
 
 /** The rest of the standard flow once the OP answered with a code. */
@@ -36,8 +44,7 @@ export const unsignedRequestObjectModule: ConformanceModule = {
     const request = authorizationRequest(session);
     const wire = requestObjectWire(request.params, request.params, { request: unsignedRequestObject(request.params) });
     const front = await authorize(ctx, session, request, { wire });
-    const { landing } = front.journey;
-    if (landing.kind === 'redirect' && callbackParams(landing).error === 'request_not_supported') {
+    if (answeredError(ctx, front) === 'request_not_supported') {
       ctx.notSupported('the OP answered request_not_supported: it does not support request objects, which OIDCC 3.1.2.6 permits');
     }
     warnUnlessAdvertised(ctx, session.provider, 'request_parameter_supported', false);
@@ -56,11 +63,11 @@ export const unsignedRequestUri: ConformanceModule = {
     const wire = requestObjectWire(request.params, request.params, { request_uri: requestUri });
     const front = await authorize(ctx, session, request, { wire });
     const { landing } = front.journey;
-    const params = landing.kind === 'redirect' ? callbackParams(landing) : {};
-    if (params.error === 'request_uri_not_supported') {
+    const error = answeredError(ctx, front);
+    if (error === 'request_uri_not_supported') {
       ctx.notSupported('the OP answered request_uri_not_supported: it does not support request_uri, which is permitted');
     }
-    if (landing.kind === 'page' || params.error !== undefined) {
+    if (landing.kind === 'page' || error !== undefined) {
       // The suite serves the request object at request_uri; this runner serves nothing, so an OP that
       // tried to fetch it could not, and what it answered says nothing about its support.
       ctx.notRun(`the OP did not answer request_uri_not_supported (it answered: ${pageSummary(landing)}); exercising request_uri needs the request object hosted where the OP can fetch it, which this runner does not do`);
