@@ -3,20 +3,29 @@ import type { RedisKeys } from './keys.ts';
 import { DuplicateError, withoutNulls, type DataRecord, type EarlierCreate, type KeyedCreate, type RecordPage, type RecordStore } from '../store.ts';
 
 /**
- * Creates a record unless its id is taken. KEYS: record, order, position. ARGV: id, createdAt,
- * updatedAt, then hash field / value JSON pairs. Returns the position, or nil when the id is taken.
+ * Lua that makes a record at its list's next position, leaving it in `now` and `position`.
+ * KEYS: record, order, position. ARGV: id, createdAt, updatedAt, then (from ARGV[fieldsFrom]) hash
+ * field / value JSON pairs.
  *
  * A position is max(last + 1, now in ms), as revocation positions are: it grows also after the
  * position key is gone with the object's last record (deleteRecord), so no position is reused.
  * SET also clears the TTL deleteRecord may have given the position key.
  */
-const createRecord = new Script(`
-if redis.call('EXISTS', KEYS[1]) == 1 then return false end
+const insertRecord = (fieldsFrom: number) => `
 ${NOW_MS}
 local position = string.format('%d', math.max(tonumber(redis.call('GET', KEYS[3]) or '0') + 1, tonumber(now)))
 redis.call('SET', KEYS[3], position)
-redis.call('HSET', KEYS[1], '$p', position, '$c', ARGV[2], '$u', ARGV[3], unpack(ARGV, 4))
+redis.call('HSET', KEYS[1], '$p', position, '$c', ARGV[2], '$u', ARGV[3], unpack(ARGV, ${fieldsFrom}))
 redis.call('ZADD', KEYS[2], position, ARGV[1])
+`;
+
+/**
+ * Creates a record unless its id is taken. KEYS: record, order, position. ARGV: id, createdAt,
+ * updatedAt, then hash field / value JSON pairs. Returns the position, or nil when the id is taken.
+ */
+const createRecord = new Script(`
+if redis.call('EXISTS', KEYS[1]) == 1 then return false end
+${insertRecord(4)}
 return position
 `);
 
@@ -30,11 +39,7 @@ const createRecordOnce = new Script(`
 local earlier = redis.call('GET', KEYS[4])
 if earlier then return {'earlier', earlier} end
 if redis.call('EXISTS', KEYS[1]) == 1 then return false end
-${NOW_MS}
-local position = string.format('%d', math.max(tonumber(redis.call('GET', KEYS[3]) or '0') + 1, tonumber(now)))
-redis.call('SET', KEYS[3], position)
-redis.call('HSET', KEYS[1], '$p', position, '$c', ARGV[2], '$u', ARGV[3], unpack(ARGV, 6))
-redis.call('ZADD', KEYS[2], position, ARGV[1])
+${insertRecord(6)}
 local expires = string.format('%d', tonumber(now) + tonumber(ARGV[5]))
 redis.call('SET', KEYS[4], ARGV[4], 'PXAT', expires)
 redis.call('ZREMRANGEBYSCORE', KEYS[5], '-inf', now)

@@ -1,7 +1,7 @@
 import { randomUUID } from 'node:crypto';
 
 import { expect } from 'chai';
-import { decodeJwt, exportJWK, generateKeyPair, SignJWT, type CryptoKey, type JWK } from 'jose';
+import { decodeJwt, SignJWT } from 'jose';
 import * as oauth from 'oauth4webapi';
 import * as openidClient from 'openid-client';
 
@@ -14,19 +14,10 @@ import { expectOAuthError } from '../support/oauth_errors.ts';
 import { startRedis } from '../support/redis.ts';
 import { initialAccessToken, seedUser, startServer, type SeededUser, type TestServer } from '../support/server.ts';
 import { UserAgent, authorize } from '../support/user_agent.ts';
+import { clientKey, type ClientKey } from '../support/keys.ts';
 
 const insecure = { [oauth.allowInsecureRequests]: true };
 const ASSERTION_TYPE = 'urn:ietf:params:oauth:client-assertion-type:jwt-bearer';
-
-interface ClientKey {
-  privateKey: CryptoKey;
-  publicJwk: JWK;
-}
-
-async function clientKey(alg: string): Promise<ClientKey> {
-  const { privateKey, publicKey } = await generateKeyPair(alg, { extractable: true });
-  return { privateKey, publicJwk: { ...await exportJWK(publicKey), alg, use: 'sig', kid: randomUUID() } };
-}
 
 /** A client assertion (RFC 7523) for the issuer, signed with `key`. */
 function assertion(clientId: string, key: ClientKey, issuer: string): Promise<string> {

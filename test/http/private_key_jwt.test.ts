@@ -1,7 +1,7 @@
 import { generateKeyPairSync, randomUUID } from 'node:crypto';
 
 import { expect } from 'chai';
-import { exportJWK, generateKeyPair, SignJWT, type CryptoKey, type JWK } from 'jose';
+import { SignJWT } from 'jose';
 import * as oauth from 'oauth4webapi';
 import * as openidClient from 'openid-client';
 
@@ -12,18 +12,9 @@ import { eventually } from '../support/wait.ts';
 import { seedUser, startServer, type SeededUser, type TestServer } from '../support/server.ts';
 import { testCertificates, type TestCertificates } from '../support/tls.ts';
 import { UserAgent, authorize } from '../support/user_agent.ts';
+import { clientKey, type ClientKey } from '../support/keys.ts';
 
 const insecure = { [oauth.allowInsecureRequests]: true };
-
-interface ClientKey {
-  privateKey: CryptoKey;
-  publicJwk: JWK;
-}
-
-async function clientKey(alg = 'ES256'): Promise<ClientKey> {
-  const { privateKey, publicKey } = await generateKeyPair(alg, { extractable: true });
-  return { privateKey, publicJwk: { ...await exportJWK(publicKey), alg, use: 'sig', kid: randomUUID() } };
-}
 
 /** A client assertion (RFC 7523) as a client library makes one; `claims` override the defaults. */
 function assertion(client: RegisteredClient, key: ClientKey, audience: string | string[], claims: Record<string, unknown> = {}): Promise<string> {

@@ -1,22 +1,13 @@
 import { randomUUID } from 'node:crypto';
 
 import { expect } from 'chai';
-import { decodeJwt, exportJWK, generateKeyPair, SignJWT, UnsecuredJWT, type CryptoKey, type JWK } from 'jose';
+import { decodeJwt, SignJWT, UnsecuredJWT } from 'jose';
 import * as openidClient from 'openid-client';
 
 import { REDIRECT_URI, authorizationUrl, pkcePair, register, type RegisteredClient } from '../support/oauth.ts';
 import { seedUser, startServer, type SeededUser, type TestServer } from '../support/server.ts';
 import { UserAgent, authorize } from '../support/user_agent.ts';
-
-interface ClientKey {
-  privateKey: CryptoKey;
-  publicJwk: JWK;
-}
-
-async function clientKey(alg = 'ES256'): Promise<ClientKey> {
-  const { privateKey, publicKey } = await generateKeyPair(alg, { extractable: true });
-  return { privateKey, publicJwk: { ...await exportJWK(publicKey), alg, use: 'sig', kid: randomUUID() } };
-}
+import { clientKey, type ClientKey } from '../support/keys.ts';
 
 /**
  * Request objects (JAR, RFC 9101; OpenID Connect Core 6): an authorization request's parameters
