@@ -200,9 +200,11 @@ export class RedisModelStore implements ModelStore {
   async consume(id: string, takeOverBefore?: number) {
     const record = this.#keys.record(this.#model, id);
     const claim = randomUUID();
+    let sent = false;
     let won = false;
     try {
       await this.#redis.runDurable([record], async (client) => {
+        sent = true;
         won = await consumeRecord.run(client, [record], [nowSeconds(), claim, takeOverBefore ?? '']) === 1;
       });
     } catch (error) {
@@ -210,6 +212,10 @@ export class RedisModelStore implements ModelStore {
       // the client's retry with the same value must not be taken for a replay. Given back under
       // this claim only: after a failover, the promoted primary may hold another caller's instead.
       if (won) await this.release(id, claim).catch(() => undefined);
+      // Sent, and its answer lost (Redis paused or slow past the command timeout): Redis may apply
+      // it yet. Given back under this claim too, in the background so the outage is answered at
+      // once; the undo keeps trying until Redis answers, after the consumption it may have applied.
+      else if (sent) void this.release(id, claim).catch(() => undefined);
       throw error;
     }
     return won ? claim : undefined;

@@ -3,8 +3,9 @@ import { DatabaseSync } from 'node:sqlite';
 
 import { expect } from 'chai';
 
-import { codeRequest, exchangeCode, management, register, registerClient } from '../support/oauth.ts';
-import { startRedis, type RedisServer } from '../support/redis.ts';
+import { codeRequest, exchangeCode, management, postCredentials, register, registerClient, tokenRequest } from '../support/oauth.ts';
+import type { RedisClient } from '../../adapters/redis/connection.ts';
+import { rawRedis, startRedis, type RedisServer } from '../support/redis.ts';
 import { seedUser, startServer, type TestServer } from '../support/server.ts';
 import { UserAgent, authorize } from '../support/user_agent.ts';
 import { eventually, sleep } from '../support/wait.ts';
@@ -104,6 +105,61 @@ describe('a Redis outage', function () {
       if (Date.now() > deadline) throw new Error('not ready again after Redis resumed');
       await new Promise((resolve) => setTimeout(resolve, 200));
     }
+  });
+});
+
+/**
+ * Redis applying a write after the service gave up waiting for its answer: its writes paused
+ * (CLIENT PAUSE WRITE) for longer than the command timeout, as a slow fork, a full disk or a
+ * failover can hold them. The redemption is answered 503, and Redis then uses the code or refresh
+ * token up under a claim no request holds.
+ */
+describe('a Redis that applies a redemption after its answer timed out', function () {
+  this.timeout(60_000);
+
+  let redis: RedisServer;
+  let server: TestServer;
+  let control: RedisClient;
+
+  before(async () => {
+    redis = await startRedis();
+    server = await startServer({ store: redis.url, env: { KEY_ENCRYPTION_KEY, RATE_LIMITS: 'off' } });
+    control = await rawRedis(redis.url);
+  });
+
+  after(async () => {
+    control?.disconnect();
+    await server?.stop();
+    await redis?.stop();
+  });
+
+  /** `redeem` while Redis holds writes for longer than the service waits for an answer, then again once they are applied. */
+  async function pausedThenRetried(redeem: () => Promise<Response>): Promise<Response> {
+    await control.call('CLIENT', 'PAUSE', '1600', 'WRITE');
+    const refused = await redeem();
+    expect(refused.status).to.equal(503);
+    expect((await refused.json() as { error: string }).error).to.equal('temporarily_unavailable');
+    await sleep(2200);
+    return redeem();
+  }
+
+  it('gives the code and the refresh token back: the retry once Redis answers redeems them, not a replay, nor a wait for a request that is gone', async () => {
+    const user = await seedUser(server);
+    const app = await registerClient(server.issuer, { client_name: 'Paused App' });
+    const { url, verifier } = codeRequest(server.issuer, app.client_id);
+    const callback = await authorize(new UserAgent(), url, server.origin, { email: user.email, password: user.password });
+    const code = callback.searchParams.get('code')!;
+
+    const exchanged = await pausedThenRetried(() => exchangeCode(server.issuer, app, code, verifier));
+    expect(exchanged.status, await exchanged.clone().text()).to.equal(200);
+    const tokens = await exchanged.json() as { refresh_token: string };
+
+    const refresh = () => tokenRequest(server.issuer, { grant_type: 'refresh_token', refresh_token: tokens.refresh_token, ...postCredentials(app) });
+    const refreshed = await pausedThenRetried(refresh);
+    expect(refreshed.status, await refreshed.clone().text()).to.equal(200);
+    // The grant lives on: its new refresh token works.
+    const next = await refreshed.json() as { refresh_token: string };
+    expect((await tokenRequest(server.issuer, { grant_type: 'refresh_token', refresh_token: next.refresh_token, ...postCredentials(app) })).status).to.equal(200);
   });
 });
 
