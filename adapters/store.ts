@@ -251,8 +251,9 @@ export interface RecordPage {
  * A create made under an idempotency key (an `Idempotency-Key` header): kept for `keptFor`
  * seconds in the same atomic write as the record, so a retry of a create whose answer was lost
  * (a 503 after the write was made) finds it rather than making the record twice. Holds no value
- * of the record: `key` is a digest (of the key and the credential that sent it), `fingerprint` one
- * of the request.
+ * of the record: `key` is a keyed digest of the key and the credential that sent it, and
+ * `fingerprint` one of the request, under a key the store does not hold, so that no copy of the
+ * store can be checked against a guess of what a deleted record held.
  */
 export interface KeyedCreate {
   key: string;
@@ -276,6 +277,8 @@ export interface RecordStore {
    * written and what that one made is given back. The key is kept with the record in one write.
    */
   createOnce(workspaceId: string, object: string, record: Omit<DataRecord, 'position'>, keyed: KeyedCreate): Promise<{ created: DataRecord } | { earlier: EarlierCreate }>;
+  /** What a create under `key` (a KeyedCreate's) made in this workspace, while it is kept. */
+  earlierCreate(workspaceId: string, key: string): Promise<EarlierCreate | undefined>;
   get(workspaceId: string, object: string, id: string): Promise<DataRecord | undefined>;
   /** Which of `ids` name a record of this object in this workspace. */
   existing(workspaceId: string, object: string, ids: string[]): Promise<Set<string>>;

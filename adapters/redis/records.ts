@@ -134,11 +134,15 @@ export class RedisRecordStore implements RecordStore {
     const args = [record.id, record.createdAt, record.updatedAt, JSON.stringify(kept), String(Math.ceil(keyed.keptFor * 1000)), ...fields];
     const reply = await this.#redis.runDurable(keys, (client) => createRecordOnce.run(client, keys, args)) as string | [string, string] | null;
     if (reply === null) throw new DuplicateError(`a record ${record.id} of ${object} already exists`);
-    if (Array.isArray(reply)) {
-      const earlier = JSON.parse(reply[1]) as StoredCreate;
-      return { earlier: { fingerprint: earlier.f, object: earlier.o, id: earlier.id } satisfies EarlierCreate };
-    }
+    if (Array.isArray(reply)) return { earlier: earlierCreate(reply[1]) };
     return { created: { id: record.id, position: Number(reply), createdAt: record.createdAt, updatedAt: record.updatedAt, values } };
+  }
+
+  earlierCreate(workspaceId: string, key: string) {
+    return this.#redis.run(async (client) => {
+      const stored = await client.get(this.#keys.dataCreate(workspaceId, key));
+      return stored === null ? undefined : earlierCreate(stored);
+    });
   }
 
   get(workspaceId: string, object: string, id: string) {
@@ -228,6 +232,11 @@ interface StoredCreate {
   f: string;
   o: string;
   id: string;
+}
+
+function earlierCreate(stored: string): EarlierCreate {
+  const { f, o, id } = JSON.parse(stored) as StoredCreate;
+  return { fingerprint: f, object: o, id };
 }
 
 /** A record from its hash (HGETALL: empty when there is no such record). */

@@ -75,6 +75,25 @@ export class SqliteConnection {
     });
   }
 
+  /**
+   * As write, for work of several statements that must all stay or all go: a failed statement
+   * undoes the ones before it too (a savepoint), where write undoes only the statement that failed.
+   */
+  writeAtomically<T>(work: () => T): Promise<T> {
+    return this.write(() => {
+      this.statement('SAVEPOINT atomic_write').run();
+      try {
+        const result = work();
+        this.statement('RELEASE atomic_write').run();
+        return result;
+      } catch (error) {
+        this.statement('ROLLBACK TO atomic_write').run();
+        this.statement('RELEASE atomic_write').run();
+        throw error;
+      }
+    });
+  }
+
   /** Resolves once every write made so far is committed; rejects (BackendUnavailableError) if it could not be. */
   committed(): Promise<void> {
     return this.#commit ?? Promise.resolve();

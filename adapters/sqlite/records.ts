@@ -93,10 +93,11 @@ export class SqliteRecordStore implements RecordStore {
 
   async createOnce(workspaceId: string, object: string, record: Omit<DataRecord, 'position'>, keyed: KeyedCreate) {
     try {
-      return await this.#db.write((): { created: DataRecord } | { earlier: EarlierCreate } => {
+      // Atomically: a record kept without its key would be made again by the retry.
+      return await this.#db.writeAtomically((): { created: DataRecord } | { earlier: EarlierCreate } => {
         const now = nowSeconds();
-        const earlier = this.#db.statement(SQL.earlierCreate).get(workspaceId, keyed.key, now) as EarlierCreate | undefined;
-        if (earlier) return { earlier: { fingerprint: earlier.fingerprint, object: earlier.object, id: earlier.id } };
+        const earlier = this.#earlier(workspaceId, keyed.key, now);
+        if (earlier) return { earlier };
         const row = this.#insert(workspaceId, object, record);
         this.#db.statement(SQL.keepCreate).run(workspaceId, keyed.key, keyed.fingerprint, object, record.id, Math.ceil(now + keyed.keptFor));
         return { created: toRecord(row) };
@@ -104,6 +105,15 @@ export class SqliteRecordStore implements RecordStore {
     } catch (error) {
       throw duplicate(error, object, record.id);
     }
+  }
+
+  async earlierCreate(workspaceId: string, key: string) {
+    return this.#db.read(() => this.#earlier(workspaceId, key, nowSeconds()));
+  }
+
+  #earlier(workspaceId: string, key: string, now: number): EarlierCreate | undefined {
+    const row = this.#db.statement(SQL.earlierCreate).get(workspaceId, key, now) as EarlierCreate | undefined;
+    return row && { fingerprint: row.fingerprint, object: row.object, id: row.id };
   }
 
   /** Within a write: the record at the list's next position. */

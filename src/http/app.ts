@@ -26,6 +26,7 @@ import { noSuchPage } from '../pages/no_such_page.ts';
 import { describeSite, siteOf } from '../pages/site.ts';
 import { COUNTED_KEYS_PURPOSE, Counters, createNewInteractionLimit, createNewMetadataDocumentLimit, createRateLimits } from '../rate_limits/limits.ts';
 import { dataApi } from '../resource/data_api.ts';
+import { IDEMPOTENCY_PURPOSE, IdempotentCreates } from '../resource/idempotency.ts';
 import { mcpEndpoint, mcpHosts } from '../resource/mcp.ts';
 import { LiveRoles } from '../resource/live_roles.ts';
 import { credentialKey } from '../resource/principal.ts';
@@ -135,12 +136,13 @@ export function createService({ config, store, keys, revocations, logger, metric
   ], dpopChallenge(dpop));
   const restPath = `${basePath}/rest`;
   const mcpPath = `${basePath}/mcp`;
+  const idempotentCreates = new IdempotentCreates(keys.keyRing.derivedKeys(IDEMPOTENCY_PURPOSE));
   const data = dataApi({
-    records: store.records, restPath, audience, verifier, apiKeys, liveRoles, resourceMetadata: resourceMetadata.metadataUrlOf(audience), dpop,
+    records: store.records, idempotentCreates, restPath, audience, verifier, apiKeys, liveRoles, resourceMetadata: resourceMetadata.metadataUrlOf(audience), dpop,
     rateLimit: rateLimits.dataApi, failedCredentials: rateLimits.failedCredentials,
   });
   const mcp = mcpEndpoint({
-    records: store.records, mcpPath, restPath, audience: mcpResource, verifier, apiKeys, liveRoles, resourceMetadata: resourceMetadata.metadataUrlOf(mcpResource), dpop,
+    records: store.records, idempotentCreates, mcpPath, restPath, audience: mcpResource, verifier, apiKeys, liveRoles, resourceMetadata: resourceMetadata.metadataUrlOf(mcpResource), dpop,
     allowedHosts: mcpHosts(issuer, config.port), allowedOrigins: [new URL(issuer).origin, ...config.mcpAllowedOrigins], rateLimit: rateLimits.dataApi,
     failedCredentials: rateLimits.failedCredentials,
   });

@@ -8,7 +8,7 @@ import { authenticate, type Authenticators } from './authenticate.ts';
 import { bearerCors } from './cors.ts';
 import { HttpError, notFound, unreadableBodyStatus } from '../shared/http_error.ts';
 import { noStore } from '../shared/no_store.ts';
-import { idempotencyKeyOf } from './idempotency.ts';
+import { idempotencyKeyOf, type IdempotentCreates } from './idempotency.ts';
 import { MetadataApi } from './metadata.ts';
 import { OBJECTS } from './objects.ts';
 import type { Principal } from './principal.ts';
@@ -24,6 +24,8 @@ const RECORD_METHODS = 'GET, HEAD, PATCH, DELETE';
 
 export interface DataApiDependencies extends Authenticators {
   records: RecordStore;
+  /** How creates under an idempotency key are kept (keys derived from the key-encryption keys). */
+  idempotentCreates: IdempotentCreates;
   /** Where the API is mounted: `{issuer path}/rest`. */
   restPath: string;
   /** Runs once the request is authenticated (`ctx.state.principal`): the per-credential rate limit. */
@@ -37,7 +39,7 @@ export interface DataApiDependencies extends Authenticators {
  * rate limit, then the routes; a refusal is an HttpError, which the host answers as JSON.
  */
 export function dataApi(deps: DataApiDependencies): Middleware {
-  const core = new CoreApi(deps.records);
+  const core = new CoreApi(deps.records, deps.idempotentCreates);
   const metadata = new MetadataApi(deps.restPath);
   // Object names are lower case, and `/rest/Companies` is not `/rest/companies` (RFC 3986 6.2.2.1).
   const router = new Router({ prefix: deps.restPath, sensitive: true });

@@ -1,5 +1,6 @@
+import { createHmac } from 'node:crypto';
+
 import type { KeyedCreate } from '../../adapters/store.ts';
-import { digest } from '../shared/digest.ts';
 import { invalidRequest } from '../shared/http_error.ts';
 import type { ObjectDefinition } from './objects.ts';
 import { credentialKey, type Principal } from './principal.ts';
@@ -11,6 +12,9 @@ import type { Changes } from './validation.ts';
  * made, never a second one. A day, as payment APIs keep theirs.
  */
 export const IDEMPOTENCY_WINDOW_SECONDS = 24 * 60 * 60;
+
+/** What the keys creates are kept under are derived for, from the key-encryption keys. */
+export const IDEMPOTENCY_PURPOSE = 'idempotent creates';
 
 /** The longest key taken, in characters: room for a UUID or a client's own request id, bounded. */
 const MAX_KEY_LENGTH = 255;
@@ -33,15 +37,32 @@ export function idempotencyKeyOf(header: string | string[] | undefined): string 
 }
 
 /**
- * How the store keeps a create made under `key`: under a digest of the key and the credential
- * that sent it (so two clients' keys never meet, and the store holds neither), with a fingerprint
- * of what was asked, so the same key sent with another body is told apart from a retry.
+ * How the store keeps a create made under an idempotency key: under an HMAC of the key and the
+ * credential that sent it (so two clients' keys never meet), with an HMAC of what was asked (so the
+ * same key sent with another body is told apart from a retry). Keyed with keys derived from the
+ * key-encryption keys, which the store does not hold: a copy of it cannot be checked against a
+ * guess of what a record, deleted since, held.
  */
-export function keyedCreate(principal: Principal, key: string, object: ObjectDefinition, changes: Changes): KeyedCreate {
-  const asked = Object.entries(changes).filter(([, value]) => value !== null).sort(([a], [b]) => (a < b ? -1 : 1));
-  return {
-    key: digest(`${credentialKey(principal)}\n${key}`),
-    fingerprint: digest(JSON.stringify([object.namePlural, asked])),
-    keptFor: IDEMPOTENCY_WINDOW_SECONDS,
-  };
+export class IdempotentCreates {
+  readonly #keys: readonly Buffer[];
+
+  /** `keys`: the current one first, then those of earlier key-encryption keys still in the ring. */
+  constructor(keys: readonly Buffer[]) {
+    if (!keys.length) throw new Error('idempotent creates need at least one key');
+    this.#keys = keys;
+  }
+
+  /**
+   * The create as each key keeps it, the current key's first: a create made before a
+   * key-encryption key rotation is found under the key it was made with.
+   */
+  keyed(principal: Principal, key: string, object: ObjectDefinition, changes: Changes): KeyedCreate[] {
+    const asked = JSON.stringify([object.namePlural, Object.entries(changes).filter(([, value]) => value !== null).sort(([a], [b]) => (a < b ? -1 : 1))]);
+    const scoped = `${credentialKey(principal)}\n${key}`;
+    return this.#keys.map((secret) => ({
+      key: createHmac('sha256', secret).update(scoped).digest('base64url'),
+      fingerprint: createHmac('sha256', secret).update(asked).digest('base64url'),
+      keptFor: IDEMPOTENCY_WINDOW_SECONDS,
+    }));
+  }
 }

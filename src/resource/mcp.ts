@@ -14,6 +14,7 @@ import { bearerCors } from './cors.ts';
 import { batchRefusal, requestsIn } from './mcp_batches.ts';
 import { workspaceDataServer, type ToolFault } from './mcp_tools.ts';
 import { MetadataApi } from './metadata.ts';
+import type { IdempotentCreates } from './idempotency.ts';
 import { CoreApi } from './records.ts';
 
 /** The MCP transport's own headers, which a browser-based host sends and reads. */
@@ -24,6 +25,8 @@ const BODY_LIMIT = 128 * 1024;
 
 export interface McpDependencies extends Authenticators {
   records: RecordStore;
+  /** How creates under an idempotency key are kept (keys derived from the key-encryption keys). */
+  idempotentCreates: IdempotentCreates;
   /** Where the endpoint is: `{issuer path}/mcp`. */
   mcpPath: string;
   /** Where the data API is (`{issuer path}/rest`): describe_objects names each object's path there. */
@@ -55,7 +58,7 @@ export interface McpDependencies extends Authenticators {
  * 500 without its detail, both logged), not a tool result carrying the error's text.
  */
 export function mcpEndpoint(deps: McpDependencies): Middleware {
-  const core = new CoreApi(deps.records);
+  const core = new CoreApi(deps.records, deps.idempotentCreates);
   const metadata = new MetadataApi(deps.restPath);
   const router = new Router({ prefix: deps.mcpPath });
   router.use(refuseRebinding(deps.allowedHosts, deps.allowedOrigins), authenticate(deps));

@@ -1,8 +1,8 @@
 import { randomUUID } from 'node:crypto';
 
-import type { DataRecord, RecordStore } from '../../adapters/store.ts';
+import type { DataRecord, EarlierCreate, KeyedCreate, RecordStore } from '../../adapters/store.ts';
 import { HttpError, invalidRequest, notFound } from '../shared/http_error.ts';
-import { IDEMPOTENCY_WINDOW_SECONDS, keyedCreate } from './idempotency.ts';
+import { IDEMPOTENCY_WINDOW_SECONDS, type IdempotentCreates } from './idempotency.ts';
 import { decodeCursor, encodeCursor, pageSize } from './pagination.ts';
 import { canWriteRecords, type Principal } from './principal.ts';
 import { OBJECTS, objectNamed, writableFields, type ObjectDefinition } from './objects.ts';
@@ -32,10 +32,12 @@ export interface PageRequest {
  */
 export class CoreApi {
   readonly #records: RecordStore;
+  readonly #creates: IdempotentCreates;
   readonly #clock: () => Date;
 
-  constructor(records: RecordStore, clock: () => Date = () => new Date()) {
+  constructor(records: RecordStore, creates: IdempotentCreates, clock: () => Date = () => new Date()) {
     this.#records = records;
+    this.#creates = creates;
     this.#clock = clock;
   }
 
@@ -71,24 +73,43 @@ export class CoreApi {
   /**
    * The new record's body, and its id (for `Location`). Under an idempotency key, a create the
    * same credential made with the same key and body within the window is not made again: its
-   * record is given instead, as it is now (`replayed`).
+   * record is given instead, as it is now (`replayed`), before anything else about the body is
+   * checked (a related record deleted since does not refuse the retry of a create that was made).
    */
   async create(principal: Principal, object: ObjectDefinition, body: unknown, idempotencyKey?: string): Promise<Created> {
     writer(principal);
     const changes = validateBody(object, body, true);
+    const keyed = idempotencyKey === undefined ? undefined : this.#creates.keyed(principal, idempotencyKey, object, changes);
+    if (keyed) {
+      const earlier = await this.#earlier(principal.workspaceId, keyed);
+      if (earlier) return this.#replay(principal, object, earlier);
+    }
     await this.#checkRelations(principal.workspaceId, object, changes);
     const now = this.#clock().toISOString();
     const record = { id: randomUUID(), createdAt: now, updatedAt: now, values: changes };
-    if (idempotencyKey === undefined) return this.#created(principal, object, await this.#records.create(principal.workspaceId, object.namePlural, record), false);
-    const keyed = keyedCreate(principal, idempotencyKey, object, changes);
-    const outcome = await this.#records.createOnce(principal.workspaceId, object.namePlural, record, keyed);
+    if (!keyed) return this.#created(principal, object, await this.#records.create(principal.workspaceId, object.namePlural, record), false);
+    const outcome = await this.#records.createOnce(principal.workspaceId, object.namePlural, record, keyed[0]!);
     if ('created' in outcome) return this.#created(principal, object, outcome.created, false);
-    if (outcome.earlier.fingerprint !== keyed.fingerprint) {
+    // Another request under the same key made it between the look above and this write.
+    return this.#replay(principal, object, { ...outcome.earlier, asked: keyed[0]!.fingerprint });
+  }
+
+  /** The create an earlier request made under one of the key's forms, with the fingerprint this request has in that form. */
+  async #earlier(workspaceId: string, keyed: KeyedCreate[]): Promise<(EarlierCreate & { asked: string }) | undefined> {
+    for (const { key, fingerprint } of keyed) {
+      const earlier = await this.#records.earlierCreate(workspaceId, key);
+      if (earlier) return { ...earlier, asked: fingerprint };
+    }
+    return undefined;
+  }
+
+  async #replay(principal: Principal, object: ObjectDefinition, earlier: EarlierCreate & { asked: string }): Promise<Created> {
+    if (earlier.fingerprint !== earlier.asked) {
       throw new HttpError(422, 'idempotency_key_reused', `this idempotency key was sent with another request (another body or collection) within the last ${IDEMPOTENCY_WINDOW_SECONDS / 3600} hours: send a new key for a new record`);
     }
-    const earlier = await this.#records.get(principal.workspaceId, object.namePlural, outcome.earlier.id);
-    if (!earlier) throw new HttpError(409, 'record_deleted', `the ${object.nameSingular} this idempotency key created (id ${outcome.earlier.id}) has been deleted since`);
-    return this.#created(principal, object, earlier, true);
+    const record = await this.#records.get(principal.workspaceId, object.namePlural, earlier.id);
+    if (!record) throw new HttpError(409, 'record_deleted', `the ${object.nameSingular} this idempotency key created (id ${earlier.id}) has been deleted since`);
+    return this.#created(principal, object, record, true);
   }
 
   async #created(principal: Principal, object: ObjectDefinition, record: DataRecord, replayed: boolean): Promise<Created> {

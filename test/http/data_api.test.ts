@@ -514,6 +514,20 @@ describe('data API', function () {
       expect((await post(key, 'x'.repeat(255), { name: 'Longest key' })).status).to.equal(201);
     });
 
+    it('replays a create whose related record was deleted since: the retry is not refused for it', async () => {
+      const company = (await post(key, undefined, { name: 'Soon gone' })).body.data.company!;
+      const person = { firstName: 'Ann', lastName: 'Lee', companyId: company.id };
+      const first = await post(key, 'person-of-soon-gone', person, 'people');
+      expect(first.status).to.equal(201);
+      await api(server, `/rest/companies/${company.id}`, { method: 'DELETE', credential: key });
+      const again = await post(key, 'person-of-soon-gone', person, 'people');
+      expect(again.status, JSON.stringify(again.body)).to.equal(201);
+      expect(again.headers.get('idempotent-replayed')).to.equal('true');
+      expect(again.body.data.person).to.include({ id: first.body.data.person!.id, companyId: null });
+      // Without the key, the same body is refused: the company is gone.
+      expect((await post(key, undefined, person, 'people')).status).to.equal(400);
+    });
+
     it('answers 409 to a retry once the record its key made has been deleted, and makes no other', async () => {
       const first = await post(key, 'to-be-deleted', { name: 'Short lived' });
       await api(server, `/rest/companies/${first.body.data.company!.id}`, { method: 'DELETE', credential: key });

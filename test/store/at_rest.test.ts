@@ -130,6 +130,23 @@ describe('a copy of the store', function () {
         }
       });
 
+      it('holds nothing of a record created under an Idempotency-Key and deleted since that a guess could be checked against', async () => {
+        const owner = await seedUser(server, [{ workspace: 'Keyed Creates', role: 'admin' }]);
+        const { key } = await createApiKey(server, owner.workspaces[0]!.id);
+        const person = { firstName: 'Zoe', lastName: 'Quinn', email: 'zoe.quinn@example.com' };
+        const made = await api<{ data: { person: { id: string } } }>(server, '/rest/people', { credential: key, json: person, headers: { 'idempotency-key': 'kept-a-day' } });
+        expect(made.status).to.equal(201);
+        expect((await api(server, `/rest/people/${made.body.data.person.id}`, { method: 'DELETE', credential: key })).status).to.equal(200);
+
+        // What one could compute from a guess at the body, or at the key and the credential.
+        const asked = JSON.stringify(['people', Object.entries(person).sort(([a], [b]) => (a < b ? -1 : 1))]);
+        const held = await contents();
+        for (const guess of [hash('sha256', asked, 'base64url'), hash('sha256', asked, 'hex')]) expect(held).to.not.include(guess);
+        // The entry is still there, keyed: the retry is told the record was deleted, not made again.
+        const again = await api<{ error: string }>(server, '/rest/people', { credential: key, json: person, headers: { 'idempotency-key': 'kept-a-day' } });
+        expect([again.status, again.body.error]).to.deep.equal([409, 'record_deleted']);
+      });
+
       it('holds no pushed request_uri while its sign-in is under way (the interaction names the pushed request)', async () => {
         const app = await registerClient(server.issuer, { client_name: 'At Rest PAR App' });
         const { params } = codeRequest(server.issuer, app.client_id);
@@ -367,6 +384,27 @@ describe('a copy of the store', function () {
       expect(await again.response.text()).to.contain('<h1>Sign in</h1>');
       const signedInAgain = await authorize(agent, codeRequest(server.issuer, client.client_id).url, server.origin, { email: user.email, password: user.password });
       expect(signedInAgain.searchParams.get('code'), signedInAgain.href).to.be.a('string');
+    });
+
+    it('makes a create retried across the rotation once: its Idempotency-Key is found under the key it was kept with', async () => {
+      const rotated = await startServer({ env: { KEY_ENCRYPTION_KEY: KEY_A } });
+      try {
+        const owner = await seedUser(rotated, [{ workspace: 'Rotated Creates', role: 'admin' }]);
+        const { key } = await createApiKey(rotated, owner.workspaces[0]!.id);
+        const create = () => api<{ data: { company: { id: string } } }>(rotated, '/rest/companies', { credential: key, json: { name: 'Across the rotation' }, headers: { 'idempotency-key': 'rotation-1' } });
+        const first = await create();
+        expect(first.status).to.equal(201);
+
+        rotated.env.KEY_ENCRYPTION_KEY = KEY_B;
+        rotated.env.KEY_ENCRYPTION_KEY_PREVIOUS = KEY_A;
+        await rotated.restart();
+        const retried = await create();
+        expect(retried.status).to.equal(201);
+        expect(retried.headers.get('idempotent-replayed')).to.equal('true');
+        expect(retried.body.data.company.id).to.equal(first.body.data.company.id);
+      } finally {
+        await rotated.stop();
+      }
     });
   });
 });

@@ -1106,6 +1106,33 @@ describe('sqlite store file', () => {
     }
   });
 
+  it('keeps no record created under a key without its key: when keeping the key fails, the record is not kept either', async () => {
+    const dir = await mkdtemp(join(tmpdir(), 'store-'));
+    try {
+      const path = join(dir, 'db.sqlite');
+      await openStore(`sqlite:${path}`).close();
+      // Another connection makes the second statement of the create fail, as a full disk could.
+      const other = new DatabaseSync(path);
+      other.exec("PRAGMA busy_timeout = 5000; CREATE TRIGGER refuse_keys BEFORE INSERT ON record_creates BEGIN SELECT RAISE(ABORT, 'no room'); END");
+      const store = openStore(`sqlite:${path}`);
+      const at = new Date().toISOString();
+      const record = (id: string) => ({ id, createdAt: at, updatedAt: at, values: { name: id } });
+      const keyed = { key: 'k1', fingerprint: 'f1', keptFor: 60 };
+      let failure: unknown;
+      await store.records.createOnce('ws_1', 'companies', record('c1'), keyed).catch((error: unknown) => { failure = error; });
+      expect(String(failure)).to.include('no room');
+      await store.committed();
+      other.exec('DROP TRIGGER refuse_keys');
+      other.close();
+      expect((await store.records.list('ws_1', 'companies', 0, 10)).total, 'the record of the failed create').to.equal(0);
+      expect(await store.records.createOnce('ws_1', 'companies', record('c2'), keyed)).to.have.key('created');
+      expect((await store.records.list('ws_1', 'companies', 0, 10)).records.map((r) => r.id)).to.deep.equal(['c2']);
+      await store.close();
+    } finally {
+      await rm(dir, { recursive: true, force: true });
+    }
+  });
+
   it('opens a database made before uses were counted, keeps its records and counts their uses', async () => {
     const dir = await mkdtemp(join(tmpdir(), 'store-'));
     try {

@@ -17,7 +17,7 @@ const ACCOUNT_METHODS: EveryMethod<AccountStore> = {
 };
 const SETTING_METHODS: EveryMethod<SettingStore> = { get: true, setIfAbsent: true, put: true, compareAndSet: true };
 const REVOCATION_METHODS: EveryMethod<RevocationStore> = { add: true, changesSince: true };
-const RECORD_METHODS: EveryMethod<RecordStore> = { create: true, createOnce: true, get: true, existing: true, list: true, update: true, delete: true, deleteAll: true };
+const RECORD_METHODS: EveryMethod<RecordStore> = { create: true, createOnce: true, earlierCreate: true, get: true, existing: true, list: true, update: true, delete: true, deleteAll: true };
 const API_KEY_METHODS: EveryMethod<ApiKeyStore> = { create: true, findByDigest: true, get: true, list: true, delete: true, touch: true };
 
 type AsyncMethod = (...args: unknown[]) => Promise<unknown>;
