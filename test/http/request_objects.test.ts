@@ -111,6 +111,29 @@ describe('request objects (RFC 9101)', function () {
     }
   });
 
+  it('holds a client registered with require_signed_request_object to it: a plain authorization request is refused, a signed one goes through', async () => {
+    const strictKey = await clientKey();
+    const registered = await register(server.issuer, { client_name: 'Strict App', jwks: { keys: [strictKey.publicJwk] }, request_object_signing_alg: 'ES256', require_signed_request_object: true });
+    expect(registered.status, await registered.clone().text()).to.equal(201);
+    const strict = await registered.json() as RegisteredClient;
+    expect(strict).to.include({ require_signed_request_object: true });
+    const { challenge } = pkcePair();
+    const pkce = { code_challenge: challenge, code_challenge_method: 'S256' };
+    const plain = await new UserAgent().follow(authorizationUrl(server.issuer, { client_id: strict.client_id, response_type: 'code', redirect_uri: REDIRECT_URI, scope: 'api', state: 's', ...pkce }), server.origin);
+    expect(plain.url.startsWith(server.origin)).to.equal(true);
+    const plainPage = await plain.response.text();
+    // Held on a page for a client that registered itself (RFC 9700 section 4.11.2), saying why.
+    expect(plainPage).to.include('Request Object must be used by this client');
+    expect(plain.response.status).to.equal(400);
+
+    const now = Math.floor(Date.now() / 1000);
+    const request = await new SignJWT({ iss: strict.client_id, aud: server.issuer, client_id: strict.client_id, response_type: 'code', redirect_uri: REDIRECT_URI, scope: 'api', state: 'signed', iat: now, exp: now + 300, ...pkce })
+      .setProtectedHeader({ alg: 'ES256', kid: strictKey.publicJwk.kid! }).sign(strictKey.privateKey);
+    const callback = await signIn(authorizationUrl(server.issuer, { client_id: strict.client_id, request }));
+    expect(callback.searchParams.get('state')).to.equal('signed');
+    expect(callback.searchParams.get('code')).to.be.a('string');
+  });
+
   it('refuses at registration a request object algorithm it does not take: none, and HS256 (client secrets are stored hashed)', async () => {
     for (const alg of ['none', 'HS256']) {
       const response = await register(server.issuer, { client_name: `Unsigned ${alg}`, request_object_signing_alg: alg });
