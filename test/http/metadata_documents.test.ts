@@ -2,8 +2,10 @@ import type { ServerResponse } from 'node:http';
 import { DatabaseSync } from 'node:sqlite';
 
 import { expect } from 'chai';
+import { SignJWT } from 'jose';
 
 import { startDocumentServer, type DocumentServer } from '../support/document_server.ts';
+import { clientKey, type ClientKey } from '../support/keys.ts';
 import { authorizationUrl, pkcePair, postForm } from '../support/oauth.ts';
 import { startServer, type TestServer } from '../support/server.ts';
 import { eventually } from '../support/wait.ts';
@@ -249,6 +251,29 @@ describe('Client ID Metadata Documents: what the server refuses', function () {
     untrusted.serve('/client.json', document('(any)'));
     expectRefusedOnPage(await authorizeAs(server, `https://[::ffff:127.0.0.1]:${untrusted.port}/client.json`), 'IPv4-mapped, dotted');
     expect(untrusted.connections(), 'connections to the untrusted listener').to.equal(0);
+  });
+
+  it('takes a request object signed with a key the document lists (RFC 9101), and refuses one signed with another or a document asking for none', async () => {
+    const key = await clientKey();
+    const url = publish('/signed-requests.json', { jwks: { keys: [key.publicJwk] }, request_object_signing_alg: 'ES256' });
+    const requestAs = async (signer: ClientKey) => {
+      const now = Math.floor(Date.now() / 1000);
+      const request = await new SignJWT({
+        iss: url, aud: server.issuer, client_id: url, response_type: 'code', redirect_uri: REDIRECT, scope: 'api', state: 'signed',
+        code_challenge: pkcePair().challenge, code_challenge_method: 'S256', iat: now, exp: now + 300,
+      }).setProtectedHeader({ alg: 'ES256', kid: signer.publicJwk.kid! }).sign(signer.privateKey);
+      const response = await fetch(authorizationUrl(server.issuer, { client_id: url, request }), { redirect: 'manual' });
+      return { status: response.status, location: response.headers.get('location'), text: await response.text() };
+    };
+    const taken = await requestAs(key);
+    expect(taken.status, taken.text.slice(0, 300)).to.be.oneOf([302, 303]);
+    expect(taken.location).to.contain('/interaction/');
+    const forged = await requestAs(await clientKey());
+    expectRefusedOnPage(forged, 'another key');
+    expect(forged.text).to.include('invalid_request_object');
+
+    const unsigned = publish('/unsigned-requests.json', { request_object_signing_alg: 'none' });
+    expectRefusedOnPage(await authorizeAs(server, unsigned), 'request_object_signing_alg none');
   });
 
   it('says a document\'s keys belong in the document when it names a jwks_uri', async () => {
