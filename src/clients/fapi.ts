@@ -134,8 +134,8 @@ function setOrDelete(metadata: Metadata, fapi: boolean): void {
  * request object is signed with an algorithm the profile allows, whatever its registration says.
  */
 export function fapiRequestObjectAlgorithm(header: { alg?: unknown }, client: Client, everyClient: boolean): void {
-  if (!isFapiClient(client, everyClient) || FAPI_SIGNING_ALGORITHMS.includes(String(header.alg))) return;
-  throw new errors.InvalidRequestObject(`a FAPI 2.0 client signs its request objects with ${FAPI_SIGNING_ALGORITHMS.join(', ')}; ${String(header.alg)} is not allowed`);
+  const refusal = fapiAlgorithmRefusal(header, client, everyClient, 'request objects');
+  if (refusal) throw new errors.InvalidRequestObject(refusal);
 }
 
 /**
@@ -144,6 +144,12 @@ export function fapiRequestObjectAlgorithm(header: { alg?: unknown }, client: Cl
  * no `token_endpoint_auth_signing_alg` may use any the server accepts).
  */
 export function fapiAssertionAlgorithm(header: { alg?: unknown }, client: Client, everyClient: boolean): void {
-  if (!isFapiClient(client, everyClient) || FAPI_SIGNING_ALGORITHMS.includes(String(header.alg))) return;
-  throw new errors.InvalidClientAuth(`a FAPI 2.0 client signs its client assertion with ${FAPI_SIGNING_ALGORITHMS.join(', ')}; ${String(header.alg)} is not allowed`);
+  const refusal = fapiAlgorithmRefusal(header, client, everyClient, 'client assertion');
+  if (refusal) throw new errors.InvalidClientAuth(refusal);
+}
+
+/** Why a FAPI client's JWT (`what` it is) may not be taken for its algorithm; undefined when it may, or the client is no FAPI client. */
+function fapiAlgorithmRefusal(header: { alg?: unknown }, client: Client, everyClient: boolean, what: string): string | undefined {
+  if (!isFapiClient(client, everyClient) || FAPI_SIGNING_ALGORITHMS.includes(String(header.alg))) return undefined;
+  return `a FAPI 2.0 client signs its ${what} with ${FAPI_SIGNING_ALGORITHMS.join(', ')}; ${String(header.alg)} is not allowed`;
 }

@@ -3,7 +3,8 @@
 // and the revocation of a grant, by a code redemption that loses its code to another
 // (src/engine/concurrent_code_redemptions.ts), and the engine's own checks of a request object's
 // claims, which the host's hook adds to (src/engine/provider.ts). Not in the engine's typings: checked at each upgrade
-// of the pinned engine by the DPoP tests of that grant and the concurrent redemption tests.
+// of the pinned engine by the DPoP tests of that grant, the concurrent redemption tests and the
+// FAPI request object tests (test/http/fapi.test.ts).
 declare module 'oidc-provider/lib/helpers/validate_dpop.js' {
   import type { KoaContextWithOIDC, Provider } from 'oidc-provider';
 
