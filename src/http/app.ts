@@ -54,6 +54,7 @@ import type { Metrics } from './metrics/metrics.ts';
 import { countRequests } from './metrics/requests.ts';
 import { atOrUnder, onlyWhere } from './path_guard.ts';
 import { pagesAtIssuerHost } from './page_host.ts';
+import { POSTED_FORM_MODEL, PostedForms } from './posted_forms.ts';
 import { originFormTargets, pinOrigin } from './pinned_origin.ts';
 import { requestId } from './request_id.ts';
 import { logRequests } from './request_log.ts';
@@ -123,7 +124,7 @@ export function createService({ config, store, keys, revocations, logger, metric
   const liveRoles = new LiveRoles(store.accounts);
   const endpoints = engineEndpoints({
     issuer, basePath, provider, rotations, resources, audience, accounts, clients: store.model('Client'), verifier, liveRoles, rateLimits,
-    signUserinfo: userinfoSigner(keys.jwks, issuer), dpop,
+    signUserinfo: userinfoSigner(keys.jwks, issuer), dpop, postedForms: new PostedForms(store.model(POSTED_FORM_MODEL), keys.keyRing),
   });
 
   const apiKeys = new ApiKeys(store.apiKeys, {

@@ -5,39 +5,59 @@ import compose from 'koa-compose';
 import { HttpError, unreadableBodyStatus } from '../shared/http_error.ts';
 import { noStore } from '../shared/no_store.ts';
 import { answerErrorsAs } from './errors.ts';
+import { POSTED_FORM_SECONDS, type PostedForms } from './posted_forms.ts';
 
-/** Enough for any authorization request; the redirect carries it in a URL, which Node caps at 16 KiB of headers. */
+/** Enough for any authorization request (a signed request object included). */
 const FORM_LIMIT = 8 * 1024;
 
-/** The longest URL the 303 may name: Node reads request heads of up to 16 KiB, cookies included. */
-const REDIRECT_URL_LIMIT = 12 * 1024;
+/** The one query parameter of the GET that follows the 303: the posted form's handle. */
+export const POSTED_FORM_PARAMETER = 'posted_form';
 
 /**
- * A POST with a form body answered with 303 to the same request as GET, for an endpoint the
+ * A POST with a form body answered with 303 to the same endpoint by GET, for an endpoint the
  * engine serves by GET: the authorization endpoint (OpenID Connect Core 3.1.2.1) and the logout
  * endpoint (RP-Initiated Logout 1.0 section 2). `requestName` ("logout request") names it on the
  * error page.
  *
  * The engine serves POST itself only with `cookies.long.sameSite = 'none'` (a cross-site form
  * post carries no Lax cookie), which needs Secure cookies and so breaks http development. The
- * same request is answered instead with 303 to the GET form of itself: the browser follows it as
- * a top-level GET navigation, which does carry the Lax session cookie, and the engine handles it
- * exactly as any GET (same validation, same errors, same session). Only the body counts, as for
- * the engine's own POST handling. A browser sent this, so a refusal is a page.
+ * browser is sent instead to a GET, a top-level navigation, which does carry the Lax session
+ * cookie. That GET names only a handle to the form, parked in the store (src/http/posted_forms.ts):
+ * a client posts to keep its parameters (a logout's `id_token_hint`) out of URLs, the browser's
+ * history and the logs of whatever sits in between, and this keeps them out. On that GET,
+ * restorePostedForm puts the form back as the request's query, and the engine handles it exactly
+ * as any GET (same validation, same errors, same session). Only the body counts, as for the
+ * engine's own POST handling. A browser sent this, so a refusal is a page.
  */
-export function formPostAsGet(endpointUrl: string, requestName: string): Middleware {
+export function formPostAsGet(forms: PostedForms, endpointUrl: string, requestName: string): Middleware {
   const parseForm = bodyParser({ enableTypes: ['form'], formLimit: FORM_LIMIT }) as Middleware;
   return compose([answerErrorsAs('page'), refuseWhatIsNotAForm(requestName), parseForm, async (ctx) => {
-    const url = `${endpointUrl}?${new URLSearchParams(ctx.request.rawBody ?? '')}`;
-    // Re-encoded, raw bytes a browser did not escape grow threefold: a URL the service would then
-    // refuse to read (431) is refused here, where the page can say why.
-    if (url.length > REDIRECT_URL_LIMIT) {
-      throw new HttpError(413, 'invalid_request', `the ${requestName} is too large to be carried in a link (over ${REDIRECT_URL_LIMIT / 1024} KiB once encoded)`);
-    }
+    const handle = await forms.park(new URLSearchParams(ctx.request.rawBody ?? '').toString());
     ctx.status = 303;
     noStore(ctx);
-    ctx.redirect(url);
+    ctx.redirect(`${endpointUrl}?${POSTED_FORM_PARAMETER}=${handle}`);
   }]);
+}
+
+/**
+ * On the GET formPostAsGet sent the browser to (its query is the handle alone), the posted form
+ * becomes the request's query, before the engine reads it. A handle already used, expired or
+ * unknown gets the error page: the form is not there to send anywhere, and the application that
+ * posted it can start again. Every other GET passes untouched.
+ */
+export function restorePostedForm(forms: PostedForms, requestName: string): Middleware {
+  const prefix = `${POSTED_FORM_PARAMETER}=`;
+  return async (ctx, next) => {
+    const query = ctx.querystring;
+    if (!query.startsWith(prefix) || query.includes('&')) return next();
+    const form = await forms.take(query.slice(prefix.length));
+    if (form === undefined) {
+      ctx.state.errorFormat = 'page';
+      throw new HttpError(400, 'invalid_request', `this ${requestName} was sent more than ${POSTED_FORM_SECONDS} seconds ago or has been used already: go back to the application and start again`);
+    }
+    ctx.querystring = form;
+    return next();
+  };
 }
 
 function refuseWhatIsNotAForm(requestName: string): Middleware {

@@ -1,4 +1,5 @@
 import { createServer, type Server } from 'node:http';
+import { DatabaseSync } from 'node:sqlite';
 
 import { expect } from 'chai';
 import type { Page } from 'playwright-core';
@@ -121,17 +122,66 @@ describe('authorization request sent with POST', function () {
     const post = (body: string | Uint8Array<ArrayBuffer>, contentType = 'application/x-www-form-urlencoded') =>
       fetch(`${server.issuer}/oauth/authorize`, { method: 'POST', headers: { 'content-type': contentType }, body, redirect: 'manual' });
 
-    it('answers 303 to the same request as a GET, parameters intact (repeated ones too, as the engine then refuses them)', async function () {
-      const auth = openidRequest(client, { state: 'a b&c=d/é' });
+    /** The posted forms the store holds, unexpired, as the SQLite file has them. */
+    function parkedForms(): Array<{ id: string; payload: string }> {
+      const db = new DatabaseSync(server.store.slice('sqlite:'.length), { readOnly: true });
+      try {
+        return db.prepare("SELECT id, payload FROM oidc_models WHERE model = 'PostedForm' AND expires_at > unixepoch()").all() as Array<{ id: string; payload: string }>;
+      } finally {
+        db.close();
+      }
+    }
+
+    it('answers 303 to a GET naming only a handle, which the engine serves with the parameters intact (repeated ones too, which it then refuses)', async function () {
+      const auth = openidRequest(client, { state: 'a b&c=d/é', scope: 'openid email' });
       const response = await post(new URLSearchParams(auth.params).toString());
       expect(response.status).to.equal(303);
       const location = new URL(response.headers.get('location')!);
       expect(location.origin + location.pathname).to.equal(`${server.issuer}/oauth/authorize`);
-      expect(Object.fromEntries(location.searchParams)).to.deep.equal(auth.params);
+      expect([...location.searchParams.keys()], 'nothing of the form in the URL').to.deep.equal(['posted_form']);
+      const followed = await fetch(location, { redirect: 'manual' });
+      const answer = new URL(followed.headers.get('location')!).searchParams;
+      expect(answer.get('error'), 'the engine read the form').to.equal('invalid_scope');
+      expect(answer.get('state')).to.equal('a b&c=d/é');
 
-      const repeated = await post(`${new URLSearchParams(auth.params)}&scope=api`);
-      const repeatedLocation = new URL(repeated.headers.get('location')!);
-      expect(repeatedLocation.searchParams.getAll('scope')).to.deep.equal(['openid', 'api']);
+      const repeated = await post(`${new URLSearchParams(openidRequest(client).params)}&scope=api`);
+      const refused = await fetch(repeated.headers.get('location')!, { redirect: 'manual' });
+      const refusal = new URL(refused.headers.get('location')!).searchParams;
+      expect(refusal.get('error')).to.equal('invalid_request');
+      expect(refusal.get('error_description')).to.include('scope');
+    });
+
+    it('serves a handle once, and not after a minute: then the error page says to start again from the application', async function () {
+      const form = new URLSearchParams(openidRequest(client, { state: 'parked-state' }).params).toString();
+      const parked = (await post(form)).headers.get('location')!;
+      const [first, second] = await Promise.all([fetch(parked, { redirect: 'manual' }), fetch(parked, { redirect: 'manual' })]);
+      expect([first.status, second.status].sort(), 'one of two at once').to.deep.equal([303, 400]);
+      const again = await fetch(parked, { redirect: 'manual' });
+      expect(again.status).to.equal(400);
+      expect(again.headers.get('location')).to.equal(null);
+      expect(again.headers.get('content-type')).to.match(/^text\/html/);
+      expect(await again.text()).to.include('has been used already: go back to the application and start again');
+
+      const late = (await post(form)).headers.get('location')!;
+      const db = new DatabaseSync(server.store.slice('sqlite:'.length));
+      db.prepare("UPDATE oidc_models SET expires_at = ? WHERE model = 'PostedForm'").run(Math.floor(Date.now() / 1000) - 1);
+      db.close();
+      const expired = await fetch(late, { redirect: 'manual' });
+      expect(expired.status).to.equal(400);
+      expect(await expired.text()).to.include('was sent more than 60 seconds ago');
+    });
+
+    it('keeps the parked form sealed, under no handle a copy of the store shows, and only until the GET takes it', async function () {
+      const auth = openidRequest(client, { state: 'state-nobody-reads-at-rest' });
+      const location = new URL((await post(new URLSearchParams(auth.params).toString())).headers.get('location')!);
+      const handle = location.searchParams.get('posted_form')!;
+      const rows = parkedForms();
+      expect(rows).to.have.length(1);
+      expect(rows[0]!.id).to.not.include(handle);
+      expect(rows[0]!.payload).to.not.include('state-nobody-reads-at-rest').and.not.include(client.client_id).and.not.include(handle);
+
+      await fetch(location, { redirect: 'manual' });
+      expect(parkedForms(), 'taken').to.deep.equal([]);
     });
 
     it('leads to the same error answer as the GET request for a request the engine refuses', async function () {
@@ -156,13 +206,14 @@ describe('authorization request sent with POST', function () {
       expect(huge.headers.get('location')).to.equal(null);
       expect(await huge.text()).to.include('larger than 8 KiB');
 
-      // Under 8 KiB as sent, but raw bytes (not percent-encoded by the sender) triple once re-encoded into the 303's URL.
+      // Under 8 KiB as sent, raw bytes (not percent-encoded by the sender) triple once re-encoded:
+      // too long for a link, but the 303 carries only the handle.
       const raw = new Uint8Array(Buffer.concat([Buffer.from(`client_id=${client.client_id}&state=`), Buffer.alloc(7 * 1024, 0xe9)]));
       const tooLongAsLink = await post(raw);
-      expect(tooLongAsLink.status).to.equal(413);
-      expect(tooLongAsLink.headers.get('location')).to.equal(null);
-      expect(tooLongAsLink.headers.get('content-type')).to.match(/^text\/html/);
-      expect(await tooLongAsLink.text()).to.include('too large to be carried in a link');
+      expect(tooLongAsLink.status).to.equal(303);
+      const followed = await fetch(tooLongAsLink.headers.get('location')!, { redirect: 'manual' });
+      expect(followed.status, 'the engine\'s refusal (no redirect_uri), not a 431').to.equal(400);
+      expect(followed.headers.get('content-type')).to.match(/^text\/html/);
     });
 
     it('still answers GET requests itself (the engine), and other methods with 405 or 404, never 5xx', async function () {

@@ -177,6 +177,29 @@ describe('sign-out pages in a browser', function () {
     expect(tab.cspViolations, 'the page\'s form-action allows the redirect to the application').to.deep.equal([]);
   });
 
+  it('takes the logout request posted by the application\'s page, and no address the browser requests (so none in its history) holds the id_token_hint', async () => {
+    const tab = await open();
+    const { code, verifier } = await signIn(tab, 'openid api');
+    const tokens = await (await exchangeCode(server.issuer, app, code, verifier)).json() as { id_token: string };
+    const visited: string[] = [];
+    tab.page.on('request', (request) => visited.push(request.url()));
+
+    // The application's page (another site: an opaque origin) posts the form, as RP-Initiated Logout section 2 allows.
+    const fields = { id_token_hint: tokens.id_token, post_logout_redirect_uri: SIGNED_OUT_URI, state: 'posted-back' };
+    const inputs = Object.entries(fields).map(([name, value]) => `<input type="hidden" name="${name}" value="${value}">`).join('');
+    await tab.page.setContent(`<form method="post" action="${server.issuer}/oauth/logout">${inputs}<button>Sign out</button></form>`);
+    await tab.page.getByRole('button', { name: 'Sign out' }).click();
+    await heading(tab.page, `Sign out of ${service}?`).waitFor();
+    expect(await tab.page.locator('main').innerText(), 'the session cookie came along').to.include('Logout Browser App asked to sign you out');
+
+    await tab.page.getByRole('button', { name: 'Sign out', exact: true }).click();
+    const back = await tab.app.next();
+    expect(back.url.searchParams.get('state')).to.equal('posted-back');
+    expect(visited.filter((url) => url.includes(tokens.id_token) || url.includes('id_token_hint')), 'no URL carried it').to.deep.equal([]);
+    expect(await nextAuthorization(tab)).to.equal('login');
+    expect(tab.cspViolations).to.deep.equal([]);
+  });
+
   it('signs a browser with no session out at once (the engine\'s self-submitting form runs under the policy), and without id_token_hint offers the way back to a self-registered application as a link, never a redirect', async () => {
     const tab = await open();
     await tab.page.goto(logoutUrl({ client_id: app.client_id, post_logout_redirect_uri: SIGNED_OUT_URI, state: 'no-session' }));

@@ -4,7 +4,7 @@ import fc, { type Arbitrary } from 'fast-check';
 import { applyMutations, encodedJunk, FORM, formBytesOf, formPlan, headerJunk, mutations, pairsOf, queryOf } from './harness.ts';
 import { applyTweak, headerSafe, nearMiss, type Tweak } from './credentials.ts';
 import { BROWSER_ACCEPT, header } from './checks.ts';
-import { anonymousLogoutSession, slidingSession, type StoreDifference } from './store_snapshot.ts';
+import { anonymousLogoutSession, parkedForm, slidingSession, type StoreDifference } from './store_snapshot.ts';
 import type { RawRequest, RawResponse } from './http.ts';
 import { pkcePair, REDIRECT_URI } from '../support/oauth.ts';
 import { headers, mostly, pageAccept, post, type FuzzSuite, type Header } from './suite.ts';
@@ -67,12 +67,12 @@ export function browserFlows(suite: FuzzSuite): void {
       }));
     });
 
-    it('POST /oauth/authorize with any body: redirected to the same request as a GET, or the error page, and nothing stored', async function () {
+    it('POST /oauth/authorize with any body: redirected to a GET naming the form kept for it, or the error page, and nothing else stored', async function () {
       this.timeout(suite.timeout());
       const w = suite.world();
       await suite.check(fc.asyncProperty(formPlan(AUTHORIZATION_NAMES, AUTHORIZATION_EXTRAS), mostly(FORM), pageAccept, async (plan, contentType, accept) => {
         const request = post('/oauth/authorize', formBytesOf(plan, authorizationParams(w.confidential.client_id)), contentType, { cookie: w.codes.cookieHeader(), accept });
-        await w.prober.probe('POST /oauth/authorize', request, suite.expectation('html'));
+        await w.prober.probe('POST /oauth/authorize', request, suite.expectation('html', { allowedChange: parkedForm }));
       }), 1, [
         // Found: a body over 56 KiB that is not a form got the host's JSON 413 instead of the error page (fixed in src/http/errors.ts).
         [{ kind: 'other', bytes: Buffer.from(`${'x'.repeat(70_000)}=1`) }, 'text/plain', BROWSER_ACCEPT],
@@ -152,7 +152,7 @@ export function browserFlows(suite: FuzzSuite): void {
             : post('/oauth/logout/confirm', formBytesOf(confirmPlan, { xsrf: 'x', logout: 'yes', rpinitiated: 'true' }), contentType, { cookie: sessionCookie, accept });
         // A sign-out that goes ahead changes the session; one refused changes nothing but the session's sliding expiry.
         const anonymous = anonymousLogoutSession(request);
-        const allowedChange = (differences: readonly StoreDifference[], response: RawResponse) => slidingSession(differences) || anonymous(differences, response);
+        const allowedChange = (differences: readonly StoreDifference[], response: RawResponse) => slidingSession(differences) || anonymous(differences, response) || parkedForm(differences, response);
         await w.prober.probe(`${kind} /oauth/logout`, request, suite.expectation('html', { acceptedMayWrite: signedIn, missingRoute, allowedChange }));
       }));
     });

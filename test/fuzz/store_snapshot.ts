@@ -95,6 +95,21 @@ export function anonymousLogoutSession(request: RawRequest) {
     && differences.every(({ group, removed, added }) => group === 'oidc_models:Session' && removed.length === 0 && added.length === 1 && livesAsAnInteraction(added[0]!));
 }
 
+/**
+ * A form posted to the authorization or logout endpoint, answered with a 303 to the GET that
+ * takes it: that answer writes the form, sealed, one record living a minute, and nothing else.
+ */
+export function parkedForm(differences: readonly StoreDifference[], response: RawResponse): boolean {
+  const location = String(response.headers.location ?? '');
+  return response.status === 303 && /\?posted_form=[\w-]{43}$/.test(location)
+    && differences.length === 1 && differences.every(({ group, removed, added }) => group === 'oidc_models:PostedForm' && removed.length === 0 && added.length === 1 && livesAMinute(added[0]!));
+}
+
+function livesAMinute(row: string): boolean {
+  const { expires_at: expiresAt } = JSON.parse(row) as { expires_at?: unknown };
+  return typeof expiresAt === 'number' && expiresAt - Date.now() / 1000 <= 61;
+}
+
 function livesAsAnInteraction(row: string): boolean {
   const { expires_at: expiresAt } = JSON.parse(row) as { expires_at?: unknown };
   return typeof expiresAt === 'number' && expiresAt - Date.now() / 1000 <= LIFETIMES.Interaction + 5;

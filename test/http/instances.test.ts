@@ -81,6 +81,21 @@ for (const shared of SHARED_STORES) describe(`instances sharing ${shared.name}`,
     expect((await replayed.json() as { error: string }).error).to.equal('invalid_grant');
   });
 
+  it('take an authorization request posted to one instance at the other, through the 303\'s handle, once', async () => {
+    const { params } = codeRequest(first.issuer, app.client_id, { scope: 'api unknown-scope', state: 'posted-at-first' });
+    const posted = await fetch(`${first.origin}/oauth/authorize`, {
+      method: 'POST', headers: { 'content-type': 'application/x-www-form-urlencoded' }, body: new URLSearchParams(params).toString(), redirect: 'manual',
+    });
+    expect(posted.status).to.equal(303);
+    const handle = new URL(posted.headers.get('location')!).search;
+    const atSecond = await fetch(`${second.origin}/oauth/authorize${handle}`, { redirect: 'manual' });
+    expect(atSecond.status, 'the engine\'s page holding an error for a self-registered client').to.equal(400);
+    expect(await atSecond.text()).to.include('posted-at-first');
+    const again = await fetch(`${first.origin}/oauth/authorize${handle}`, { redirect: 'manual' });
+    expect(again.status).to.equal(400);
+    expect(await again.text()).to.include('has been used already');
+  });
+
   /**
    * Tokens for the user through the code flow, all of it at `server`: the browser follows the
    * issuer's URLs (both instances emit only those), and the load balancer sends it to `server`.

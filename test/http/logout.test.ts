@@ -384,18 +384,26 @@ describe('sign-out (RP-Initiated Logout) over HTTP', function () {
       expect(await nextAuthorization(agent), 'still signed in').to.equal('signed in');
     });
 
-    it('accepts the logout request by POST (section 2: GET and POST) with a 303 to the same request by GET', async () => {
-      const form = { client_id: app.client_id, post_logout_redirect_uri: SIGNED_OUT_URI, state: 'by-post' };
-      const response = await fetch(`${server.issuer}/oauth/logout`, {
-        method: 'POST',
-        headers: { 'content-type': 'application/x-www-form-urlencoded' },
-        body: new URLSearchParams(form).toString(),
-        redirect: 'manual',
-      });
+    it('accepts the logout request by POST (section 2: GET and POST) with a 303 to a GET that names the form by a handle, never the id_token_hint', async () => {
+      const agent = new UserAgent(BROWSER);
+      const tokens = await signIn(agent);
+      const form = { id_token_hint: tokens.id_token!, post_logout_redirect_uri: SIGNED_OUT_URI, state: 'by-post' };
+      const response = await agent.request(logoutUrl(), { method: 'POST', form });
       expect(response.status).to.equal(303);
       const location = new URL(response.headers.get('location')!);
       expect(`${location.origin}${location.pathname}`).to.equal(`${server.issuer}/oauth/logout`);
-      expect(Object.fromEntries(location.searchParams)).to.deep.equal(form);
+      expect([...location.searchParams.keys()]).to.deep.equal(['posted_form']);
+
+      const page = await agent.request(location.href);
+      expect(page.status).to.equal(200);
+      const html = await page.text();
+      expect(html, 'the engine read the id_token_hint').to.include('Logout App').and.include('asked to sign you out');
+      const { action, xsrf } = logoutForm(html);
+      const signedOut = await agent.request(new URL(action, server.origin).href, { form: { xsrf, logout: 'yes' } });
+      const back = new URL(signedOut.headers.get('location')!);
+      expect(`${back.origin}${back.pathname}`).to.equal(SIGNED_OUT_URI);
+      expect(back.searchParams.get('state')).to.equal('by-post');
+      expect((await agent.request(location.href)).status, 'the handle is used up').to.equal(400);
 
       const json = await fetch(`${server.issuer}/oauth/logout`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: '{}' });
       expect(json.status).to.equal(400);

@@ -6,30 +6,34 @@ import { oidcOf } from '../../engine/context.ts';
 import { ENGINE_ROUTES } from '../../engine/routes.ts';
 import { renderReturnToClientPage, type HeldError } from '../../pages/return_to_client.ts';
 import { answerErrorsAs } from '../errors.ts';
-import { formPostAsGet } from '../form_post_as_get.ts';
+import { formPostAsGet, restorePostedForm } from '../form_post_as_get.ts';
+import type { PostedForms } from '../posted_forms.ts';
 
 /**
  * /oauth/authorize (and /oauth/authorize/:uid, where the engine resumes after the login and
  * consent pages): what runs around the engine's authorization endpoint.
  *
  * Before the engine:
- * 1. POST is answered with 303 to the same request as GET (authorizationByPost), which the
- *    engine then serves as any GET;
- * 2. the host's errors are answered with the error page.
+ * 1. POST is answered with 303 to a GET naming the form parked in the store (authorizationByPost);
+ * 2. the host's errors are answered with the error page;
+ * 3. on that GET, the parked form becomes the request's query (restorePostedForm), which the
+ *    engine then serves as any GET.
  * Within the engine, a client_id that is a metadata document URL not fetched lately counts
  * against the client address's registration allowance (src/engine/new_metadata_documents.ts).
  * After the engine:
- * 3. an error the engine would send to an unvetted client's redirect URI is held on a page that
+ * 4. an error the engine would send to an unvetted client's redirect URI is held on a page that
  *    lets the user decide (holdErrorRedirects).
  */
-export function authorizationEndpoint(): Middleware[] {
-  return [answerErrorsAs('page')];
+export function authorizationEndpoint(forms: PostedForms): Middleware[] {
+  return [answerErrorsAs('page'), restorePostedForm(forms, REQUEST_NAME)];
 }
 
-export function authorizationByPost(issuer: string, path: string): Middleware {
+export function authorizationByPost(forms: PostedForms, issuer: string, path: string): Middleware {
   // OpenID Connect Core 3.1.2.1: the authorization endpoint MUST accept POST with a form body.
-  return formPostAsGet(`${issuer}${path}`, 'authorization request');
+  return formPostAsGet(forms, `${issuer}${path}`, REQUEST_NAME);
 }
+
+const REQUEST_NAME = 'authorization request';
 
 /** Marks the request as answered with the engine's error page, not with a redirect to the client. */
 export function markErrorPageShown(ctx: Context): void {

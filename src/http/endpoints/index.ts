@@ -22,6 +22,7 @@ import { tokenEndpoint } from './token.ts';
 import { userinfo, userinfoSigningAlg } from './userinfo.ts';
 import type { DpopPolicy } from '../../resource/sender_constraint.ts';
 import type { RefreshTokenRotations } from '../../engine/refresh_tokens.ts';
+import type { PostedForms } from '../posted_forms.ts';
 
 export interface EndpointDependencies {
   issuer: string;
@@ -42,6 +43,8 @@ export interface EndpointDependencies {
   signUserinfo: UserinfoSigner;
   /** DPoP-bound tokens at userinfo, as at the data API. */
   dpop: DpopPolicy;
+  /** Forms posted to the authorization and logout endpoints, kept for the GET that follows. */
+  postedForms: PostedForms;
 }
 
 /**
@@ -55,10 +58,10 @@ export function engineEndpoints(deps: EndpointDependencies): { routes: Middlewar
   const { issuer, basePath } = deps;
   const router = new Router({ prefix: basePath || undefined });
   for (const [path, methods] of METHODS) router.all(path, onlyMethods(methods));
-  router.get(ENGINE_ROUTES.authorization, ...authorizationEndpoint());
-  router.post(ENGINE_ROUTES.authorization, authorizationByPost(issuer, ENGINE_ROUTES.authorization));
-  router.get(ENGINE_ROUTES.end_session, ...logoutEndpoint(deps.provider, `${basePath}${ENGINE_ROUTES.end_session}`));
-  router.post(ENGINE_ROUTES.end_session, logoutByPost(issuer, ENGINE_ROUTES.end_session));
+  router.get(ENGINE_ROUTES.authorization, ...authorizationEndpoint(deps.postedForms));
+  router.post(ENGINE_ROUTES.authorization, authorizationByPost(deps.postedForms, issuer, ENGINE_ROUTES.authorization));
+  router.get(ENGINE_ROUTES.end_session, ...logoutEndpoint(deps.provider, `${basePath}${ENGINE_ROUTES.end_session}`, deps.postedForms));
+  router.post(ENGINE_ROUTES.end_session, logoutByPost(deps.postedForms, issuer, ENGINE_ROUTES.end_session));
   const registration = registrationEndpoint(deps);
   router.options(ENGINE_ROUTES.registration, registration.preflight);
   router.post(ENGINE_ROUTES.registration, ...registration.post);
