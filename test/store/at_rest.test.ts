@@ -3,6 +3,7 @@ import { hash } from 'node:crypto';
 import { chmod, copyFile, mkdir, mkdtemp, readdir, readFile, rm, stat, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { dirname, join } from 'node:path';
+import { DatabaseSync } from 'node:sqlite';
 import { fileURLToPath } from 'node:url';
 
 import { expect } from 'chai';
@@ -298,6 +299,30 @@ describe('a copy of the store', function () {
       // A write, so the write-ahead log has content (the keys were written at start).
       await seedUser(server);
       expect(await modes()).to.deep.equal([0o700, 0o600, 0o600, 0o600]);
+    });
+
+    it('keep no trace of a deleted record in the database once its deletion is checkpointed', async () => {
+      const owner = await seedUser(server, [{ workspace: 'Erased Co', role: 'admin' }]);
+      const { key } = await createApiKey(server, owner.workspaces[0]!.id);
+      const email = 'erased.person@example.com';
+      const made = await api<{ data: { person: { id: string } } }>(server, '/rest/people', { credential: key, json: { firstName: 'Erased', lastName: 'Person', email } });
+      expect(made.status).to.equal(201);
+      const database = sqliteFile(server.store)!;
+      // What SQLite does by itself as the WAL grows, and what a backup tool may do before copying.
+      const checkpoint = () => {
+        const db = new DatabaseSync(database);
+        try {
+          db.exec('PRAGMA wal_checkpoint(TRUNCATE)');
+        } finally {
+          db.close();
+        }
+      };
+      checkpoint();
+      expect((await readFile(database)).includes(email), 'the record is in the file').to.equal(true);
+
+      expect((await api(server, `/rest/people/${made.body.data.person.id}`, { method: 'DELETE', credential: key })).status).to.equal(200);
+      checkpoint();
+      expect((await readFile(database)).includes(email), 'the deleted record\'s bytes').to.equal(false);
     });
 
     it('made owner-only again at start when they were left readable by others, with a warning; a shared directory is only warned about', async () => {
