@@ -188,7 +188,7 @@ export const SCHEMA = {
   ),
   RATE_LIMIT_INTERACTION_ADDRESS: withDefault(
     '60/10m',
-    'Authorization requests per client address that open a sign-in or consent page (each keeps an interaction record for 10 minutes); past them such a request gets the error page with `429`',
+    'Authorization requests per client address that open a sign-in or consent page (each keeps an interaction record for 10 minutes); past them such a request gets the error page with `429`. Counted apart at the same rate: forms posted to the authorization and logout endpoints (each kept a minute for the GET that follows)',
     rate,
   ),
   RATE_LIMIT_IPV6_PREFIX: withDefault(

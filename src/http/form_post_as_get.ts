@@ -10,8 +10,21 @@ import { POSTED_FORM_SECONDS, type PostedForms } from './posted_forms.ts';
 /** Enough for any authorization request (a signed request object included). */
 const FORM_LIMIT = 8 * 1024;
 
+/**
+ * The longest form once encoded as a query: what the same request could carry by GET (Node reads
+ * request heads of up to 16 KiB, cookies included), so a POST takes no more than a GET would, and
+ * neither the form kept nor the interaction it leads to grows past that.
+ */
+const QUERY_LIMIT = 12 * 1024;
+
 /** The one query parameter of the GET that follows the 303: the posted form's handle. */
 export const POSTED_FORM_PARAMETER = 'posted_form';
+
+/** Where a posted form is kept, and the limit on how many one address may have kept. */
+export interface PostedFormSteps {
+  forms: PostedForms;
+  limit: Middleware;
+}
 
 /**
  * A POST with a form body answered with 303 to the same endpoint by GET, for an endpoint the
@@ -27,12 +40,19 @@ export const POSTED_FORM_PARAMETER = 'posted_form';
  * history and the logs of whatever sits in between, and this keeps them out. On that GET,
  * restorePostedForm puts the form back as the request's query, and the engine handles it exactly
  * as any GET (same validation, same errors, same session). Only the body counts, as for the
- * engine's own POST handling. A browser sent this, so a refusal is a page.
+ * engine's own POST handling. Each form kept counts against its address's allowance (`limit`). A
+ * browser sent this, so a refusal is a page.
  */
-export function formPostAsGet(forms: PostedForms, endpointUrl: string, requestName: string): Middleware {
+export function formPostAsGet(posted: PostedFormSteps, endpointUrl: string, requestName: string): Middleware {
+  const { forms, limit } = posted;
   const parseForm = bodyParser({ enableTypes: ['form'], formLimit: FORM_LIMIT }) as Middleware;
-  return compose([answerErrorsAs('page'), refuseWhatIsNotAForm(requestName), parseForm, async (ctx) => {
-    const handle = await forms.park(new URLSearchParams(ctx.request.rawBody ?? '').toString());
+  return compose([answerErrorsAs('page'), refuseWhatIsNotAForm(requestName), parseForm, limit, async (ctx) => {
+    const query = new URLSearchParams(ctx.request.rawBody ?? '').toString();
+    // Raw bytes a browser did not escape grow threefold or more once encoded.
+    if (query.length > QUERY_LIMIT) {
+      throw new HttpError(413, 'invalid_request', `the ${requestName} is too large to be carried in a link (over ${QUERY_LIMIT / 1024} KiB once encoded)`);
+    }
+    const handle = await forms.park(query);
     ctx.status = 303;
     noStore(ctx);
     ctx.redirect(`${endpointUrl}?${POSTED_FORM_PARAMETER}=${handle}`);

@@ -34,6 +34,8 @@ export interface RateLimiting {
   introspection: Middleware;
   /** The sign-in form: per address and per account, with locks. */
   signIns: SignIns;
+  /** A form posted to the authorization or logout endpoint, kept for the GET that follows: per client address. */
+  postedForms: Middleware;
 }
 
 /**
@@ -75,7 +77,7 @@ export function createRateLimits(limits: RateLimits | undefined, counters: Count
   if (!limits) {
     return {
       registration: passThrough, token: passThrough, pushedAuthorization: passThrough, dataApi: passThrough,
-      failedCredentials: countNoFailures, introspection: passThrough, signIns,
+      failedCredentials: countNoFailures, introspection: passThrough, signIns, postedForms: passThrough,
     };
   }
   const counter = (name: string, rate: Rate) => counters.counter({ name, ...rate });
@@ -91,6 +93,7 @@ export function createRateLimits(limits: RateLimits | undefined, counters: Count
     failedCredentials,
     introspection: introspectionLimit(failedCredentials),
     signIns,
+    postedForms: postedFormLimit(counter('posted-form-address', limits.interactionsPerAddress), addressOf),
   };
 }
 
@@ -152,6 +155,21 @@ function refusalsPerAddress(perAddress: Counter, ipv6Prefix: number, words: { co
       description: `too many ${words.counted} from this address (${describe(perAddress)}); retry after ${inWords(wait)}`,
       inWordsOfThePerson: words.toThePerson,
     };
+  };
+}
+
+/**
+ * Each form posted to the authorization or logout endpoint is a record kept for the GET that
+ * follows, whoever posted it: counted per address at the rate of the sign-in pages it leads to,
+ * apart from them. A browser sent it, so the refusal is the error page, in the person's words.
+ */
+function postedFormLimit(perAddress: Counter, addressOf: AddressOf): Middleware {
+  return async (ctx, next) => {
+    const wait = await perAddress.take(addressOf(ctx));
+    if (wait !== undefined) {
+      throw new HttpError(429, 'temporarily_unavailable', `Too many sign-in and sign-out requests came from your network in a short time; try again in ${inWords(wait)}.`, { 'Retry-After': String(wait) });
+    }
+    await next();
   };
 }
 

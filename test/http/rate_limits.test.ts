@@ -506,6 +506,43 @@ describe('rate limits', function () {
       expect(new URL(again.url).searchParams.get('code'), `sent back with a code, not refused: ${again.url}`).to.be.a('string');
     });
   });
+
+  describe('forms posted to the authorization and logout endpoints, per client address', () => {
+    const parkedForms = () => {
+      const db = new DatabaseSync(server.store.slice('sqlite:'.length), { readOnly: true });
+      try {
+        return (db.prepare('SELECT count(*) AS n FROM oidc_models WHERE model = ?').get('PostedForm') as { n: number }).n;
+      } finally {
+        db.close();
+      }
+    };
+    const postForm = (path: string, address: string) => fetch(`${server.issuer}${path}`, {
+      method: 'POST',
+      headers: { 'content-type': 'application/x-www-form-urlencoded', 'x-forwarded-for': address },
+      body: new URLSearchParams(codeRequest(server.issuer, app.client_id).params).toString(),
+      redirect: 'manual',
+    });
+    const anonymousAuthorization = (address: string) =>
+      fetch(codeRequest(server.issuer, app.client_id).url, { headers: { 'x-forwarded-for': address }, redirect: 'manual' });
+
+    it('past the limit (the sign-in pages\' rate, counted apart) answers the error page with 429 and Retry-After and keeps no form; another address still posts', async () => {
+      const network = '2001:db8:f0e1:1';
+      const paths = ['/oauth/authorize', '/oauth/logout', '/oauth/authorize', '/oauth/logout'];
+      for (const [i, path] of paths.entries()) expect((await postForm(path, `${network}::${i + 1}`)).status, `form ${i + 1}`).to.equal(303);
+      const kept = parkedForms();
+      const refused = await postForm('/oauth/authorize', `${network}::5`);
+      expect(refused.status).to.equal(429);
+      expect(refused.headers.get('content-type')).to.match(/^text\/html/);
+      expect(Number(refused.headers.get('retry-after'))).to.be.within(1, 3600);
+      expect(refused.headers.get('location')).to.equal(null);
+      expect(await refused.text()).to.match(/Too many sign-in and sign-out requests came from your network in a short time; try again in \d+ (second|minute|hour)s?\./);
+      expect((await postForm('/oauth/logout', `${network}::6`)).status, 'the logout endpoint shares the count').to.equal(429);
+      expect(parkedForms(), 'forms kept after the refusals').to.equal(kept);
+
+      expect((await postForm('/oauth/authorize', '2001:db8:f0e1:2::1')).status, 'another /64').to.equal(303);
+      expect((await anonymousAuthorization('2001:db8:f0e1:1::7')).status, 'the sign-in pages\' own allowance is untouched').to.equal(303);
+    });
+  });
 });
 
 describe('rate limits on Redis', function () {

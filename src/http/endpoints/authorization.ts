@@ -6,7 +6,7 @@ import { oidcOf } from '../../engine/context.ts';
 import { ENGINE_ROUTES } from '../../engine/routes.ts';
 import { renderReturnToClientPage, type HeldError } from '../../pages/return_to_client.ts';
 import { answerErrorsAs } from '../errors.ts';
-import { formPostAsGet, restorePostedForm } from '../form_post_as_get.ts';
+import { formPostAsGet, restorePostedForm, type PostedFormSteps } from '../form_post_as_get.ts';
 import type { PostedForms } from '../posted_forms.ts';
 
 /**
@@ -28,9 +28,9 @@ export function authorizationEndpoint(forms: PostedForms): Middleware[] {
   return [answerErrorsAs('page'), restorePostedForm(forms, REQUEST_NAME)];
 }
 
-export function authorizationByPost(forms: PostedForms, issuer: string, path: string): Middleware {
+export function authorizationByPost(posted: PostedFormSteps, issuer: string, path: string): Middleware {
   // OpenID Connect Core 3.1.2.1: the authorization endpoint MUST accept POST with a form body.
-  return formPostAsGet(forms, `${issuer}${path}`, REQUEST_NAME);
+  return formPostAsGet(posted, `${issuer}${path}`, REQUEST_NAME);
 }
 
 const REQUEST_NAME = 'authorization request';

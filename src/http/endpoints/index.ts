@@ -59,9 +59,10 @@ export function engineEndpoints(deps: EndpointDependencies): { routes: Middlewar
   const router = new Router({ prefix: basePath || undefined });
   for (const [path, methods] of METHODS) router.all(path, onlyMethods(methods));
   router.get(ENGINE_ROUTES.authorization, ...authorizationEndpoint(deps.postedForms));
-  router.post(ENGINE_ROUTES.authorization, authorizationByPost(deps.postedForms, issuer, ENGINE_ROUTES.authorization));
+  const posted = { forms: deps.postedForms, limit: deps.rateLimits.postedForms };
+  router.post(ENGINE_ROUTES.authorization, authorizationByPost(posted, issuer, ENGINE_ROUTES.authorization));
   router.get(ENGINE_ROUTES.end_session, ...logoutEndpoint(deps.provider, `${basePath}${ENGINE_ROUTES.end_session}`, deps.postedForms));
-  router.post(ENGINE_ROUTES.end_session, logoutByPost(deps.postedForms, issuer, ENGINE_ROUTES.end_session));
+  router.post(ENGINE_ROUTES.end_session, logoutByPost(posted, issuer, ENGINE_ROUTES.end_session));
   const registration = registrationEndpoint(deps);
   router.options(ENGINE_ROUTES.registration, registration.preflight);
   router.post(ENGINE_ROUTES.registration, ...registration.post);

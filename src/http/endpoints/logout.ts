@@ -2,7 +2,7 @@ import type { Middleware } from 'koa';
 import type { Provider } from 'oidc-provider';
 
 import { confirmHeldLogoutReturns, holdUnconfirmedLogoutReturn } from '../../interactions/logout_return.ts';
-import { formPostAsGet, restorePostedForm } from '../form_post_as_get.ts';
+import { formPostAsGet, restorePostedForm, type PostedFormSteps } from '../form_post_as_get.ts';
 import type { PostedForms } from '../posted_forms.ts';
 
 /**
@@ -21,8 +21,8 @@ export function logoutEndpoint(provider: Provider, cookiePath: string, forms: Po
   return [restorePostedForm(forms, REQUEST_NAME), holdUnconfirmedLogoutReturn(provider, cookiePath)];
 }
 
-export function logoutByPost(forms: PostedForms, issuer: string, path: string): Middleware {
-  return formPostAsGet(forms, `${issuer}${path}`, REQUEST_NAME);
+export function logoutByPost(posted: PostedFormSteps, issuer: string, path: string): Middleware {
+  return formPostAsGet(posted, `${issuer}${path}`, REQUEST_NAME);
 }
 
 const REQUEST_NAME = 'logout request';
