@@ -46,13 +46,13 @@ export interface PostedFormSteps {
 export function formPostAsGet(posted: PostedFormSteps, endpointUrl: string, requestName: string): Middleware {
   const { forms, limit } = posted;
   const parseForm = bodyParser({ enableTypes: ['form'], formLimit: FORM_LIMIT }) as Middleware;
-  return compose([answerErrorsAs('page'), refuseWhatIsNotAForm(requestName), parseForm, limit, async (ctx) => {
+  return compose([answerErrorsAs('page'), readForm(requestName, parseForm), limit, async (ctx) => {
     const query = new URLSearchParams(ctx.request.rawBody ?? '').toString();
     // Raw bytes a browser did not escape grow threefold or more once encoded.
     if (query.length > QUERY_LIMIT) {
       throw new HttpError(413, 'invalid_request', `the ${requestName} is too large to be carried in a link (over ${QUERY_LIMIT / 1024} KiB once encoded)`);
     }
-    const handle = await forms.park(query);
+    const handle = await forms.park(ctx.path, query);
     ctx.status = 303;
     noStore(ctx);
     ctx.redirect(`${endpointUrl}?${POSTED_FORM_PARAMETER}=${handle}`);
@@ -61,26 +61,40 @@ export function formPostAsGet(posted: PostedFormSteps, endpointUrl: string, requ
 
 /**
  * On the GET formPostAsGet sent the browser to (its query is the handle alone), the posted form
- * becomes the request's query, before the engine reads it. A handle already used, expired or
- * unknown gets the error page: the form is not there to send anywhere, and the application that
- * posted it can start again. Every other GET passes untouched.
+ * becomes the request's query, before the engine reads it. A handle already used, expired, unknown
+ * or parked at another endpoint gets the error page: the form is not there to send anywhere, and
+ * the application that posted it can start again. A GET that could not be answered (an outage)
+ * gives the form back, so the browser's reload is served. Every other request passes untouched, a
+ * HEAD too: it takes no form, which only the browser's GET is for.
  */
 export function restorePostedForm(forms: PostedForms, requestName: string): Middleware {
   const prefix = `${POSTED_FORM_PARAMETER}=`;
   return async (ctx, next) => {
     const query = ctx.querystring;
-    if (!query.startsWith(prefix) || query.includes('&')) return next();
-    const form = await forms.take(query.slice(prefix.length));
-    if (form === undefined) {
+    if (ctx.method !== 'GET' || !query.startsWith(prefix) || query.includes('&')) return next();
+    const taken = await forms.take(query.slice(prefix.length), ctx.path);
+    if (taken === undefined) {
       ctx.state.errorFormat = 'page';
       throw new HttpError(400, 'invalid_request', `this ${requestName} was sent more than ${POSTED_FORM_SECONDS} seconds ago or has been used already: go back to the application and start again`);
     }
-    ctx.querystring = form;
-    return next();
+    ctx.querystring = taken.form;
+    try {
+      await next();
+    } catch (error) {
+      await (answered(error) ? taken.done() : taken.giveBack());
+      throw error;
+    }
+    await (ctx.status < 500 ? taken.done() : taken.giveBack());
   };
 }
 
-function refuseWhatIsNotAForm(requestName: string): Middleware {
+/** A refusal thrown below was an answer to the request (a 4xx); anything else is a failure to answer it. */
+function answered(error: unknown): boolean {
+  return error instanceof HttpError && error.status < 500;
+}
+
+/** The form, read after the checks a refusal can name; only the body's own faults are answered as unreadable. */
+function readForm(requestName: string, parseForm: Middleware): Middleware {
   return async (ctx, next) => {
     if (!ctx.is('application/x-www-form-urlencoded')) {
       throw new HttpError(400, 'invalid_request', `the ${requestName} sent with POST must be a form (application/x-www-form-urlencoded)`);
@@ -89,12 +103,13 @@ function refuseWhatIsNotAForm(requestName: string): Middleware {
       throw new HttpError(413, 'invalid_request', `the ${requestName} is larger than ${FORM_LIMIT / 1024} KiB`);
     }
     try {
-      await next();
+      await parseForm(ctx, async () => undefined);
     } catch (error) {
       // A body that outgrows its declared length (chunked) or cannot be decoded.
-      const status = error instanceof HttpError ? undefined : unreadableBodyStatus(error);
+      const status = unreadableBodyStatus(error);
       if (status === undefined) throw error;
       throw new HttpError(status, 'invalid_request', `the ${requestName} body could not be read`);
     }
+    await next();
   };
 }

@@ -171,6 +171,29 @@ describe('authorization request sent with POST', function () {
       expect(await expired.text()).to.include('was sent more than 60 seconds ago');
     });
 
+    it('takes a handle only by GET and at the endpoint the form was posted to; a GET that fails gives the form back for the reload', async function () {
+      const parked = new URL((await post(new URLSearchParams(openidRequest(client).params).toString())).headers.get('location')!);
+      const elsewhere = await fetch(`${server.issuer}/oauth/logout${parked.search}`, { redirect: 'manual' });
+      expect(elsewhere.status, 'an authorization request\'s handle at the logout endpoint').to.equal(400);
+      expect(await elsewhere.text()).to.include('has been used already');
+      const head = await fetch(parked, { method: 'HEAD', redirect: 'manual' });
+      expect(head.status, 'a HEAD is no browser following the 303').to.be.below(500);
+
+      // The store refuses to keep the interaction the engine starts for the request.
+      const db = new DatabaseSync(server.store.slice('sqlite:'.length));
+      db.exec("CREATE TRIGGER refuse_interactions BEFORE INSERT ON oidc_models WHEN NEW.model = 'Interaction' BEGIN SELECT RAISE(ABORT, 'no room'); END");
+      try {
+        expect((await fetch(parked, { redirect: 'manual' })).status).to.be.at.least(500);
+      } finally {
+        db.exec('DROP TRIGGER refuse_interactions');
+        db.close();
+      }
+      const reloaded = await fetch(parked, { redirect: 'manual' });
+      expect(reloaded.status).to.equal(303);
+      expect(reloaded.headers.get('location')).to.match(/\/interaction\/[\w-]+$/);
+      expect((await fetch(parked, { redirect: 'manual' })).status, 'once served, used').to.equal(400);
+    });
+
     it('keeps the parked form sealed, under no handle a copy of the store shows, and only until the GET takes it', async function () {
       const auth = openidRequest(client, { state: 'state-nobody-reads-at-rest' });
       const location = new URL((await post(new URLSearchParams(auth.params).toString())).headers.get('location')!);

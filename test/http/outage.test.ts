@@ -106,6 +106,34 @@ describe('a Redis outage', function () {
       await new Promise((resolve) => setTimeout(resolve, 200));
     }
   });
+
+  it('answers a form posted to the authorization endpoint while Redis is down as the outage it is (503), and the handle of one posted before serves once Redis is back', async () => {
+    const client = await registerClient(server.issuer, { client_name: 'Posted Form App' });
+    const post = () => fetch(`${server.issuer}/oauth/authorize`, {
+      method: 'POST',
+      headers: { 'content-type': 'application/x-www-form-urlencoded', accept: 'text/html' },
+      body: new URLSearchParams(codeRequest(server.issuer, client.client_id).params).toString(),
+      redirect: 'manual',
+    });
+    const before = await post();
+    expect(before.status).to.equal(303);
+    const parked = before.headers.get('location')!;
+
+    await redis.down();
+    try {
+      for (const during of [await post(), await fetch(parked, { redirect: 'manual' })]) {
+        expect(during.status, 'the store unavailable, not an unreadable form').to.equal(503);
+        expect(during.headers.get('retry-after')).to.match(/^\d+$/);
+        expect(await during.text()).to.match(/temporarily unavailable|temporarily_unavailable/i);
+      }
+    } finally {
+      await redis.up();
+    }
+    await eventually('ready again', async () => (await fetch(`${server.origin}/readyz`)).status === 200);
+    const after = await fetch(parked, { redirect: 'manual' });
+    expect(after.status).to.equal(303);
+    expect(after.headers.get('location')).to.match(/\/interaction\/[\w-]+$/);
+  });
 });
 
 /**
