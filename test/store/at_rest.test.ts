@@ -301,28 +301,48 @@ describe('a copy of the store', function () {
       expect(await modes()).to.deep.equal([0o700, 0o600, 0o600, 0o600]);
     });
 
+    /** What SQLite does by itself as the WAL grows, and what a backup tool may do before copying. */
+    const checkpoint = () => {
+      const db = new DatabaseSync(sqliteFile(server.store)!);
+      try {
+        db.exec('PRAGMA wal_checkpoint(TRUNCATE)');
+      } finally {
+        db.close();
+      }
+    };
+    const inDatabase = async (value: string) => (await readFile(sqliteFile(server.store)!)).includes(value);
+
     it('keep no trace of a deleted record in the database once its deletion is checkpointed', async () => {
       const owner = await seedUser(server, [{ workspace: 'Erased Co', role: 'admin' }]);
       const { key } = await createApiKey(server, owner.workspaces[0]!.id);
       const email = 'erased.person@example.com';
       const made = await api<{ data: { person: { id: string } } }>(server, '/rest/people', { credential: key, json: { firstName: 'Erased', lastName: 'Person', email } });
       expect(made.status).to.equal(201);
-      const database = sqliteFile(server.store)!;
-      // What SQLite does by itself as the WAL grows, and what a backup tool may do before copying.
-      const checkpoint = () => {
-        const db = new DatabaseSync(database);
-        try {
-          db.exec('PRAGMA wal_checkpoint(TRUNCATE)');
-        } finally {
-          db.close();
-        }
-      };
       checkpoint();
-      expect((await readFile(database)).includes(email), 'the record is in the file').to.equal(true);
+      expect(await inDatabase(email), 'the record is in the file').to.equal(true);
 
       expect((await api(server, `/rest/people/${made.body.data.person.id}`, { method: 'DELETE', credential: key })).status).to.equal(200);
       checkpoint();
-      expect((await readFile(database)).includes(email), 'the deleted record\'s bytes').to.equal(false);
+      expect(await inDatabase(email), 'the deleted record\'s bytes').to.equal(false);
+    });
+
+    it('keep no trace of a deleted workspace\'s records, whole pages of them freed at once', async () => {
+      const owner = await seedUser(server, [{ workspace: 'Closed Co', role: 'admin' }]);
+      const workspace = owner.workspaces[0]!.id;
+      const { key } = await createApiKey(server, workspace);
+      const emails = Array.from({ length: 120 }, (_, i) => `closed.person.${i}@example.com`);
+      for (const [i, email] of emails.entries()) {
+        const made = await api(server, '/rest/people', { credential: key, json: { firstName: `Closed ${i}`, lastName: 'Person'.repeat(20), email } });
+        expect(made.status).to.equal(201);
+      }
+      checkpoint();
+      expect(await inDatabase(emails[60]!), 'the records are in the file').to.equal(true);
+
+      expect((await server.admin(['workspace', 'delete', '--workspace', workspace])).code).to.equal(0);
+      checkpoint();
+      const left = [];
+      for (const email of emails) if (await inDatabase(email)) left.push(email);
+      expect(left, 'records whose bytes are left').to.deep.equal([]);
     });
 
     it('made owner-only again at start when they were left readable by others, with a warning; a shared directory is only warned about', async () => {
