@@ -100,7 +100,7 @@ export class SqliteAccountStore implements AccountStore {
 
   async deleteWorkspace(id: string) {
     // Its memberships go with it (ON DELETE CASCADE).
-    const result = await this.#db.write(() => this.#db.statement('DELETE FROM workspaces WHERE id = ?').run(id));
+    const result = await this.#db.erase(() => this.#db.statement('DELETE FROM workspaces WHERE id = ?').run(id));
     return result.changes === 1;
   }
 
@@ -116,7 +116,7 @@ export class SqliteAccountStore implements AccountStore {
   async deleteUser(userId: string) {
     // Checked and deleted in one transaction (the write lock held from its start), so no concurrent
     // change can take the other admin away between the check and the delete.
-    const result = await this.#db.write(() => {
+    const result = await this.#db.erase(() => {
       const adminOf = this.#db.statement("SELECT workspace_id FROM memberships WHERE user_id = ? AND role = 'admin'").all(userId) as Array<{ workspace_id: string }>;
       for (const { workspace_id: workspaceId } of adminOf) this.#keepsAnAdmin(userId, workspaceId);
       // Their memberships go with them (ON DELETE CASCADE).

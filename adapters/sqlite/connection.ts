@@ -94,6 +94,24 @@ export class SqliteConnection {
     });
   }
 
+  /**
+   * As write, for deleting what a person asked to be erased (a record, a user, a workspace): the
+   * whole pages it frees are zeroed too (`secure_delete` ON), not only what it frees within the
+   * pages it rewrites anyway (FAST, the connection's setting, which costs no I/O), so a copy of the
+   * file holds nothing of it once the deletion is checkpointed. Only WAL frames written before the
+   * deletion may still hold it, until the WAL is written over.
+   */
+  erase<T>(work: () => T): Promise<T> {
+    return this.write(() => {
+      this.statement('PRAGMA secure_delete = ON').run();
+      try {
+        return work();
+      } finally {
+        this.statement('PRAGMA secure_delete = FAST').run();
+      }
+    });
+  }
+
   /** Resolves once every write made so far is committed; rejects (BackendUnavailableError) if it could not be. */
   committed(): Promise<void> {
     return this.#commit ?? Promise.resolve();

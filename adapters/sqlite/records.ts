@@ -150,13 +150,13 @@ export class SqliteRecordStore implements RecordStore {
   }
 
   async delete(workspaceId: string, object: string, id: string) {
-    const result = await this.#db.write(() => this.#db.statement(SQL.delete).run(workspaceId, object, id));
+    const result = await this.#db.erase(() => this.#db.statement(SQL.delete).run(workspaceId, object, id));
     return result.changes === 1;
   }
 
   async deleteAll(workspaceId: string, object: string) {
     // Only a deleted workspace's lists are emptied this way, and none of them gets a record again.
-    const result = await this.#db.write(() => {
+    const result = await this.#db.erase(() => {
       this.#db.statement(SQL.forgetPositions).run(workspaceId, object);
       this.#db.statement(SQL.forgetCreates).run(workspaceId, object);
       return this.#db.statement(SQL.deleteAll).run(workspaceId, object);

@@ -21,16 +21,14 @@ import { SETTINGS_SCHEMA, SqliteSettingStore } from './settings.ts';
  * leaves flushing that file to the disk to the OS (and fsyncs it at checkpoints), so a power loss
  * or an OS crash may take the last commits with it, while FULL fsyncs the WAL at every commit.
  *
- * `secure_delete` ON zeroes what a delete or an update frees, whole pages freed at once (a deleted
- * workspace's records) included, so a deleted person's record is not left readable in a copy of
- * the file once the write is checkpointed: only WAL frames written before the delete may still
- * hold it, until the WAL is written over. FAST would zero only within the pages a write rewrites
- * anyway, leaving freed pages as they were.
+ * `secure_delete` FAST zeroes what a delete or an update frees within the pages it writes anyway
+ * (no extra I/O); the deletions of what people asked to be erased zero the whole pages they free
+ * too (SqliteConnection.erase).
  */
 const pragmas = (synchronous: SqliteSynchronous) => `
 PRAGMA journal_mode = WAL;
 PRAGMA synchronous = ${synchronous === 'full' ? 'FULL' : 'NORMAL'};
-PRAGMA secure_delete = ON;
+PRAGMA secure_delete = FAST;
 PRAGMA foreign_keys = ON;
 ${BUSY_WAIT_ON};
 `;
