@@ -58,13 +58,13 @@ export function errorMapping(logger: Logger): Middleware {
         // A refusal from below the engine (its storage adapter): answered as thrown, nothing failed.
         await answer(ctx, engineError);
       } else if (engineError !== undefined && ctx.status >= 500) {
-        if (isBackendOutage(engineError)) answerOutage(ctx);
+        if (isBackendOutage(engineError)) await answerOutageIn(ctx);
         logServerError(logger, ctx, engineError);
       }
       if (ctx.status >= 400) quoteRequestId(ctx);
     } catch (error) {
       if (isBackendOutage(error)) {
-        answerOutage(ctx);
+        await answerOutageIn(ctx);
         logServerError(logger, ctx, error);
         return;
       }
@@ -120,6 +120,24 @@ export function answerUnavailable(description: string): Middleware {
   return (ctx) => {
     answerOutage(ctx, description);
   };
+}
+
+/**
+ * A storage outage, answered in the request's format: a person who sent a page's form (signing in,
+ * an authorization request posted) or opened a page gets the error page, saying to try again in a
+ * moment; anyone else the JSON or the short text answerOutage writes.
+ */
+async function answerOutageIn(ctx: Context): Promise<void> {
+  answerOutage(ctx);
+  if (ctx.state.errorFormat !== 'page') return;
+  const { body, type } = ctx;
+  try {
+    await renderErrorPage(ctx, 'temporarily_unavailable');
+  } catch {
+    // The short answer already written stands.
+    ctx.body = body;
+    ctx.type = type;
+  }
 }
 
 function answerOutage(ctx: Context, description = 'the storage backend is unavailable; try again shortly'): void {

@@ -7,7 +7,7 @@ import { codeRequest, exchangeCode, management, postCredentials, register, regis
 import type { RedisClient } from '../../adapters/redis/connection.ts';
 import { rawRedis, startRedis, type RedisServer } from '../support/redis.ts';
 import { seedUser, startServer, type TestServer } from '../support/server.ts';
-import { UserAgent, authorize } from '../support/user_agent.ts';
+import { UserAgent, authorize, field, formAction } from '../support/user_agent.ts';
 import { eventually, sleep } from '../support/wait.ts';
 
 const KEY_ENCRYPTION_KEY = Buffer.alloc(32, 9).toString('base64url');
@@ -107,7 +107,35 @@ describe('a Redis outage', function () {
     }
   });
 
-  it('answers a form posted to the authorization endpoint while Redis is down as the outage it is (503), and the handle of one posted before serves once Redis is back', async () => {
+  it('answers a person who sends the sign-in form while Redis is down with the page saying the service is unavailable, and signs them in once it is back', async () => {
+    const user = await seedUser(server);
+    const client = await registerClient(server.issuer, { client_name: 'Sign-in Outage App' });
+    const agent = new UserAgent({ accept: 'text/html' });
+    const { url } = await agent.follow(codeRequest(server.issuer, client.client_id).url, server.origin);
+    const html = await (await agent.request(url)).text();
+    const form = { csrf: field(html, 'csrf')!, email: user.email, password: user.password };
+    const action = new URL(formAction(html)!, server.origin).href;
+
+    await redis.down();
+    let during: Response;
+    try {
+      during = await agent.request(action, { form });
+    } finally {
+      await redis.up();
+    }
+    expect(during.status).to.equal(503);
+    expect(during.headers.get('retry-after')).to.match(/^\d+$/);
+    expect(during.headers.get('content-type')).to.contain('text/html');
+    const page = await during.text();
+    expect(page).to.include('<h1>Service unavailable</h1>').and.include(`Reference: <code>${during.headers.get('x-request-id')}</code>`);
+    expect(page).to.not.match(/\bat .+\.(ts|js):\d+/);
+
+    await eventually('ready again', async () => (await fetch(`${server.origin}/readyz`)).status === 200);
+    const signedIn = await agent.request(action, { form });
+    expect(signedIn.status, 'the same form, sent again').to.equal(303);
+  });
+
+  it('answers a form posted to the authorization endpoint while Redis is down with the page saying the service is unavailable (503), and the handle of one posted before serves once Redis is back', async () => {
     const client = await registerClient(server.issuer, { client_name: 'Posted Form App' });
     const post = () => fetch(`${server.issuer}/oauth/authorize`, {
       method: 'POST',
@@ -122,9 +150,10 @@ describe('a Redis outage', function () {
     await redis.down();
     try {
       for (const during of [await post(), await fetch(parked, { redirect: 'manual' })]) {
-        expect(during.status, 'the store unavailable, not an unreadable form').to.equal(503);
+        expect(during.status).to.equal(503);
         expect(during.headers.get('retry-after')).to.match(/^\d+$/);
-        expect(await during.text()).to.match(/temporarily unavailable|temporarily_unavailable/i);
+        expect(during.headers.get('content-type')).to.contain('text/html');
+        expect(await during.text(), 'the store unavailable, not an unreadable form').to.include('<h1>Service unavailable</h1>').and.include('Try again in a moment.');
       }
     } finally {
       await redis.up();
