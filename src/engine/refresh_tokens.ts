@@ -84,12 +84,22 @@ export function refreshTokensNameTheirGrant(provider: Provider, values: RefreshT
  * What the engine is handed for a refresh token value that names a live grant and has no record: a
  * consumed refresh token of that grant, for that grant's client and user. It is unexpired so that
  * the engine reaches its reuse rule (revoke the grant, answer invalid_grant) rather than "expired".
+ * Its scope went with its record: it holds whatever scope the refresh asks for, because the engine
+ * checks the scope asked for before it finds the token used, and a reuse must reach that rule
+ * however it asks (RFC 9700 section 4.14.2), not be answered invalid_scope and leave the grant live.
  */
 export function consumedTokenOf(value: string, grantId: string, grant: AdapterPayload): AdapterPayload | undefined {
   const { clientId, accountId } = grant;
   if (typeof clientId !== 'string' || typeof accountId !== 'string') return undefined;
   const now = nowSeconds();
-  return { kind: 'RefreshToken', jti: value, grantId, clientId, accountId, iat: now, iiat: now, exp: now + 60, consumed: now };
+  const scope = scopeAskedFor();
+  return { kind: 'RefreshToken', jti: value, grantId, clientId, accountId, iat: now, iiat: now, exp: now + 60, consumed: now, ...(scope ? { scope } : {}) };
+}
+
+/** The scope the refresh token grant under way asks for, if it names one. */
+function scopeAskedFor(): string | undefined {
+  const scope = refreshRequest()?.oidc.params?.scope;
+  return typeof scope === 'string' ? scope : undefined;
 }
 
 /**
@@ -115,7 +125,7 @@ function rotationUnderWay(retryAfterSeconds: number): HttpError {
 }
 
 /** The refresh token grant under way at the token endpoint: the only request that rotates. */
-function refreshRequest(): object | undefined {
+function refreshRequest(): KoaContextWithOIDC | undefined {
   const ctx = Provider.ctx;
   return ctx?.oidc?.route === 'token' && ctx.oidc.params?.grant_type === 'refresh_token' ? ctx : undefined;
 }

@@ -444,6 +444,17 @@ describe('token endpoint (POST /oauth/token)', function () {
       expect((await introspect(server.issuer, postCredentials(postClient), second.access_token!)).active).to.equal(false);
     });
 
+    it('takes a rotated refresh token for a reuse however the refresh asks for scope (the same, less or more) and revokes the whole grant (RFC 9700 section 4.14.2)', async () => {
+      for (const scope of ['api profile', 'api', 'api openid']) {
+        const first = await expectTokens(await redeem(postClient, await getCode(postClient, { scope: 'api profile' })));
+        const second = await expectTokens(await refresh(postClient, first.refresh_token!));
+
+        await expectTokenError(await refresh(postClient, first.refresh_token!, { scope }), 400, 'invalid_grant');
+        await expectTokenError(await refresh(postClient, second.refresh_token!), 400, 'invalid_grant');
+        expect((await introspect(server.issuer, postCredentials(postClient), second.access_token!)).active, `after a reuse asking for ${scope}`).to.equal(false);
+      }
+    });
+
     it('narrows the scope when asked for less', async () => {
       const first = await expectTokens(await redeem(postClient, await getCode(postClient, { scope: 'api profile' })));
       const narrowed = await expectTokens(await refresh(postClient, first.refresh_token!, { scope: 'api' }));
