@@ -11,7 +11,7 @@ import type { RecordStore } from '../../adapters/store.ts';
 import { noStore } from '../shared/no_store.ts';
 import { authenticate, type Authenticators } from './authenticate.ts';
 import { bearerCors } from './cors.ts';
-import { batchRefusal, requestsIn } from './mcp_batches.ts';
+import { batchRefusal, requestsIn, withoutOwnCancellations } from './mcp_batches.ts';
 import { workspaceDataServer, type ToolFault } from './mcp_tools.ts';
 import { MetadataApi } from './metadata.ts';
 import type { IdempotentCreates } from './idempotency.ts';
@@ -48,9 +48,10 @@ export interface McpDependencies extends Authenticators {
  * is refused, and a request without a credential gets 401 with the `resource_metadata` challenge
  * (RFC 9728), from which an MCP client finds this authorization server. API keys work as at the
  * data API. In order: CORS, the DNS rebinding checks (a `Host` or `Origin` not the service's: 403),
- * authentication, the rate limit, the body read (a batch refused or counted, mcp_batches.ts), then
- * an MCP server made for the request (src/resource/mcp_tools.ts) answers it through the SDK's
- * transport; the response waits for the store's commit like every other.
+ * authentication, the rate limit, the body read (a batch refused or counted, and kept from
+ * cancelling its own requests: mcp_batches.ts), then an MCP server made for the request
+ * (src/resource/mcp_tools.ts) answers it through the SDK's transport; the response waits for the
+ * store's commit like every other.
  *
  * The transport answers in JSON (enableJsonResponse), so its answer is whole before anything is
  * written: a tool that fails other than by a refusal (the store down) makes the request's answer
@@ -70,7 +71,7 @@ export function mcpEndpoint(deps: McpDependencies): Middleware {
     const refusal = batchRefusal(message, ctx.get('Mcp-Protocol-Version'));
     if (refusal) return answerRpcError(ctx, 400, -32600, refusal);
     if (deps.rateLimit) await countFurther(deps.rateLimit, ctx, requestsIn(message) - 1);
-    await answerThroughTransport(ctx, (onFault) => workspaceDataServer(ctx.state.principal!, core, metadata, onFault), text, message);
+    await answerThroughTransport(ctx, (onFault) => workspaceDataServer(ctx.state.principal!, core, metadata, onFault), text, withoutOwnCancellations(message));
   });
   router.all('/', onlyPost);
   return compose([

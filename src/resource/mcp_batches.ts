@@ -41,3 +41,35 @@ export function batchRefusal(body: unknown, protocolVersion: string | undefined)
 export function requestsIn(body: unknown): number {
   return Array.isArray(body) && body.length <= MAX_BATCH_SIZE ? Math.max(body.length, 1) : 1;
 }
+
+/**
+ * A batch without the cancellations it carries of its own requests. The transport answers a batch
+ * once every request in it is answered, and a cancelled request is never answered (MCP
+ * cancellation), so such a batch would never be answered at all: the connection would hang. A
+ * batch's requests are answered together in one response, so a cancellation sent with them stops
+ * nothing a client could see stop; it is ignored, as a receiver may ignore a cancellation it
+ * cannot act on. Anything else is returned as it is.
+ */
+export function withoutOwnCancellations(body: unknown): unknown {
+  if (!Array.isArray(body)) return body;
+  const requestIds = new Set<MessageId | undefined>(body.map(requestIdOf));
+  requestIds.delete(undefined);
+  const kept = body.filter((message) => !requestIds.has(cancelledIdOf(message)));
+  return kept.length === body.length ? body : kept;
+}
+
+type MessageId = string | number;
+
+/** The id of a JSON-RPC request (a method and an id), or undefined for any other message. */
+function requestIdOf(message: unknown): MessageId | undefined {
+  const { id, method } = (message ?? {}) as { id?: unknown; method?: unknown };
+  return typeof method === 'string' && (typeof id === 'string' || typeof id === 'number') ? id : undefined;
+}
+
+/** The request a `notifications/cancelled` names, or undefined for any other message. */
+function cancelledIdOf(message: unknown): MessageId | undefined {
+  const { method, params } = (message ?? {}) as { method?: unknown; params?: { requestId?: unknown } };
+  if (method !== 'notifications/cancelled') return undefined;
+  const id = params?.requestId;
+  return typeof id === 'string' || typeof id === 'number' ? id : undefined;
+}

@@ -268,6 +268,23 @@ describe('the MCP endpoint (/mcp)', function () {
     }
   });
 
+  it('answers a batch that also cancels one of its own requests, the request answered as if never cancelled (it would otherwise never be answered)', async () => {
+    const cancel = { jsonrpc: '2.0', method: 'notifications/cancelled', params: { requestId: 5, reason: 'changed my mind' } };
+    const batch = JSON.stringify([message(5, 'ping'), message(6, 'tools/list'), cancel]);
+    const answered = await Promise.race([
+      send(credentials.machine!, batch),
+      new Promise<never>((_, reject) => setTimeout(() => reject(new Error('no answer within 10 s')), 10_000)),
+    ]);
+    expect(answered.status, answered.text).to.equal(200);
+    const answers = JSON.parse(answered.text) as Array<{ id: number; result: Record<string, unknown> }>;
+    expect(answers.map(({ id }) => id).sort()).to.deep.equal([5, 6]);
+    expect(answers.find(({ id }) => id === 5)!.result).to.deep.equal({});
+
+    const unrelated = await send(credentials.machine!, JSON.stringify([message(7, 'ping'), { ...cancel, params: { requestId: 99 } }]));
+    // The SDK's transport answers a batch of one request with that request's answer alone.
+    expect([JSON.parse(unrelated.text)].flat(), 'a cancellation of no request of the batch changes nothing').to.deep.equal([{ jsonrpc: '2.0', id: 7, result: {} }]);
+  });
+
   it('refuses a body over 56 KiB (and under its 128 KiB) for what is wrong with it, not for its size; one over 128 KiB with 413', async () => {
     const padding = 'x'.repeat(60_000);
     const ping = JSON.stringify(message(1, 'ping', { padding }));
