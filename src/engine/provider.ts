@@ -13,6 +13,7 @@ import { apiAudience, builtInResources, resourceIndicators } from './resource_in
 import { workspaceClaims } from './token_claims.ts';
 import { ACR_VALUES } from './authentication_context.ts';
 import { proofCheckedBeforeCodeIsUsed } from './dpop_bound_codes.ts';
+import { proofBindsPublicClientRefreshTokens } from './dpop_bound_refresh_tokens.ts';
 import { codeRedemptionRacesRevokeTheGrant } from './concurrent_code_redemptions.ts';
 import { refusalsHeldUntilRedemption } from './refusals_at_redemption.ts';
 import { registerClientCredentialsGrant } from './grants/client_credentials.ts';
@@ -301,6 +302,7 @@ export function buildProvider({ config, store, accounts, keys, revocations, page
   holdFapiPolicy(provider, config.fapi);
   registerClientCredentialsGrant(provider, resources, audience);
   proofCheckedBeforeCodeIsUsed(provider, store.model('ReplayDetection'));
+  proofBindsPublicClientRefreshTokens(provider);
   codeRedemptionRacesRevokeTheGrant(provider);
   refusalsHeldUntilRedemption(provider);
   return { provider, audience, resources, documents, grantWorkspaces, grantActivity, rotations };

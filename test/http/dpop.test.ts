@@ -314,6 +314,35 @@ describe('DPoP', function () {
     });
   });
 
+  describe('a public client that starts sending proofs at a refresh', () => {
+    it('binds the refresh token issued then to the proof\'s key (RFC 9449 section 5): refreshed with that key only, never again as a bearer token', async () => {
+      const client = await register(server.issuer, { client_name: 'DPoP Later SPA', token_endpoint_auth_method: 'none', redirect_uris: [REDIRECT_URI] });
+      const { client_id: clientId } = await client.json() as RegisteredClient;
+      const config = await openidClient.discovery(new URL(server.issuer), clientId, undefined, openidClient.None(), { execute: [openidClient.allowInsecureRequests] });
+      const verifier = openidClient.randomPKCECodeVerifier();
+      const state = openidClient.randomState();
+      const url = openidClient.buildAuthorizationUrl(config, new URLSearchParams([
+        ['redirect_uri', REDIRECT_URI], ['scope', 'api'], ['state', state], ['code_challenge', await openidClient.calculatePKCECodeChallenge(verifier)], ['code_challenge_method', 'S256'],
+      ]));
+      const callback = await authorize(new UserAgent(), url.href, server.origin, { email: user.email, password: user.password });
+      const bearer = await openidClient.authorizationCodeGrant(config, callback, { pkceCodeVerifier: verifier, expectedState: state });
+      expect(bearer.token_type.toLowerCase(), 'the code redeemed without a proof').to.equal('bearer');
+
+      const DPoP = openidClient.getDPoPHandle(config, await proofKey());
+      const bound = await openidClient.refreshTokenGrant(config, bearer.refresh_token!, undefined, { DPoP });
+      expect(bound.token_type.toLowerCase()).to.equal('dpop');
+      const refused = async (options: { DPoP?: openidClient.DPoPHandle }) => {
+        const error = await openidClient.refreshTokenGrant(config, bound.refresh_token!, undefined, options).then(() => undefined, (caught: unknown) => caught);
+        expect(error).to.be.instanceOf(openidClient.ResponseBodyError);
+        return (error as openidClient.ResponseBodyError).error;
+      };
+      expect(await refused({}), 'as a bearer token').to.equal('invalid_grant');
+      expect(await refused({ DPoP: openidClient.getDPoPHandle(config, await proofKey()) }), 'with another key').to.equal('invalid_grant');
+      const again = await openidClient.refreshTokenGrant(config, bound.refresh_token!, undefined, { DPoP });
+      expect(decodeJwt(again.access_token).cnf).to.deep.equal(decodeJwt(bound.access_token).cnf);
+    });
+  });
+
   describe('at the code exchange', () => {
     it('refuses no proof or a proof of another key for a code bound to a key (dpop_jkt), and a proof already used, before the code is used up: the retry with a good proof gets the tokens', async () => {
       const client = await register(server.issuer, { client_name: 'DPoP app', token_endpoint_auth_method: 'none', redirect_uris: [REDIRECT_URI] });
