@@ -10,8 +10,8 @@ import { HttpError, notFound, unreadableBodyStatus } from '../shared/http_error.
 import { noStore } from '../shared/no_store.ts';
 import { idempotencyKeyOf, type IdempotentCreates } from './idempotency.ts';
 import { MetadataApi } from './metadata.ts';
-import { OBJECTS } from './objects.ts';
-import type { Principal } from './principal.ts';
+import { OBJECTS, type ObjectDefinition } from './objects.ts';
+import { canWriteRecords, type Principal } from './principal.ts';
 import { CoreApi, OBJECT_NAMES } from './records.ts';
 
 /** The largest request body the data API reads. */
@@ -70,8 +70,14 @@ export function dataApi(deps: DataApiDependencies): Middleware {
       ctx.body = created.body;
     });
     router.get(record, async (ctx) => { ctx.body = await core.get(principalOf(ctx), object, ctx.params.id!); });
-    router.patch(record, json, async (ctx) => { ctx.body = await core.update(principalOf(ctx), object, ctx.params.id!, ctx.request.body); });
-    router.delete(record, async (ctx) => { ctx.body = await core.delete(principalOf(ctx), object, ctx.params.id!); });
+    router.patch(record, json, async (ctx) => {
+      await refuseUnmatchableCondition(ctx, core, object);
+      ctx.body = await core.update(principalOf(ctx), object, ctx.params.id!, ctx.request.body);
+    });
+    router.delete(record, async (ctx) => {
+      await refuseUnmatchableCondition(ctx, core, object);
+      ctx.body = await core.delete(principalOf(ctx), object, ctx.params.id!);
+    });
     router.all(collection, () => { throw methodNotAllowed(COLLECTION_METHODS, 'a collection is listed (GET) or added to (POST)'); });
     router.all(record, () => { throw methodNotAllowed(RECORD_METHODS, 'a record is read (GET), changed (PATCH) or deleted (DELETE)'); });
   }
@@ -100,6 +106,22 @@ function principalOf(ctx: Context): Principal {
   const { principal } = ctx.state;
   if (!principal) throw new Error('the data API ran without an authenticated principal');
   return principal;
+}
+
+/**
+ * Records carry no entity tags, so an `If-Match` listing tags never holds (RFC 9110 section
+ * 13.1.1): the change is refused with 412 rather than made, and a client that means to change only
+ * the version it read never overwrites another's change unknowingly. As RFC 9110 section 13.2.1
+ * asks, the condition counts only for a request that would otherwise succeed: a record that is not
+ * there is still 404, and a viewer still 403. `If-Match: *` (the record exists) holds whenever
+ * the change can be made at all.
+ */
+async function refuseUnmatchableCondition(ctx: Context, core: CoreApi, object: ObjectDefinition): Promise<void> {
+  const condition = ctx.get('If-Match').trim();
+  const principal = principalOf(ctx);
+  if (!condition || condition === '*' || !canWriteRecords(principal)) return;
+  await core.get(principal, object, ctx.params.id!);
+  throw new HttpError(412, 'precondition_failed', 'records carry no entity tags, so an If-Match naming one never holds: nothing was changed (send the request without If-Match, or with If-Match: *)');
 }
 
 function methodNotAllowed(allow: string, description: string): HttpError {

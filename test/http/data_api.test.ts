@@ -225,6 +225,12 @@ describe('data API', function () {
       }
     });
 
+    it('refuses a viewer\'s change for its role (403), not for an If-Match it sends: a condition counts only for a request that could succeed', async () => {
+      const record = await createCompany(tokens.adminA!);
+      const refused = await api<ErrorBody>(server, `/rest/companies/${record.id}`, { method: 'PATCH', credential: tokens.viewerA, json: { name: 'Nope' }, headers: { 'if-match': '"v1"' } });
+      expect([refused.status, refused.body.error]).to.deep.equal([403, 'insufficient_role']);
+    });
+
     it('lets everyone read the Metadata API and no one write it (it is read-only: 405)', async () => {
       for (const who of ['viewerA', 'adminA', 'keyA']) {
         const response = await api(server, '/rest/metadata/objects', { credential: tokens[who] });
@@ -304,6 +310,27 @@ describe('data API', function () {
       expect(response.status).to.equal(200);
       expect(response.body.data.company).to.include({ name: 'Initech', city: null, employees: 6, createdAt: company.createdAt });
       expect(Date.parse(response.body.data.company.updatedAt as string)).to.be.greaterThan(Date.parse(company.updatedAt as string));
+    });
+
+    it('refuses a PATCH or DELETE conditional on an entity tag with 412, changing nothing, as records carry none (RFC 9110 section 13.1.1); If-Match: * is served', async () => {
+      const company = (await api<{ data: { company: Company } }>(server, '/rest/companies', { credential: keyC, json: { name: 'Conditional', employees: 1 } })).body.data.company;
+      const path = `/rest/companies/${company.id}`;
+      const tagged = { 'if-match': '"v1"' };
+      const patched = await api<ErrorBody>(server, path, { method: 'PATCH', credential: keyC, json: { employees: 2 }, headers: tagged });
+      expect([patched.status, patched.body.error]).to.deep.equal([412, 'precondition_failed']);
+      const deleted = await api<ErrorBody>(server, path, { method: 'DELETE', credential: keyC, headers: { 'if-match': 'W/"x", "y"' } });
+      expect(deleted.status).to.equal(412);
+      expect((await api<{ data: { company: Company } }>(server, path, { credential: keyC })).body.data.company, 'unchanged, not deleted').to.deep.equal(company);
+
+      const missing = `/rest/companies/${'0'.repeat(8)}-0000-4000-8000-${'0'.repeat(12)}`;
+      expect((await api(server, missing, { method: 'PATCH', credential: keyC, json: { employees: 2 }, headers: tagged })).status, 'no such record').to.equal(404);
+      const other = await seedUser(server, [{ workspace: 'Conditional Elsewhere', role: 'admin' }]);
+      const otherKey = (await createApiKey(server, other.workspaces[0]!.id)).key;
+      expect((await api(server, path, { method: 'PATCH', credential: otherKey, json: { employees: 2 }, headers: tagged })).status, 'another workspace\'s record').to.equal(404);
+
+      const any = await api<{ data: { company: Company } }>(server, path, { method: 'PATCH', credential: keyC, json: { employees: 3 }, headers: { 'if-match': '*' } });
+      expect(any.status).to.equal(200);
+      expect(any.body.data.company.employees).to.equal(3);
     });
 
     it('pages through a list with limit and starting_after, with totalCount and hasNextPage', async () => {
