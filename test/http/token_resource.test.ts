@@ -135,4 +135,29 @@ describe('token requests naming a resource', function () {
     const next = await tokenRequest(server.issuer, { grant_type: 'refresh_token', refresh_token: rotated.refresh_token, ...postCredentials(client) });
     expect(next.status, 'the latest refresh token, once a rotated-out one was replayed').to.equal(400);
   });
+
+  it('takes a rotated-out refresh token or a used code for a replay, and revokes the grant, whatever resource the request names: none of this server\'s, or two', async () => {
+    const form = (extra: Record<string, string | string[]>) => {
+      const body = new URLSearchParams(postCredentials(client));
+      for (const [name, values] of Object.entries(extra)) for (const value of [values].flat()) body.append(name, value);
+      return fetch(`${server.issuer}/oauth/token`, { method: 'POST', headers: { 'content-type': 'application/x-www-form-urlencoded' }, body });
+    };
+    for (const resource of ['https://unknown.example/', [audience, `${server.issuer}/mcp`]]) {
+      const { code: value, verifier } = await code();
+      const first = await (await exchangeCode(server.issuer, client, value, verifier, { resource: audience })).json() as { access_token: string; refresh_token: string };
+      const rotated = await (await tokenRequest(server.issuer, { grant_type: 'refresh_token', refresh_token: first.refresh_token, ...postCredentials(client) })).json() as { refresh_token: string };
+
+      const replay = await form({ grant_type: 'refresh_token', refresh_token: first.refresh_token, resource });
+      expect([replay.status, (await replay.json() as { error: string }).error], `a refresh token replayed naming ${resource}`).to.deep.equal([400, 'invalid_grant']);
+      const next = await tokenRequest(server.issuer, { grant_type: 'refresh_token', refresh_token: rotated.refresh_token, ...postCredentials(client) });
+      expect(next.status, 'the latest refresh token, once a rotated-out one was replayed').to.equal(400);
+
+      const again = await code();
+      const issued = await (await exchangeCode(server.issuer, client, again.code, again.verifier, { resource: audience })).json() as { refresh_token: string };
+      const replayedCode = await form({ grant_type: 'authorization_code', code: again.code, redirect_uri: REDIRECT_URI, code_verifier: again.verifier, resource });
+      expect([replayedCode.status, (await replayedCode.json() as { error: string }).error], `a code replayed naming ${resource}`).to.deep.equal([400, 'invalid_grant']);
+      const afterCodeReplay = await tokenRequest(server.issuer, { grant_type: 'refresh_token', refresh_token: issued.refresh_token, ...postCredentials(client) });
+      expect(afterCodeReplay.status, 'what the replayed code issued is revoked').to.equal(400);
+    }
+  });
 });

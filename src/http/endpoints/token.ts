@@ -66,24 +66,30 @@ function completeRotation(rotations: RefreshTokenRotations): Middleware {
  *   API their token would be for when none is named. Refused here, they would tell whoever holds a
  *   code or refresh token, without what else it takes to use it (the client's credentials, the
  *   PKCE verifier, the DPoP key it is bound to), whether it is still good.
- * A `resource` sent without a value counts as none (RFC 6749 section 3.2).
+ * A `resource` sent without a value counts as none (RFC 6749 section 3.2). A code or refresh token
+ * used already is refused by none of these: it goes to the engine, whose rule for a replay revokes
+ * the grant, however the request is phrased (RFC 9700 section 4.14.2).
  */
 function refuseTargetBeforeRedemption(provider: Provider, resources: ProtectedResources): Middleware {
   const defaultResource = apiAudience(provider.issuer);
   return async (ctx, next) => {
     const form = await tokenRequestForm(ctx);
     const requested = form?.getAll('resource') ?? [];
+    const proofToCheck = !ctx.get('DPoP') && await resources.someRequireDpop();
+    if (requested.length === 0 && !proofToCheck) return next();
+    const redeemed = form && await redeemedToken(provider, form);
+    // A code or refresh token used already is a replay whatever else the request says: the
+    // engine's rule answers it and revokes the grant, which a refusal here would spare.
+    if (redeemed === 'used') return next();
     if (requested.length > 1) throw invalidTarget('one resource at most in a token request (RFC 8707 section 2)');
     const named = requested[0] || undefined;
-    const proofToCheck = !ctx.get('DPoP') && await resources.someRequireDpop();
     if (named === undefined && !proofToCheck) return next();
     if (named !== undefined) {
       const api = await resources.find(named);
       if (!api) throw invalidTarget(unknownResource(named));
       if (proofToCheck && api.dpopRequired) throw new HttpError(400, 'invalid_dpop_proof', proofRequired(api), { 'Access-Control-Allow-Origin': '*' });
     }
-    const granted = form && await grantedResources(provider, form);
-    const refusal = granted && await refusalOfGrant(granted, named, proofToCheck, resources, defaultResource);
+    const refusal = redeemed && await refusalOfGrant(redeemed.resources, named, proofToCheck, resources, defaultResource);
     if (refusal) refuseAtRedemption(ctx, refusal);
     await next();
   };
@@ -104,21 +110,21 @@ async function refusalOfGrant(
 }
 
 /**
- * The resources of the code or refresh token the request redeems, as stored; undefined when it
- * names none the store knows, or one already used: the engine answers those (a replay revokes the
- * grant, which a refusal here would spare).
+ * The code or refresh token the request redeems, as stored: `used` when it was used already (a
+ * replay), else its resources; undefined when it names none the store knows.
  */
-async function grantedResources(provider: Provider, form: TokenRequestForm): Promise<string[] | undefined> {
+async function redeemedToken(provider: Provider, form: TokenRequestForm): Promise<'used' | { resources: string[] } | undefined> {
   const grantType = form.get('grant_type');
   const value = grantType === 'refresh_token' ? form.get('refresh_token') : grantType === 'authorization_code' ? form.get('code') : null;
   if (!value) return undefined;
   const model = grantType === 'refresh_token'
     ? await provider.RefreshToken.find(value, { ignoreExpiration: true })
     : await provider.AuthorizationCode.find(value, { ignoreExpiration: true });
+  if (!model) return undefined;
   // The engine's types name `consumed` on refresh tokens only; codes carry it too.
-  if (!model || (model as { consumed?: unknown }).consumed) return undefined;
+  if ((model as { consumed?: unknown }).consumed) return 'used';
   const { resource } = model as { resource?: string | string[] };
-  return resource === undefined ? [] : typeof resource === 'string' ? [resource] : resource;
+  return { resources: resource === undefined ? [] : typeof resource === 'string' ? [resource] : resource };
 }
 
 function invalidTarget(description: string): HttpError {
