@@ -91,6 +91,9 @@ export function workspaceDataServer(principal: Principal, core: CoreApi, metadat
     annotations: { destructiveHint: true, idempotentHint: true },
   }, (args) => answer(() => core.delete(principal, object(args.object), args.id)));
 
+  // The SDK offers notifications of a changed tool list with the first tool; this endpoint is
+  // stateless (POST only, no stream) and its tools never change, so it would never send one.
+  server.server.registerCapabilities({ tools: { listChanged: false } });
   return server;
 }
 

@@ -139,10 +139,11 @@ describe('the MCP endpoint (/mcp)', function () {
     expect(metadata).to.deep.include({ resource: mcpUrl, authorization_servers: [server.issuer], scopes_supported: ['api'] });
   });
 
-  it('answers initialize and lists the six tools, each with its input schema', async () => {
+  it('answers initialize, offering no notification it could not send, and lists the six tools, each with its input schema', async () => {
     const initialized = await rpc('initialize', { protocolVersion: '2025-11-25', capabilities: {}, clientInfo: { name: 'test', version: '1' } }, credentials.machine);
     expect(initialized.status).to.equal(200);
     expect(initialized.body.result).to.deep.include({ serverInfo: { name: 'workspace-data', version: '1.0.0' } });
+    expect(initialized.body.result!.capabilities, 'no tool list notifications, which a stateless endpoint never sends').to.deep.equal({ tools: { listChanged: false } });
     const listed = await rpc('tools/list', {}, credentials.machine);
     const tools = (listed.body.result as { tools: Array<{ name: string; inputSchema: { properties?: Record<string, unknown> } }> }).tools;
     expect(tools.map(({ name }) => name).sort()).to.deep.equal(['create_record', 'delete_record', 'describe_objects', 'get_record', 'list_records', 'update_record']);
