@@ -60,16 +60,19 @@ export function withoutOwnCancellations(body: unknown): unknown {
 
 type MessageId = string | number;
 
+/** A JSON-RPC id (a string or a number), or undefined for anything else. */
+function messageId(value: unknown): MessageId | undefined {
+  return typeof value === 'string' || typeof value === 'number' ? value : undefined;
+}
+
 /** The id of a JSON-RPC request (a method and an id), or undefined for any other message. */
 function requestIdOf(message: unknown): MessageId | undefined {
   const { id, method } = (message ?? {}) as { id?: unknown; method?: unknown };
-  return typeof method === 'string' && (typeof id === 'string' || typeof id === 'number') ? id : undefined;
+  return typeof method === 'string' ? messageId(id) : undefined;
 }
 
 /** The request a `notifications/cancelled` names, or undefined for any other message. */
 function cancelledIdOf(message: unknown): MessageId | undefined {
   const { method, params } = (message ?? {}) as { method?: unknown; params?: { requestId?: unknown } };
-  if (method !== 'notifications/cancelled') return undefined;
-  const id = params?.requestId;
-  return typeof id === 'string' || typeof id === 'number' ? id : undefined;
+  return method === 'notifications/cancelled' ? messageId(params?.requestId) : undefined;
 }

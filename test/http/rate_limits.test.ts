@@ -456,15 +456,18 @@ describe('rate limits', function () {
     });
   });
 
+  /** How many records of an engine model the SQLite file holds. */
+  const storedRecords = (model: string) => {
+    const db = new DatabaseSync(server.store.slice('sqlite:'.length), { readOnly: true });
+    try {
+      return (db.prepare('SELECT count(*) AS n FROM oidc_models WHERE model = ?').get(model) as { n: number }).n;
+    } finally {
+      db.close();
+    }
+  };
+
   describe('authorization requests that open a sign-in page, per client address', () => {
-    const interactionRecords = () => {
-      const db = new DatabaseSync(server.store.slice('sqlite:'.length), { readOnly: true });
-      try {
-        return (db.prepare('SELECT count(*) AS n FROM oidc_models WHERE model = ?').get('Interaction') as { n: number }).n;
-      } finally {
-        db.close();
-      }
-    };
+    const interactionRecords = () => storedRecords('Interaction');
     const anonymous = (address: string, client = app) =>
       fetch(codeRequest(server.issuer, client.client_id).url, { headers: { 'x-forwarded-for': address }, redirect: 'manual' });
 
@@ -508,14 +511,7 @@ describe('rate limits', function () {
   });
 
   describe('forms posted to the authorization and logout endpoints, per client address', () => {
-    const parkedForms = () => {
-      const db = new DatabaseSync(server.store.slice('sqlite:'.length), { readOnly: true });
-      try {
-        return (db.prepare('SELECT count(*) AS n FROM oidc_models WHERE model = ?').get('PostedForm') as { n: number }).n;
-      } finally {
-        db.close();
-      }
-    };
+    const parkedForms = () => storedRecords('PostedForm');
     const postForm = (path: string, address: string) => fetch(`${server.issuer}${path}`, {
       method: 'POST',
       headers: { 'content-type': 'application/x-www-form-urlencoded', 'x-forwarded-for': address },
