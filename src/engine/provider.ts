@@ -49,6 +49,7 @@ import { SUPPORTED_SCOPES, effectiveScope } from './scopes.ts';
 import { keepUnusedUntil } from '../clients/unused_clients.ts';
 import { settingsClient } from '../clients/first_party.ts';
 import { withSettingsSignIn } from './first_party_grant.ts';
+import { registrationTokenWritesLeaveNothingHalfDone } from './registration_access_tokens.ts';
 
 type LogoutFeature = NonNullable<NonNullable<Configuration['features']>['rpInitiatedLogout']>;
 
@@ -295,6 +296,7 @@ export function buildProvider({ config, store, accounts, keys, revocations, page
   const provider = new Provider(config.issuer, configuration);
   provider.proxy = config.proxyHops > 0;
   countedInitialAccessTokens(provider);
+  registrationTokenWritesLeaveNothingHalfDone(provider);
   useHashedClientSecrets(provider);
   refreshTokensNameTheirGrant(provider, refreshTokenValues);
   findClientsOncePerRequest(provider);

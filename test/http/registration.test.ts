@@ -1,4 +1,5 @@
 import { connect } from 'node:net';
+import { DatabaseSync } from 'node:sqlite';
 
 import { expect } from 'chai';
 import * as oauth from 'oauth4webapi';
@@ -93,6 +94,21 @@ describe('client registration', () => {
       });
       expect(registered.status).to.equal(201);
       expect(registered.headers.get('access-control-allow-origin')).to.equal('*');
+    });
+
+    it('stores no client when its registration access token cannot be stored', async () => {
+      const db = new DatabaseSync(server.store.slice('sqlite:'.length));
+      const clients = () => (db.prepare("SELECT count(*) AS n FROM oidc_models WHERE model = 'Client'").get() as { n: number }).n;
+      const before = clients();
+      db.exec("CREATE TRIGGER refuse_registration_tokens BEFORE INSERT ON oidc_models WHEN NEW.model = 'RegistrationAccessToken' BEGIN SELECT RAISE(ABORT, 'no room'); END");
+      try {
+        const response = await register(server.issuer, { redirect_uris: [REDIRECT_URI] });
+        expect(response.status).to.be.at.least(500);
+        expect(clients(), 'a client nobody can manage or authenticate as').to.equal(before);
+      } finally {
+        db.exec('DROP TRIGGER refuse_registration_tokens');
+        db.close();
+      }
     });
 
     it('gives every registration its own client_id and client_secret', async () => {
@@ -338,6 +354,28 @@ describe('client registration', () => {
 
       await expectRefusal(await management(own.registration_client_uri, own.registration_access_token), 401, 'invalid_token');
       await expectRefusal(await bogusRefresh(server.issuer, own.client_id, own.client_secret!), 401, 'invalid_client');
+    });
+
+    it('keeps the registration access token the client sent working when its successor cannot be stored, so the retry succeeds', async () => {
+      const own = await registerClient(server.issuer, { client_name: 'Before Outage' });
+      const update = () => management(own.registration_client_uri, own.registration_access_token, 'PUT', {
+        client_id: own.client_id,
+        client_name: 'After Outage',
+        redirect_uris: [REDIRECT_URI],
+      });
+      const db = new DatabaseSync(server.store.slice('sqlite:'.length));
+      db.exec("CREATE TRIGGER refuse_registration_tokens BEFORE INSERT ON oidc_models WHEN NEW.model = 'RegistrationAccessToken' BEGIN SELECT RAISE(ABORT, 'no room'); END");
+      try {
+        expect((await update()).status, 'the rotated token cannot be stored').to.be.at.least(500);
+      } finally {
+        db.exec('DROP TRIGGER refuse_registration_tokens');
+        db.close();
+      }
+      const retried = await update();
+      expect(retried.status, 'the retry with the only token the client holds').to.equal(200);
+      const rotated = (await retried.json() as Json).registration_access_token as string;
+      expect((await (await management(own.registration_client_uri, rotated)).json() as Json).client_name).to.equal('After Outage');
+      await expectRefusal(await management(own.registration_client_uri, own.registration_access_token), 401, 'invalid_token');
     });
 
     it('refuses DELETE without the registration access token, and the client survives', async () => {
