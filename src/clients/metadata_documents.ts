@@ -124,9 +124,13 @@ export class MetadataDocuments {
     if (stored?.failedAt !== undefined && now < stored.failedAt + failureSeconds && stored.body === undefined) {
       throw new Error(`${url} could not be fetched a moment ago`);
     }
+    let withdrawn = false;
     try {
       const response = await this.#fetch(url, { headers: { accept: 'application/json', ...headersOf(init.headers) } });
-      if (response.status !== 200) throw new Error(`${url} answered ${response.status}`);
+      if (response.status !== 200) {
+        withdrawn = isWithdrawal(response.status);
+        throw new Error(`${url} answered ${response.status}`);
+      }
       const body = await response.text();
       if (!isWorthKeeping(url, body)) {
         // The engine says what is wrong with it; the store keeps only that the fetch failed, so
@@ -138,8 +142,10 @@ export class MetadataDocuments {
       await this.#documents.upsert(digest(url), { url, body, fetchedAt: now, maxAge } satisfies StoredDocument, maxSeconds);
       return documentResponse(url, body, maxAge);
     } catch (error) {
-      // A copy that has not outlived the upper bound is served while its server does not answer.
-      if (stored?.body !== undefined && stored.fetchedAt !== undefined && now < stored.fetchedAt + maxSeconds) {
+      // A copy that has not outlived the upper bound is served while its server does not answer,
+      // never against the server's own word that the document is gone (RFC 9111 section 4.2.4):
+      // taking the document down is how its publisher ends the client.
+      if (!withdrawn && stored?.body !== undefined && stored.fetchedAt !== undefined && now < stored.fetchedAt + maxSeconds) {
         return documentResponse(url, stored.body, minSeconds);
       }
       await this.#documents.upsert(digest(url), { url, failedAt: now } satisfies StoredDocument, failureSeconds).catch(() => undefined);
@@ -151,6 +157,14 @@ export class MetadataDocuments {
     const stored = await this.#documents.find(digest(url));
     return stored?.url === url ? stored as unknown as StoredDocument : undefined;
   }
+}
+
+/**
+ * Whether a status other than 200 is the document's server saying it is not there (a 404, a 410,
+ * a redirect, which is not followed), rather than failing for now (a 5xx, 408, 429).
+ */
+function isWithdrawal(status: number): boolean {
+  return status < 500 && status !== 408 && status !== 429;
 }
 
 /**

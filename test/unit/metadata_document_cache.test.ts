@@ -14,7 +14,7 @@ import type { SafeFetch } from '../../src/shared/safe_fetch.ts';
  * The metadata document cache over a real SQLite file, with a clock the test moves and a document
  * server the test scripts: how long a document is kept (its max-age within the bounds), that a
  * failure is remembered briefly, that a stale copy stands in while its server fails (until the
- * upper bound), and that every instance on the store shares one fetch. Concurrent requests for a
+ * upper bound) but not once the server says the document is gone, and that every instance on the store shares one fetch. Concurrent requests for a
  * new document are coalesced by the engine: test/http/metadata_documents.test.ts.
  */
 describe('the metadata document cache', () => {
@@ -25,12 +25,12 @@ describe('the metadata document cache', () => {
   let now: number;
   let fetches: number;
   /** What the document's server does next: answer with this max-age, or fail. */
-  let next: { maxAge?: string; fail?: boolean; body?: string };
+  let next: { maxAge?: string; fail?: boolean; body?: string; status?: number };
 
   const documentServer: SafeFetch = async () => {
     fetches += 1;
     if (next.fail) throw new Error('connection refused');
-    return new Response(next.body ?? `{"client_id":"${URL_A}","n":${fetches}}`, { status: 200, headers: next.maxAge ? { 'cache-control': next.maxAge } : {} });
+    return new Response(next.body ?? `{"client_id":"${URL_A}","n":${fetches}}`, { status: next.status ?? 200, headers: next.maxAge ? { 'cache-control': next.maxAge } : {} });
   };
   const documents = () => new MetadataDocuments(store.model(MetadataDocuments.MODEL), documentServer, { clock: () => now });
   const read = async (cache: MetadataDocuments) => {
@@ -112,6 +112,19 @@ describe('the metadata document cache', () => {
     advance(failureSeconds + 1);
     next = {};
     expect((await read(cache)).body.n).to.equal(2);
+  });
+
+  it('serves the stale copy while its server answers 5xx, 408 or 429, but not once it answers that the document is gone (404, 410, a redirect)', async () => {
+    for (const status of [503, 408, 429, 404, 410, 302]) {
+      next = { maxAge: 'max-age=120' };
+      const cache = documents();
+      advance(maxSeconds);
+      await read(cache);
+      advance(121);
+      next = { status };
+      const served = await read(cache).then(() => true, () => false);
+      expect(served, `the stale copy once the server answers ${status}`).to.equal(status >= 500 || status === 408 || status === 429);
+    }
   });
 
   it('serves the stale copy while its server fails, up to the upper bound, and no further', async () => {
