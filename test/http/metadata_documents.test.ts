@@ -143,6 +143,32 @@ describe('Client ID Metadata Documents: what the server refuses', function () {
     expect(documents.requests('/mismatch.json')).to.equal(1);
   });
 
+  it('answers a document that cannot be used with 401 invalid_client at every endpoint that authenticates clients, the first time and while the failure is remembered', async () => {
+    const unusable: Record<string, (url: string) => Record<string, unknown>> = {
+      'a client_id that is not its URL': (url) => document(`${url}x`),
+      'a client_secret': (url) => document(url, { client_secret: 'a-secret' }),
+      'a redirect URI on http off loopback': (url) => document(url, { redirect_uris: ['http://example.com/callback'] }),
+    };
+    const requests: Record<string, (clientId: string) => Record<string, string>> = {
+      token: (clientId) => ({ grant_type: 'refresh_token', refresh_token: 'x', client_id: clientId }),
+      revoke: (clientId) => ({ token: 'x', client_id: clientId }),
+      introspect: (clientId) => ({ token: 'x', client_id: clientId }),
+      par: (clientId) => ({ client_id: clientId, response_type: 'code', redirect_uri: REDIRECT, scope: 'api', code_challenge: pkcePair().challenge, code_challenge_method: 'S256' }),
+    };
+    for (const [what, unusableDocument] of Object.entries(unusable)) {
+      for (const [endpoint, form] of Object.entries(requests)) {
+        const path = `/unusable-${endpoint}-${what.replaceAll(' ', '-')}.json`;
+        const url = `${documents.origin}${path}`;
+        documents.serve(path, unusableDocument(url));
+        for (const attempt of ['first', 'remembered']) {
+          const response = await postForm(`${server.issuer}/oauth/${endpoint}`, form(url));
+          const body = await response.json() as { error?: string };
+          expect([response.status, body.error], `${what} at ${endpoint}, ${attempt}`).to.deep.equal([401, 'invalid_client']);
+        }
+      }
+    }
+  });
+
   it('refuses a redirect URI the document does not list', async () => {
     const url = publish('/redirects.json');
     expectRefusedOnPage(await authorizeAs(server, url, 'http://127.0.0.1:9/elsewhere'), 'unlisted path');

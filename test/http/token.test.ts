@@ -582,6 +582,15 @@ describe('token endpoint (POST /oauth/token)', function () {
       await expectTokenError(await clientCredentials(machineClient, { client_secret: 'not-the-secret' }), 401, 'invalid_client');
     });
 
+    it('refuses HTTP Basic with an empty password with 401 invalid_client and a Basic challenge, at the token, revocation and introspection endpoints', async () => {
+      const emptyPassword = `Basic ${Buffer.from(`${encodeURIComponent(machineClient.client_id)}:`).toString('base64')}`;
+      for (const [endpoint, form] of [['token', { grant_type: 'client_credentials', scope: 'api' }], ['revoke', { token: 'x' }], ['introspect', { token: 'x' }]] as const) {
+        const response = await fetch(`${server.issuer}/oauth/${endpoint}`, { method: 'POST', headers: { authorization: emptyPassword }, body: new URLSearchParams(form) });
+        const body = await response.json() as { error?: string };
+        expect([response.status, body.error, response.headers.get('www-authenticate')], endpoint).to.deep.equal([401, 'invalid_client', 'Basic realm="oauth"']);
+      }
+    });
+
     it('refuses a request naming no client with 401 invalid_client, naming every way a client authenticates, private_key_jwt included', async () => {
       const response = await fetch(`${server.issuer}/oauth/token`, { method: 'POST', body: new URLSearchParams({ grant_type: 'client_credentials', scope: 'api' }) });
       expect(response.headers.get('www-authenticate')).to.equal('Basic realm="oauth"');

@@ -16,6 +16,11 @@ const CLIENT_CHALLENGE = 'Basic realm="oauth"';
  * - no client authentication at all is `invalid_client` (401), not `invalid_request`; but a body
  *   the engine did not read, sent without a content type, is said to be the problem;
  * - a grant type the client is not registered for is `unauthorized_client`, not `invalid_request`;
+ * - a client_id whose metadata document cannot be used names a client that cannot be
+ *   authenticated: `invalid_client`, not the registration error codes the engine reports it with
+ *   (`invalid_client_metadata`, `invalid_redirect_uri`: RFC 7591 section 3.2.2 only);
+ * - HTTP Basic with an empty password is a client authentication that failed in the
+ *   Authorization header: `invalid_client`, not `invalid_request`;
  * - `invalid_client` is always 401 with a challenge, as HTTP requires of a 401 (a metadata
  *   document that could not be used is 400 from the engine, and a failed client_secret_post has
  *   no challenge), so a client sees one status for one error.
@@ -23,6 +28,7 @@ const CLIENT_CHALLENGE = 'Basic realm="oauth"';
 export const rfc6749ErrorCodes: Middleware = async (ctx, next) => {
   await next();
   const body = ctx.body as ErrorBody | undefined;
+  if (ctx.status === 400 && body && isClientAuthenticationFailure(body)) body.error = 'invalid_client';
   if (body?.error === 'invalid_client' && (ctx.status === 400 || ctx.status === 401)) {
     ctx.status = 401;
     if (!ctx.response.get('WWW-Authenticate')) ctx.set('WWW-Authenticate', CLIENT_CHALLENGE);
@@ -43,6 +49,12 @@ export const rfc6749ErrorCodes: Middleware = async (ctx, next) => {
       : `this client is not registered for the ${grantType} grant type`;
   }
 };
+
+/** An engine refusal that is a client failing to authenticate, whatever code the engine gives it. */
+function isClientAuthenticationFailure(body: ErrorBody): boolean {
+  if (body.error === 'invalid_client_metadata' || body.error === 'invalid_redirect_uri') return true;
+  return body.error === 'invalid_request' && body.error_description === 'client_secret must be provided in the Authorization header';
+}
 
 /** A request body the engine ignored, having no Content-Type to tell it what the body is. */
 function hasUntypedBody(ctx: Context): boolean {
