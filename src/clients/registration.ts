@@ -264,5 +264,16 @@ function checkRedirectUriList(field: string, uris: unknown): void {
     if (url.protocol === 'http:' && !LOOPBACK_HOSTS.has(url.hostname)) {
       throw new errors.InvalidClientMetadata(`${field} must use https; http is only allowed on loopback (127.0.0.1, [::1], localhost), got "${uri}"`);
     }
+    if (NOT_PRIVATE_USE_SCHEMES.has(url.protocol)) {
+      throw new errors.InvalidClientMetadata(`${field} must use https, http on loopback, or a private-use scheme of the app's own (com.example.app:/callback, RFC 8252 section 7.1); "${url.protocol}" is no app's, got "${uri}"`);
+    }
   }
 }
+
+/**
+ * Schemes that are registered for something else, so that no app receives a redirect through
+ * them. A private-use scheme without a period (`myapp:`) is accepted, though RFC 8252 section 8.4
+ * says a server SHOULD refuse it: MCP hosts register such schemes (`cursor:`), and refusing them
+ * would break clients people use.
+ */
+const NOT_PRIVATE_USE_SCHEMES = new Set(['ws:', 'wss:', 'ftp:', 'mailto:', 'tel:', 'sms:', 'urn:', 'view-source:']);

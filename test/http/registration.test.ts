@@ -395,6 +395,9 @@ describe('client registration', () => {
       ['http on a non-loopback host', 'http://example.com/cb', /https/i],
       ['a javascript: URI', 'javascript:alert(1)', undefined],
       ['a data: URI', 'data:text/html,hello', undefined],
+      ['a WebSocket URI', 'wss://app.example.com/cb', /private-use/],
+      ['a mailto: URI', 'mailto:someone@example.com', /private-use/],
+      ['the out-of-band URN', 'urn:ietf:wg:oauth:2.0:oob', /private-use/],
     ];
     for (const [label, uri, description] of refused) {
       it(`refuses ${label} (${uri}) with 400 invalid_redirect_uri saying what to fix`, async () => {
@@ -415,6 +418,7 @@ describe('client registration', () => {
       ['http on localhost', 'http://localhost/cb', 'native'],
       ['https', 'https://app.example.com/cb', 'web'],
       ['a private-use scheme for a native app (RFC 8252)', 'com.example.app:/callback', 'native'],
+      ['a private-use scheme without a period, as MCP hosts register', 'cursor://anysphere.cursor-mcp/oauth/callback', 'native'],
     ];
     for (const [label, uri, applicationType] of accepted) {
       it(`accepts ${label} (${uri}) as a ${applicationType} client`, async () => {
