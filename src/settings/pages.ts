@@ -282,7 +282,7 @@ export class SettingsPages {
 }
 
 function doneMessage(done: unknown): string | undefined {
-  return typeof done === 'string' ? DONE[done] : undefined;
+  return typeof done === 'string' && Object.hasOwn(DONE, done) ? DONE[done] : undefined;
 }
 
 function shownKey(key: ApiKeyRecord) {

@@ -506,6 +506,18 @@ describe('settings area in a real browser', function () {
       expect((await api(server, '/rest/companies', { credential: key })).status).to.equal(401);
     });
 
+    it('shows after a form only a sentence of its own: ?done= naming anything else, an inherited property of every object included, shows nothing', async function () {
+      const user = await seedUser(server, [{ workspace: 'Status Ltd' }]);
+      const page = await open();
+      await openSettings(page, user);
+      for (const done of ['constructor', 'toString', '__proto__', 'no-such-message']) {
+        await page.goto(`${settingsUrl()}?done=${done}`);
+        expect(await page.getByRole('status').count(), done).to.equal(0);
+      }
+      await page.goto(`${settingsUrl()}?done=app-revoked`);
+      expect(await page.getByRole('status').innerText()).to.include('Access revoked');
+    });
+
     it('shows an admin no confirmation page for another workspace\'s key (404), and its form revokes nothing there', async function () {
       const admin = await seedUser(server, [{ workspace: 'Mine Ltd' }]);
       const other = await seedUser(server, [{ workspace: 'Theirs Ltd' }]);
