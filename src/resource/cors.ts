@@ -2,7 +2,7 @@ import type { Context, Middleware } from 'koa';
 
 // DPoP: a browser client sends its proof and reads the nonce it is asked to use (RFC 9449 sections 4.1 and 9).
 // Idempotency-Key: a browser client may retry a create safely, and tell a replayed answer.
-const ALLOWED_HEADERS = ['Authorization', 'Content-Type', 'DPoP', 'Idempotency-Key'];
+const ALLOWED_HEADERS = ['Authorization', 'Content-Type', 'DPoP', 'Idempotency-Key', 'If-Match', 'If-None-Match'];
 const EXPOSED_HEADERS = ['WWW-Authenticate', 'Location', 'DPoP-Nonce', 'Idempotent-Replayed'];
 /** Preflight answers kept by browsers this long (seconds). */
 const PREFLIGHT_MAX_AGE = 600;

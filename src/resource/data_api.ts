@@ -110,18 +110,27 @@ function principalOf(ctx: Context): Principal {
 
 /**
  * Records carry no entity tags, so an `If-Match` listing tags never holds (RFC 9110 section
- * 13.1.1): the change is refused with 412 rather than made, and a client that means to change only
- * the version it read never overwrites another's change unknowingly. As RFC 9110 section 13.2.1
- * asks, the condition counts only for a request that would otherwise succeed: a record that is not
- * there is still 404, and a viewer still 403. `If-Match: *` (the record exists) holds whenever
- * the change can be made at all.
+ * 13.1.1), and `If-None-Match: *` never holds for a record that is there (section 13.1.2): the
+ * change is refused with 412 rather than made, and a client that means to change only the version
+ * it read never overwrites another's change unknowingly. As RFC 9110 section 13.2.1 asks, the
+ * condition counts only for a request that would otherwise succeed: a record that is not there is
+ * still 404, and a viewer still 403. `If-Match: *` (the record exists) holds whenever the change
+ * can be made at all, and so does an `If-None-Match` listing tags.
  */
 async function refuseUnmatchableCondition(ctx: Context, core: CoreApi, object: ObjectDefinition): Promise<void> {
-  const condition = ctx.get('If-Match').trim();
+  const refusal = unmatchableCondition(ctx);
   const principal = principalOf(ctx);
-  if (!condition || condition === '*' || !canWriteRecords(principal)) return;
+  if (!refusal || !canWriteRecords(principal)) return;
   await core.get(principal, object, ctx.params.id!);
-  throw new HttpError(412, 'precondition_failed', 'records carry no entity tags, so an If-Match naming one never holds: nothing was changed (send the request without If-Match, or with If-Match: *)');
+  throw new HttpError(412, 'precondition_failed', refusal);
+}
+
+/** Why the request's precondition cannot hold for a record that exists, if it cannot. */
+function unmatchableCondition(ctx: Context): string | undefined {
+  const ifMatch = ctx.get('If-Match').trim();
+  if (ifMatch && ifMatch !== '*') return 'records carry no entity tags, so an If-Match naming one never holds: nothing was changed (send the request without If-Match, or with If-Match: *)';
+  if (ctx.get('If-None-Match').trim() === '*') return 'If-None-Match: * holds only for a record that does not exist, and this one does: nothing was changed';
+  return undefined;
 }
 
 function methodNotAllowed(allow: string, description: string): HttpError {

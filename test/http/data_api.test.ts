@@ -333,6 +333,22 @@ describe('data API', function () {
       expect(any.body.data.company.employees).to.equal(3);
     });
 
+    it('refuses a PATCH or DELETE with If-None-Match: * on a record that exists with 412, changing nothing (RFC 9110 section 13.1.2); one naming a tag is served', async () => {
+      const company = (await api<{ data: { company: Company } }>(server, '/rest/companies', { credential: keyC, json: { name: 'Absent Only', employees: 1 } })).body.data.company;
+      const path = `/rest/companies/${company.id}`;
+      const absentOnly = { 'if-none-match': '*' };
+      const patched = await api<ErrorBody>(server, path, { method: 'PATCH', credential: keyC, json: { employees: 2 }, headers: absentOnly });
+      expect([patched.status, patched.body.error]).to.deep.equal([412, 'precondition_failed']);
+      expect((await api(server, path, { method: 'DELETE', credential: keyC, headers: absentOnly })).status).to.equal(412);
+      expect((await api<{ data: { company: Company } }>(server, path, { credential: keyC })).body.data.company, 'unchanged, not deleted').to.deep.equal(company);
+      const missing = `/rest/companies/${'0'.repeat(8)}-0000-4000-8000-${'0'.repeat(12)}`;
+      expect((await api(server, missing, { method: 'DELETE', credential: keyC, headers: absentOnly })).status, 'no such record').to.equal(404);
+
+      const untagged = await api<{ data: { company: Company } }>(server, path, { method: 'PATCH', credential: keyC, json: { employees: 3 }, headers: { 'if-none-match': '"v1"' } });
+      expect(untagged.status).to.equal(200);
+      expect(untagged.body.data.company.employees).to.equal(3);
+    });
+
     it('pages through a list with limit and starting_after, with totalCount and hasNextPage', async () => {
       const owner = await seedUser(server, [{ workspace: 'Workspace D', role: 'admin' }]);
       const key = (await createApiKey(server, owner.workspaces[0]!.id)).key;
@@ -630,6 +646,7 @@ describe('data API', function () {
         method: 'OPTIONS', headers: { origin: 'https://app.example', 'access-control-request-method': 'PATCH' },
       });
       expect(ofRecord.headers.get('access-control-allow-methods')).to.equal('GET, HEAD, PATCH, DELETE');
+      expect(ofRecord.headers.get('access-control-allow-headers')!.toLowerCase().split(/,\s*/), 'a conditional change from a page').to.include.members(['if-match', 'if-none-match']);
       const ofMetadata = await fetch(`${server.issuer}/rest/metadata/objects`, {
         method: 'OPTIONS', headers: { origin: 'https://app.example', 'access-control-request-method': 'GET' },
       });
