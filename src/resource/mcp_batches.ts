@@ -18,8 +18,8 @@ const VERSION_WITHOUT_HEADER = '2025-03-26';
 
 /**
  * Why a request body (parsed JSON; undefined when it is not JSON) is refused as a batch: an empty
- * array (JSON-RPC 2.0 answers it with one Invalid Request), or an array under a protocol version
- * without batches. Undefined for a single message, and for a batch under 2025-03-26 or before.
+ * array (JSON-RPC 2.0 answers it with one Invalid Request), an array under a protocol version
+ * without batches, or one in which two requests share an id. Undefined for a single message, and for a batch under 2025-03-26 or before.
  * Versions are dates, so they compare as strings.
  */
 export function batchRefusal(body: unknown, protocolVersion: string | undefined): string | undefined {
@@ -29,6 +29,10 @@ export function batchRefusal(body: unknown, protocolVersion: string | undefined)
   if (version >= FIRST_VERSION_WITHOUT_BATCHES) {
     return `Invalid Request: MCP ${version.slice(0, 20)} takes one JSON-RPC message per request, not a batch (batches ended with ${FIRST_VERSION_WITHOUT_BATCHES})`;
   }
+  // The transport answers a batch's requests by id: two under one id would both run and only one
+  // be answered. MCP never lets a request id be reused, so such a batch runs nothing.
+  const ids = body.map(requestIdOf).filter((id) => id !== undefined);
+  if (new Set(ids).size !== ids.length) return 'Invalid Request: two requests of the batch have the same id';
   return undefined;
 }
 

@@ -239,7 +239,7 @@ describe('the MCP endpoint (/mcp)', function () {
     expect(notJson.status).to.equal(400);
   });
 
-  it('refuses a batch under MCP 2025-06-18 and later, which take one message per request, and an empty batch under any version; nothing of a refused batch runs', async () => {
+  it('refuses a batch under MCP 2025-06-18 and later, which take one message per request, an empty batch under any version, and one reusing a request id; nothing of a refused batch runs', async () => {
     const { key } = await createApiKey(server, workspace);
     const batch = JSON.stringify([createCompany(1, 'Batched 1'), createCompany(2, 'Batched 2')]);
     for (const version of ['2025-11-25', '2025-06-18']) {
@@ -255,6 +255,9 @@ describe('the MCP endpoint (/mcp)', function () {
       expect(empty.status, `[] under ${version ?? 'no version'}`).to.equal(400);
       expect((JSON.parse(empty.text) as { error: { code: number } }).error.code).to.equal(-32600);
     }
+    const sameId = await send(key, JSON.stringify([createCompany(3, 'Batched 3'), createCompany(3, 'Batched 4')]), '2025-03-26');
+    expect(sameId.status, 'two requests under one id').to.equal(400);
+    expect((JSON.parse(sameId.text) as { error: { code: number; message: string } }).error.message).to.include('the same id');
     const listed = await tool(key, 'list_records', { object: 'companies', limit: 100 });
     expect(JSON.stringify(listed.structuredContent), 'no record of a refused batch').to.not.include('Batched');
   });
