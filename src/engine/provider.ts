@@ -50,6 +50,7 @@ import { keepUnusedUntil } from '../clients/unused_clients.ts';
 import { settingsClient } from '../clients/first_party.ts';
 import { withSettingsSignIn } from './first_party_grant.ts';
 import { registrationTokenWritesLeaveNothingHalfDone } from './registration_access_tokens.ts';
+import { productInteractionPolicy } from './interaction_policy.ts';
 
 type LogoutFeature = NonNullable<NonNullable<Configuration['features']>['rpInitiatedLogout']>;
 
@@ -130,7 +131,10 @@ export function buildProvider({ config, store, accounts, keys, revocations, page
     jwks: keys.jwks as Configuration['jwks'],
     cookies: { keys: keys.cookieKeys, names: cookieNames(config.issuer) },
     routes: { ...ENGINE_ROUTES, userinfo: USERINFO_PATH },
-    interactions: { url: (_ctx: KoaContextWithOIDC, interaction) => `${config.basePath}${INTERACTION_PATH}/${interaction.uid}` },
+    interactions: {
+      url: (_ctx: KoaContextWithOIDC, interaction) => `${config.basePath}${INTERACTION_PATH}/${interaction.uid}`,
+      policy: productInteractionPolicy(),
+    },
     ...(pages ? { renderError: pages.renderError } : {}),
 
     scopes: [...SUPPORTED_SCOPES],

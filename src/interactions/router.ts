@@ -3,6 +3,7 @@ import { errors, type InteractionResults } from 'oidc-provider';
 
 import { SETTINGS_CLIENT_ID } from '../clients/first_party.ts';
 import { ACR_VALUES, demandsUnofferedAcr, PASSWORD_ACR, PASSWORD_AMR } from '../engine/authentication_context.ts';
+import { SELECT_ACCOUNT_PROMPT } from '../engine/interaction_policy.ts';
 import { INTERACTION_PATH } from '../engine/routes.ts';
 import { formBody } from '../pages/form_body.ts';
 import { DENIED_BY_THE_USER } from '../pages/return_to_client.ts';
@@ -10,7 +11,7 @@ import type { SignIns } from '../rate_limits/limits.ts';
 import { HttpError } from '../shared/http_error.ts';
 import { saveGrant, showConsent, type ConsentDependencies } from './consent.ts';
 import { finishInteraction } from './finish.ts';
-import { showLogin } from './login.ts';
+import { showLogin, type Details } from './login.ts';
 
 export interface InteractionDependencies extends ConsentDependencies {
   /** Password checks, limited per address and per account (locks), failures logged. */
@@ -39,7 +40,7 @@ export function interactionRouter(deps: InteractionDependencies): Router {
     if (details.prompt.name === 'login' && demandsUnofferedAcr(details.prompt)) {
       return finishInteraction(ctx, provider, UNOFFERED_ACR, { mergeWithLastSubmission: false });
     }
-    if (details.prompt.name === 'login') return showLogin(ctx, deps, details);
+    if (asksToSignIn(details)) return showLogin(ctx, deps, details);
     if (details.prompt.name === 'consent' && details.params.client_id === SETTINGS_CLIENT_ID) {
       return finishInteraction(ctx, provider, SETTINGS_NEED_NO_CONSENT, { mergeWithLastSubmission: false });
     }
@@ -51,7 +52,7 @@ export function interactionRouter(deps: InteractionDependencies): Router {
     const details = await provider.interactionDetails(ctx.req, ctx.res);
     const body = ctx.request.body as FormBody;
     if (!csrf.verify(details.uid, body.csrf)) throw forgedForm();
-    if (details.prompt.name !== 'login') return showConsent(ctx, deps, details);
+    if (!asksToSignIn(details)) return showConsent(ctx, deps, details);
 
     const email = typeof body.email === 'string' ? body.email : '';
     const password = typeof body.password === 'string' ? body.password : '';
@@ -70,6 +71,8 @@ export function interactionRouter(deps: InteractionDependencies): Router {
       return showLogin(ctx, deps, details, { email, error: 'The email or password is not right.' });
     }
     const result: InteractionResults = { login: { accountId: user.id, acr: PASSWORD_ACR, amr: PASSWORD_AMR } };
+    // The account signed in with is the one chosen.
+    if (details.prompt.name === SELECT_ACCOUNT_PROMPT) result[SELECT_ACCOUNT_PROMPT] = {};
     await finishInteraction(ctx, provider, result, { mergeWithLastSubmission: false });
   });
 
@@ -103,6 +106,11 @@ export function interactionRouter(deps: InteractionDependencies): Router {
   });
 
   return router;
+}
+
+/** Whether the interaction's prompt is answered by signing in: `login`, and `select_account`, whose account is chosen by signing in with it. */
+function asksToSignIn(details: Details): boolean {
+  return details.prompt.name === 'login' || details.prompt.name === SELECT_ACCOUNT_PROMPT;
 }
 
 /**

@@ -263,6 +263,31 @@ describe('authorization in a real browser', function () {
     expect(again.url.searchParams.get('code')).to.be.a('string').and.not.equal('');
   });
 
+  it('answers prompt=select_account with the sign-in page, and goes on as the account signed in with (OpenID Connect Core 3.1.2.1)', async function () {
+    const [first, second] = [await seedUser(server, [{ workspace: 'First Account Co' }]), await seedUser(server, [{ workspace: 'Second Account Co' }])];
+    const { client, page, capture, auth } = await prepare();
+    await fullFlow(page, first, auth, capture);
+
+    const switching = authorization(client, { prompt: 'select_account' });
+    await page.goto(switching.url);
+    await page.getByRole('heading', { level: 1, name: 'Sign in' }).waitFor();
+    await signIn(page, second);
+    await consentHeading(page).waitFor();
+    await page.getByRole('button', { name: 'Allow', exact: true }).click();
+    const asSecond = await capture.next();
+    expect(decodeJwt((await exchange(client, asSecond.url, switching)).access_token).workspace_id).to.equal(second.workspaces[0]!.id);
+
+    const back = authorization(client, { prompt: 'select_account' });
+    await page.goto(back.url);
+    await page.getByRole('heading', { level: 1, name: 'Sign in' }).waitFor();
+    await signIn(page, first);
+    await consentHeading(page).waitFor();
+    await page.getByRole('button', { name: 'Allow', exact: true }).click();
+    const asFirst = await capture.next();
+    expect(asFirst.url.searchParams.get('state')).to.equal(back.state);
+    expect(decodeJwt((await exchange(client, asFirst.url, back)).access_token).workspace_id).to.equal(first.workspaces[0]!.id);
+  });
+
   describe('errors for a client nobody vetted (RFC 9700 section 4.11.2)', function () {
     /** The page shown instead of the redirect: on the server, 400, nothing sent, and a labelled way back carrying the error. */
     async function expectHeldError(page: Page, response: PageResponse | null, capture: RedirectCapture, auth: CodeRequest, error: string): Promise<void> {
