@@ -185,7 +185,7 @@ export class SettingsPages {
   }
 
   /** An admin's page of one workspace: its API keys (and the form to make one) and the clients bound to it. */
-  async workspace(ctx: Context, user: User, workspace: WorkspaceRef, csrfToken: string, form: { done?: unknown; error?: string; name?: string }): Promise<void> {
+  async workspace(ctx: Context, user: User, workspace: WorkspaceRef, csrfToken: string, form: { done?: unknown; error?: string; name?: string; field?: 'name' | 'expiry' }): Promise<void> {
     const [keys, clients] = await Promise.all([this.#deps.apiKeys.list(workspace.id), boundClients(this.#deps.clients, workspace.id)]);
     const page = `${this.#home}/workspaces/${workspace.id}`;
     await this.#render(ctx, 'settings_workspace', `${workspace.name}: API keys and applications`, user, {
@@ -197,6 +197,8 @@ export class SettingsPages {
       createAction: `${page}/api-keys`,
       revokeAction: `${page}/api-keys/revoke`,
       name: form.name ?? '',
+      // The field to fix has the focus, and names the error.
+      field: form.field,
       maxNameLength: MAX_NAME_LENGTH,
       expiryChoices: EXPIRY_CHOICES,
       defaultExpiry: DEFAULT_EXPIRY,

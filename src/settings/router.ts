@@ -125,7 +125,7 @@ export function settingsRouter(dependencies: SettingsDependencies): Router {
     const created = await admin.createKey(workspace.id, ctx.request.body as FormBody);
     if ('error' in created) {
       ctx.status = created.status ?? 400;
-      return pages.workspace(ctx, signedIn.user, workspace, formToken(ctx), { error: created.error, name: created.name });
+      return pages.workspace(ctx, signedIn.user, workspace, formToken(ctx), created);
     }
     // The key is shown this once, on this response; it is never in a URL or a log.
     return pages.keyCreated(ctx, signedIn.user, workspace, created);

@@ -3,7 +3,7 @@ import { hash } from 'node:crypto';
 import type { ApiKeyRecord, ModelStore } from '../../adapters/store.ts';
 import { LIFETIMES } from '../../config/lifetimes.ts';
 import { ApiKeyError, type ApiKeys, type NewApiKey } from '../api_keys/api_keys.ts';
-import { formIdOf, readApiKeyForm } from './api_key_form.ts';
+import { formIdOf, readApiKeyForm, type ApiKeyFormRefusal } from './api_key_form.ts';
 
 /**
  * How long a create form's mark of use stays: as long as the form can be sent at all (its token
@@ -31,7 +31,7 @@ export class WorkspaceAdmin {
    * (the store's atomic insert): sent again (a reload of the page that showed the key, a restored
    * tab, copies of a double submit), it makes no second one (409).
    */
-  async createKey(workspaceId: string, body: Record<string, unknown>): Promise<NewApiKey | { error: string; name: string; status?: number }> {
+  async createKey(workspaceId: string, body: Record<string, unknown>): Promise<NewApiKey | ApiKeyFormRefusal> {
     const form = readApiKeyForm(body);
     if ('error' in form) return form;
     const formId = formIdOf(body);
@@ -45,7 +45,7 @@ export class WorkspaceAdmin {
     } catch (error) {
       // The form may be sent again, corrected.
       await this.#markers.destroy(marker);
-      if (error instanceof ApiKeyError) return { error: `The key was not created: ${error.message}.`, name: form.request.name };
+      if (error instanceof ApiKeyError) return { error: `The key was not created: ${error.message}.`, name: form.request.name, field: 'name' };
       throw error;
     }
   }

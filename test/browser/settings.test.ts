@@ -442,7 +442,7 @@ describe('settings area in a real browser', function () {
       expect(await selected(field), 'select all in the field: the whole key').to.equal(key);
     });
 
-    it('is told what is wrong with the form (400), and the name given is kept', async function () {
+    it('is told what is wrong with the form (400), the name given is kept, and the cursor waits in the field to fix', async function () {
       const admin = await seedUser(server, [{ workspace: 'Bad Input Ltd' }]);
       const page = await open();
       await openSettings(page, admin);
@@ -454,6 +454,8 @@ describe('settings area in a real browser', function () {
       expect((await answer).status()).to.equal(400);
       expect(await page.getByRole('alert').innerText()).to.include('1 to 100 printable characters');
       expect(await page.getByLabel('Name').inputValue()).to.equal('y'.repeat(101));
+      expect(await page.evaluate(() => document.activeElement?.id), 'the focus').to.equal('key-name');
+      expect(await page.getByLabel('Name').getAttribute('aria-invalid')).to.equal('true');
       await checkPage(page, 'settings-workspace-error');
     });
 
