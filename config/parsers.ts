@@ -106,7 +106,8 @@ export const baseUrl: Parser<{ issuer: string; basePath: string }> = (value, nam
     throw new ConfigError(`${name} must not have a query or fragment (RFC 8414 issuer identifier)`);
   }
   if (url.username || url.password) throw new ConfigError(`${name} must not contain credentials`);
-  if (url.protocol === 'http:' && !LOOPBACK_HOSTS.has(url.hostname) && !url.hostname.startsWith('127.')) {
+  // Loopback by address: a name beginning "127." (127.example.com) is anyone's in the DNS.
+  if (url.protocol === 'http:' && !LOOPBACK_HOSTS.has(url.hostname) && !/^127(\.\d{1,3}){3}$/.test(url.hostname)) {
     throw new ConfigError(`${name} must use https unless it is a loopback address, got "${value}"`);
   }
   const basePath = url.pathname.replace(/\/+$/, '');

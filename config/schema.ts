@@ -222,7 +222,7 @@ export const SCHEMA = {
     bearerToken, '— (no token)',
   ),
   JWKS_FILE: optional(
-    'A private JWKS (one P-256 key for access tokens, one RSA key for ID tokens) to use instead of generated keys; the service never rotates them',
+    'A private JWKS (one P-256 key for access tokens, one RSA key of 2048 bits or more for ID tokens; each kid its own, no key for use "enc") to use instead of generated keys; the service never rotates them',
     text,
   ),
   KEY_ENCRYPTION_KEY: optional(

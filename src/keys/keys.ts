@@ -63,6 +63,34 @@ function assertUsableKey(path: string, key: unknown, position: number): void {
   }
 }
 
+/** Algorithms of each key type that a JWKS_FILE key may name. */
+const ALGORITHMS_OF_KEY_TYPE: Record<string, RegExp> = { EC: /^ES(256|384|512)$/, RSA: /^(RS|PS)(256|384|512)$/, OKP: /^(EdDSA|Ed25519)$/ };
+
+/** RFC 7518 section 3.3: an RSA key used with RS256 or PS256 is 2048 bits or larger. */
+const MIN_RSA_MODULUS_BYTES = 256;
+
+/**
+ * Refuses a key set the engine would refuse later with a stack trace (two keys with one kid, a key
+ * for encryption, an algorithm not of its key type), and an RSA key RFC 7518 forbids, whose ID
+ * tokens stock verifiers would refuse.
+ */
+function assertSigningKeySet(path: string, keys: JWK[]): void {
+  const kids = keys.map((key) => key.kid).filter((kid) => kid !== undefined);
+  if (new Set(kids).size !== kids.length) throw new KeyConfigError(`JWKS_FILE ${path}: two keys have the same kid; give each its own`);
+  keys.forEach((key, index) => {
+    const position = index + 1;
+    if (key.use !== undefined && key.use !== 'sig') {
+      throw new KeyConfigError(`JWKS_FILE ${path}: key ${position} is for use "${key.use}"; the service signs with its keys (use "sig", or no use)`);
+    }
+    if (key.alg !== undefined && !ALGORITHMS_OF_KEY_TYPE[key.kty ?? '']?.test(key.alg)) {
+      throw new KeyConfigError(`JWKS_FILE ${path}: key ${position} (${key.kty}) names alg "${key.alg}", which is no algorithm of its key type`);
+    }
+    if (key.kty === 'RSA' && Buffer.from(key.n ?? '', 'base64url').length < MIN_RSA_MODULUS_BYTES) {
+      throw new KeyConfigError(`JWKS_FILE ${path}: key ${position} (RSA) is shorter than 2048 bits (RFC 7518 section 3.3)`);
+    }
+  });
+}
+
 export async function readJwksFile(path: string): Promise<{ keys: JWK[] }> {
   let parsed: unknown;
   try {
@@ -76,6 +104,7 @@ export async function readJwksFile(path: string): Promise<{ keys: JWK[] }> {
   }
   keys.forEach((key: unknown, index) => assertUsableKey(path, key, index + 1));
   const typed = keys as JWK[];
+  assertSigningKeySet(path, typed);
   if (!typed.some((key) => key.kty === 'EC' && key.crv === 'P-256' && key.d)) {
     throw new KeyConfigError(`JWKS_FILE ${path} needs a private P-256 (ES256) key to sign access tokens`);
   }

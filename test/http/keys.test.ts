@@ -1,4 +1,5 @@
 import { spawnSync } from 'node:child_process';
+import { generateKeyPairSync } from 'node:crypto';
 import { mkdir, mkdtemp, readdir, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -84,10 +85,17 @@ describe('signing keys', () => {
       const { n: _n, ...brokenRsa } = keys[1]!;
       await writeFile(join(dir, 'broken-rsa.json'), JSON.stringify({ keys: [keys[0], brokenRsa] }));
       await writeFile(join(dir, 'not-a-key.json'), JSON.stringify({ keys: [keys[0], keys[1], { kty: 'EC', crv: 'P-256', d: 'x', x: 'y', y: 'z' }] }));
+      await writeFile(join(dir, 'same-kid.json'), JSON.stringify({ keys: [keys[0], { ...keys[1], kid: keys[0]!.kid }] }));
+      await writeFile(join(dir, 'for-encryption.json'), JSON.stringify({ keys: [keys[0], { ...keys[1], use: 'enc' }] }));
+      await writeFile(join(dir, 'wrong-alg.json'), JSON.stringify({ keys: [{ ...keys[0], alg: 'RS256' }, keys[1]] }));
+      const short = generateKeyPairSync('rsa', { modulusLength: 1024 }).privateKey.export({ format: 'jwk' });
+      await writeFile(join(dir, 'short-rsa.json'), JSON.stringify({ keys: [keys[0], { ...short, kid: 'short' }] }));
       for (const [file, message] of [
         ['missing.json', /JWKS_FILE .*cannot be read/], ['ec-only.json', /JWKS_FILE .*RSA key/], ['null.json', /JWKS_FILE .*must be a JSON Web Key Set/],
         ['null-key.json', /JWKS_FILE .*key 1 is not a JSON Web Key/], ['broken-rsa.json', /JWKS_FILE .*key 2 \(RSA\) is not a usable JSON Web Key/],
         ['not-a-key.json', /JWKS_FILE .*key 3 \(EC\) is not a usable JSON Web Key/],
+        ['same-kid.json', /JWKS_FILE .*two keys have the same kid/], ['for-encryption.json', /JWKS_FILE .*key 2 is for use "enc"/],
+        ['wrong-alg.json', /JWKS_FILE .*key 1 \(EC\) names alg "RS256"/], ['short-rsa.json', /JWKS_FILE .*key 2 \(RSA\) is shorter than 2048 bits/],
       ] as const) {
         const result = spawnSync(process.execPath, ['src/main.ts'], {
           cwd: ROOT,

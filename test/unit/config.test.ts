@@ -66,6 +66,8 @@ describe('configuration', () => {
     expect(configError({ BASE_URL: 'not a url' })).to.match(/^BASE_URL/);
     expect(configError({ BASE_URL: 'https://id.example.com/?x=1' })).to.match(/^BASE_URL/);
     expect(configError({ BASE_URL: 'http://id.example.com' })).to.match(/^BASE_URL must use https/);
+    expect(configError({ BASE_URL: 'http://127.attacker.example' }), 'a DNS name that begins like a loopback address').to.match(/^BASE_URL must use https/);
+    expect(loadConfig({ BASE_URL: 'http://127.0.0.2:8080' }).issuer, 'a loopback address').to.equal('http://127.0.0.2:8080');
     expect(configError({ STORE: 'postgres://db' })).to.match(/^STORE/);
     expect(configError({ TRUST_PROXY: 'maybe' })).to.match(/^TRUST_PROXY/);
     expect(configError({ LOG_LEVEL: 'loud' })).to.match(/^LOG_LEVEL/);
