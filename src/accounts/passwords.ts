@@ -30,14 +30,29 @@ const PHC = /^\$argon2id\$v=19\$m=(\d+),t=(\d+),p=(\d+)\$([A-Za-z0-9+/]+)\$([A-Z
 
 const b64 = (bytes: Buffer) => bytes.toString('base64').replace(/=+$/, '');
 
+/**
+ * The password as it is hashed: in Unicode normalization form C (RFC 8265's OpaqueString profile),
+ * so "ä" typed as one character or as "a" and a combining mark, as keyboards and systems differ,
+ * is the same password.
+ */
+function normalized(password: string): string {
+  return password.normalize('NFC');
+}
+
 /** Hashes a password with argon2id into a PHC string (`$argon2id$v=19$m=...,t=...,p=...$salt$hash`). */
 export async function hashPassword(password: string): Promise<string> {
   const nonce = randomBytes(16);
-  const tag = await argon2Async('argon2id', { message: password, nonce, ...PARAMS });
+  const tag = await argon2Async('argon2id', { message: normalized(password), nonce, ...PARAMS });
   return `$argon2id$v=19$m=${PARAMS.memory},t=${PARAMS.passes},p=${PARAMS.parallelism}$${b64(nonce)}$${b64(tag)}`;
 }
 
 export async function verifyPassword(password: string, phc: string): Promise<boolean> {
+  if (await verifyExactly(normalized(password), phc)) return true;
+  // A password set before passwords were normalized was hashed as it was typed.
+  return password !== normalized(password) && verifyExactly(password, phc);
+}
+
+async function verifyExactly(password: string, phc: string): Promise<boolean> {
   const match = PHC.exec(phc);
   if (!match) return false;
   const [, memory, passes, parallelism, salt, hash] = match as unknown as [string, string, string, string, string, string];
