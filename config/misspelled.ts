@@ -3,7 +3,8 @@ import { SCHEMA, type Env } from './schema.ts';
 /**
  * Settings that look like the service's own but are not: a variable one slip away from a known
  * name (`BASEURL`, `LOG_LEVL`, `PKCE_REQUIRE`, `PROT`), or one in a family of the service's
- * settings it does not have (`RATE_LIMIT_TOKENS`, `METRICS_ADDRESS`). The service would silently
+ * settings it does not have (`RATE_LIMIT_TOKENS`, `METRICS_ADDRESS`), or another service's name for
+ * one of them (`REDIS_URL` for `STORE`). The service would silently
  * ignore them and run on defaults the operator thought they had changed; at start each is
  * reported with the name likely meant. Only names are read, never values (a value may be a secret).
  */
@@ -15,6 +16,9 @@ export interface Misspelling {
 
 const KNOWN: readonly string[] = Object.keys(SCHEMA);
 
+/** Names other services give a setting of this one's, which no edit distance would lead to. */
+const NAMES_ELSEWHERE: Readonly<Record<string, string>> = { REDIS_URL: 'STORE', DATABASE_URL: 'STORE', ISSUER: 'BASE_URL', ISSUER_URL: 'BASE_URL' };
+
 /** First segments shared by two settings or more (`RATE_`, `METRICS_`, `KEY_`, `CIMD_`): a variable starting with one is meant for this service. */
 const FAMILIES: readonly string[] = [...new Set(KNOWN.filter((name) => name.includes('_')).map((name) => `${name.split('_')[0]}_`))]
   .filter((prefix) => KNOWN.filter((name) => name.startsWith(prefix)).length >= 2);
@@ -23,6 +27,10 @@ export function misspelledSettings(env: Env): Misspelling[] {
   const found: Misspelling[] = [];
   for (const name of Object.keys(env).sort()) {
     if (KNOWN.includes(name) || !/^[A-Z][A-Z0-9_]*$/.test(name)) continue;
+    if (NAMES_ELSEWHERE[name]) {
+      found.push({ name, meant: NAMES_ELSEWHERE[name] });
+      continue;
+    }
     const meant = closest(name);
     const slip = distance(name, meant) <= (name.length <= 5 ? 1 : 2);
     if (slip || FAMILIES.some((prefix) => name.startsWith(prefix))) found.push({ name, meant });

@@ -328,9 +328,9 @@ describe('configuration schema (config/)', () => {
     expect(new URL(env.STORE!).password).to.equal('REPLACE_ME');
   });
 
-  it('finds settings one slip away from a known name, or in a family of them, and leaves the system\'s own variables alone', () => {
+  it('finds settings one slip away from a known name, in a family of them, or named as other services name them, and leaves the system\'s own variables alone', () => {
     const env = {
-      BASEURL: '', LOG_LEVL: '', PKCE_REQUIRE: '', PROT: '', METRICS_ADDRESS: '', PORT: '3000',
+      BASEURL: '', LOG_LEVL: '', PKCE_REQUIRE: '', PROT: '', METRICS_ADDRESS: '', PORT: '3000', REDIS_URL: '',
       HOME: '', HOSTNAME: '', PATH: '', USER: '', SHELL: '', TERM: '', LANG: '', PWD: '', LOGNAME: '', NODE_ENV: '', XDG_RUNTIME_DIR: '', lowercase_port: '',
     };
     expect(misspelledSettings(env)).to.deep.equal([
@@ -339,6 +339,7 @@ describe('configuration schema (config/)', () => {
       { name: 'METRICS_ADDRESS', meant: 'METRICS_HOST' },
       { name: 'PKCE_REQUIRE', meant: 'PKCE_REQUIRED' },
       { name: 'PROT', meant: 'PORT' },
+      { name: 'REDIS_URL', meant: 'STORE' },
     ]);
   });
 });
