@@ -2,8 +2,8 @@ import { text } from 'node:stream/consumers';
 import { setTimeout as sleep } from 'node:timers/promises';
 import type { parseArgs } from 'node:util';
 
-import type { Store, User } from '../../adapters/store.ts';
-import { AccountError, type Accounts } from '../accounts/accounts.ts';
+import { ROLES, type Role, type Store, type User } from '../../adapters/store.ts';
+import { AccountError, isRole, type Accounts } from '../accounts/accounts.ts';
 import type { Config } from '../../config/index.ts';
 import type { OAuthServer } from '../engine/provider.ts';
 import type { KeyMaterial } from '../keys/keys.ts';
@@ -87,6 +87,13 @@ export function required(options: Options, name: 'name' | 'email' | 'workspace' 
   const value = options[name];
   if (typeof value !== 'string' || value === '') throw new UsageError(`--${name} is required`);
   return value;
+}
+
+/** The --role option, one of the roles: another value is a wrong call of the command (exit 2, with its usage), like any malformed option. */
+export function requiredRole(options: Options): Role {
+  const role = required(options, 'role');
+  if (!isRole(role)) throw new UsageError(`--role must be one of ${ROLES.join(', ')}, got "${role}"`);
+  return role;
 }
 
 /** The password given on standard input (--password-stdin), without its final line break; never taken as an argument. */

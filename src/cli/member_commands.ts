@@ -1,6 +1,6 @@
 import { ROLES } from '../../adapters/store.ts';
 import { UserAccess } from '../engine/user_access.ts';
-import { existingWorkspace, namedUser, required, waitForPropagation, type Command } from './command.ts';
+import { existingWorkspace, namedUser, requiredRole, waitForPropagation, type Command } from './command.ts';
 
 /** The admin CLI's `member` commands: who belongs to a workspace, with which role. */
 
@@ -13,8 +13,8 @@ const add: Command = {
   description: 'Makes an existing user a member of the workspace with the role (or changes their role if they are one).',
   options: ['workspace', 'email', 'user', 'role'],
   async run({ accounts, options }) {
+    const role = requiredRole(options);
     const workspaceId = await existingWorkspace(accounts, options);
-    const role = required(options, 'role');
     const user = await namedUser(accounts, options);
     const membership = await accounts.addMember(user.id, workspaceId, role);
     return { text: `${user.email} (${user.id}) is now ${membership.role} of ${workspaceId}`, json: shownMembership(membership) };
@@ -28,8 +28,8 @@ const setRole: Command = {
     + 'with their next token. The last admin of a workspace cannot be demoted.',
   options: ['workspace', 'email', 'user', 'role'],
   async run({ accounts, options }) {
+    const role = requiredRole(options);
     const workspaceId = await existingWorkspace(accounts, options);
-    const role = required(options, 'role');
     const user = await namedUser(accounts, options);
     const membership = await accounts.setRole(user.id, workspaceId, role);
     return { text: `${user.email} (${user.id}) is now ${membership.role} of ${workspaceId}`, json: shownMembership(membership) };

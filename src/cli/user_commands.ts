@@ -1,7 +1,7 @@
 import { ROLES } from '../../adapters/store.ts';
 import type { UserWithMemberships } from '../accounts/accounts.ts';
 import { UserAccess } from '../engine/user_access.ts';
-import { passwordFromStdin, namedUser, required, shownUser, waitForPropagation, type Command } from './command.ts';
+import { passwordFromStdin, namedUser, required, requiredRole, shownUser, waitForPropagation, type Command } from './command.ts';
 
 /** The admin CLI's `user` commands: people, their passwords, and deleting one with everything they were given. */
 
@@ -15,7 +15,7 @@ const create: Command = {
   options: ['email', 'name', 'workspace', 'role', 'password-stdin', 'given-name', 'family-name'],
   async run({ accounts, options }) {
     const workspaceId = required(options, 'workspace');
-    const role = required(options, 'role');
+    const role = requiredRole(options);
     const email = required(options, 'email');
     const name = required(options, 'name');
     const password = await passwordFromStdin(options);
