@@ -225,7 +225,8 @@ async function checkService(ctx: QuickstartContext, plan: Plan, keys: KeyMateria
   if (plan.listenPort !== undefined) {
     throw new QuickstartError(`${service.why}, and --listen exchanges the code there: start the service first (npm start), or if it runs elsewhere, ${sameSettings}; nothing was written`);
   }
-  ctx.note(`${capitalized(service.why)}. Start the service before opening the URL below; if it already runs with other settings (PORT, BASE_URL, STORE), stop here and ${sameSettings}.`);
+  const before = plan.clientSkipped ? 'before you use what is made here' : 'before opening the URL below';
+  ctx.note(`${capitalized(service.why)}. Start the service ${before}; if it already runs with other settings (PORT, BASE_URL, STORE), stop here and ${sameSettings}.`);
 }
 
 async function listen(port: number): Promise<CallbackListener> {

@@ -586,6 +586,16 @@ for (const setting of ['DPOP_REQUIRED', 'FAPI']) {
       expect(companies.status).to.equal(200);
     });
 
+    it('with no service answering, says to start it before using what it made, pointing to no URL it does not print', async () => {
+      const nobody = `http://127.0.0.1:${await freePort()}`;
+      const result = await runAdmin({ ...server.env, BASE_URL: nobody }, [
+        'quickstart', '--force', '--workspace-name', 'Strict later', '--email', uniqueEmail('strict-later'), '--name', 'Sam Later', '--password-stdin',
+      ], `${newPassword()}\n`);
+      expect(result.code, result.stderr).to.equal(0);
+      expect(result.stderr).to.contain(`Nothing answers at ${nobody} (ECONNREFUSED). Start the service before you use what is made here`);
+      expect(result.stderr + result.stdout).to.not.contain('URL below');
+    });
+
     it('--json says the same to scripts: client, authorization and commands null, client_skipped naming the setting with the reason', async () => {
       const email = uniqueEmail('strict-json');
       const result = await runAdmin(server.env, ['quickstart', '--force', '--json', '--email', email, '--name', 'Jay Strict', '--password-stdin'], `${newPassword()}\n`);
