@@ -82,11 +82,14 @@ function maxUses(iat: object): number {
 }
 
 /**
- * Called by the Client adapter before it stores a client; `storeIdOf` names the token's record in
- * the store (its digest: src/engine/records_at_rest.ts). Within a registration that presented an
+ * Called by the RegistrationAccessToken adapter once it has stored a registration's token, the
+ * last of the registration's writes; `storeIdOf` names the initial access token's record in the
+ * store (its digest: src/engine/records_at_rest.ts). Within a registration that presented an
  * initial access token (the engine's request context: Provider.ctx), counts the use; when the token
- * was used up meanwhile (a concurrent registration took the last use), the client is not stored
- * and the registration is answered 401 invalid_token.
+ * was used up meanwhile (a concurrent registration took the last use), the registration is
+ * answered 401 invalid_token, and the registration endpoint removes what it stored. Counted last,
+ * so that a registration that fails on the way (a store outage answered 503) has not used the
+ * token up, and its retry is served.
  */
 export function countInitialAccessTokenUse(models: ModelStore, storeIdOf: (token: string) => string): () => Promise<void> {
   return async () => {
@@ -99,6 +102,7 @@ export function countInitialAccessTokenUse(models: ModelStore, storeIdOf: (token
     const id = storeIdOf(presented.token);
     const uses = await models.countUse(id, presented.maxUses);
     if (uses === 0) throw new errors.InvalidToken('initial access token is invalid, expired or used up');
-    if (uses >= presented.maxUses) await models.destroy(id);
+    // The use is counted: a token that cannot be deleted now is used up all the same, and expires.
+    if (uses >= presented.maxUses) await models.destroy(id).catch(() => undefined);
   };
 }

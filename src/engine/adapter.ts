@@ -7,6 +7,7 @@ import { withHashedSecret } from '../clients/client_secrets.ts';
 import type { GrantActivity } from '../grants/activity.ts';
 import { GrantWorkspaces } from '../grants/workspaces.ts';
 import { countInitialAccessTokenUse } from '../clients/initial_access_tokens.ts';
+import { noteRegistrationWrite } from './registration_writes.ts';
 import type { NewInteractionLimit } from '../rate_limits/limits.ts';
 import { limitNewInteractions } from './new_interactions.ts';
 import type { RecordsAtRest } from './records_at_rest.ts';
@@ -19,7 +20,9 @@ import { consumedTokenOf, type RefreshTokenRotations, type RefreshTokenValues } 
 interface ModelHooks {
   beforeStore?: (payload: ModelPayload) => ModelPayload;
   /** Runs before a record is stored; what it throws, the engine answers, and nothing is stored. */
-  beforeUpsert?: () => Promise<void>;
+  beforeUpsert?: (id: string) => Promise<void>;
+  /** Runs once a record is stored; what it throws, the engine answers. */
+  afterUpsert?: () => Promise<void>;
   /** The record's expiry as stored, from the engine's (an unused client's probation: src/clients/unused_clients.ts). */
   expiresIn?: (payload: ModelPayload, expiresIn: number | undefined) => number | undefined | Promise<number | undefined>;
   afterDestroy?: (id: string) => Promise<void>;
@@ -43,7 +46,9 @@ interface ModelHooks {
  * its adapter: atomic consumption (exactly one concurrent redemption of a code or refresh token
  * wins), records stored so that a copy of the store holds no usable credential (records_at_rest.ts),
  * client secrets stored hashed, client records cached in process, the use of an initial access
- * token counted as the client it registers is stored, grant-scoped records
+ * token counted once the client it registers and its registration access token are stored (what a
+ * registration stored is noted, for the registration endpoint to undo should it fail:
+ * registration_writes.ts), grant-scoped records
  * removed with their grant, and the revocation of JWT access tokens, which are never stored:
  * the engine revokes a grant's access tokens by grant id (refresh-token reuse, code replay, RFC
  * 7009 revocation of a refresh token) and deletes a client through the Client adapter. A rotated
@@ -70,7 +75,7 @@ export function engineAdapterFactory(
       case 'Client':
         return new EngineAdapter(name, new CachedClients(models), atRest, {
           beforeStore: withHashedSecret,
-          beforeUpsert: countInitialAccessTokenUse(store.model('InitialAccessToken'), (token) => atRest.id('InitialAccessToken', token)),
+          beforeUpsert: noteRegistrationWrite('Client'),
           expiresIn: clientExpiry,
           afterDestroy: (clientId) => revocations.revokeDeletedClient(clientId),
         });
@@ -95,7 +100,12 @@ export function engineAdapterFactory(
       case 'AccessToken':
         return new EngineAdapter(name, models, atRest, { afterRevokeByGrantId: (grantId) => revocations.revokeGrant(grantId) });
       case 'RegistrationAccessToken':
-        return new EngineAdapter(name, models, atRest, { expiresIn: registrationAccessTokenExpiry(store.model('Client')) });
+        return new EngineAdapter(name, models, atRest, {
+          expiresIn: registrationAccessTokenExpiry(store.model('Client')),
+          // Stored last by a registration: the initial access token's use is counted once nothing else can fail.
+          beforeUpsert: noteRegistrationWrite('RegistrationAccessToken'),
+          afterUpsert: countInitialAccessTokenUse(store.model('InitialAccessToken'), (token) => atRest.id('InitialAccessToken', token)),
+        });
       case 'Interaction':
         return new EngineAdapter(name, models, atRest, newInteractions ? { beforeUpsert: limitNewInteractions(newInteractions) } : {});
       default:
@@ -118,12 +128,13 @@ class EngineAdapter implements Adapter {
   }
 
   async upsert(id: string, payload: AdapterPayload, expiresIn: number) {
-    await this.#hooks.beforeUpsert?.();
+    await this.#hooks.beforeUpsert?.(id);
     const record = this.#hooks.beforeStore ? this.#hooks.beforeStore(payload as ModelPayload) : payload as ModelPayload;
     const expiry = this.#hooks.expiresIn ? await this.#hooks.expiresIn(record, expiresIn || undefined) : expiresIn || undefined;
     const storeId = this.#atRest.id(this.#name, id);
     const write = () => this.#models.upsert(storeId, this.#atRest.toStored(this.#name, record), expiry);
     await (this.#hooks.aroundUpsert ? this.#hooks.aroundUpsert(storeId, write) : write());
+    await this.#hooks.afterUpsert?.();
   }
 
   async find(id: string) {
@@ -153,6 +164,11 @@ class EngineAdapter implements Adapter {
   async destroy(id: string) {
     await this.#models.destroy(this.#atRest.id(this.#name, id));
     await this.#hooks.afterDestroy?.(id);
+  }
+
+  /** Deletes a record a failed request may have stored, as an undo (ModelStore.discard). */
+  async discard(id: string) {
+    await this.#models.discard(this.#atRest.id(this.#name, id));
   }
 
   async revokeByGrantId(grantId: string) {

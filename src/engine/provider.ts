@@ -49,7 +49,7 @@ import { SUPPORTED_SCOPES, effectiveScope } from './scopes.ts';
 import { keepUnusedUntil } from '../clients/unused_clients.ts';
 import { settingsClient } from '../clients/first_party.ts';
 import { withSettingsSignIn } from './first_party_grant.ts';
-import { registrationTokenWritesLeaveNothingHalfDone } from './registration_access_tokens.ts';
+import { rotatedRegistrationTokenOutlivesItsSuccessor } from './registration_token_rotation.ts';
 import { productInteractionPolicy } from './interaction_policy.ts';
 
 type LogoutFeature = NonNullable<NonNullable<Configuration['features']>['rpInitiatedLogout']>;
@@ -300,7 +300,7 @@ export function buildProvider({ config, store, accounts, keys, revocations, page
   const provider = new Provider(config.issuer, configuration);
   provider.proxy = config.proxyHops > 0;
   countedInitialAccessTokens(provider);
-  registrationTokenWritesLeaveNothingHalfDone(provider);
+  rotatedRegistrationTokenOutlivesItsSuccessor(provider);
   useHashedClientSecrets(provider);
   refreshTokensNameTheirGrant(provider, refreshTokenValues);
   findClientsOncePerRequest(provider);

@@ -37,6 +37,8 @@ declare module 'koa' {
     registrationFapi?: boolean;
     /** The initial access token a registration uses up once its client is stored (src/clients/initial_access_tokens.ts). */
     initialAccessTokenUse?: PresentedInitialAccessToken;
+    /** The ids of what a registration has stored, removed again should it fail (src/engine/registration_writes.ts). */
+    registrationWrites?: { Client?: string; RegistrationAccessToken?: string };
     /** Why the sign-in form did not sign its user in (src/interactions/router.ts), for the metrics. */
     signInRefused?: 'invalid_credentials' | 'rate_limited';
     /** The settings area's signed-in user (src/settings/guards.ts). */

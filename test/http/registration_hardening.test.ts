@@ -1,6 +1,7 @@
 import { hash } from 'node:crypto';
 import { readFile } from 'node:fs/promises';
 import { createServer, type Server, type Socket } from 'node:net';
+import { DatabaseSync } from 'node:sqlite';
 
 import { expect } from 'chai';
 
@@ -432,6 +433,26 @@ describe('registration hardening', function () {
       await expectRefusal(await register(server.issuer, { sector_identifier_uri: 'https://127.0.0.1:1/s' }, iat), 400, 'invalid_client_metadata');
       expect((await register(server.issuer, machine, iat)).status).to.equal(201);
       await expectRefusal(await register(server.issuer, machine, iat), 401, 'invalid_token');
+    });
+
+    it('is not used up by a registration the store fails to complete: the retry registers, and nothing of the failed one is kept', async () => {
+      const iat = await initialAccessToken(server, user.workspaces[0]!.id);
+      const db = new DatabaseSync(server.store.slice('sqlite:'.length));
+      const clients = () => (db.prepare("SELECT count(*) AS n FROM oidc_models WHERE model = 'Client'").get() as { n: number }).n;
+      try {
+        const before = clients();
+        db.exec("CREATE TRIGGER refuse_registration_tokens BEFORE INSERT ON oidc_models WHEN NEW.model = 'RegistrationAccessToken' BEGIN SELECT RAISE(ABORT, 'no room'); END");
+        try {
+          expect((await register(server.issuer, machine, iat)).status).to.be.at.least(500);
+        } finally {
+          db.exec('DROP TRIGGER refuse_registration_tokens');
+        }
+        expect(clients(), 'the client the failed registration stored').to.equal(before);
+        expect((await register(server.issuer, machine, iat)).status, 'the retry').to.equal(201);
+        expect(clients()).to.equal(before + 1);
+      } finally {
+        db.close();
+      }
     });
 
     it('registers up to N clients when made with --uses N', async () => {

@@ -8,6 +8,7 @@ import { REGISTRATION_BODY_MAX } from '../../clients/registration_hygiene.ts';
 import type { RateLimiting } from '../../rate_limits/limits.ts';
 import { bearerCors } from '../../resource/cors.ts';
 import { HttpError } from '../../shared/http_error.ts';
+import { undoRegistrationWrites } from '../../engine/registration_writes.ts';
 import { peekBody } from '../request_body.ts';
 
 export interface RegistrationEndpointDependencies {
@@ -28,11 +29,13 @@ export interface RegistrationEndpointDependencies {
  *    the workspace binds the client (and, for a token made with `--fapi`, makes it a FAPI 2.0
  *    client), and the registration uses the token up once the client is stored.
  * After the engine:
- * 5. the response shows the client's metadata, not what the server keeps about it.
+ * 5. a registration that did not succeed leaves nothing stored: what it stored (a client, its
+ *    registration access token) is removed (src/engine/registration_writes.ts);
+ * 6. the response shows the client's metadata, not what the server keeps about it.
  */
 export function registrationEndpoint({ provider, accounts, rateLimits }: RegistrationEndpointDependencies): { preflight: Middleware; post: Middleware[] } {
   const cors = bearerCors('POST');
-  return { preflight: cors, post: [cors, registrationBodyLimit, rateLimits.registration, hideServerKeptMetadata, registrationWorkspace(provider, accounts)] };
+  return { preflight: cors, post: [cors, registrationBodyLimit, rateLimits.registration, hideServerKeptMetadata, undoFailedRegistration(provider), registrationWorkspace(provider, accounts)] };
 }
 
 /**
@@ -54,6 +57,17 @@ export const registrationBodyLimit: Middleware = async (ctx, next) => {
 /** The refusal of a registration or update body over the limit; the rest of the body is not read. */
 export function registrationTooLarge(): HttpError {
   return new HttpError(413, 'invalid_request', `the registration request is larger than ${REGISTRATION_BODY_MAX / 1024} KiB`, { Connection: 'close' });
+}
+
+/** A registration answered with anything but 201 removes what it stored. */
+function undoFailedRegistration(provider: Provider): Middleware {
+  return async (ctx, next) => {
+    try {
+      await next();
+    } finally {
+      if (ctx.status !== 201) await undoRegistrationWrites(provider, ctx);
+    }
+  };
 }
 
 /** Registration and RFC 7592 read and update responses show the client's metadata, not what the server keeps about it. */
