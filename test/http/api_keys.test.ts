@@ -170,6 +170,8 @@ describe('API keys', function () {
       [['api-key', 'create', '--workspace', workspaceId, '--name', 'x', '--expires-in', 'soon'], 2, /--expires-in must be a duration/],
       [['api-key', 'create', '--workspace', workspaceId, '--name', 'forever and more', '--expires-in', '999999999d'], 2, /--expires-in must be a duration .*at most 36500d/],
       [['api-key', 'create', '--workspace', workspaceId, '--name', ' '], 1, /needs a name/],
+      [['api-key', 'create', '--workspace', workspaceId, '--name', 'tropxe \u202Enightly'], 1, /changes the direction text is shown in/],
+      [['api-key', 'create', '--workspace', workspaceId, '--name', 'night\u200Bly'], 1, /an invisible one/],
       [['api-key', 'revoke'], 2, /name the key/],
       [['api-key', 'list', '--workspace', 'ws_nope'], 1, /no workspace with id ws_nope/],
     ];
