@@ -214,7 +214,7 @@ async function hintWhenEmpty(users: Promise<number>, config: Config, logger: Log
 /** The one line a configuration error is said in, or undefined for an error that is not one (a bug: its stack is shown). */
 function configurationError(error: unknown): string | undefined {
   if (error instanceof StoreOpenError) return `configuration error: STORE: ${error.message}`;
-  const known = error instanceof ConfigError || error instanceof KeyConfigError || error instanceof KeyEncryptionError || error instanceof ListenError || error instanceof TypeError;
+  const known = error instanceof ConfigError || error instanceof KeyConfigError || error instanceof KeyEncryptionError || error instanceof ListenError;
   return known ? `configuration error: ${error.message}` : undefined;
 }
 
