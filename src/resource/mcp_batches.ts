@@ -19,8 +19,8 @@ const VERSION_WITHOUT_HEADER = '2025-03-26';
 /**
  * Why a request body (parsed JSON; undefined when it is not JSON) is refused as a batch: an empty
  * array (JSON-RPC 2.0 answers it with one Invalid Request), an array under a protocol version
- * without batches, or one in which two requests share an id. Undefined for a single message, and for a batch under 2025-03-26 or before.
- * Versions are dates, so they compare as strings.
+ * without batches, or one in which two requests share an id. Undefined for a single message, and
+ * for any other batch under 2025-03-26 or before. Versions are dates, so they compare as strings.
  */
 export function batchRefusal(body: unknown, protocolVersion: string | undefined): string | undefined {
   if (!Array.isArray(body)) return undefined;
@@ -31,7 +31,7 @@ export function batchRefusal(body: unknown, protocolVersion: string | undefined)
   }
   // The transport answers a batch's requests by id: two under one id would both run and only one
   // be answered. MCP never lets a request id be reused, so such a batch runs nothing.
-  const ids = body.map(requestIdOf).filter((id) => id !== undefined);
+  const ids = requestIdsIn(body);
   if (new Set(ids).size !== ids.length) return 'Invalid Request: two requests of the batch have the same id';
   return undefined;
 }
@@ -56,8 +56,7 @@ export function requestsIn(body: unknown): number {
  */
 export function withoutOwnCancellations(body: unknown): unknown {
   if (!Array.isArray(body)) return body;
-  const requestIds = new Set<MessageId | undefined>(body.map(requestIdOf));
-  requestIds.delete(undefined);
+  const requestIds = new Set<MessageId | undefined>(requestIdsIn(body));
   const kept = body.filter((message) => !requestIds.has(cancelledIdOf(message)));
   return kept.length === body.length ? body : kept;
 }
@@ -73,6 +72,11 @@ function messageId(value: unknown): MessageId | undefined {
 function requestIdOf(message: unknown): MessageId | undefined {
   const { id, method } = (message ?? {}) as { id?: unknown; method?: unknown };
   return typeof method === 'string' ? messageId(id) : undefined;
+}
+
+/** The ids of a batch's requests, in order (its notifications and answers have none). */
+function requestIdsIn(batch: unknown[]): MessageId[] {
+  return batch.map(requestIdOf).filter((id) => id !== undefined);
 }
 
 /** The request a `notifications/cancelled` names, or undefined for any other message. */
