@@ -31,7 +31,8 @@ export type ApiKeyFormRefusal = { error: string; name: string; field?: 'name' | 
 
 /**
  * The create-key form, checked: a name and one of the lifetimes offered. Everything else about
- * the name (length, control characters) ApiKeys.create checks, as it does for the admin CLI.
+ * the name (length, control, direction and invisible characters) ApiKeys.create checks, as it does
+ * for the admin CLI.
  */
 export function readApiKeyForm(body: Record<string, unknown>): { request: ApiKeyRequest } | ApiKeyFormRefusal {
   const name = typeof body.name === 'string' ? body.name : '';

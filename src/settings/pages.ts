@@ -6,7 +6,7 @@ import { MIN_PASSWORD_LENGTH } from '../accounts/passwords.ts';
 import { renderPage } from '../pages/render.ts';
 import { ENGINE_ROUTES } from '../engine/routes.ts';
 import { MAX_NAME_LENGTH, type ApiKeys, type NewApiKey } from '../api_keys/api_keys.ts';
-import { DEFAULT_EXPIRY, EXPIRY_CHOICES, newFormId } from './api_key_form.ts';
+import { DEFAULT_EXPIRY, EXPIRY_CHOICES, newFormId, type ApiKeyFormRefusal } from './api_key_form.ts';
 import { COPY_SCRIPT_PATH } from './assets.ts';
 import type { ConnectedApp, ConnectedApps } from './connected_apps.ts';
 import { article, ROLE_DESCRIPTIONS } from './members.ts';
@@ -185,7 +185,7 @@ export class SettingsPages {
   }
 
   /** An admin's page of one workspace: its API keys (and the form to make one) and the clients bound to it. */
-  async workspace(ctx: Context, user: User, workspace: WorkspaceRef, csrfToken: string, form: { done?: unknown; error?: string; name?: string; field?: 'name' | 'expiry' }): Promise<void> {
+  async workspace(ctx: Context, user: User, workspace: WorkspaceRef, csrfToken: string, form: { done?: unknown } & Partial<ApiKeyFormRefusal>): Promise<void> {
     const [keys, clients] = await Promise.all([this.#deps.apiKeys.list(workspace.id), boundClients(this.#deps.clients, workspace.id)]);
     const page = `${this.#home}/workspaces/${workspace.id}`;
     await this.#render(ctx, 'settings_workspace', `${workspace.name}: API keys and applications`, user, {
