@@ -19,12 +19,14 @@ export type { Config, KeyEncryptionKeySource, KeyRotationPolicy, LogLevel, Metad
 
 export function loadConfig(env: Env = process.env): Config {
   const port = read(env, 'PORT');
-  const { issuer, basePath } = read(env, 'BASE_URL') ?? { issuer: `http://localhost:${port}`, basePath: '' };
+  const baseUrl = read(env, 'BASE_URL');
+  const { issuer, basePath } = baseUrl ?? { issuer: `http://localhost:${port}`, basePath: '' };
   const store = read(env, 'STORE');
   return {
     issuer,
     basePath,
     port,
+    issuerFollowsListener: baseUrl === undefined && port === 0,
     host: read(env, 'HOST'),
     workers: workers(env, store),
     store,
@@ -50,6 +52,16 @@ export function loadConfig(env: Env = process.env): Config {
     previousKeyEncryptionKeys: read(env, 'KEY_ENCRYPTION_KEY_PREVIOUS') ?? [],
     keyRotation: keyRotation(env),
   };
+}
+
+/**
+ * The configuration once the listener has its port. With BASE_URL unset and PORT=0 (a free port,
+ * picked at listen), the default issuer, `http://localhost:$PORT`, names the port picked, so
+ * discovery and every URL the service writes reach it.
+ */
+export function listeningOn(config: Config, port: number): Config {
+  if (!config.issuerFollowsListener) return config;
+  return { ...config, port, issuer: `http://localhost:${port}`, issuerFollowsListener: false };
 }
 
 /** Workers serve one store: `memory:` is each process's own, so they would share no client, key or token. */

@@ -71,7 +71,7 @@ export const SCHEMA = {
     'The issuer. `https` unless on loopback; may have a path (`https://example.com/auth`), in which case the service serves that path',
     baseUrl, '`http://localhost:$PORT`',
   ),
-  PORT: withDefault('3000', 'Port to listen on', port),
+  PORT: withDefault('3000', 'Port to listen on; `0` picks a free one, logged at start, which the default `BASE_URL` then names', port),
   HOST: optional('Address to listen on', text, 'all interfaces'),
   WORKERS: withDefault(
     '1',

@@ -21,6 +21,11 @@ export interface Config {
   /** The issuer's path ('' at the host root, `/auth` when the service is mounted below a path). */
   readonly basePath: string;
   readonly port: number;
+  /**
+   * BASE_URL unset and PORT=0: the issuer is to name the port the listener is given, which only
+   * listening tells (src/main.ts, then listeningOn()); until then it says port 0.
+   */
+  readonly issuerFollowsListener: boolean;
   /** Listen address; undefined listens on every interface. */
   readonly host: string | undefined;
   /** Processes serving requests (node:cluster) over the one shared store; 1 serves from this process. */

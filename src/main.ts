@@ -5,7 +5,7 @@ import type Koa from 'koa';
 
 import { openStore } from '../adapters/index.ts';
 import { StoreOpenError } from '../adapters/store.ts';
-import { ConfigError, loadConfig, type Config } from '../config/index.ts';
+import { ConfigError, listeningOn, loadConfig, type Config } from '../config/index.ts';
 import { misspelledSettings } from '../config/misspelled.ts';
 import { createLogger, type Logger } from './shared/logger.ts';
 import { KeyEncryptionError, loadKeyRing } from './keys/key_encryption.ts';
@@ -87,7 +87,8 @@ async function prepare(config: Config, logger: Logger): Promise<void> {
  * does not answer that first time (Redis still starting, or unreachable a while) does not stop
  * it: it listens then, answering as src/http/starting.ts says, and serves once the store answers.
  */
-async function serve(config: Config, logger: Logger, alone: boolean): Promise<void> {
+async function serve(configured: Config, logger: Logger, alone: boolean): Promise<void> {
+  let config = configured;
   // One registry a process, and the store wrapped once: a service rebuilt with new keys counts on.
   const metrics = config.metrics ? new Metrics() : undefined;
   const keyRing = await loadKeyRing(config, logger);
@@ -110,7 +111,9 @@ async function serve(config: Config, logger: Logger, alone: boolean): Promise<vo
   });
   const waiting = new AbortController();
   const listening = async () => {
-    await listen(server, config.port, config.host, 'PORT, HOST');
+    if (server.listening) return;
+    const { port } = await listen(server, config.port, config.host, 'PORT, HOST');
+    config = listeningOn(config, port);
     // Told to stop while it was getting the port: stop() has closed the server already.
     if (waiting.signal.aborted) server.close();
     else logger.info('listening', { issuer: config.issuer, port: config.port, store: config.store.split(':')[0], pid: process.pid });
@@ -143,6 +146,8 @@ async function serve(config: Config, logger: Logger, alone: boolean): Promise<vo
   process.on('SIGTERM', () => void stop('SIGTERM'));
   process.on('SIGINT', () => void stop('SIGINT'));
 
+  // An issuer that names the port picked at listen is known only once listening, and the engine is configured with it.
+  if (config.issuerFollowsListener) await listening();
   const revocations = new RevocationList(store.revocations);
   const keys = await whenStoreAnswers(store, async () => {
     const loaded = await loadKeys(store.settings, keyRing, config.jwksFile);
@@ -152,7 +157,7 @@ async function serve(config: Config, logger: Logger, alone: boolean): Promise<vo
   if (!keys) return;
   serving = startServing({ config, store, keys, revocations, logger, metrics }, (service) => { handle = service; });
   // With the store answering at once, the service is what first answers on the port.
-  if (!server.listening) await listening();
+  await listening();
   if (alone) await hintWhenEmpty(store.accounts.countUsers(), config, logger);
 }
 

@@ -1,4 +1,4 @@
-import { execFile, execFileSync } from 'node:child_process';
+import { execFile, execFileSync, spawn } from 'node:child_process';
 import { chmod, copyFile, mkdir, mkdtemp, realpath, rm, stat, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -345,4 +345,59 @@ describe('the entry points on a Node.js older than 24', function () {
     expect(helpCode).to.equal(0);
     expect(stdout).to.contain('Usage: npm run admin');
   });
+});
+
+describe('PORT=0 with BASE_URL unset', function () {
+  this.timeout(60_000);
+
+  /** Starts the service on a free port of its choosing and answers the port it logged, once it serves. */
+  async function startOnPickedPort(env: Record<string, string>): Promise<{ port: number; stop(): Promise<void> }> {
+    const dir = await mkdtemp(join(tmpdir(), 'oauth-port0-'));
+    const child = spawn(process.execPath, ['src/main.ts'], {
+      cwd: ROOT,
+      env: { PATH: process.env.PATH ?? '', HOME: join(dir, 'home'), STORE: `sqlite:${join(dir, 'oauth.sqlite')}`, PORT: '0', HOST: '127.0.0.1', METRICS: 'off', LOG_LEVEL: 'info', ...env },
+      stdio: ['ignore', 'ignore', 'pipe'],
+    });
+    let log = '';
+    child.stderr.on('data', (chunk: Buffer) => { log += chunk.toString(); });
+    const stop = async () => {
+      if (child.exitCode === null) await new Promise((resolve) => { child.once('exit', resolve); child.kill('SIGTERM'); });
+      await rm(dir, { recursive: true, force: true });
+    };
+    try {
+      const port = await eventually('the service listens and is ready', async () => {
+        if (child.exitCode !== null) throw new Error(`exited with ${child.exitCode}:\n${log}`);
+        const listening = log.split('\n').find((line) => line.includes('"message":"listening"'));
+        if (!listening) return undefined;
+        const logged = (JSON.parse(listening) as { port: number }).port;
+        const ready = await fetch(`http://127.0.0.1:${logged}/readyz`).catch(() => undefined);
+        return ready?.status === 200 ? logged : undefined;
+      });
+      return { port, stop };
+    } catch (error) {
+      await stop();
+      throw error;
+    }
+  }
+
+  for (const workers of ['1', '2']) {
+    it(`names the port it was given in the issuer and discovery (WORKERS=${workers})`, async () => {
+      const service = await startOnPickedPort({ WORKERS: workers });
+      try {
+        expect(service.port).to.be.above(0);
+        const issuer = `http://localhost:${service.port}`;
+        // Every worker answers alike: a few requests reach each of them.
+        for (let request = 0; request < 4; request++) {
+          const discovery = await (await fetch(`http://127.0.0.1:${service.port}/.well-known/openid-configuration`)).json() as Record<string, string>;
+          expect(discovery.issuer).to.equal(issuer);
+          expect(discovery.token_endpoint).to.equal(`${issuer}/oauth/token`);
+        }
+        const { jwks_uri: jwksUri } = await (await fetch(`${issuer}/.well-known/openid-configuration`)).json() as Record<string, string>;
+        const keys = await fetch(jwksUri!);
+        expect(keys.status, 'the jwks_uri discovery names is reached').to.equal(200);
+      } finally {
+        await service.stop();
+      }
+    });
+  }
 });
