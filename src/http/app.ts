@@ -144,7 +144,7 @@ export function createService({ config, store, keys, revocations, logger, metric
   });
   const mcp = mcpEndpoint({
     records: store.records, idempotentCreates, mcpPath, restPath, audience: mcpResource, verifier, apiKeys, liveRoles, resourceMetadata: resourceMetadata.metadataUrlOf(mcpResource), dpop,
-    allowedHosts: mcpHosts(issuer, config.port), allowedOrigins: [new URL(issuer).origin, ...config.mcpAllowedOrigins], rateLimit: rateLimits.dataApi,
+    allowedHosts: mcpHosts(issuer, config.port), trustProxy: config.proxyHops > 0, allowedOrigins: [new URL(issuer).origin, ...config.mcpAllowedOrigins], rateLimit: rateLimits.dataApi,
     failedCredentials: rateLimits.failedCredentials,
   });
   const interactions = interactionRouter({

@@ -1,6 +1,7 @@
 import type { Context, Middleware } from 'koa';
 
 import { noStore } from '../shared/no_store.ts';
+import { requestedHost } from '../shared/requested_host.ts';
 
 /**
  * A page (a browser's GET or HEAD of `pagePaths`) asked for under another name than BASE_URL's is
@@ -19,7 +20,7 @@ export function pagesAtIssuerHost(issuer: string, trustProxy: boolean, isPage: (
   const { origin, protocol, hostname, port } = new URL(issuer);
   return (ctx, next) => {
     if ((ctx.method !== 'GET' && ctx.method !== 'HEAD') || !isPage(ctx.path)) return next();
-    const requested = requestedHost(ctx, trustProxy, protocol);
+    const requested = requestedUrl(ctx, trustProxy, protocol);
     if (!requested || requested.hostname === hostname || requested.port !== port) return next();
     noStore(ctx);
     ctx.status = 302;
@@ -32,9 +33,8 @@ export function pagesAtIssuerHost(issuer: string, trustProxy: boolean, isPage: (
  * scheme's), from the raw headers: `ctx.host` is pinned to the issuer's. Undefined when no header
  * names one that parses.
  */
-function requestedHost(ctx: Context, trustProxy: boolean, protocol: string): URL | undefined {
-  const forwarded = trustProxy ? ctx.get('X-Forwarded-Host').split(',')[0]!.trim() : '';
-  const host = forwarded || ctx.get('Host');
+function requestedUrl(ctx: Context, trustProxy: boolean, protocol: string): URL | undefined {
+  const host = requestedHost(ctx, trustProxy);
   if (!host) return undefined;
   const url = URL.parse(`${protocol}//${host}`);
   return url && url.pathname === '/' && !url.username && !url.password ? url : undefined;

@@ -9,6 +9,7 @@ import compose from 'koa-compose';
 
 import type { RecordStore } from '../../adapters/store.ts';
 import { noStore } from '../shared/no_store.ts';
+import { requestedHost } from '../shared/requested_host.ts';
 import { authenticate, type Authenticators } from './authenticate.ts';
 import { bearerCors } from './cors.ts';
 import { batchRefusal, requestsIn, withoutOwnCancellations } from './mcp_batches.ts';
@@ -33,6 +34,8 @@ export interface McpDependencies extends Authenticators {
   restPath: string;
   /** The `Host` values a request may name: the issuer's (DNS rebinding protection). */
   allowedHosts: readonly string[];
+  /** A proxy stands in front (TRUST_PROXY): the name asked for is its `X-Forwarded-Host` when it sends one. */
+  trustProxy: boolean;
   /** The `Origin` values a browser's request may carry: the issuer's, and those the operator allows (MCP_ALLOWED_ORIGINS). */
   allowedOrigins: readonly string[];
   /**
@@ -62,7 +65,7 @@ export function mcpEndpoint(deps: McpDependencies): Middleware {
   const core = new CoreApi(deps.records, deps.idempotentCreates);
   const metadata = new MetadataApi(deps.restPath);
   const router = new Router({ prefix: deps.mcpPath });
-  router.use(refuseRebinding(deps.allowedHosts, deps.allowedOrigins), authenticate(deps));
+  router.use(refuseRebinding(deps.allowedHosts, deps.allowedOrigins, deps.trustProxy), authenticate(deps));
   if (deps.rateLimit) router.use(deps.rateLimit);
   router.post('/', async (ctx) => {
     const text = await bodyText(ctx);
@@ -162,14 +165,16 @@ export function mcpHosts(issuer: string, port: number): string[] {
 /**
  * The MCP transport's DNS rebinding protection, before anything else: a page on another site that
  * got its name to resolve to this service sends its own `Host`, and a browser always sends its
- * page's `Origin`. Refused as the SDK refuses them (403, a JSON-RPC error).
+ * page's `Origin`. Behind a trusted proxy the name is the one the proxy reports the client asked
+ * for (its `X-Forwarded-Host`), as the pages read it. Refused as the SDK refuses them (403, a
+ * JSON-RPC error).
  */
-function refuseRebinding(allowedHosts: readonly string[], allowedOrigins: readonly string[]): Middleware {
+function refuseRebinding(allowedHosts: readonly string[], allowedOrigins: readonly string[], trustProxy: boolean): Middleware {
   return async (ctx, next) => {
-    const host = ctx.req.headers.host;
+    const host = requestedHost(ctx, trustProxy);
     const origin = ctx.get('Origin');
     // A host name is case-insensitive; the allowed ones are written in lower case (URL's host).
-    const refusal = !host || !allowedHosts.includes(host.toLowerCase()) ? `Invalid Host header: ${host ?? '(none)'}`
+    const refusal = !host || !allowedHosts.includes(host.toLowerCase()) ? `Invalid Host header: ${host || '(none)'}`
       : origin && !allowedOrigins.includes(origin) ? `Invalid Origin header: ${origin}` : undefined;
     if (!refusal) return next();
     answerRpcError(ctx, 403, -32000, refusal.slice(0, 300));

@@ -388,6 +388,37 @@ describe('the MCP endpoint (/mcp)', function () {
   });
 });
 
+describe('the MCP endpoint (/mcp) behind a reverse proxy (TRUST_PROXY)', function () {
+  this.timeout(30_000);
+  let server: TestServer;
+  let key: string;
+
+  before(async () => {
+    server = await startServer({ env: { TRUST_PROXY: 'true' } });
+    const user = await seedUser(server, [{ workspace: 'Acme', role: 'admin' }]);
+    key = (await createApiKey(server, user.workspaces[0]!.id)).key;
+  });
+  after(async () => {
+    await server?.stop();
+  });
+
+  const ping = JSON.stringify({ jsonrpc: '2.0', id: 1, method: 'ping' });
+  const sent = (headers: Record<string, string>) => post(`${server.origin}/mcp`, {
+    authorization: `Bearer ${key}`, 'content-type': 'application/json', accept: 'application/json, text/event-stream', ...headers,
+  }, ping);
+
+  it('answers a request the proxy forwards under its upstream name, with the name the client asked for in X-Forwarded-Host', async () => {
+    const answer = await sent({ host: 'oauth-upstream:3000', 'x-forwarded-host': new URL(server.issuer).host, 'x-forwarded-proto': 'http' });
+    expect(answer.status, answer.text).to.equal(200);
+  });
+
+  it('refuses a rebound name the proxy reports in X-Forwarded-Host, though the proxy reaches the service on loopback', async () => {
+    const answer = await sent({ host: `127.0.0.1:${new URL(server.origin).port}`, 'x-forwarded-host': 'evil.example' });
+    expect(answer.status).to.equal(403);
+    expect(answer.text).to.contain('Invalid Host header: evil.example');
+  });
+});
+
 describe('the MCP endpoint (/mcp) at its limits: the rate limit per message, the store unavailable', function () {
   this.timeout(60_000);
 
