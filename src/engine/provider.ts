@@ -45,7 +45,7 @@ import { DPOP_NONCE_PURPOSE } from '../tokens/dpop_nonces.ts';
 import { DPOP_SIGNING_ALGORITHMS } from '../tokens/dpop_proofs.ts';
 import { REDIRECT_URIS_ADDED_METADATA, UNUSED_UNTIL_METADATA, WORKSPACE_METADATA, validateClientMetadata } from '../clients/registration.ts';
 import { ENGINE_ROUTES, INTERACTION_PATH, USERINFO_PATH } from './routes.ts';
-import { SUPPORTED_SCOPES, effectiveScope } from './scopes.ts';
+import { SUPPORTED_SCOPES, authorizationScope } from './scopes.ts';
 import { keepUnusedUntil } from '../clients/unused_clients.ts';
 import { settingsClient } from '../clients/first_party.ts';
 import { withSettingsSignIn } from './first_party_grant.ts';
@@ -142,7 +142,7 @@ export function buildProvider({ config, store, accounts, keys, revocations, page
     claims: { openid: ['sub', 'acr', 'amr', 'auth_time'], profile: [...PROFILE_CLAIM_NAMES] },
     acrValues: ACR_VALUES,
     // The engine ignores unknown scope values and has no default; the product refuses the first and defaults to `api`.
-    extraParams: { scope: (ctx: KoaContextWithOIDC, value: string | undefined) => { ctx.oidc.params!.scope = effectiveScope(value); } },
+    extraParams: { scope: (ctx: KoaContextWithOIDC, value: string | undefined) => { ctx.oidc.params!.scope = authorizationScope(value); } },
     responseTypes: ['code'],
     // FAPI 2.0 clients always (src/clients/fapi.ts).
     pkce: { required: pkceRequired(config.pkceRequired, fapiClient) },

@@ -5,6 +5,14 @@ export const SUPPORTED_SCOPES = ['openid', 'api', 'profile'] as const;
 export const DEFAULT_SCOPE = 'api';
 
 /**
+ * OpenID Connect Core 11's way to ask for a refresh token, sent with `prompt=consent`. This
+ * server issues one with every code grant whatever the scope, so the value asks for nothing more:
+ * an authorization request carrying it is answered as without it. (The engine drops it itself
+ * from a request without `prompt=consent`; with it, it would reach the check below as unknown.)
+ */
+const OFFLINE_ACCESS = 'offline_access';
+
+/**
  * The scope a request really asks for: the default when none is given, an `invalid_scope`
  * error naming the values this server does not know.
  */
@@ -16,4 +24,10 @@ export function effectiveScope(requested: string | undefined): string {
     throw new errors.InvalidScope(`unsupported scope value${unknown.length > 1 ? 's' : ''}: ${unknown.join(' ')}; supported: ${SUPPORTED_SCOPES.join(' ')}`, unknown.join(' '));
   }
   return [...new Set(values)].join(' ');
+}
+
+/** The scope an authorization request really asks for: as effectiveScope(), `offline_access` set aside. */
+export function authorizationScope(requested: string | undefined): string {
+  const values = requested?.split(' ').filter((value) => value !== OFFLINE_ACCESS);
+  return effectiveScope(values?.join(' '));
 }

@@ -167,4 +167,13 @@ describe('claims parameter, profile claims and authentication context', function
     const met = await signedIn(client, { claims: JSON.stringify({ id_token: { acr: { essential: true, values: ['urn:example:mfa', 'urn:workspace-oauth-server:acr:password'] } } }) });
     expect((await idToken(met, client)).acr).to.equal('urn:workspace-oauth-server:acr:password');
   });
+
+  it('answers offline_access (OpenID Connect Core 11) alike with prompt=consent, as that section says to send it, and without: a refresh token, and a scope without it', async function () {
+    const client = await registerVettedClient(server);
+    for (const params of [{ scope: 'openid offline_access', prompt: 'consent' }, { scope: 'openid offline_access' }, { scope: 'offline_access', prompt: 'consent', nonce: undefined }]) {
+      const tokens = await signedIn(client, params) as Tokens & { scope: string };
+      expect(tokens.refresh_token, JSON.stringify(params)).to.be.a('string');
+      expect(tokens.scope, JSON.stringify(params)).to.equal(params.scope === 'offline_access' ? 'api' : 'openid');
+    }
+  });
 });
