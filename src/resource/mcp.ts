@@ -13,6 +13,7 @@ import { requestedHost } from '../shared/requested_host.ts';
 import { authenticate, type Authenticators } from './authenticate.ts';
 import { bearerCors } from './cors.ts';
 import { batchRefusal, requestsIn, withoutOwnCancellations } from './mcp_batches.ts';
+import { notAMessage } from './mcp_messages.ts';
 import { workspaceDataServer, type ToolFault } from './mcp_tools.ts';
 import { MetadataApi } from './metadata.ts';
 import type { IdempotentCreates } from './idempotency.ts';
@@ -71,7 +72,7 @@ export function mcpEndpoint(deps: McpDependencies): Middleware {
     const text = await bodyText(ctx);
     if (text === undefined) return;
     const message = parsedJson(text);
-    const refusal = batchRefusal(message, ctx.get('Mcp-Protocol-Version'));
+    const refusal = notAMessage(message) ?? batchRefusal(message, ctx.get('Mcp-Protocol-Version'));
     if (refusal) return answerRpcError(ctx, 400, -32600, refusal);
     if (deps.rateLimit) await countFurther(deps.rateLimit, ctx, requestsIn(message) - 1);
     await answerThroughTransport(ctx, (onFault) => workspaceDataServer(ctx.state.principal!, core, metadata, onFault), text, withoutOwnCancellations(message));

@@ -307,6 +307,16 @@ describe('the MCP endpoint (/mcp)', function () {
     expect((JSON.parse(huge.text) as { error: { message: string } }).error.message).to.match(/131072 bytes/);
   });
 
+  it('answers JSON that is not a JSON-RPC message with -32600 Invalid Request (JSON-RPC 2.0 section 5.1), keeping -32700 for text that is not JSON', async () => {
+    for (const body of ['{"foo":1}', '{"jsonrpc":"1.0","id":1,"method":"ping"}', '"ping"', 'null', '{"jsonrpc":"2.0","id":null,"method":"ping"}']) {
+      const answered = await send(credentials.machine!, body, '2025-11-25');
+      expect(answered.status, body).to.equal(400);
+      expect(JSON.parse(answered.text), body).to.deep.include({ jsonrpc: '2.0', id: null }).and.have.nested.property('error.code', -32600);
+    }
+    const notJson = await send(credentials.machine!, '{"jsonrpc":"2.0",', '2025-11-25');
+    expect((JSON.parse(notJson.text) as { error: { code: number } }).error.code).to.equal(-32700);
+  });
+
   it('lets a viewer read but not write, and never reaches another workspace\'s records', async () => {
     const created = await tool(credentials.admin!, 'create_record', { object: 'companies', fields: { name: 'Private' } });
     const { id } = (created.structuredContent as { data: { company: { id: string } } }).data.company;
