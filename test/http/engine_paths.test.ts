@@ -100,6 +100,15 @@ describe('engine endpoints answer at their exact paths only', function () {
       const response = await fetch(`${server.issuer}${path}`, { method: path === '/oauth/userinfo' ? 'PUT' : 'POST' });
       expect([response.status, response.headers.get('allow')], path).to.deep.equal([405, allow]);
     }
+    // The browser's endpoints, which take a form by POST too; and a plain OPTIONS is told their methods.
+    for (const path of ['/oauth/authorize', '/oauth/logout']) {
+      for (const method of ['PUT', 'DELETE']) {
+        const response = await fetch(`${server.issuer}${path}`, { method });
+        expect([response.status, response.headers.get('allow')], `${method} ${path}`).to.deep.equal([405, 'GET, POST, HEAD']);
+      }
+      const options = await fetch(`${server.issuer}${path}`, { method: 'OPTIONS' });
+      expect([options.status, options.headers.get('allow')], `OPTIONS ${path}`).to.deep.equal([204, 'GET, POST, HEAD, OPTIONS']);
+    }
     expect((await fetch(`${server.issuer}/oauth/jwks`)).status, 'GET still served').to.equal(200);
   });
 

@@ -88,6 +88,9 @@ const METHODS: ReadonlyArray<readonly [path: string, methods: readonly string[]]
   [`${ENGINE_ROUTES.registration}/:clientId`, ['GET', 'PUT', 'DELETE']],
   [ENGINE_ROUTES.jwks, ['GET']],
   [USERINFO_PATH, ['GET', 'POST']],
+  // The browser's endpoints: a POST is answered with 303 to the GET (form_post_as_get.ts).
+  [ENGINE_ROUTES.authorization, ['GET', 'POST']],
+  [ENGINE_ROUTES.end_session, ['GET', 'POST']],
   // The discovery document, also under its aliases, which src/http/discovery.ts rewrites to it.
   [DISCOVERY_PATH, ['GET']],
 ];
