@@ -55,10 +55,12 @@ export const CLIENT_COMMANDS: readonly Command[] = [list, remove];
 export async function deleteClient(store: Store, clientId: string): Promise<boolean> {
   const clients = store.model('Client');
   if (!await clients.find(clientId)) return false;
-  await clients.destroy(clientId);
-  await store.revocations.add(revocationEntries.deletedClient(clientId, nowSeconds()));
-  // As the engine's RFC 7592 delete does: a kept client's token has no expiry, and would stay for good.
+  // As the engine's RFC 7592 delete does: a kept client's token has no expiry, and would stay for
+  // good. The tokens go first: an RFC 7592 update that has not claimed its token yet then finds
+  // none, and stores nothing (src/engine/registration_token_claims.ts).
   const registrationTokens = store.model('RegistrationAccessToken');
   for (const { id } of await registrationTokens.listBy(clientId)) await registrationTokens.destroy(id);
+  await clients.destroy(clientId);
+  await store.revocations.add(revocationEntries.deletedClient(clientId, nowSeconds()));
   return true;
 }

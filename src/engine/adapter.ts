@@ -8,6 +8,7 @@ import type { GrantActivity } from '../grants/activity.ts';
 import { GrantWorkspaces } from '../grants/workspaces.ts';
 import { countInitialAccessTokenUse } from '../clients/initial_access_tokens.ts';
 import { noteRegistrationWrite } from './registration_writes.ts';
+import { claimRegistrationToken } from './registration_token_claims.ts';
 import type { NewInteractionLimit } from '../rate_limits/limits.ts';
 import { limitNewInteractions } from './new_interactions.ts';
 import type { RecordsAtRest } from './records_at_rest.ts';
@@ -25,6 +26,8 @@ interface ModelHooks {
   afterUpsert?: () => Promise<void>;
   /** The record's expiry as stored, from the engine's (an unused client's probation: src/clients/unused_clients.ts). */
   expiresIn?: (payload: ModelPayload, expiresIn: number | undefined) => number | undefined | Promise<number | undefined>;
+  /** Runs before a record is destroyed; what it throws, the engine answers, and nothing is destroyed. */
+  beforeDestroy?: () => Promise<void>;
   afterDestroy?: (id: string) => Promise<void>;
   afterRevokeByGrantId?: (grantId: string) => Promise<void>;
   /** Wraps the record's write (a refresh token rotation completes with it: refresh_tokens.ts). */
@@ -72,13 +75,21 @@ export function engineAdapterFactory(
   return (name: string): Adapter => {
     const models = store.model(name);
     switch (name) {
-      case 'Client':
+      case 'Client': {
+        // An RFC 7592 update or delete writes the client only once it holds its registration access token.
+        const claimToken = claimRegistrationToken(store.model('RegistrationAccessToken'), (token) => atRest.id('RegistrationAccessToken', token));
+        const noteWrite = noteRegistrationWrite('Client');
         return new EngineAdapter(name, new CachedClients(models), atRest, {
           beforeStore: withHashedSecret,
-          beforeUpsert: noteRegistrationWrite('Client'),
+          beforeUpsert: async (id) => {
+            await claimToken();
+            await noteWrite(id);
+          },
+          beforeDestroy: claimToken,
           expiresIn: clientExpiry,
           afterDestroy: (clientId) => revocations.revokeDeletedClient(clientId),
         });
+      }
       case 'Grant':
         return grants;
       case 'RefreshToken': {
@@ -162,6 +173,7 @@ class EngineAdapter implements Adapter {
   }
 
   async destroy(id: string) {
+    await this.#hooks.beforeDestroy?.();
     await this.#models.destroy(this.#atRest.id(this.#name, id));
     await this.#hooks.afterDestroy?.(id);
   }

@@ -123,7 +123,7 @@ export function createService({ config, store, keys, revocations, logger, metric
   });
   const liveRoles = new LiveRoles(store.accounts);
   const endpoints = engineEndpoints({
-    issuer, basePath, provider, rotations, resources, audience, accounts, clients: store.model('Client'), verifier, liveRoles, rateLimits,
+    issuer, basePath, provider, rotations, resources, audience, accounts, clients: store.model('Client'), registrationAccessTokens: store.model('RegistrationAccessToken'), verifier, liveRoles, rateLimits,
     signUserinfo: userinfoSigner(keys.jwks, issuer), dpop, postedForms: new PostedForms(store.model(POSTED_FORM_MODEL), keys.keyRing),
   });
 

@@ -39,6 +39,8 @@ declare module 'koa' {
     initialAccessTokenUse?: PresentedInitialAccessToken;
     /** The ids of what a registration has stored, removed again should it fail (src/engine/registration_writes.ts). */
     registrationWrites?: { Client?: string; RegistrationAccessToken?: string };
+    /** The registration access token an RFC 7592 update or delete claimed before writing (src/engine/registration_token_claims.ts). */
+    registrationTokenClaim?: { storeId: string; claim: string };
     /** Why the sign-in form did not sign its user in (src/interactions/router.ts), for the metrics. */
     signInRefused?: 'invalid_credentials' | 'rate_limited';
     /** The settings area's signed-in user (src/settings/guards.ts). */

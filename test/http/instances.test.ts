@@ -7,7 +7,7 @@ import { openStore } from '../../adapters/index.ts';
 import { PROPAGATION_BOUND_MS } from '../../src/shared/propagation.ts';
 import { CLOCK_MARGIN_SECONDS } from '../../src/tokens/revocation_list.ts';
 import { api, createApiKey } from '../support/data_api.ts';
-import { codeRequest, exchangeCode, introspect, postCredentials, registerClient, tokenRequest, REDIRECT_URI, type RegisteredClient } from '../support/oauth.ts';
+import { codeRequest, exchangeCode, introspect, management, postCredentials, registerClient, tokenRequest, REDIRECT_URI, type RegisteredClient } from '../support/oauth.ts';
 import { initialAccessToken, seedUser, startServer, type SeededUser, type TestServer } from '../support/server.ts';
 import { rawRedis, startRedis, type RedisServer } from '../support/redis.ts';
 import { UserAgent, authorize } from '../support/user_agent.ts';
@@ -265,6 +265,51 @@ for (const shared of SHARED_STORES) describe(`instances sharing ${shared.name}`,
     // Its tokens end through the revocation list, which the other instance reads on its own schedule
     // (not the client cache's): within the same bound, not necessarily by the time the client is refused.
     await withinBound(async () => (await introspect(second.origin, postCredentials(gateway), accessToken)).active === false, deletedAt, 'the deleted client\'s token at the other instance');
+  });
+
+  /** An RFC 7592 update of `own` sent to `at`, with `token`. */
+  const updateAt = (at: TestServer, own: RegisteredClient, token: string, name: string) =>
+    management(own.registration_client_uri.replace(first.issuer, at.origin), token, 'PUT', { client_id: own.client_id, client_name: name, redirect_uris: [REDIRECT_URI] });
+
+  it('of concurrent RFC 7592 updates with one registration access token, over both instances, applies one and leaves one token that works', async () => {
+    for (let round = 0; round < 3; round++) {
+      const own = await registerClient(first.issuer, { client_name: 'Racing Updates' });
+      const answers = await Promise.all(Array.from({ length: 6 }, (_, index) => updateAt(index % 2 ? second : first, own, own.registration_access_token, `update ${index}`)));
+      const statuses = answers.map(({ status }) => status);
+      expect(statuses.filter((status) => status === 200), `round ${round}: ${statuses}`).to.have.length(1);
+      expect(statuses.filter((status) => status !== 200), `round ${round}: the others are refused the token (RFC 6750)`).to.deep.equal(Array(5).fill(401));
+      const winner = answers[statuses.indexOf(200)]!;
+      const { registration_access_token: successor, client_name: name } = await winner.json() as { registration_access_token: string; client_name: string };
+      const working = [];
+      for (const token of [own.registration_access_token, successor]) if ((await management(own.registration_client_uri, token)).status === 200) working.push(token);
+      expect(working, `round ${round}: the registration access tokens that still work`).to.deep.equal([successor]);
+      // Read where it was written: the other instance's client cache may lag by the bound.
+      const at = statuses.indexOf(200) % 2 ? second : first;
+      const read = await (await management(own.registration_client_uri.replace(first.issuer, at.origin), successor)).json() as { client_name: string };
+      expect(read.client_name, 'the client as the update that won left it').to.equal(name);
+    }
+  });
+
+  it('keeps a client an RFC 7592 DELETE was answered 204 for deleted, whatever update with its token ran at the same moment', async () => {
+    const deleted: RegisteredClient[] = [];
+    for (let round = 0; round < 4; round++) {
+      const own = await registerClient(first.issuer, { client_name: 'Deleted While Updated' });
+      const [removal, ...updates] = await Promise.all([
+        management(own.registration_client_uri, own.registration_access_token, 'DELETE'),
+        updateAt(second, own, own.registration_access_token, 'updated'),
+        updateAt(first, own, own.registration_access_token, 'updated again'),
+      ]);
+      const statuses = [removal.status, ...updates.map(({ status }) => status)];
+      expect(statuses.filter((status) => status === 204 || status === 200), `round ${round}: DELETE, PUT, PUT answered ${statuses}`).to.have.length(1);
+      if (removal.status === 204) deleted.push(own);
+    }
+    await sleep(PROPAGATION_BOUND_MS + REQUEST_SLACK_MS);
+    for (const own of deleted) {
+      for (const server of [first, second]) {
+        const token = await tokenRequest(server.origin, { grant_type: 'client_credentials', ...postCredentials(own) });
+        expect([token.status, (await token.json() as { error: string }).error], `${own.client_id} at ${server.origin}`).to.deep.equal([401, 'invalid_client']);
+      }
+    }
   });
 
   it('serve one set of data API records: written at one instance, read, changed and deleted at the other; a revoked API key is refused by both', async () => {

@@ -4,6 +4,7 @@ import type { Middleware } from 'koa';
 
 import type { ModelStore } from '../../../adapters/store.ts';
 import { isHashedSecret, secretMatches } from '../../clients/client_secrets.ts';
+import { releaseRegistrationTokenClaim } from '../../engine/registration_token_claims.ts';
 import { REGISTRATION_BODY_MAX } from '../../clients/registration_hygiene.ts';
 import { HttpError } from '../../shared/http_error.ts';
 import { peekBody, replaceBody } from '../request_body.ts';
@@ -16,12 +17,26 @@ import { hideServerKeptMetadata, registrationBodyLimit, registrationTooLarge } f
  * Before the engine:
  * 1. a body over the registration limit is refused before anything reads it (registration.ts);
  * 2. an update's `client_secret` is checked against the stored hash (checkSecretOnUpdate).
+ * In the engine, an update or delete claims its registration access token before it writes the
+ * client (src/engine/registration_token_claims.ts).
  * After the engine:
- * 3. the stored hash is never shown as if it were the secret (hideStoredSecret);
- * 4. nor what the server keeps about the client (registration.ts).
+ * 3. the claim is given back (giveBackTokenClaim);
+ * 4. the stored hash is never shown as if it were the secret (hideStoredSecret);
+ * 5. nor what the server keeps about the client (registration.ts).
  */
-export function clientManagementEndpoint(clients: ModelStore): Middleware[] {
-  return [registrationBodyLimit, hideStoredSecret, hideServerKeptMetadata, checkSecretOnUpdate(clients)];
+export function clientManagementEndpoint(clients: ModelStore, registrationAccessTokens: ModelStore): Middleware[] {
+  return [registrationBodyLimit, hideStoredSecret, hideServerKeptMetadata, giveBackTokenClaim(registrationAccessTokens), checkSecretOnUpdate(clients)];
+}
+
+/** Once answered, the registration access token's claim is given back: only a failed request's token is still there to take it. */
+function giveBackTokenClaim(registrationAccessTokens: ModelStore): Middleware {
+  return async (ctx, next) => {
+    try {
+      await next();
+    } finally {
+      await releaseRegistrationTokenClaim(registrationAccessTokens, ctx);
+    }
+  };
 }
 
 /**

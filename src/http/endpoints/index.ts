@@ -36,6 +36,7 @@ export interface EndpointDependencies {
   audience: string;
   accounts: Accounts;
   clients: ModelStore;
+  registrationAccessTokens: ModelStore;
   verifier: AccessTokenVerifier;
   /** A user's role now, for introspection as for the data API. */
   liveRoles: LiveRoles;
@@ -66,7 +67,7 @@ export function engineEndpoints(deps: EndpointDependencies): { routes: Middlewar
   const registration = registrationEndpoint(deps);
   router.options(ENGINE_ROUTES.registration, registration.preflight);
   router.post(ENGINE_ROUTES.registration, ...registration.post);
-  router.all(`${ENGINE_ROUTES.registration}/:clientId`, ...clientManagementEndpoint(deps.clients));
+  router.all(`${ENGINE_ROUTES.registration}/:clientId`, ...clientManagementEndpoint(deps.clients, deps.registrationAccessTokens));
   router.post(ENGINE_ROUTES.token, ...tokenEndpoint(deps));
   router.post(ENGINE_ROUTES.pushed_authorization_request, ...pushedAuthorizationEndpoint(deps.rateLimits, deps.provider));
   router.post(ENGINE_ROUTES.introspection, ...introspectionEndpoint(deps.verifier, deps.liveRoles, deps.rateLimits));
