@@ -1,5 +1,6 @@
 import type { KoaContextWithOIDC, Provider } from 'oidc-provider';
 
+import { couldBeClientId } from '../clients/client_ids.ts';
 import type { Logger } from '../shared/logger.ts';
 import { rememberEngineError } from './errors.ts';
 
@@ -41,10 +42,17 @@ function reasonOf(error: EngineError): string | undefined {
   return (detail ?? error.error_description)?.slice(0, LOGGED_VALUE_MAX);
 }
 
-/** The client a refused request named: the engine's client, or the client_id asked for (a metadata document URL that was refused). */
+/**
+ * The client a refused request named: the engine's client, or the client_id asked for (a metadata
+ * document URL that was refused). One of no shape this server's client ids have is told by its
+ * length alone: it may be a secret sent in the wrong field.
+ */
 function clientIdOf(ctx: KoaContextWithOIDC): string | undefined {
+  const known = ctx.oidc?.client?.clientId;
+  if (known !== undefined) return known;
   const named = ctx.oidc?.params?.client_id;
-  return ctx.oidc?.client?.clientId ?? (typeof named === 'string' ? withoutUserinfo(named).slice(0, LOGGED_VALUE_MAX) : undefined);
+  if (typeof named !== 'string') return undefined;
+  return couldBeClientId(named) ? withoutUserinfo(named).slice(0, LOGGED_VALUE_MAX) : `(not a client id, ${named.length} characters)`;
 }
 
 /**

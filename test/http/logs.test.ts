@@ -113,6 +113,28 @@ describe('logs: a request id on every line and answer', function () {
     }
   });
 
+  it('logs a client_id of no shape this server\'s have by its length alone: a client secret swapped with the id is never written', async () => {
+    const client = await registerClient(direct.issuer, { client_name: 'Swapped Fields' });
+    const swapped = { client_id: client.client_secret!, client_secret: client.client_id };
+    const form = (extra: Record<string, string>) => ({ method: 'POST', headers: { 'content-type': 'application/x-www-form-urlencoded' }, body: new URLSearchParams({ ...extra, ...swapped }) });
+    const answers = [
+      await tokenRequest(direct.issuer, { grant_type: 'refresh_token', refresh_token: 'x', ...swapped }),
+      await fetch(`${direct.issuer}/oauth/revoke`, form({ token: 'x' })),
+      await fetch(`${direct.issuer}/oauth/introspect`, form({ token: 'x' })),
+      await fetch(codeRequest(direct.issuer, client.client_secret!).url, { redirect: 'manual' }),
+    ];
+    for (const answer of answers) {
+      const lines = await linesWithId(direct, answer.headers.get('x-request-id')!, 2);
+      const refused = lines.find((line) => line.message === 'request refused');
+      expect(refused, `${answer.url}: ${JSON.stringify(lines)}`).to.include({ client_id: `(not a client id, ${client.client_secret!.length} characters)` });
+      for (const line of lines) expect(JSON.stringify(line), String(line.message)).to.not.contain(client.client_secret!.slice(0, 16));
+    }
+    // A client id of this server's shape that names no client is still logged as given.
+    const unknown = `cl_${'A'.repeat(32)}`;
+    const answer = await fetch(codeRequest(direct.issuer, unknown).url, { redirect: 'manual' });
+    expect((await linesWithId(direct, answer.headers.get('x-request-id')!, 2)).find((line) => line.message === 'request refused')).to.include({ client_id: unknown });
+  });
+
   it('ignores an incoming X-Request-Id without TRUST_PROXY: anyone could plant ids in the log', async () => {
     const response = await fetch(`${direct.issuer}/.well-known/openid-configuration`, { headers: { 'x-request-id': 'planted-by-client-1' } });
     const id = response.headers.get('x-request-id')!;
