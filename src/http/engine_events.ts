@@ -2,7 +2,7 @@ import type { KoaContextWithOIDC, Provider } from 'oidc-provider';
 
 import { couldBeClientId } from '../clients/client_ids.ts';
 import type { Logger } from '../shared/logger.ts';
-import { rememberEngineError } from './errors.ts';
+import { rememberEngineError, rememberEngineRefusal } from './errors.ts';
 
 /** The engine's error events worth a log line: clients see one generic description, operators see why. */
 const CLIENT_ERROR_EVENTS = [
@@ -11,6 +11,7 @@ const CLIENT_ERROR_EVENTS = [
   'end_session_confirm.error',
   'grant.error',
   'introspection.error',
+  'pushed_authorization_request.error',
   'revocation.error',
   'registration_create.error',
   'registration_read.error',
@@ -72,6 +73,7 @@ export function logEngineEvents(provider: Provider, logger: Logger): void {
   const on = provider.on.bind(provider) as (event: string, listener: (ctx: KoaContextWithOIDC, error: EngineError) => void) => void;
   for (const event of CLIENT_ERROR_EVENTS) {
     on(event, (ctx, error) => {
+      rememberEngineRefusal(ctx, error);
       // The engine refuses JWT access tokens at introspection and revocation; the host answers those.
       if (error.error === 'unsupported_token_type') return;
       logger.info('request refused', {

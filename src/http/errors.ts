@@ -40,6 +40,11 @@ export function rememberEngineError(ctx: Context, error: unknown): void {
   ctx.state.engineError = error;
 }
 
+/** What the engine refused a request with (a 4xx); kept so the host can answer a body too large with 413. */
+export function rememberEngineRefusal(ctx: Context, error: unknown): void {
+  ctx.state.engineRefusal = error;
+}
+
 /**
  * The one place refusals are written, outermost but for the request id and its timing: no input
  * yields a stack trace. An HttpError thrown anywhere below is answered with its status and headers
@@ -102,8 +107,15 @@ async function answer(ctx: Context, refusal: HttpError): Promise<void> {
  * the page the browser was shown.
  */
 function isEngineBodyTooLarge(ctx: Context): boolean {
-  return ctx.status === 400 && (ctx.request.length ?? 0) > ENGINE_BODY_LIMIT && Boolean(ctx.response.is('json')) && oidcOf(ctx) !== undefined;
+  if (ctx.status !== 400 || !ctx.response.is('json') || oidcOf(ctx) === undefined) return false;
+  // Declared too large, or sent without a length (chunked) and found too large as the engine read it.
+  const refusal = ctx.state.engineRefusal;
+  const readTooLarge = refusal instanceof Error && refusal.cause instanceof Error && refusal.cause.message === ENGINE_BODY_TOO_LARGE;
+  return (ctx.request.length ?? 0) > ENGINE_BODY_LIMIT || readTooLarge;
 }
+
+/** The message of the error the engine's body reader stops a body past its limit with, which it then answers as a 400. */
+const ENGINE_BODY_TOO_LARGE = 'request entity too large';
 
 /** What the host says of a body too large for the engine. */
 function answerTooLarge(ctx: Context): void {

@@ -23,6 +23,8 @@ declare module 'koa' {
     route?: string;
     /** What the engine caught and answered with a 500 itself (engine_events.ts), so an outage becomes a 503. */
     engineError?: unknown;
+    /** What the engine refused the request with (its error events, engine_events.ts), so a body too large becomes a 413. */
+    engineRefusal?: unknown;
     /** The error an authorization request ended with (src/engine/authorization_errors.ts). */
     authorizationError?: AuthorizationError;
     /** The engine showed its error page instead of answering the client (endpoints/authorization.ts). */

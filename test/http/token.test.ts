@@ -196,6 +196,24 @@ describe('token endpoint (POST /oauth/token)', function () {
 
   // ---------------------------------------------------------------- authorization_code
 
+  it('answers a form over 56 KiB with 413 at the engine\'s form endpoints, whether it declares its length or comes in chunks', async () => {
+    const form = `grant_type=client_credentials&token=x&padding=${'a'.repeat(60 * 1024)}`;
+    const chunked = () => new ReadableStream<Uint8Array>({
+      start(controller) {
+        for (let at = 0; at < form.length; at += 16 * 1024) controller.enqueue(new TextEncoder().encode(form.slice(at, at + 16 * 1024)));
+        controller.close();
+      },
+    });
+    for (const path of ['/oauth/token', '/oauth/revoke', '/oauth/introspect', '/oauth/par']) {
+      for (const [how, body] of [['declared', () => form], ['chunked', chunked]] as const) {
+        const answer = await fetch(`${server.issuer}${path}`, {
+          method: 'POST', headers: { 'content-type': 'application/x-www-form-urlencoded' }, body: body(), duplex: 'half',
+        } as RequestInit & { duplex: 'half' });
+        expect([answer.status, (await answer.json() as { error: string }).error], `${how} at ${path}`).to.deep.equal([413, 'invalid_request']);
+      }
+    }
+  });
+
   it('answers every grant\'s tokens with Cache-Control: no-store and Pragma: no-cache, for HTTP/1.0 caches too (RFC 6749 5.1)', async () => {
     const issued = await redeem(postClient, await getCode(postClient));
     const { refresh_token: refreshToken } = await issued.clone().json() as TokenBody;
