@@ -1,5 +1,7 @@
 import type { IncomingMessage } from 'node:http';
 
+import type { Middleware } from 'koa';
+
 import { HttpError } from '../shared/http_error.ts';
 
 /*
@@ -66,3 +68,17 @@ export function replaceBody(req: IncomingMessage, body: Buffer, contentType: str
   req.headers['content-type'] = contentType;
   if (req.headers['content-length'] !== undefined) req.headers['content-length'] = String(body.length);
 }
+
+/**
+ * The engine reads a request body as it comes, in no content coding: a body sent gzip-encoded
+ * would be read as its compressed bytes (a form missing every parameter), and one labelled with a
+ * coding it is not in would be read as if unlabelled. So a body in any coding but `identity` is
+ * refused with 415, naming the one taken in `Accept-Encoding` (RFC 9110 sections 8.4 and 15.5.16).
+ */
+export const unencodedBody: Middleware = async (ctx, next) => {
+  const coding = ctx.get('Content-Encoding').trim().toLowerCase();
+  if (coding !== '' && coding !== 'identity') {
+    throw new HttpError(415, 'invalid_request', `the request body is in content coding ${coding.slice(0, 40)}; send it unencoded`, { 'Accept-Encoding': 'identity' });
+  }
+  await next();
+};

@@ -1,5 +1,6 @@
 import { randomBytes } from 'node:crypto';
 import { DatabaseSync } from 'node:sqlite';
+import { gzipSync } from 'node:zlib';
 
 import { expect } from 'chai';
 import { createRemoteJWKSet, decodeProtectedHeader, jwtVerify, type JWTPayload } from 'jose';
@@ -212,6 +213,22 @@ describe('token endpoint (POST /oauth/token)', function () {
         expect([answer.status, (await answer.json() as { error: string }).error], `${how} at ${path}`).to.deep.equal([413, 'invalid_request']);
       }
     }
+  });
+
+  it('refuses a body in a content coding with 415 naming the one it takes, rather than reading its bytes as a form', async () => {
+    const form = new URLSearchParams({ grant_type: 'client_credentials', ...postCredentials(machineClient) }).toString();
+    for (const path of ['/oauth/token', '/oauth/revoke', '/oauth/introspect', '/oauth/par']) {
+      for (const [coding, body] of [['gzip', gzipSync(form)], ['zstd', Buffer.from(form)]] as const) {
+        const answer = await fetch(`${server.issuer}${path}`, { method: 'POST', headers: { 'content-type': 'application/x-www-form-urlencoded', 'content-encoding': coding }, body });
+        expect([answer.status, answer.headers.get('accept-encoding'), (await answer.json() as { error: string }).error], `${coding} at ${path}`).to.deep.equal([415, 'identity', 'invalid_request']);
+      }
+    }
+    const registration = await fetch(`${server.issuer}/oauth/register`, {
+      method: 'POST', headers: { 'content-type': 'application/json', 'content-encoding': 'gzip' }, body: gzipSync(JSON.stringify({ redirect_uris: [REDIRECT_URI] })),
+    });
+    expect(registration.status, 'registration').to.equal(415);
+    const unencoded = await tokenRequest(server.issuer, { grant_type: 'client_credentials', ...postCredentials(machineClient) }, { 'content-encoding': 'identity' });
+    expect(unencoded.status, 'identity is no coding').to.equal(200);
   });
 
   it('answers every grant\'s tokens with Cache-Control: no-store and Pragma: no-cache, for HTTP/1.0 caches too (RFC 6749 5.1)', async () => {

@@ -23,6 +23,7 @@ import { userinfo, userinfoSigningAlg } from './userinfo.ts';
 import type { DpopPolicy } from '../../resource/sender_constraint.ts';
 import type { RefreshTokenRotations } from '../../engine/refresh_tokens.ts';
 import type { PostedForms } from '../posted_forms.ts';
+import { unencodedBody } from '../request_body.ts';
 
 export interface EndpointDependencies {
   issuer: string;
@@ -59,6 +60,7 @@ export function engineEndpoints(deps: EndpointDependencies): { routes: Middlewar
   const { issuer, basePath } = deps;
   const router = new Router({ prefix: basePath || undefined });
   for (const [path, methods] of METHODS) router.all(path, onlyMethods(methods));
+  router.use(unencodedBody);
   router.get(ENGINE_ROUTES.authorization, ...authorizationEndpoint(deps.postedForms));
   const posted = { forms: deps.postedForms, limit: deps.rateLimits.postedForms };
   router.post(ENGINE_ROUTES.authorization, authorizationByPost(posted, issuer, ENGINE_ROUTES.authorization));
