@@ -69,6 +69,7 @@ export function mcpEndpoint(deps: McpDependencies): Middleware {
   router.use(refuseRebinding(deps.allowedHosts, deps.allowedOrigins, deps.trustProxy), authenticate(deps));
   if (deps.rateLimit) router.use(deps.rateLimit);
   router.post('/', async (ctx) => {
+    if (isEncoded(ctx)) return refuseEncoding(ctx);
     const text = await bodyText(ctx);
     if (text === undefined) return;
     const message = parsedJson(text);
@@ -97,6 +98,18 @@ const onlyPost: Middleware = (ctx) => {
   ctx.set('Allow', 'POST');
   answerRpcError(ctx, 405, -32000, 'Method not allowed: this MCP endpoint is stateless and answers POST only');
 };
+
+/** Whether the body is in a content coding: the transport reads it as it comes, so a gzip body would be read as its compressed bytes. */
+function isEncoded(ctx: Context): boolean {
+  const coding = ctx.get('Content-Encoding').trim().toLowerCase();
+  return coding !== '' && coding !== 'identity';
+}
+
+/** RFC 9110 section 15.5.16: a content coding not taken is 415, naming the one that is. */
+function refuseEncoding(ctx: Context): void {
+  ctx.set('Accept-Encoding', 'identity');
+  answerRpcError(ctx, 415, -32000, 'Unsupported Media Type: send the body unencoded (Content-Encoding: identity)');
+}
 
 /** A refusal as the SDK's transport writes its own: a JSON-RPC error answering no message in particular. */
 function answerRpcError(ctx: Context, status: number, code: number, message: string): void {

@@ -317,6 +317,17 @@ describe('the MCP endpoint (/mcp)', function () {
     expect((JSON.parse(notJson.text) as { error: { code: number } }).error.code).to.equal(-32700);
   });
 
+  it('refuses a body in a content coding with 415 naming the one it takes, rather than reading its bytes as JSON', async () => {
+    const ping = JSON.stringify(message(1, 'ping'));
+    // Refused by what the body says it is: a ping labelled gzip is refused as a gzip body would be.
+    for (const coding of ['gzip', 'zstd']) {
+      const answered = await post(mcpUrl, {
+        'content-type': 'application/json', accept: 'application/json, text/event-stream', authorization: `Bearer ${credentials.machine}`, 'content-encoding': coding,
+      }, ping);
+      expect([answered.status, answered.headers.get('accept-encoding')], coding).to.deep.equal([415, 'identity']);
+    }
+  });
+
   it('lets a viewer read but not write, and never reaches another workspace\'s records', async () => {
     const created = await tool(credentials.admin!, 'create_record', { object: 'companies', fields: { name: 'Private' } });
     const { id } = (created.structuredContent as { data: { company: { id: string } } }).data.company;
