@@ -2,6 +2,7 @@ import type { IncomingMessage } from 'node:http';
 
 import type { Middleware } from 'koa';
 
+import { isEncodedBody } from '../shared/content_coding.ts';
 import { HttpError } from '../shared/http_error.ts';
 
 /*
@@ -69,16 +70,10 @@ export function replaceBody(req: IncomingMessage, body: Buffer, contentType: str
   if (req.headers['content-length'] !== undefined) req.headers['content-length'] = String(body.length);
 }
 
-/**
- * The engine reads a request body as it comes, in no content coding: a body sent gzip-encoded
- * would be read as its compressed bytes (a form missing every parameter), and one labelled with a
- * coding it is not in would be read as if unlabelled. So a body in any coding but `identity` is
- * refused with 415, naming the one taken in `Accept-Encoding` (RFC 9110 sections 8.4 and 15.5.16).
- */
+/** The engine reads a body as it comes: one in a content coding is refused (isEncodedBody). */
 export const unencodedBody: Middleware = async (ctx, next) => {
-  const coding = ctx.get('Content-Encoding').trim().toLowerCase();
-  if (coding !== '' && coding !== 'identity') {
-    throw new HttpError(415, 'invalid_request', `the request body is in content coding ${coding.slice(0, 40)}; send it unencoded`, { 'Accept-Encoding': 'identity' });
+  if (isEncodedBody(ctx.get('Content-Encoding'))) {
+    throw new HttpError(415, 'invalid_request', 'the request body is in a content coding; send it unencoded', { 'Accept-Encoding': 'identity' });
   }
   await next();
 };

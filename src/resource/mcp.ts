@@ -8,6 +8,7 @@ import type { Context, Middleware } from 'koa';
 import compose from 'koa-compose';
 
 import type { RecordStore } from '../../adapters/store.ts';
+import { isEncodedBody } from '../shared/content_coding.ts';
 import { noStore } from '../shared/no_store.ts';
 import { requestedHost } from '../shared/requested_host.ts';
 import { authenticate, type Authenticators } from './authenticate.ts';
@@ -69,7 +70,7 @@ export function mcpEndpoint(deps: McpDependencies): Middleware {
   router.use(refuseRebinding(deps.allowedHosts, deps.allowedOrigins, deps.trustProxy), authenticate(deps));
   if (deps.rateLimit) router.use(deps.rateLimit);
   router.post('/', async (ctx) => {
-    if (isEncoded(ctx)) return refuseEncoding(ctx);
+    if (isEncodedBody(ctx.get('Content-Encoding'))) return refuseEncoding(ctx);
     const text = await bodyText(ctx);
     if (text === undefined) return;
     const message = parsedJson(text);
@@ -99,13 +100,7 @@ const onlyPost: Middleware = (ctx) => {
   answerRpcError(ctx, 405, -32000, 'Method not allowed: this MCP endpoint is stateless and answers POST only');
 };
 
-/** Whether the body is in a content coding: the transport reads it as it comes, so a gzip body would be read as its compressed bytes. */
-function isEncoded(ctx: Context): boolean {
-  const coding = ctx.get('Content-Encoding').trim().toLowerCase();
-  return coding !== '' && coding !== 'identity';
-}
-
-/** RFC 9110 section 15.5.16: a content coding not taken is 415, naming the one that is. */
+/** The transport reads a body as it comes: one in a content coding is refused (isEncodedBody). */
 function refuseEncoding(ctx: Context): void {
   ctx.set('Accept-Encoding', 'identity');
   answerRpcError(ctx, 415, -32000, 'Unsupported Media Type: send the body unencoded (Content-Encoding: identity)');
