@@ -82,13 +82,14 @@ export class ProtectedResources {
 
   /**
    * The API a `resource` names, or undefined for one this server issues no tokens for. A spelling
-   * with an upper-case scheme or host names the same API (the MCP authorization specification asks
-   * servers to accept one); the rest of the URI is compared exactly.
+   * with an upper-case scheme or host (the MCP authorization specification asks servers to accept
+   * one), the scheme's default port or an empty path names the same API; the rest of the URI is
+   * compared exactly.
    */
   async find(resource: string): Promise<ProtectedResource | undefined> {
     const found = await this.#findExactly(resource);
     if (found) return found;
-    const canonical = withCanonicalCase(resource);
+    const canonical = canonicalSpelling(resource);
     return canonical === resource ? undefined : this.#findExactly(canonical);
   }
 
@@ -146,13 +147,21 @@ export function canonicalResource(value: string): string {
   if (url.protocol === 'http:' && !LOOPBACK_HOSTS.has(url.hostname)) throw new ResourceError(`the resource must use https (http only on loopback), got "${value}"`);
   if (value.includes('#')) throw new ResourceError('the resource must not have a fragment (RFC 8707 section 2)');
   if (url.username || url.password) throw new ResourceError('the resource must not contain a user name or password');
-  return withCanonicalCase(value);
+  return canonicalSpelling(value);
 }
 
-/** The URI with its scheme and host in lower case: both are case-insensitive (RFC 3986 section 6.2.2.1). */
-function withCanonicalCase(uri: string): string {
+/**
+ * The URI in the form `new URL()` writes its scheme and authority, which is how clients and
+ * resource servers spell an identifier: both in lower case (case-insensitive, RFC 3986 section
+ * 6.2.2.1), without the scheme's default port, and with an empty path as `/` (both equivalent to
+ * the other spelling, section 6.2.3). The rest of the URI is kept as given.
+ */
+function canonicalSpelling(uri: string): string {
   const authority = /^[a-z][a-z0-9+.-]*:\/\/[^/?#]*/i.exec(uri)?.[0];
-  return authority ? authority.toLowerCase() + uri.slice(authority.length) : uri;
+  if (!authority) return uri;
+  const canonical = authority.toLowerCase().replace(/^(https:\/\/.*):443$|^(http:\/\/.*):80$/, (_, https?: string, http?: string) => https ?? http ?? '');
+  const rest = uri.slice(authority.length);
+  return canonical + (rest === '' || rest.startsWith('?') ? `/${rest}` : rest);
 }
 
 /** Fixed-length store ids, whatever the URI. */

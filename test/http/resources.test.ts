@@ -185,6 +185,21 @@ describe('tokens for a registered API (resource indicators)', function () {
     expect(duplicate.stderr).to.contain('already');
   });
 
+  it('takes an API registered or asked for with its scheme\'s default port, or with an empty path, as new URL() spells it', async () => {
+    const machine = await registerClient(server.issuer, { grant_types: ['client_credentials'], redirect_uris: [] }, await initialAccessToken(server, user.workspaces[0]!.id));
+    const audienceFor = async (resource: string) => decodeJwt((await tokens(await tokenRequest(server.issuer, { grant_type: 'client_credentials', scope: 'api', resource, ...postCredentials(machine) }))).access_token).aud;
+    for (const [registered, asked, canonical] of [
+      ['https://ported.example:443/v1', 'https://ported.example/v1', 'https://ported.example/v1'],
+      ['https://origin.example', 'https://origin.example/', 'https://origin.example/'],
+    ]) {
+      const created = await server.admin(['resource-server', 'create', '--name', `API at ${registered}`, '--resource', registered!, '--json']);
+      expect(created.code, created.stderr).to.equal(0);
+      expect((JSON.parse(created.stdout) as { resource: string }).resource, 'stored as new URL() writes it').to.equal(canonical);
+      expect(await audienceFor(asked!), asked).to.equal(canonical);
+      expect(await audienceFor(registered!), `${registered}, as registered`).to.equal(canonical);
+    }
+  });
+
   // Last: it deletes the API the tests above use.
   it('deleting the API refuses its tokens by the time the command returns; other tokens and API keys go on working, and so do tokens for it once it is registered again', async () => {
     const { code, verifier } = await allow([`${server.issuer}/rest`, BILLING]);
