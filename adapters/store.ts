@@ -110,6 +110,13 @@ export const LISTED_BY: Readonly<Record<string, string>> = {
   InitialAccessToken: 'workspaceId',
 };
 
+/**
+ * The version of LISTED_BY a store's records are indexed for: 0 before records were listed, or
+ * before sessions, grant workspaces and initial access tokens were. A store of an older version is
+ * indexed once, by the first version that reads it (listed_records.ts of each backend).
+ */
+export const LISTED_BY_VERSION = 1;
+
 /** The value a record is listed by (LISTED_BY), if its model is listed and the record has one. */
 export function listedValue(model: string, payload: ModelPayload): string | undefined {
   const field = LISTED_BY[model];

@@ -54,6 +54,11 @@ export class RedisKeys {
     return `${this.#prefix}by:${model}:${value}`;
   }
 
+  /** String: the LISTED_BY_VERSION the store's records are indexed for (listed_records.ts); missing before that was kept. No TTL. */
+  listedByVersion(): string {
+    return `${this.#prefix}listed_by_version`;
+  }
+
   /** Sorted set: ids of the records kept without a lifetime (clients), scored by when first stored, for list(). No TTL. */
   list(model: string): string {
     return `${this.#prefix}list:${model}`;

@@ -119,7 +119,7 @@ return 0
  * a member is added, and also shortened when the longest-lived member has gone).
  * KEYS: index. ARGV: record id, its expiry.
  */
-const addGrantMember = new Script(`${NOW_MS}
+export const addGrantMember = new Script(`${NOW_MS}
 redis.call('ZREMRANGEBYSCORE', KEYS[1], '-inf', now)
 redis.call('ZADD', KEYS[1], ARGV[2], ARGV[1])
 local furthest = redis.call('ZRANGE', KEYS[1], -1, -1, 'WITHSCORES')[2]
@@ -127,6 +127,11 @@ if furthest == nil then return 0 end
 if furthest == 'inf' then redis.call('PERSIST', KEYS[1]) else redis.call('PEXPIREAT', KEYS[1], furthest) end
 return 1
 `);
+
+/** What indexes, once, the records a store of an older version holds in no listing (listed_records.ts). */
+interface ListedRecords {
+  indexRecordsStoredBefore(client: RedisClient): Promise<void>;
+}
 
 /** Drops a grant index's expired members and returns the live ones. KEYS: index. */
 const liveGrantMembers = new Script(`${NOW_MS}
@@ -143,11 +148,13 @@ export class RedisModelStore implements ModelStore {
   readonly #redis: RedisConnection;
   readonly #keys: RedisKeys;
   readonly #model: string;
+  readonly #listed: ListedRecords;
 
-  constructor(redis: RedisConnection, keys: RedisKeys, model: string) {
+  constructor(redis: RedisConnection, keys: RedisKeys, model: string, listed: ListedRecords) {
     this.#redis = redis;
     this.#keys = keys;
     this.#model = model;
+    this.#listed = listed;
   }
 
   async upsert(id: string, payload: ModelPayload, expiresIn: number | undefined) {
@@ -330,6 +337,7 @@ export class RedisModelStore implements ModelStore {
 
   listBy(value: string) {
     return this.#redis.run(async (client) => {
+      await this.#listed.indexRecordsStoredBefore(client);
       const index = this.#keys.listedBy(this.#model, value);
       const ids = await liveGrantMembers.run(client, [index], []) as string[];
       const payloads = await Promise.all(ids.map((id) => this.#read(client, id)));

@@ -2,6 +2,7 @@ import { RedisAccountStore } from './accounts.ts';
 import { RedisApiKeyStore } from './api_keys.ts';
 import { connectRedis, RedisConnection, watchSentinelFailovers } from './connection.ts';
 import { RedisKeys } from './keys.ts';
+import { ListedRecords } from './listed_records.ts';
 import { RedisModelStore } from './models.ts';
 import { redisRateLimiters } from './rate_limits.ts';
 import { RedisRecordStore } from './records.ts';
@@ -32,13 +33,14 @@ export function openRedisStore(url: string, options: RedisStoreOptions = {}): St
   const durable = options.replicaWait && { client: connectRedis(url, options.replicaWait.timeoutMs, failovers), wait: options.replicaWait };
   const redis = new RedisConnection(client, durable, failovers);
   const models = new Map<string, ModelStore>();
+  const listed = new ListedRecords(keys);
 
   return {
     kind: 'redis',
     model(name) {
       let store = models.get(name);
       if (!store) {
-        store = new RedisModelStore(redis, keys, name);
+        store = new RedisModelStore(redis, keys, name, listed);
         models.set(name, store);
       }
       return store;

@@ -5,10 +5,11 @@ import { DatabaseSync } from 'node:sqlite';
 import { nowSeconds } from '../../src/shared/clock.ts';
 import { makeDirectories } from '../../src/shared/directories.ts';
 import type { Logger } from '../../src/shared/logger.ts';
-import { BackendUnavailableError, LISTED_BY, StoreOpenError, type ModelStore, type SqliteSynchronous, type Store } from '../store.ts';
+import { BackendUnavailableError, StoreOpenError, type ModelStore, type SqliteSynchronous, type Store } from '../store.ts';
 import { ACCOUNTS_SCHEMA, SqliteAccountStore } from './accounts.ts';
 import { API_KEYS_SCHEMA, SqliteApiKeyStore, SWEEP_EXPIRED_API_KEYS } from './api_keys.ts';
 import { BUSY_WAIT_ON, SqliteConnection } from './connection.ts';
+import { listRecordsStoredBefore } from './listed_records.ts';
 import { MODELS_SCHEMA, SqliteModelStore } from './models.ts';
 import { memoryRateLimiters } from './rate_limits.ts';
 import { RECORDS_INDEX, RECORDS_SCHEMA, SqliteRecordStore, SWEEP_EXPIRED_RECORD_CREATES } from './records.ts';
@@ -219,17 +220,3 @@ function positionRecordsStoredBefore(db: DatabaseSync): void {
   }
 }
 
-/**
- * The version of LISTED_BY a database's records are indexed for (SQLite's user_version): 0 before
- * records were listed or before sessions, grant workspaces and initial access tokens were.
- */
-const LISTED_BY_VERSION = 1;
-
-/** A database made before a model was listed (LISTED_BY): the records it holds are indexed once, as it is opened. */
-function listRecordsStoredBefore(db: DatabaseSync): void {
-  const { user_version: version } = db.prepare('PRAGMA user_version').get() as { user_version: number };
-  if (version >= LISTED_BY_VERSION) return;
-  const update = db.prepare("UPDATE oidc_models SET listed_by = json_extract(payload, '$.' || ?) WHERE model = ? AND listed_by IS NULL");
-  for (const [model, field] of Object.entries(LISTED_BY)) update.run(field, model);
-  db.exec(`PRAGMA user_version = ${LISTED_BY_VERSION}`);
-}

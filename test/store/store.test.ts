@@ -1020,6 +1020,35 @@ for (const backend of BACKENDS) {
         }
       });
 
+      it('lists the sessions, grant workspaces and initial access tokens stored before they were listed, on every primary', async () => {
+        const { url, options } = backend.target(dir);
+        const keys = new RedisKeys(options!.keyPrefix!);
+        const client = await rawRedis(url);
+        try {
+          // As a version that listed grants and clients only left them: each record, with its lifetime, in no listing.
+          for (const [model, id, payload] of [
+            ['Session', 's1', { accountId: 'usr_1' }], ['Session', 's2', { accountId: 'usr_1' }], ['Session', 's3', { accountId: 'usr_2' }],
+            ['GrantWorkspace', 'g1', { grantId: 'g1', workspaceId: 'ws_1' }], ['InitialAccessToken', 'i1', { workspaceId: 'ws_1' }],
+          ] as const) {
+            await client.hset(keys.record(model, id), 'p', JSON.stringify(payload));
+            await client.expire(keys.record(model, id), 600);
+          }
+        } finally {
+          client.disconnect();
+        }
+        const reopened = open(backend, dir);
+        try {
+          expect((await reopened.model('Session').listBy('usr_1')).map(({ id }) => id).sort()).to.deep.equal(['s1', 's2']);
+          expect((await reopened.model('GrantWorkspace').listBy('ws_1')).map(({ id }) => id)).to.deep.equal(['g1']);
+          expect((await reopened.model('InitialAccessToken').listBy('ws_1')).map(({ id }) => id)).to.deep.equal(['i1']);
+          // Listed as the records are: each entry goes with its record.
+          await reopened.model('Session').destroy('s1');
+          expect((await reopened.model('Session').listBy('usr_1')).map(({ id }) => id)).to.deep.equal(['s2']);
+        } finally {
+          await reopened.close();
+        }
+      });
+
       it('leaves no account key behind once every user and workspace is deleted', async () => {
         await store.accounts.createWorkspace({ id: 'ws_1', name: 'Acme', createdAt: 1 });
         await store.accounts.createWorkspace({ id: 'ws_2', name: 'Beta', createdAt: 1 });
