@@ -242,8 +242,21 @@ function isBusy(error: unknown): boolean {
   return typeof code === 'number' && (code & 0xff) === SQLITE_BUSY;
 }
 
+/**
+ * SQLite's primary result codes for a store that cannot be read or written now, whatever the
+ * request: BUSY, LOCKED, READONLY (a file remounted read-only), IOERR, FULL (the disk), CANTOPEN.
+ */
+const UNAVAILABLE_CODES = new Set([5, 6, 8, 10, 13, 14]);
+
+/**
+ * SQLite's failures of the store rather than of the request, as the storage error the HTTP layer
+ * answers with 503. node:sqlite says them in SQLite's words ("database or disk is full") with the
+ * code in `errcode` alone; its own errors (a closed database) by their message.
+ */
 function mapped(error: unknown): unknown {
-  if (error instanceof Error && /SQLITE_(BUSY|LOCKED|IOERR|FULL|CANTOPEN|READONLY)|database is (locked|closed)|not open|statement has been finalized/i.test(error.message)) {
+  const code = (error as { errcode?: unknown } | null)?.errcode;
+  const unavailable = typeof code === 'number' && UNAVAILABLE_CODES.has(code & 0xff);
+  if (error instanceof Error && (unavailable || /database is (locked|closed)|not open|statement has been finalized/i.test(error.message))) {
     return new BackendUnavailableError(`SQLite store unavailable: ${error.message}`, { cause: error });
   }
   return error;

@@ -110,7 +110,11 @@ export class SqliteModelStore implements ModelStore {
     const timestamp = nowSeconds();
     const claim = randomUUID();
     const result = await this.#db.write(() => this.#db.statement(MODEL_SQL.consume).run(timestamp, claim, this.#model, id, takeOverBefore ?? null, timestamp));
-    return result.changes === 1 ? claim : undefined;
+    if (result.changes !== 1) return undefined;
+    // Committed before it is a claim: the redemption builds on it, and a commit that then failed (a
+    // full disk) would undo it unseen, the completion finding the code or token unclaimed.
+    await this.#db.committed();
+    return claim;
   }
 
   async release(id: string, claim: string) {

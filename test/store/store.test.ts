@@ -11,6 +11,8 @@ import { RateLimiterRes } from 'rate-limiter-flexible';
 
 import { openStore, type OpenStoreOptions } from '../../adapters/index.ts';
 import { RedisKeys } from '../../adapters/redis/keys.ts';
+import { SqliteConnection } from '../../adapters/sqlite/connection.ts';
+import { MODELS_SCHEMA, SqliteModelStore } from '../../adapters/sqlite/models.ts';
 import { BackendUnavailableError, DuplicateError, LastAdminError, type ApiKeyRecord, type Store } from '../../adapters/store.ts';
 import { keysUnder, rawRedis, startCluster, startRedis, startReplicated, startSentinel, type RedisDeployment } from '../support/redis.ts';
 import { sleep } from '../support/wait.ts';
@@ -1120,6 +1122,42 @@ for (const backend of BACKENDS) {
 }
 
 describe('sqlite store file', () => {
+  it('answers a full disk and a file it may not write to as the store unavailable (503), not a failure of the request', async () => {
+    const db = new DatabaseSync(':memory:');
+    db.exec(MODELS_SCHEMA);
+    // The page limit stands in for the disk: past it SQLite answers SQLITE_FULL, "database or disk is full".
+    const { page_count: pages } = db.prepare('PRAGMA page_count').get() as { page_count: number };
+    db.exec(`PRAGMA max_page_count = ${pages + 1}`);
+    const connection = new SqliteConnection(db);
+    const models = new SqliteModelStore(connection, 'Client');
+    const full = await models.upsert('c1', { client_id: 'c1', padding: 'x'.repeat(100_000) }, undefined).then(() => undefined, (error: unknown) => error);
+    expect(full).to.be.instanceOf(BackendUnavailableError);
+    expect((full as Error).message).to.contain('full');
+    connection.flush();
+    db.exec('PRAGMA query_only = ON');
+    const readOnly = await models.upsert('c2', { client_id: 'c2' }, undefined).then(() => undefined, (error: unknown) => error);
+    expect(readOnly, 'a file that may not be written to').to.be.instanceOf(BackendUnavailableError);
+    db.close();
+  });
+
+  it('hands out a claim on a code or refresh token only once its consumption is committed: one the commit undid is an outage', async () => {
+    const db = new DatabaseSync(':memory:');
+    db.exec(MODELS_SCHEMA);
+    // A constraint checked only at COMMIT makes the commit of the transaction the consumption is in fail, as a full disk does.
+    db.exec('PRAGMA foreign_keys = ON; CREATE TABLE parent (id TEXT PRIMARY KEY); CREATE TABLE child (parent TEXT REFERENCES parent (id) DEFERRABLE INITIALLY DEFERRED)');
+    const connection = new SqliteConnection(db);
+    const tokens = new SqliteModelStore(connection, 'RefreshToken');
+    await tokens.upsert('rt1', { grantId: 'g1' }, 60);
+    await connection.committed();
+    const consumed = tokens.consume('rt1');
+    await connection.write(() => connection.statement("INSERT INTO child VALUES ('nobody')").run());
+    const outcome = await consumed.then((claim) => claim, (error: unknown) => error);
+    expect(outcome, 'no claim from a consumption that was undone').to.not.be.a('string');
+    // Undone indeed: the token is still there to redeem, by the client's retry.
+    expect(await tokens.consume('rt1')).to.be.a('string');
+    db.close();
+  });
+
   it('keeps data across reopening the same file', async () => {
     const dir = await mkdtemp(join(tmpdir(), 'store-'));
     try {
