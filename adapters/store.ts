@@ -124,6 +124,15 @@ export function listedValue(model: string, payload: ModelPayload): string | unde
   return typeof value === 'string' && value !== '' ? value : undefined;
 }
 
+/**
+ * How every store tells two emails apart: with their ASCII letters lower-cased, as SQLite's NOCASE
+ * compares them, and nothing else folded. Whatever counts per account (the sign-in lock) keys it
+ * the same way, so that two accounts are never one lock, and one account never two.
+ */
+export function foldEmail(email: string): string {
+  return email.replace(/[A-Z]/g, (letter) => letter.toLowerCase());
+}
+
 export type Role = 'admin' | 'member' | 'viewer';
 export const ROLES: readonly Role[] = ['admin', 'member', 'viewer'];
 

@@ -1,3 +1,5 @@
+import { foldEmail } from '../store.ts';
+
 /**
  * Where the Redis store keeps what, every key under one prefix (default `oauth:`) so the service
  * can share a Redis with others.
@@ -188,12 +190,4 @@ export class RedisKeys {
     const tag = `${this.#prefix}{revocations}`;
     return [`${tag}:entries`, `${tag}:log`, `${tag}:expiry`, `${tag}:position`];
   }
-}
-
-/**
- * Case-folds ASCII letters only, as SQLite's NOCASE does, so both backends agree on which two
- * emails are the same.
- */
-function foldEmail(email: string): string {
-  return email.replace(/[A-Z]/g, (letter) => letter.toLowerCase());
 }

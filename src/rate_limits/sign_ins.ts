@@ -1,3 +1,4 @@
+import { foldEmail } from '../../adapters/store.ts';
 import type { RateLimits } from '../../config/index.ts';
 import type { Logger } from '../shared/logger.ts';
 import { addressKey } from './addresses.ts';
@@ -75,7 +76,8 @@ export class SignIns {
    * `clientAddress` is logged as given and counted as addressKey() reads it (an IPv6 network is one address).
    */
   async attempt<User>(email: string, clientAddress: string, authenticate: () => Promise<PasswordCheck<User>>): Promise<SignInOutcome<User>> {
-    const account = email.trim().toLowerCase();
+    // One lock an account: the email as the store tells accounts apart, so two accounts never share one.
+    const account = foldEmail(email.trim());
     const address = this.#guard ? addressKey(clientAddress, this.#guard.limits.ipv6Prefix) : clientAddress;
     const admitted = this.#guard ? await admit(this.#guard, account, address) : { gated: false };
     if ('refused' in admitted) {

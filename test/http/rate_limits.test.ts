@@ -270,6 +270,24 @@ describe('rate limits', function () {
       expect([unknown!.status, unknown!.retryAfter, unknown!.error]).to.deep.equal([known!.status, known!.retryAfter, known!.error]);
     });
 
+    it('locks one account, not another whose email differs from it only in the case of a letter outside ASCII (the store tells the two apart)', async () => {
+      const stamp = Date.now();
+      const [locked, other] = [`ÖLA-${stamp}@example.com`, `öla-${stamp}@example.com`];
+      for (const email of [locked, other]) {
+        const created = await server.admin(['user', 'create', '--email', email, '--name', 'Ola', '--workspace', user.workspaces[0]!.id, '--role', 'member', '--password-stdin'], 'pw-ola-correct-horse\n');
+        expect(created.code, `${email}: ${created.stderr}`).to.equal(0);
+      }
+      const browser = new Browser();
+      const form = await openLogin(browser, server, app);
+      await signIn(browser, form, locked, 'wrong password 1');
+      expect((await signIn(browser, form, locked, 'wrong password 2')).status, 'the first account is locked').to.equal(429);
+      const elsewhere = new Browser();
+      expect((await signIn(elsewhere, await openLogin(elsewhere, server, app), other, 'pw-ola-correct-horse')).status, 'the other account signs in').to.equal(303);
+      // Its own spellings, ASCII letters in any case, are the one account and its one lock.
+      const again = new Browser();
+      expect((await signIn(again, await openLogin(again, server, app), `ÖlA-${stamp}@EXAMPLE.com`, 'pw-ola-correct-horse')).status).to.equal(429);
+    });
+
     it('lets in every one of several sign-ins of one account made at once', async () => {
       const person = await seedUser(server);
       const browsers = Array.from({ length: 8 }, () => new Browser());
