@@ -95,6 +95,8 @@ export function interactionRouter(deps: InteractionDependencies): Router {
       await finishInteraction(ctx, provider, result, { mergeWithLastSubmission: false });
       return;
     }
+    // An application deleted while its page was open gets no grant (the engine would refuse its resume anyway).
+    if (!await provider.Client.find(String(details.params.client_id))) throw new HttpError(400, 'invalid_client', 'the application is no longer registered');
     const accountId = details.session.accountId;
     const chosen = typeof body.workspace === 'string' ? await deps.accounts.membershipIn(accountId, body.workspace) : undefined;
     if (!chosen) {

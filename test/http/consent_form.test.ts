@@ -30,8 +30,8 @@ describe('the consent form\'s answers', function () {
   });
 
   /** Signs in and stops at the consent page: where its form posts, and the answer to send. */
-  async function consentPage(agent: UserAgent, who: SeededUser = user): Promise<{ html: string; action: string; form: (decision: 'allow' | 'deny') => Record<string, string> }> {
-    const login = await agent.follow(codeRequest(server.issuer, client.client_id).url, server.origin);
+  async function consentPage(agent: UserAgent, who: SeededUser = user, app: RegisteredClient = client): Promise<{ html: string; action: string; form: (decision: 'allow' | 'deny') => Record<string, string> }> {
+    const login = await agent.follow(codeRequest(server.issuer, app.client_id).url, server.origin);
     const loginHtml = await login.response.text();
     const signedIn = await agent.request(new URL(formAction(loginHtml)!, server.origin).href, { form: { csrf: field(loginHtml, 'csrf')!, email: who.email, password: who.password } });
     const consent = await agent.follow(new URL(signedIn.headers.get('location')!, server.origin).href, server.origin);
@@ -69,6 +69,19 @@ describe('the consent form\'s answers', function () {
     const back = await agent.follow(new URL(denied.headers.get('location')!, server.origin).href, server.origin);
     expect(new URL(back.url).searchParams.has('code'), `the first answer, allow, stands: ${back.url}`).to.equal(true);
     expect(await grantsOfUser()).to.equal(1);
+  });
+
+  it('makes no grant for an application deleted while its consent page was open, and says it is gone', async () => {
+    const doomed = await registerClient(server.issuer, { client_name: 'Soon Deleted App' });
+    const agent = new UserAgent();
+    const { action, form } = await consentPage(agent, user, doomed);
+    const grantsBefore = await grantsOfUser();
+    const deleted = await fetch(doomed.registration_client_uri, { method: 'DELETE', headers: { authorization: `Bearer ${doomed.registration_access_token}` } });
+    expect(deleted.status).to.equal(204);
+    const answer = await agent.request(action, { form: form('allow') });
+    expect(answer.status).to.equal(400);
+    expect(await answer.text()).to.contain('no longer registered');
+    expect(await grantsOfUser(), 'no grant for the deleted application').to.equal(grantsBefore);
   });
 
   describe('answered by a user in no workspace', () => {
