@@ -60,7 +60,9 @@ export function engineEndpoints(deps: EndpointDependencies): { routes: Middlewar
   const { issuer, basePath } = deps;
   const router = new Router({ prefix: basePath || undefined });
   for (const [path, methods] of METHODS) router.all(path, onlyMethods(methods));
-  router.use(unencodedBody);
+  // The endpoints whose body the engine reads itself, as it comes (the pages' forms are read by the host, which decodes them).
+  for (const path of [ENGINE_ROUTES.token, ENGINE_ROUTES.pushed_authorization_request, ENGINE_ROUTES.introspection, ENGINE_ROUTES.revocation, ENGINE_ROUTES.registration]) router.post(path, unencodedBody);
+  router.put(`${ENGINE_ROUTES.registration}/:clientId`, unencodedBody);
   router.get(ENGINE_ROUTES.authorization, ...authorizationEndpoint(deps.postedForms));
   const posted = { forms: deps.postedForms, limit: deps.rateLimits.postedForms };
   router.post(ENGINE_ROUTES.authorization, authorizationByPost(posted, issuer, ENGINE_ROUTES.authorization));
