@@ -161,8 +161,10 @@ export class SentinelFailovers {
 
   /**
    * Listens to the sentinel at `address` (once); its subscriber, or undefined when it is not
-   * listened to. With its run id: not when the same sentinel is heard at another address already,
-   * and in place of that address when it cannot be reached there (the sentinel moved).
+   * listened to. With its run id, one subscriber a sentinel: at the address the URL names it by,
+   * when it names it, also while that connection is being made again (ioredis retries it), and in
+   * place of any other address it is heard at; else not when it is heard at another address
+   * already, and in place of that address when it cannot be reached there (the sentinel moved).
    */
   #listen(address: HostPort, runId?: string): Redis | undefined {
     const key = addressKey(address);
@@ -170,8 +172,9 @@ export class SentinelFailovers {
     if (runId !== undefined) {
       const heardAt = this.#runIds.get(runId);
       if (heardAt !== undefined && heardAt !== key) {
-        if (this.#sentinels.get(heardAt)?.status === 'ready') return undefined;
-        if (!this.#isNamed(heardAt)) this.#forget(heardAt);
+        if (this.#isNamed(heardAt)) return undefined;
+        if (!this.#isNamed(key) && this.#sentinels.get(heardAt)?.status === 'ready') return undefined;
+        this.#forget(heardAt);
       }
       this.#runIds.set(runId, key);
     }
