@@ -235,16 +235,34 @@ export class Accounts {
     return valid ? { user: named, accountId: named.id } : { accountId: named.id };
   }
 
+  /**
+   * Refuses, in removeMember's and deleteUser's words, while the user is the last admin of one of
+   * `workspaceIds`: for a caller that revokes what the user allowed before it removes them, so
+   * that a removal cut short leaves no grant to come back, and a refused one revokes nothing. The
+   * removal itself still refuses, atomically, should another admin go meanwhile.
+   */
+  async refuseRemovingLastAdmin(userId: string, workspaceIds: readonly string[]): Promise<void> {
+    const user = await this.#existingUser(userId);
+    for (const workspaceId of workspaceIds) {
+      const admins = (await this.#store.listMembers(workspaceId)).filter(({ role }) => role === 'admin');
+      if (admins.length === 1 && admins[0]!.userId === userId) throw await this.#lastAdmin(user, workspaceId);
+    }
+  }
+
   /** Runs a store change, refused in words when it would leave a workspace without an admin. */
   async #keepingAnAdmin<T>(user: User, change: () => Promise<T>): Promise<T> {
     try {
       return await change();
     } catch (error) {
       if (!(error instanceof LastAdminError)) throw error;
-      const workspace = await this.#store.getWorkspace(error.workspaceId);
-      const named = workspace ? `${workspace.id} ("${workspace.name}")` : error.workspaceId;
-      throw new LastAdminRefusal(`${user.email} is the last admin of workspace ${named}: make another member an admin first, or delete the workspace`, user);
+      throw await this.#lastAdmin(user, error.workspaceId);
     }
+  }
+
+  async #lastAdmin(user: User, workspaceId: string): Promise<LastAdminRefusal> {
+    const workspace = await this.#store.getWorkspace(workspaceId);
+    const named = workspace ? `${workspace.id} ("${workspace.name}")` : workspaceId;
+    return new LastAdminRefusal(`${user.email} is the last admin of workspace ${named}: make another member an admin first, or delete the workspace`, user);
   }
 
   async #existingWorkspace(workspaceId: string): Promise<Workspace> {

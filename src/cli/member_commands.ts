@@ -48,8 +48,12 @@ const remove: Command = {
     const user = await namedUser(accounts, options);
     // The engine first (it needs the keys): a start it refuses changes nothing.
     const access = new UserAccess({ store, ...await engine() });
+    // The grants first, so a removal cut short (the store failing) leaves none to come back should
+    // the user be added again; and once more after it, for one they allowed meanwhile.
+    await accounts.refuseRemovingLastAdmin(user.id, [workspaceId]);
+    let grants = await access.revokeGrants(user.id, { workspaceId });
     const membership = await accounts.removeMember(user.id, workspaceId);
-    const grants = await access.revokeGrants(user.id, { workspaceId });
+    grants += await access.revokeGrants(user.id, { workspaceId });
     await waitForPropagation();
     return {
       text: `${user.email} (${user.id}) is no longer a member of ${workspaceId}; ${grants} grants revoked`,

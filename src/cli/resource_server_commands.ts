@@ -107,17 +107,21 @@ export async function listResourceServers(store: Store, resources: ProtectedReso
  * and this server's checks) on every instance by the time the command returns.
  */
 export async function deleteResourceServer(store: Store, resources: ProtectedResources, resource: string): Promise<Output | undefined> {
-  const removed = await resources.remove(resource);
-  if (!removed) return undefined;
+  const found = await resources.find(resource);
+  if (!found || found.builtIn) return undefined;
   const now = nowSeconds();
-  const revoked = revocationEntries.removedResource(removed.resource, now);
+  const revoked = revocationEntries.removedResource(found.resource, now);
   await store.revocations.add(revoked);
+  // Its introspection clients before the API, so a deletion cut short leaves the API to delete again
+  // rather than clients that would introspect an API registered again under the URI.
   const clients = store.model('Client');
-  const introspecting = (await clients.list()).filter(({ payload }) => payload[INTROSPECTION_AUDIENCE] === removed.resource);
+  const introspecting = (await clients.list()).filter(({ payload }) => payload[INTROSPECTION_AUDIENCE] === found.resource);
   for (const { id } of introspecting) {
     await clients.destroy(id);
     await store.revocations.add(revocationEntries.deletedClient(id, now));
   }
+  const removed = await resources.remove(found.resource);
+  if (!removed) return undefined;
   await waitForPropagation();
   // From here on, a token for the URI is one for an API registered again under it, and is not refused.
   await sleep(Math.max(0, revoked.issuedBefore * 1000 - systemClock()));

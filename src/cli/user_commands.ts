@@ -76,13 +76,18 @@ const remove: Command = {
   options: ['email', 'user'],
   async run({ store, accounts, options, engine }) {
     const user = await namedUser(accounts, options);
-    const memberships = (await accounts.workspacesOf(user.id)).length;
-    // The engine (it needs the keys), then the account: a refusal of either (the last admin of a
-    // workspace) leaves everything as it was.
+    const workspaces = await accounts.workspacesOf(user.id);
+    const memberships = workspaces.length;
+    // The engine (it needs the keys), and the last-admin rule: a refusal of either leaves
+    // everything as it was. Then the grants and sessions before the account, so a deletion cut
+    // short leaves none behind it can no longer be found by; and once more after it.
     const access = new UserAccess({ store, ...await engine() });
+    await accounts.refuseRemovingLastAdmin(user.id, workspaces.map(({ id }) => id));
+    let grants = await access.revokeGrants(user.id);
+    let sessions = await access.endSessions(user.id);
     await accounts.deleteUser(user.id);
-    const grants = await access.revokeGrants(user.id);
-    const sessions = await access.endSessions(user.id);
+    grants += await access.revokeGrants(user.id);
+    sessions += await access.endSessions(user.id);
     await waitForPropagation();
     return {
       text: `deleted user ${user.id} (${user.email}): ${memberships} memberships, ${sessions} sessions ended, ${grants} grants revoked; their tokens are refused from now`,

@@ -1,10 +1,11 @@
 import type { Store, Workspace } from '../../adapters/store.ts';
 import { ApiKeys } from '../api_keys/api_keys.ts';
+import { AccountError } from '../accounts/accounts.ts';
 import { UserAccess } from '../engine/user_access.ts';
 import { OBJECTS } from '../resource/objects.ts';
 import { isoTime } from '../shared/clock.ts';
 import { deleteClient } from './client_commands.ts';
-import { existingWorkspace, required, waitForPropagation, type Command } from './command.ts';
+import { required, waitForPropagation, type Command, type Output } from './command.ts';
 
 /** The admin CLI's `workspace` commands. */
 
@@ -40,8 +41,9 @@ const remove: Command = {
   ].join('\n'),
   options: ['workspace'],
   async run({ store, accounts, options, engine }) {
-    const workspaceId = await existingWorkspace(accounts, options);
-    const workspace = (await accounts.getWorkspace(workspaceId))!;
+    const workspaceId = required(options, 'workspace');
+    const workspace = await accounts.getWorkspace(workspaceId);
+    if (!workspace) return deleteWhatIsLeft(store, new UserAccess({ store, ...await engine() }), workspaceId);
     const members = (await accounts.listMembers(workspaceId)).length;
     const access = new UserAccess({ store, ...await engine() });
     // What is bound to it goes first, so a failure leaves a workspace to delete again; and once
@@ -102,6 +104,32 @@ async function deleteBoundTo(store: Store, access: UserAccess, workspaceId: stri
   const records: Record<string, number> = {};
   for (const { namePlural } of OBJECTS) records[namePlural] = await store.records.deleteAll(workspaceId, namePlural);
   return { clients, apiKeys: keys, initialAccessTokens: initialAccessTokens.length, grants, records };
+}
+
+/**
+ * A deletion cut short once the workspace itself had gone (the store failing in the second pass)
+ * is run again by the same command: what is still bound to the workspace goes now. Nothing left
+ * is what a workspace that never existed has too.
+ */
+async function deleteWhatIsLeft(store: Store, access: UserAccess, workspaceId: string): Promise<Output> {
+  const left = await deleteBoundTo(store, access, workspaceId);
+  const records = Object.values(left.records).reduce((sum, count) => sum + count, 0);
+  if (!left.clients.length && !left.apiKeys.length && !left.initialAccessTokens && !left.grants && !records) {
+    throw new AccountError(`no workspace with id ${workspaceId}`);
+  }
+  await waitForPropagation();
+  return {
+    text: `workspace ${workspaceId} was deleted already; deleted what was left bound to it: ${left.clients.length} clients, `
+      + `${left.apiKeys.length} API keys, ${left.initialAccessTokens} initial access tokens, ${left.grants} grants, ${records} data records`,
+    json: {
+      deleted: workspaceId,
+      clients_deleted: left.clients,
+      api_keys_revoked: left.apiKeys,
+      initial_access_tokens_deleted: left.initialAccessTokens,
+      grants_revoked: left.grants,
+      records_deleted: left.records,
+    },
+  };
 }
 
 function merge(first: Deleted, second: Deleted): Deleted {

@@ -64,6 +64,9 @@ export class WorkspaceMembers {
   async remove(workspaceId: string, userId: string): Promise<MemberChange<Member>> {
     const checked = await this.check(workspaceId, userId, 'remove');
     if ('refused' in checked) return checked;
+    // The grants first (the check above refused a last admin), so a removal cut short leaves none to
+    // come back should the member be added again; and once more after it, for one allowed meanwhile.
+    await this.#userAccess.revokeGrants(userId, { workspaceId });
     const refused = await refusedByAccounts(() => this.#accounts.removeMember(userId, workspaceId), 'remove');
     if (refused) return { refused };
     await this.#userAccess.revokeGrants(userId, { workspaceId });

@@ -1,4 +1,5 @@
 import { randomBytes } from 'node:crypto';
+import { DatabaseSync } from 'node:sqlite';
 
 import { expect } from 'chai';
 import { decodeJwt } from 'jose';
@@ -643,6 +644,28 @@ describe('admin CLI', function () {
       expect(await refused(['user', 'delete', '--user', user.id])).to.contain(user.id);
     });
 
+    it('member remove cut short by the store leaves the membership, to be removed again; the member added back later gets no grant of before back', async () => {
+      const client = await codeClient();
+      const user = await person(workspace.id, 'member', 'interrupted');
+      const tokens = await signIn(new UserAgent(), client, user);
+      const db = new DatabaseSync(server.store.slice('sqlite:'.length));
+      // The store failing where the removal revokes the member's grant.
+      db.exec("CREATE TRIGGER refuse_grant_deletes BEFORE DELETE ON oidc_models WHEN OLD.model = 'Grant' BEGIN SELECT RAISE(ABORT, 'no grant deletes'); END");
+      try {
+        const cut = await admin(['member', 'remove', '--workspace', workspace.id, '--email', user.email]);
+        expect(cut.code, cut.stderr).to.not.equal(0);
+      } finally {
+        db.exec('DROP TRIGGER refuse_grant_deletes');
+        db.close();
+      }
+      const members = await adminJson<Array<{ id: string }>>(['user', 'list', '--workspace', workspace.id]);
+      expect(members.map(({ id }) => id), 'still a member: nothing was removed').to.include(user.id);
+      expect(await adminJson<Record<string, unknown>>(['member', 'remove', '--workspace', workspace.id, '--email', user.email])).to.deep.include({ removed: true, grants_revoked: 1 });
+      await adminJson(['member', 'add', '--workspace', workspace.id, '--email', user.email, '--role', 'member']);
+      const refreshed = await refresh(client, tokens.refresh_token);
+      expect([refreshed.status, (await refreshed.json() as { error: string }).error], 'the grant of before the removal').to.deep.equal([400, 'invalid_grant']);
+    });
+
     it('says a configuration error in one line, as the service does: a bad setting, a store that cannot be opened', async () => {
       for (const [setting, value, words] of [['PORT', 'abc', /^configuration error: PORT/], ['STORE', 'sqlite:/proc/no-such-directory/db.sqlite', /^configuration error: STORE: /]] as const) {
         const result = await runAdmin({ ...server.env, [setting]: value }, ['workspace', 'list']);
@@ -762,6 +785,24 @@ describe('admin CLI', function () {
       const owned = (await adminJson<Array<{ id: string; memberships: Array<{ workspace_id: string }> }>>(['user', 'list'])).find(({ id }) => id === owner.id);
       expect(owned?.memberships.map(({ workspace_id }) => workspace_id)).to.deep.equal([workspace.id]);
       expect(await refused(['workspace', 'delete', '--workspace', doomed.id])).to.equal(`error: no workspace with id ${doomed.id}`);
+    });
+
+    it('workspace delete run again after one cut short once the workspace had gone deletes what was left bound to it', async () => {
+      const half = await createWorkspace('Half Deleted Ltd');
+      const machine = await clientCredentialsToken(server, half.id);
+      const key = await createApiKey(server, half.id);
+      // As a deletion cut short in its second pass leaves it: the workspace gone, what an admin made meanwhile still there.
+      const store = openStore(server.store);
+      try {
+        expect(await store.accounts.deleteWorkspace(half.id)).to.equal(true);
+      } finally {
+        await store.close();
+      }
+      const again = await adminJson<Record<string, unknown>>(['workspace', 'delete', '--workspace', half.id]);
+      expect(again).to.deep.include({ deleted: half.id, clients_deleted: [machine.client.client_id], api_keys_revoked: [key.id] });
+      await refusedSoon('the API key left behind is refused', key.key);
+      expect((await listClients()).map(({ client_id }) => client_id)).not.to.include(machine.client.client_id);
+      expect(await refused(['workspace', 'delete', '--workspace', half.id]), 'nothing left').to.equal(`error: no workspace with id ${half.id}`);
     });
 
     it('an initial access token of a deleted workspace registers nothing, also one the deletion did not find', async () => {
