@@ -1,6 +1,9 @@
 import { AsyncLocalStorage } from 'node:async_hooks';
+import { writeSync } from 'node:fs';
 
 import pino, { type DestinationStream, type LevelWithSilent } from 'pino';
+
+import { isoTime, systemClock } from './clock.ts';
 
 export type LogFields = Record<string, string | number | boolean | undefined>;
 
@@ -41,9 +44,29 @@ export function createLogger(level: LevelWithSilent, { readable = process.stderr
     formatters: { level: (label) => ({ level: label }) },
     // A fresh object each line: pino merges the line's fields into it.
     mixin: () => ({ ...context.getStore() }),
-  }, readable ? readableLines : pino.destination({ dest: 2, sync: false }));
+  }, readable ? readableLines : stderrLines());
   const at = (method: 'debug' | 'info' | 'warn' | 'error') => (message: string, fields?: LogFields) => logger[method](fields ?? {}, message);
   return { debug: at('debug'), info: at('info'), warn: at('warn'), error: at('error') };
+}
+
+/**
+ * stderr through pino's asynchronous writer. A stderr that cannot be written (a full disk under the
+ * log file: ENOSPC) would otherwise be an uncaught error, and at exit the writer would retry the
+ * pending lines for ever, the process holding its port and answering nothing: the service goes on
+ * without its log instead, after one line saying so, written as it can be.
+ */
+function stderrLines(): DestinationStream {
+  const destination = pino.destination({ dest: 2, sync: false });
+  destination.on('error', (error: NodeJS.ErrnoException) => {
+    destination.write = () => true;
+    destination.flushSync = () => undefined;
+    try {
+      writeSync(2, `${JSON.stringify({ level: 'error', time: isoTime(systemClock() / 1000), message: 'the log cannot be written; lines are dropped from now on', code: error.code })}\n`);
+    } catch {
+      // Nowhere to say it either.
+    }
+  });
+  return destination;
 }
 
 /** pino's JSON line rewritten as `12:00:00.000 INFO  message key=value ...`, a stack on the lines below. */

@@ -1,5 +1,8 @@
 import { spawn, type ChildProcess } from 'node:child_process';
 import { connect } from 'node:net';
+import { mkdtemp, open, rm } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { setTimeout as sleep } from 'node:timers/promises';
 
@@ -8,6 +11,7 @@ import { expect } from 'chai';
 import { codeRequest, registerClient, tokenRequest } from '../support/oauth.ts';
 import { clientCredentialsToken } from '../support/data_api.ts';
 import { freePorts, seedUser, startServer, type TestServer } from '../support/server.ts';
+import { eventually } from '../support/wait.ts';
 
 const ROOT = fileURLToPath(new URL('../..', import.meta.url));
 const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/;
@@ -167,6 +171,34 @@ describe('logs: a request id on every line and answer', function () {
     await sleep(100);
     for (const line of proxied.logs().split('\n').filter(Boolean)) expect(line).to.not.contain('injected');
     expect(proxied.logs()).to.not.contain('aaaaaaaaaaaaaaaa').and.not.contain('"level":"error"');
+  });
+});
+
+describe('logs on a full disk (stderr answering ENOSPC)', function () {
+  this.timeout(30_000);
+
+  it('keeps serving without its log, and stops on SIGTERM, when stderr cannot be written', async () => {
+    const dir = await mkdtemp(join(tmpdir(), 'log-full-'));
+    const [port, metricsPort] = await freePorts(2);
+    const full = await open('/dev/full', 'w');
+    const child = spawn(process.execPath, ['src/main.ts'], {
+      cwd: ROOT,
+      env: { PATH: process.env.PATH ?? '', HOME: dir, STORE: `sqlite:${join(dir, 'data', 'oauth.sqlite')}`, PORT: String(port), METRICS_PORT: String(metricsPort), HOST: '127.0.0.1', LOG_LEVEL: 'info' },
+      stdio: ['ignore', 'ignore', full.fd],
+    });
+    const exited = new Promise<number | null>((resolve) => child.on('exit', (code) => resolve(code)));
+    try {
+      const healthy = await eventually('the service answers', async () => (await fetch(`http://127.0.0.1:${port}/healthz`, { signal: AbortSignal.timeout(1000) }).catch(() => undefined))?.status === 200 || undefined);
+      expect(healthy).to.equal(true);
+      // Every request logs a line: more than the first.
+      for (let request = 0; request < 20; request++) expect((await fetch(`http://127.0.0.1:${port}/.well-known/openid-configuration`)).status).to.equal(200);
+      child.kill('SIGTERM');
+      expect(await Promise.race([exited, sleep(15_000).then(() => 'still running 15 s after SIGTERM')])).to.equal(0);
+    } finally {
+      child.kill('SIGKILL');
+      await full.close();
+      await rm(dir, { recursive: true, force: true });
+    }
   });
 });
 
