@@ -20,7 +20,7 @@ export type { Config, KeyEncryptionKeySource, KeyRotationPolicy, LogLevel, Metad
 export function loadConfig(env: Env = process.env): Config {
   const port = read(env, 'PORT');
   const baseUrl = read(env, 'BASE_URL');
-  const { issuer, basePath } = baseUrl ?? { issuer: `http://localhost:${port}`, basePath: '' };
+  const { issuer, basePath } = baseUrl ?? { issuer: defaultIssuer(port), basePath: '' };
   const store = read(env, 'STORE');
   return {
     issuer,
@@ -61,7 +61,12 @@ export function loadConfig(env: Env = process.env): Config {
  */
 export function listeningOn(config: Config, port: number): Config {
   if (!config.issuerFollowsListener) return config;
-  return { ...config, port, issuer: `http://localhost:${port}`, issuerFollowsListener: false };
+  return { ...config, port, issuer: defaultIssuer(port), issuerFollowsListener: false };
+}
+
+/** The issuer with BASE_URL unset. */
+function defaultIssuer(port: number): string {
+  return `http://localhost:${port}`;
 }
 
 /** Workers serve one store: `memory:` is each process's own, so they would share no client, key or token. */

@@ -236,10 +236,15 @@ export function guard<T>(work: () => T): T {
 
 const SQLITE_BUSY = 5;
 
+/** SQLite's primary result code of an error (its extended code without the extension), if it has one. */
+function primaryCode(error: unknown): number | undefined {
+  const code = (error as { errcode?: unknown } | null)?.errcode;
+  return typeof code === 'number' ? code & 0xff : undefined;
+}
+
 /** SQLITE_BUSY, or one of its extended codes: another connection holds the lock. */
 function isBusy(error: unknown): boolean {
-  const code = (error as { errcode?: unknown } | null)?.errcode;
-  return typeof code === 'number' && (code & 0xff) === SQLITE_BUSY;
+  return primaryCode(error) === SQLITE_BUSY;
 }
 
 /**
@@ -254,8 +259,8 @@ const UNAVAILABLE_CODES = new Set([5, 6, 8, 10, 13, 14]);
  * code in `errcode` alone; its own errors (a closed database) by their message.
  */
 function mapped(error: unknown): unknown {
-  const code = (error as { errcode?: unknown } | null)?.errcode;
-  const unavailable = typeof code === 'number' && UNAVAILABLE_CODES.has(code & 0xff);
+  const code = primaryCode(error);
+  const unavailable = code !== undefined && UNAVAILABLE_CODES.has(code);
   if (error instanceof Error && (unavailable || /database is (locked|closed)|not open|statement has been finalized/i.test(error.message))) {
     return new BackendUnavailableError(`SQLite store unavailable: ${error.message}`, { cause: error });
   }

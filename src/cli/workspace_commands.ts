@@ -43,30 +43,19 @@ const remove: Command = {
   async run({ store, accounts, options, engine }) {
     const workspaceId = required(options, 'workspace');
     const workspace = await accounts.getWorkspace(workspaceId);
-    if (!workspace) return deleteWhatIsLeft(store, new UserAccess({ store, ...await engine() }), workspaceId);
-    const members = (await accounts.listMembers(workspaceId)).length;
     const access = new UserAccess({ store, ...await engine() });
+    if (!workspace) return deleteWhatIsLeft(store, access, workspaceId);
+    const members = (await accounts.listMembers(workspaceId)).length;
     // What is bound to it goes first, so a failure leaves a workspace to delete again; and once
     // more after it, for what an admin made meanwhile.
     const before = await deleteBoundTo(store, access, workspaceId);
     await accounts.deleteWorkspace(workspaceId);
     const deleted = merge(before, await deleteBoundTo(store, access, workspaceId));
     await waitForPropagation();
-    const records = Object.values(deleted.records).reduce((sum, count) => sum + count, 0);
     return {
       text: `deleted workspace ${workspaceId} (${workspace.name}): ${members} memberships (its people keep their accounts), `
-        + `${deleted.clients.length} clients, ${deleted.apiKeys.length} API keys, ${deleted.initialAccessTokens} initial access tokens, `
-        + `${deleted.grants} grants, ${records} data records; their tokens and keys are refused from now`,
-      json: {
-        deleted: workspaceId,
-        name: workspace.name,
-        memberships_ended: members,
-        clients_deleted: deleted.clients,
-        api_keys_revoked: deleted.apiKeys,
-        initial_access_tokens_deleted: deleted.initialAccessTokens,
-        grants_revoked: deleted.grants,
-        records_deleted: deleted.records,
-      },
+        + `${inWords(deleted)}; their tokens and keys are refused from now`,
+      json: { deleted: workspaceId, name: workspace.name, memberships_ended: members, ...shownDeleted(deleted) },
     };
   },
 };
@@ -113,22 +102,32 @@ async function deleteBoundTo(store: Store, access: UserAccess, workspaceId: stri
  */
 async function deleteWhatIsLeft(store: Store, access: UserAccess, workspaceId: string): Promise<Output> {
   const left = await deleteBoundTo(store, access, workspaceId);
-  const records = Object.values(left.records).reduce((sum, count) => sum + count, 0);
-  if (!left.clients.length && !left.apiKeys.length && !left.initialAccessTokens && !left.grants && !records) {
+  if (!left.clients.length && !left.apiKeys.length && !left.initialAccessTokens && !left.grants && !recordCount(left)) {
     throw new AccountError(`no workspace with id ${workspaceId}`);
   }
   await waitForPropagation();
   return {
-    text: `workspace ${workspaceId} was deleted already; deleted what was left bound to it: ${left.clients.length} clients, `
-      + `${left.apiKeys.length} API keys, ${left.initialAccessTokens} initial access tokens, ${left.grants} grants, ${records} data records`,
-    json: {
-      deleted: workspaceId,
-      clients_deleted: left.clients,
-      api_keys_revoked: left.apiKeys,
-      initial_access_tokens_deleted: left.initialAccessTokens,
-      grants_revoked: left.grants,
-      records_deleted: left.records,
-    },
+    text: `workspace ${workspaceId} was deleted already; deleted what was left bound to it: ${inWords(left)}`,
+    json: { deleted: workspaceId, ...shownDeleted(left) },
+  };
+}
+
+function recordCount(deleted: Deleted): number {
+  return Object.values(deleted.records).reduce((sum, count) => sum + count, 0);
+}
+
+function inWords(deleted: Deleted): string {
+  return `${deleted.clients.length} clients, ${deleted.apiKeys.length} API keys, ${deleted.initialAccessTokens} initial access tokens, `
+    + `${deleted.grants} grants, ${recordCount(deleted)} data records`;
+}
+
+function shownDeleted(deleted: Deleted) {
+  return {
+    clients_deleted: deleted.clients,
+    api_keys_revoked: deleted.apiKeys,
+    initial_access_tokens_deleted: deleted.initialAccessTokens,
+    grants_revoked: deleted.grants,
+    records_deleted: deleted.records,
   };
 }
 
