@@ -8,6 +8,7 @@ import { renderErrorPage } from '../pages/render.ts';
 import { HttpError } from '../shared/http_error.ts';
 import type { Logger } from '../shared/logger.ts';
 import { noStore } from '../shared/no_store.ts';
+import { loggedPath } from './logged_path.ts';
 import { requestIdOf } from './request_id.ts';
 
 /** Seconds a client should wait before retrying when the storage backend is down. */
@@ -184,7 +185,7 @@ function errorBody(ctx: Context, error: string, description: string): { error: s
 
 function logServerError(logger: Logger, ctx: Context, error: unknown): void {
   const err = error instanceof Error ? error : new Error(String(error));
-  logger.error('request failed', { method: ctx.method, path: ctx.path, status: ctx.status, error: err.name, detail: err.message, stack: err.stack });
+  logger.error('request failed', { method: ctx.method, path: loggedPath(ctx.path), status: ctx.status, error: err.name, detail: err.message, stack: err.stack });
 }
 
 /**
@@ -195,7 +196,7 @@ function logServerError(logger: Logger, ctx: Context, error: unknown): void {
  */
 export function logConnectionErrors(app: Koa, logger: Logger): void {
   app.on('error', (error: Error & { headerSent?: boolean }, ctx?: Context) => {
-    const request = { request_id: ctx ? requestIdOf(ctx) : undefined, method: ctx?.method, path: ctx?.path };
+    const request = { request_id: ctx ? requestIdOf(ctx) : undefined, method: ctx?.method, path: ctx && loggedPath(ctx.path) };
     if (error.headerSent || ctx?.req.destroyed) logger.info('connection closed before the answer ended', { ...request, detail: error.message });
     else logger.error('request failed', { ...request, error: error.name, detail: error.message, stack: error.stack });
   });

@@ -1,10 +1,12 @@
 import type { Logger } from '../shared/logger.ts';
 import { PROBE_PATHS } from './health.ts';
+import { loggedPath } from './logged_path.ts';
 import { METRICS_PATH } from './metrics/endpoint.ts';
 import type { RequestObserver } from './request_timing.ts';
 
 /**
- * One line per request: method, path (never the query, which can carry codes), status, duration
+ * One line per request: method, path (never the query, which can carry codes; a long segment as
+ * its length: loggedPath), status, duration
  * (and the request id, as every line written during the request). Probes (`/healthz`, `/readyz`)
  * and scrapes (`/metrics`) are logged at debug level: they come constantly.
  */
@@ -12,6 +14,6 @@ export function logRequests(logger: Logger): RequestObserver {
   return (ctx, ms) => {
     const log = PROBE_PATHS.has(ctx.path) || ctx.path === METRICS_PATH ? logger.debug : logger.info;
     // The client's address: the socket's, or with TRUST_PROXY=N the one N proxies back in X-Forwarded-For.
-    log('request', { method: ctx.method, path: ctx.path, status: ctx.status, ms: Math.round(ms), ip: ctx.ip });
+    log('request', { method: ctx.method, path: loggedPath(ctx.path), status: ctx.status, ms: Math.round(ms), ip: ctx.ip });
   };
 }

@@ -9,7 +9,7 @@ import { setTimeout as sleep } from 'node:timers/promises';
 import { expect } from 'chai';
 
 import { codeRequest, registerClient, tokenRequest } from '../support/oauth.ts';
-import { clientCredentialsToken } from '../support/data_api.ts';
+import { clientCredentialsToken, createApiKey } from '../support/data_api.ts';
 import { freePorts, seedUser, startServer, type TestServer } from '../support/server.ts';
 import { eventually } from '../support/wait.ts';
 
@@ -137,6 +137,29 @@ describe('logs: a request id on every line and answer', function () {
     const unknown = `cl_${'A'.repeat(32)}`;
     const answer = await fetch(codeRequest(direct.issuer, unknown).url, { redirect: 'manual' });
     expect((await linesWithId(direct, answer.headers.get('x-request-id')!, 2)).find((line) => line.message === 'request refused')).to.include({ client_id: unknown });
+  });
+
+  it('logs a path that carries a credential (a token, an API key, a client secret put in the URL) with that segment as its length', async () => {
+    const user = await seedUser(direct);
+    const workspace = user.workspaces[0]!.id;
+    const { client, access_token: token } = await clientCredentialsToken(direct, workspace);
+    const { key } = await createApiKey(direct, workspace);
+    const recordId = '0b9e2c7a-41f5-4c1e-9a43-6f7d2b8e1c55';
+    for (const [path, logged] of [
+      [`/rest/${token}`, `/rest/(${token.length} characters)`],
+      [`/rest/companies/${key}`, `/rest/companies/(${key.length} characters)`],
+      [`/oauth/reg/${client.client_secret!}/x`, `/oauth/reg/(${client.client_secret!.length} characters)/x`],
+      // This service's own ids are kept, so a log still says which record or client a request was for.
+      [`/rest/companies/${recordId}`, `/rest/companies/${recordId}`],
+      [`/oauth/reg/${client.client_id}`, `/oauth/reg/${client.client_id}`],
+    ] as const) {
+      const answer = await fetch(`${direct.origin}${path}`, { headers: { authorization: `Bearer ${token}` } });
+      expect(answer.status, path).to.be.within(400, 499);
+      const lines = await linesWithId(direct, answer.headers.get('x-request-id')!);
+      expect(lines.find((line) => line.message === 'request'), `${path}: ${JSON.stringify(lines)}`).to.include({ path: logged });
+    }
+    const log = direct.logs();
+    for (const secret of [token, key, client.client_secret!]) expect(log).to.not.contain(secret.slice(-24));
   });
 
   it('ignores an incoming X-Request-Id without TRUST_PROXY: anyone could plant ids in the log', async () => {
