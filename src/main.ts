@@ -36,7 +36,7 @@ const SHUTDOWN_GRACE_MS = 10_000;
  */
 async function main(): Promise<void> {
   const config = loadConfig();
-  const logger = createLogger(config.logLevel);
+  const logger = createLogger(config.logLevel, { pid: config.workers > 1 });
   if (cluster.isPrimary) {
     for (const { name, meant } of misspelledSettings(process.env)) {
       logger.warn(`${name} is not a setting of this service and is ignored; did you mean ${meant}?`, { variable: name, meant });

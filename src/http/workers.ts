@@ -1,9 +1,17 @@
 import cluster, { type Worker } from 'node:cluster';
 
+import { systemClock } from '../shared/clock.ts';
 import type { Logger } from '../shared/logger.ts';
 
-/** Pause before replacing a worker that died, so a worker that cannot start does not spin. */
+/**
+ * The pause before replacing a worker that died: doubled for each worker in a row that died
+ * before it had served STABLE_AFTER_MS, up to RESTART_DELAY_MAX_MS, so a worker that cannot stay
+ * up (a store it cannot reach, a fault at each start) is retried ever more slowly rather than
+ * forked and logged every second; back to the first pause once a worker stays up.
+ */
 const RESTART_DELAY_MS = 1000;
+const RESTART_DELAY_MAX_MS = 60_000;
+const STABLE_AFTER_MS = 60_000;
 
 /**
  * Exit code of a worker that stopped on a configuration error (EX_CONFIG of sysexits.h): a
@@ -41,14 +49,25 @@ export function superviseWorkers(count: number, logger: Logger): void {
     signalAll('SIGTERM');
   };
   const restarts = new Set<NodeJS.Timeout>();
-  const fork = () => live.add(cluster.fork());
+  const startedAt = new WeakMap<Worker, number>();
+  const fork = () => {
+    const worker = cluster.fork();
+    startedAt.set(worker, systemClock());
+    live.add(worker);
+  };
+  let earlyDeaths = 0;
+  const restartDelay = (worker: Worker): number => {
+    const served = systemClock() - (startedAt.get(worker) ?? 0);
+    earlyDeaths = served < STABLE_AFTER_MS ? earlyDeaths + 1 : 1;
+    return Math.min(RESTART_DELAY_MS * 2 ** (earlyDeaths - 1), RESTART_DELAY_MAX_MS);
+  };
   // A replacement is started only while the service is not stopping: a worker that died just
   // before a SIGTERM, while another is still finishing its requests, is not replaced.
-  const replaceLater = () => {
+  const replaceLater = (delay: number) => {
     const restart = setTimeout(() => {
       restarts.delete(restart);
       if (!stopping && !failed) fork();
-    }, RESTART_DELAY_MS).unref();
+    }, delay).unref();
     restarts.add(restart);
   };
 
@@ -63,8 +82,9 @@ export function superviseWorkers(count: number, logger: Logger): void {
       return;
     }
     if (stopping) return;
-    logger.error('a worker stopped; starting another', { pid: worker.process.pid, code: code ?? undefined, signal: signal ?? undefined });
-    replaceLater();
+    const delay = restartDelay(worker);
+    logger.error('a worker stopped; starting another', { worker_pid: worker.process.pid, code: code ?? undefined, signal: signal ?? undefined, restart_in_ms: delay });
+    replaceLater(delay);
   });
   for (let i = 0; i < count; i += 1) fork();
   logger.info('workers started', { workers: count });

@@ -25,6 +25,8 @@ export function withLogFields<T>(fields: LogFields, work: () => T): T {
 export interface LoggerOptions {
   /** Readable lines (`time level message key=value`) instead of JSON; by default when stderr is a terminal. */
   readable?: boolean;
+  /** A `pid` field on every line: with several processes writing one log (WORKERS), which one said it. */
+  pid?: boolean;
 }
 
 /**
@@ -35,15 +37,15 @@ export interface LoggerOptions {
  * Callers pass only what is safe to keep: paths without query strings, ids, error codes, never
  * secrets, passwords or token values.
  */
-export function createLogger(level: LevelWithSilent, { readable = process.stderr.isTTY === true }: LoggerOptions = {}): Logger {
+export function createLogger(level: LevelWithSilent, { readable = process.stderr.isTTY === true, pid = false }: LoggerOptions = {}): Logger {
   const logger = pino({
     level,
     base: undefined,
     messageKey: 'message',
     timestamp: pino.stdTimeFunctions.isoTime,
     formatters: { level: (label) => ({ level: label }) },
-    // A fresh object each line: pino merges the line's fields into it.
-    mixin: () => ({ ...context.getStore() }),
+    // A fresh object each line: pino merges the line's fields into it (a line's own `pid` wins).
+    mixin: pid ? () => ({ pid: process.pid, ...context.getStore() }) : () => ({ ...context.getStore() }),
   }, readable ? readableLines : stderrLines());
   const at = (method: 'debug' | 'info' | 'warn' | 'error') => (message: string, fields?: LogFields) => logger[method](fields ?? {}, message);
   return { debug: at('debug'), info: at('info'), warn: at('warn'), error: at('error') };

@@ -60,6 +60,34 @@ describe('WORKERS=2: two processes serving one port over the embedded store', fu
     expect(server.logs()).to.contain('a worker stopped; starting another');
   });
 
+  it('replaces workers that keep dying ever more slowly, and both at once, without stopping itself; each line names the process that wrote it', async () => {
+    const replacementOf = async (gone: number[]) => eventually('replacement workers', () => {
+      const now = workersOf(server.pid()!);
+      return now.length === 2 && gone.every((pid) => !now.includes(pid)) ? now : undefined;
+    }, 20_000, 50);
+    const stops = () => server.logs().split('\n').filter((line) => line.includes('"message":"a worker stopped; starting another"'))
+      .map((line) => JSON.parse(line) as { pid: number; worker_pid: number; restart_in_ms: number });
+    const delays = () => stops().map((line) => line.restart_in_ms);
+    const before = delays().length;
+    // Every worker killed soon after it started: each replacement waits twice as long as the one before.
+    const both = workersOf(server.pid()!);
+    for (const pid of both) process.kill(pid, 'SIGKILL');
+    const replaced = await replacementOf(both);
+    const next = replaced.find((pid) => !both.includes(pid))!;
+    process.kill(next, 'SIGKILL');
+    await replacementOf([next]);
+    const added = delays().slice(before);
+    expect(added).to.have.length(3);
+    expect(added[1]).to.equal(added[0]! * 2);
+    expect(added[2]).to.equal(added[1]! * 2);
+    expect((await fetch(`${server.origin}/healthz`)).status).to.equal(200);
+    // The supervisor's lines and each worker's are told apart by their pid.
+    expect(stops().slice(before).map((line) => [line.pid, line.worker_pid])).to.have.deep.members([...both, next].map((pid) => [server.pid(), pid]));
+    const listening = server.logs().split('\n').filter((line) => line.includes('"message":"listening"')).map((line) => (JSON.parse(line) as { pid: number }).pid);
+    expect(new Set(listening).size, 'one pid per worker').to.equal(listening.length);
+    expect(listening).to.not.include(server.pid());
+  });
+
   it('stops every worker on SIGTERM', async () => {
     const workers = workersOf(server.pid()!);
     await server.stop();
