@@ -8,6 +8,7 @@ import { expect } from 'chai';
 import { codeRequest, exchangeCode, register, registerClient, tokenRequest, postCredentials } from '../support/oauth.ts';
 import { registerVettedClient, seedUser, startOnHeldPort, startServer, type TestServer } from '../support/server.ts';
 import { UserAgent, authorize } from '../support/user_agent.ts';
+import { eventually } from '../support/wait.ts';
 
 const METRICS_TOKEN = 'scrape-token-0123456789abcdef';
 
@@ -274,6 +275,31 @@ for (const where of ['local', 'public'] as const) {
         expect((await getOnNewConnection(`${server.origin}/metrics`)).status, 'not on the service\'s port').to.equal(404);
         expect(server.logs().match(/"message":"metrics listening"/g), 'one listener, the supervisor\'s').to.have.length(1);
       }
+    });
+
+    it('keeps a replaced worker\'s counts in the sums, so a counter never goes down', async () => {
+      const url = where === 'local' ? server.metrics : `${server.origin}/metrics`;
+      const jwksRequests = async () => {
+        const { status, body } = await getOnNewConnection(url);
+        expect(status).to.equal(200);
+        return valueOf(parseExposition(body), 'http_requests_total', { route: '/oauth/jwks', method: 'GET', status: '200' });
+      };
+      for (let i = 0; i < 4; i += 1) expect((await getOnNewConnection(`${server.issuer}/oauth/jwks`)).status).to.equal(200);
+      const before = await jwksRequests();
+      expect(before).to.be.at.least(4);
+      // The worker to replace: one that answered some of them (each line names its process).
+      const answeredBy = server.logs().split('\n').filter((line) => line.includes('"path":"/oauth/jwks"')).map((line) => (JSON.parse(line) as { pid: number }).pid);
+      const workers = execFileSync('pgrep', ['-P', String(server.pid())], { encoding: 'utf8' }).trim().split('\n').map(Number);
+      const victim = workers.find((pid) => answeredBy.includes(pid))!;
+      process.kill(victim, 'SIGKILL');
+      await eventually('a replacement worker listening', () => {
+        const now = execFileSync('pgrep', ['-P', String(server.pid())], { encoding: 'utf8' }).trim().split('\n').map(Number);
+        return now.length === 2 && !now.includes(victim) && (server.logs().match(/"message":"listening"/g) ?? []).length === 3 ? true : undefined;
+      }, 20_000, 100);
+      expect(await jwksRequests(), 'the replaced worker\'s requests still counted').to.equal(before);
+      // Connections go to either worker, the new one included.
+      for (let i = 0; i < 4; i += 1) expect((await getOnNewConnection(`${server.issuer}/oauth/jwks`)).status).to.equal(200);
+      expect(await jwksRequests()).to.equal(before + 4);
     });
   });
 }

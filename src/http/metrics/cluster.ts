@@ -9,8 +9,9 @@ import type { Logger } from '../../shared/logger.ts';
  * metrics over the cluster channel and sums them (prom-client's aggregation: counters and
  * histograms summed, the process gauges as each declares): for its own metrics listener
  * (METRICS=local), or for the worker a scrape of the shared port reached (METRICS=public), which
- * asks the primary. A worker that stops takes its counts with it: a counter's sum then drops,
- * which Prometheus treats as a reset.
+ * asks the primary. A worker that is replaced leaves its counters and histograms as they were at
+ * the last scrape, added to every later sum: a sum never drops (Prometheus would read a drop as a
+ * reset), and counts a worker made after that scrape, then died, are not in it.
  */
 
 /** The primary answers within this, or the scrape fails (503) rather than show some workers only. */
@@ -77,16 +78,32 @@ function sendTo(worker: Worker, message: Message): void {
 
 const ignore = (): void => {};
 
+/** A worker's metrics that only ever grow, which a sum keeps once the worker is gone. */
+function cumulative(metrics: ReportedMetrics): ReportedMetrics {
+  return metrics.filter((metric) => String(metric.type) === 'counter' || String(metric.type) === 'histogram');
+}
+
+/**
+ * Reports summed into one, in a report's shape: prom-client's aggregate registers each sum as an
+ * object that holds its name, type, values and aggregator, as a report's metrics do.
+ */
+function summed(reports: ReportedMetrics[]): ReportedMetrics {
+  return AggregatorRegistry.aggregate(reports).getMetricsAsArray() as unknown as ReportedMetrics;
+}
+
 /** In the primary: gathers and sums the workers' metrics when a worker is scraped; returns the same scrape for the primary's own listener. */
 export function aggregateWorkerMetrics(logger: Logger): () => Promise<string> {
   const ready = new Set<Worker>();
-  const gathering = new Map<number, { pending: Set<Worker>; reports: ReportedMetrics[]; finish(): void }>();
+  const gathering = new Map<number, { pending: Set<Worker>; reports: Map<Worker, ReportedMetrics>; finish(): void }>();
+  const lastReports = new Map<Worker, ReportedMetrics>();
+  /** What replaced workers had counted by their last report, summed. */
+  let retired: ReportedMetrics = [];
   let next = 0;
 
   const gather = (): Promise<string> => new Promise((resolve, reject) => {
     const id = next++;
     const pending = new Set(ready);
-    const reports: ReportedMetrics[] = [];
+    const reports = new Map<Worker, ReportedMetrics>();
     const timer = setTimeout(() => {
       gathering.delete(id);
       reject(new Error(`${pending.size} worker(s) did not report their metrics in time`));
@@ -95,7 +112,8 @@ export function aggregateWorkerMetrics(logger: Logger): () => Promise<string> {
       if (pending.size > 0) return;
       clearTimeout(timer);
       gathering.delete(id);
-      resolve(AggregatorRegistry.aggregate(reports).metrics());
+      for (const [worker, report] of reports) lastReports.set(worker, report);
+      resolve(AggregatorRegistry.aggregate([retired, ...reports.values()]).metrics());
     };
     gathering.set(id, { pending, reports, finish });
     for (const worker of pending) {
@@ -112,7 +130,7 @@ export function aggregateWorkerMetrics(logger: Logger): () => Promise<string> {
     } else if (message.type === 'metrics:reported') {
       const round = gathering.get(message.id);
       if (!round?.pending.delete(worker)) return;
-      round.reports.push(message.metrics);
+      round.reports.set(worker, message.metrics);
       round.finish();
     } else if (message.type === 'metrics:scrape') {
       gather().then(
@@ -124,10 +142,15 @@ export function aggregateWorkerMetrics(logger: Logger): () => Promise<string> {
       );
     }
   });
-  // A worker that stops is no longer waited for; its counts are gone with it.
+  // A worker that stops is no longer waited for; what it had counted by its last report stays in
+  // the sums, and a round under way leaves out its report so as not to count it twice.
   cluster.on('exit', (worker) => {
     ready.delete(worker);
+    const last = lastReports.get(worker);
+    lastReports.delete(worker);
+    if (last) retired = summed([retired, cumulative(last)]);
     for (const round of gathering.values()) {
+      round.reports.delete(worker);
       if (round.pending.delete(worker)) round.finish();
     }
   });
