@@ -1,6 +1,6 @@
 import { DuplicateError, LastAdminError, ROLES, type AccountStore, type Membership, type Role, type User, type Workspace } from '../../adapters/store.ts';
 import { newId } from './ids.ts';
-import { namePartProblem, nameProblem } from './names.ts';
+import { emailProblem, namePartProblem, nameProblem } from './names.ts';
 import { decoyHash, hashPassword, passwordProblem, verifyPassword } from './passwords.ts';
 import { nowSeconds } from '../shared/clock.ts';
 
@@ -41,13 +41,6 @@ export interface NewUser {
   password: string;
   givenName?: string;
   familyName?: string;
-}
-
-const EMAIL = /^[^\s@]+@[^\s@]+\.[^\s@]+$/;
-
-/** Whether a user may be created with this email (once trimmed). */
-export function isEmailAddress(email: string): boolean {
-  return EMAIL.test(email.trim());
 }
 
 /** Workspaces, users and memberships: the identity model behind logins and tokens. */
@@ -96,8 +89,8 @@ export class Accounts {
 
   async createUser(input: NewUser): Promise<User> {
     const email = input.email.trim();
-    if (!isEmailAddress(email)) throw new AccountError(`"${input.email}" is not an email address`);
-    const problem = nameProblem('a user', input.name)
+    const problem = emailProblem(email)
+      ?? nameProblem('a user', input.name)
       ?? (input.givenName === undefined ? undefined : namePartProblem('a given name', input.givenName))
       ?? (input.familyName === undefined ? undefined : namePartProblem('a family name', input.familyName));
     if (problem) throw new AccountError(problem);

@@ -5,8 +5,8 @@ import type { Provider } from 'oidc-provider';
 import { storeLocation, type StoreLocation } from '../../adapters/index.ts';
 import type { Store } from '../../adapters/store.ts';
 import type { Config } from '../../config/index.ts';
-import { isEmailAddress, type Accounts } from '../accounts/accounts.ts';
-import { nameProblem } from '../accounts/names.ts';
+import type { Accounts } from '../accounts/accounts.ts';
+import { emailProblem, nameProblem } from '../accounts/names.ts';
 import { MIN_PASSWORD_LENGTH, passwordProblem } from '../accounts/passwords.ts';
 import { ENGINE_ROUTES } from '../engine/routes.ts';
 import type { KeyMaterial } from '../keys/keys.ts';
@@ -280,10 +280,6 @@ function refuse(problem: string | undefined): void {
 
 const workspaceNameProblem = (name: string) => nameProblem('a workspace', name);
 const userNameProblem = (name: string) => nameProblem('a user', name);
-
-function emailProblem(email: string): string | undefined {
-  return isEmailAddress(email) ? undefined : `"${email}" is not an email address`;
-}
 
 async function emailTaken(accounts: Accounts, email: string): Promise<string | undefined> {
   return await accounts.findUserByEmail(email) ? `a user with email ${email.trim()} already exists` : undefined;

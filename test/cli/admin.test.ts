@@ -239,6 +239,28 @@ describe('admin CLI', function () {
         expect(users.map((user) => user.email), option).to.not.include(email);
       }
     });
+
+    it('a name over 200 characters, or an email no mail system takes (over 254, a local part over 64, a hidden character), is refused and nothing is written', async () => {
+      const before = await adminJson<WorkspaceJson[]>(['workspace', 'list']);
+      expect(await refused(['workspace', 'create', '--name', 'W'.repeat(201)])).to.contain('at most 200 characters');
+      expect(await adminJson<WorkspaceJson[]>(['workspace', 'list'])).to.deep.equal(before);
+      // Counted in characters, not UTF-16 units: 200 of them, each outside the basic plane, is a name.
+      expect((await createWorkspace('\u{1F3E2}'.repeat(200))).name).to.have.length(400);
+
+      const workspace = await createWorkspace('Long Names Inc');
+      const userBefore = await adminJson<Array<{ email: string }>>(['user', 'list']);
+      const create = (email: string, names: Record<string, string> = {}) => refused(['user', 'create', '--email', email, '--workspace', workspace.id, '--role', 'member',
+        '--password-stdin', ...Object.entries({ '--name': 'Cli Person', ...names }).flat()], 'correct horse battery staple\n');
+      for (const option of ['--name', '--given-name', '--family-name']) {
+        expect(await create(uniqueEmail('long'), { [option]: 'N'.repeat(201) }), option).to.contain('at most 200 characters');
+      }
+      expect(await create(`${'a'.repeat(65)}@example.com`)).to.contain('at most 64 characters before its @');
+      expect(await create(`a@${'b'.repeat(250)}.com`)).to.contain('at most 254 characters');
+      for (const email of ['al\u0001ice@example.com', 'al\u200Bice@example.com', 'alice@exam\u202Eple.com']) {
+        expect(await create(email), JSON.stringify(email)).to.contain('cannot contain a control, direction-changing or invisible character');
+      }
+      expect(await adminJson<Array<{ email: string }>>(['user', 'list'])).to.deep.equal(userBefore);
+    });
   });
 
   describe('users', () => {
