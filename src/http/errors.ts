@@ -197,7 +197,8 @@ function logServerError(logger: Logger, ctx: Context, error: unknown): void {
 export function logConnectionErrors(app: Koa, logger: Logger): void {
   app.on('error', (error: Error & { headerSent?: boolean }, ctx?: Context) => {
     const request = { request_id: ctx ? requestIdOf(ctx) : undefined, method: ctx?.method, path: ctx && loggedPath(ctx.path) };
-    if (error.headerSent || ctx?.req.destroyed) logger.info('connection closed before the answer ended', { ...request, detail: error.message });
+    // The answer's side: a request whose body was read is `destroyed` once read, connection or not.
+    if (error.headerSent || ctx?.res.destroyed) logger.info('connection closed before the answer ended', { ...request, detail: error.message });
     else logger.error('request failed', { ...request, error: error.name, detail: error.message, stack: error.stack });
   });
 }

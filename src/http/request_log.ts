@@ -11,9 +11,9 @@ import type { RequestObserver } from './request_timing.ts';
  * and scrapes (`/metrics`) are logged at debug level: they come constantly.
  */
 export function logRequests(logger: Logger): RequestObserver {
-  return (ctx, ms) => {
+  return (ctx, ms, status) => {
     const log = PROBE_PATHS.has(ctx.path) || ctx.path === METRICS_PATH ? logger.debug : logger.info;
     // The client's address: the socket's, or with TRUST_PROXY=N the one N proxies back in X-Forwarded-For.
-    log('request', { method: ctx.method, path: loggedPath(ctx.path), status: ctx.status, ms: Math.round(ms), ip: ctx.ip });
+    log('request', { method: ctx.method, path: loggedPath(ctx.path), status, ms: Math.round(ms), ip: ctx.ip });
   };
 }

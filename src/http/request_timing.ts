@@ -1,7 +1,18 @@
 import type { Context, Middleware } from 'koa';
 
-/** Told of every request once it is answered, with how long it took (milliseconds): the request log, the metrics. */
-export type RequestObserver = (ctx: Context, ms: number) => void;
+/**
+ * Told of every request once it is answered, with how long it took (milliseconds) and the status
+ * the client got: the request log, the metrics.
+ */
+export type RequestObserver = (ctx: Context, ms: number, status: number) => void;
+
+/**
+ * The status of a request whose connection closed before its answer could be sent: the client went
+ * away, or the service cut it at the end of its shutdown grace. No answer reached the client, and
+ * the one the service would have given (a 400 for a body that never ended) is not what happened;
+ * 499 is nginx's code for it, which dashboards know.
+ */
+export const CONNECTION_CLOSED = 499;
 
 /**
  * Times every request once, outside the error mapping (so the status is the one the client got),
@@ -17,7 +28,8 @@ export function timeRequests(observers: readonly RequestObserver[]): Middleware 
       await next();
     } finally {
       const ms = performance.now() - started;
-      for (const observe of observers) observe(ctx, ms);
+      const status = ctx.res.destroyed ? CONNECTION_CLOSED : ctx.status;
+      for (const observe of observers) observe(ctx, ms, status);
     }
   };
 }

@@ -237,6 +237,23 @@ describe('metrics (/metrics, Prometheus text format)', function () {
     expect(await other.json()).to.include({ error: 'not_found' });
     expect((await fetch(open.metrics, { method: 'POST' })).status).to.equal(405);
   });
+
+  it('counts a request whose client went away before the answer as status 499, and as no OAuth error', async () => {
+    const route = { route: '/oauth/token', method: 'POST' };
+    const before = await scrape(server);
+    await new Promise<void>((resolve) => {
+      const req = request(`${server.issuer}/oauth/token`, { method: 'POST', headers: { 'content-type': 'application/x-www-form-urlencoded', 'content-length': '100' } });
+      req.on('error', () => resolve());
+      req.write('grant_type=client_cre');
+      setTimeout(() => req.destroy(), 200);
+    });
+    const counted = await eventually('the request counted', async () => {
+      const after = await scrape(server);
+      return valueOf(after, 'http_requests_total', { ...route, status: '499' }) > valueOf(before, 'http_requests_total', { ...route, status: '499' }) ? after : undefined;
+    }, 5_000, 100);
+    expect(valueOf(counted, 'http_requests_total', { ...route, status: '400' })).to.equal(valueOf(before, 'http_requests_total', { ...route, status: '400' }));
+    expect(valueOf(counted, 'oauth_errors_total', { route: '/oauth/token', error: 'invalid_request' })).to.equal(valueOf(before, 'oauth_errors_total', { route: '/oauth/token', error: 'invalid_request' }));
+  });
 });
 
 for (const where of ['local', 'public'] as const) {

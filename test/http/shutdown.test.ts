@@ -5,6 +5,7 @@ import { expect } from 'chai';
 
 import { postCredentials, registerClient } from '../support/oauth.ts';
 import { initialAccessToken, seedUser, startServer, type TestServer } from '../support/server.ts';
+import { eventually } from '../support/wait.ts';
 
 describe('shutdown', function () {
   this.timeout(30_000);
@@ -47,5 +48,20 @@ describe('shutdown', function () {
     const exited = Date.now() + 5000;
     while (Date.now() < exited && (await fetch(`${server.origin}/healthz`).then(() => true, () => false))) await sleep(100);
     expect(await fetch(`${server.origin}/healthz`).then(() => 'answering', () => 'stopped')).to.equal('stopped');
+  });
+
+  it('cuts a request still unfinished 10 s after SIGTERM, logged as 499 (no answer reached the client), not as the 400 of a body that never ended', async () => {
+    server = await startServer();
+    // A body that never ends.
+    const cut = new Promise<string>((resolve) => {
+      const req = request(`${server.origin}/oauth/token`, { method: 'POST', headers: { 'content-type': 'application/x-www-form-urlencoded', 'content-length': 100 } }, () => resolve('answered'));
+      req.on('error', (error) => resolve(error.message));
+      req.write('grant_type=client_cre');
+    });
+    await sleep(300);
+    process.kill(server.pid()!, 'SIGTERM');
+    expect(await cut).to.equal('socket hang up');
+    const line = await eventually('the request line', () => server.logs().split('\n').find((text) => text.includes('"message":"request"') && text.includes('"/oauth/token"')), 5_000, 50);
+    expect(JSON.parse(line)).to.include({ method: 'POST', path: '/oauth/token', status: 499 }).and.have.property('ms').above(9_000);
   });
 });

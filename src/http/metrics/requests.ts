@@ -1,7 +1,7 @@
 import type { Context } from 'koa';
 
 import { INTERACTION_PATH } from '../../engine/routes.ts';
-import type { RequestObserver } from '../request_timing.ts';
+import { CONNECTION_CLOSED, type RequestObserver } from '../request_timing.ts';
 import { oauthErrorOf } from './engine.ts';
 import type { Metrics } from './metrics.ts';
 import { routeTemplates } from './routes.ts';
@@ -18,11 +18,11 @@ const LOGIN_ROUTE = `${INTERACTION_PATH}/:uid/login`;
  */
 export function countRequests(metrics: Metrics, basePath: string): RequestObserver {
   const routeOf = routeTemplates(basePath);
-  return (ctx, ms) => {
+  return (ctx, ms, status) => {
     const route = routeOf(ctx);
-    const { status } = ctx;
     metrics.request(route, ctx.method, status, ms / 1000);
-    if (status >= 300) countRefusals(metrics, ctx, route, status);
+    // A request cut before its answer was refused nothing: what it would have been told never reached it.
+    if (status >= 300 && status !== CONNECTION_CLOSED) countRefusals(metrics, ctx, route, status);
   };
 }
 
