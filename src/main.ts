@@ -8,6 +8,7 @@ import { StoreOpenError } from '../adapters/store.ts';
 import { ConfigError, listeningOn, loadConfig, type Config } from '../config/index.ts';
 import { misspelledSettings } from '../config/misspelled.ts';
 import { createLogger, type Logger } from './shared/logger.ts';
+import { STOP_SIGNALS } from './shared/stop_signals.ts';
 import { KeyEncryptionError, loadKeyRing } from './keys/key_encryption.ts';
 import { KeyConfigError, loadKeys, type KeyMaterial } from './keys/keys.ts';
 import { watchSigningKeys } from './keys/rotation_watch.ts';
@@ -32,7 +33,7 @@ const SHUTDOWN_GRACE_MS = 10_000;
  * store that does not answer yet is waited for, listening meanwhile: serve()). With WORKERS above
  * 1, this process prepares the store once (keys, the first-start hint) and supervises that many
  * workers, each of which serves. A configuration error stops it with one line and exit code 1.
- * Stops cleanly on SIGTERM and SIGINT.
+ * Stops cleanly on SIGTERM, SIGINT and SIGHUP.
  */
 async function main(): Promise<void> {
   const config = loadConfig();
@@ -55,7 +56,7 @@ async function main(): Promise<void> {
     if (config.metrics?.where === 'local' && gather) {
       const metricsServer = await serveMetrics(config.metrics, gather, logger);
       // Every signal, as the service's own handler takes them (serve): closing the listener again changes nothing.
-      for (const signal of ['SIGTERM', 'SIGINT'] as const) process.on(signal, () => void stopServingMetrics(metricsServer));
+      for (const signal of STOP_SIGNALS) process.on(signal, () => void stopServingMetrics(metricsServer));
     }
     superviseWorkers(config.workers, logger);
     return;
@@ -143,8 +144,7 @@ async function serve(configured: Config, logger: Logger, alone: boolean): Promis
   // Every signal after the first is taken and ignored, not left to Node's default (an exit on the
   // spot, cutting the requests in flight): a worker gets one from its supervisor and another when
   // the operator signals the whole process group (systemd's default, Ctrl-C in a terminal).
-  process.on('SIGTERM', () => void stop('SIGTERM'));
-  process.on('SIGINT', () => void stop('SIGINT'));
+  for (const signal of STOP_SIGNALS) process.on(signal, () => void stop(signal));
 
   // An issuer that names the port picked at listen is known only once listening, and the engine is configured with it.
   if (config.issuerFollowsListener) await listening();

@@ -2,6 +2,7 @@ import cluster, { type Worker } from 'node:cluster';
 
 import { systemClock } from '../shared/clock.ts';
 import type { Logger } from '../shared/logger.ts';
+import { STOP_SIGNALS } from '../shared/stop_signals.ts';
 
 /**
  * The pause before replacing a worker that died: doubled for each worker in a row that died
@@ -30,7 +31,7 @@ interface ConfigurationErrorMessage {
 /**
  * `WORKERS=N`: this process forks N workers that each run the whole service on the same port
  * (node:cluster hands them connections in turn) over the one shared store, replaces a worker that
- * dies, and on SIGTERM or SIGINT passes the signal on and exits once every worker has finished.
+ * dies, and on SIGTERM, SIGINT or SIGHUP passes the signal on and exits once every worker has finished.
  * A worker that cannot start for a configuration error (a port in use, a key that opens nothing)
  * is not replaced: its one line is said once, every worker is stopped, and this process exits 1,
  * as a single process would.
@@ -98,8 +99,7 @@ export function superviseWorkers(count: number, logger: Logger): void {
     logger.info('stopping workers', { signal });
     signalAll(signal);
   };
-  process.on('SIGTERM', () => stop('SIGTERM'));
-  process.on('SIGINT', () => stop('SIGINT'));
+  for (const signal of STOP_SIGNALS) process.on(signal, () => stop(signal));
 }
 
 /**

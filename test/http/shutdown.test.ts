@@ -50,6 +50,26 @@ describe('shutdown', function () {
     expect(await fetch(`${server.origin}/healthz`).then(() => 'answering', () => 'stopped')).to.equal('stopped');
   });
 
+  it('stops on SIGHUP (a closed terminal) as on SIGTERM: the request in flight gets its answer, not a connection cut on the spot', async () => {
+    server = await startServer();
+    const answer = new Promise<number | string>((resolve) => {
+      const req = request(`${server.origin}/oauth/token`, { method: 'POST', headers: { 'content-type': 'application/x-www-form-urlencoded', 'content-length': '29' } }, (res) => {
+        res.resume();
+        res.on('end', () => resolve(res.statusCode ?? 0));
+      });
+      req.on('error', (error) => resolve(error.message));
+      req.write('grant_type=');
+      void sleep(300).then(() => {
+        process.kill(server.pid()!, 'SIGHUP');
+        return sleep(300);
+      }).then(() => req.end('client_credentials'));
+    });
+    // No client authentication: the engine's 401 invalid_client, answered in full.
+    expect(await answer).to.equal(401);
+    expect(server.logs()).to.match(/"signal":"SIGHUP","message":"stopping"/);
+    await eventually('the service stopped', () => fetch(`${server.origin}/healthz`).then(() => undefined, () => true), 5_000, 100);
+  });
+
   it('cuts a request still unfinished 10 s after SIGTERM, logged as 499 (no answer reached the client), not as the 400 of a body that never ended', async () => {
     server = await startServer();
     // A body that never ends.
