@@ -294,7 +294,8 @@ describe('client registration', () => {
       const answer = await utf16.json() as Json;
       expect(utf16.status, JSON.stringify(answer)).to.equal(200);
       expect(answer.client_name).to.equal('Logged Update ✓');
-      // A client that goes away before the body it announced ends, here and at the token endpoint.
+      // A client that goes away before the body it announced ends, here and at the token endpoint:
+      // logged as 499, the answer that never reached it.
       const { hostname, port } = new URL(server.origin);
       for (const [path, type, partial] of [[new URL(own.registration_client_uri).pathname, 'application/json', '{"client_name":'], ['/oauth/token', 'application/x-www-form-urlencoded', 'grant_type=client_credentials']]) {
         await new Promise<void>((resolve) => {
@@ -305,10 +306,10 @@ describe('client registration', () => {
           socket.on('close', () => resolve());
         });
       }
-      await eventually('both requests cut short in the log', () => server.logs().slice(since).includes('"path":"/oauth/token","status":400') || undefined, 5_000);
+      await eventually('both requests cut short in the log', () => server.logs().slice(since).includes('"path":"/oauth/token","status":499') || undefined, 5_000);
       const lines = server.logs().slice(since).split('\n').filter((line) => line.trim() !== '');
       for (const line of lines) expect(() => JSON.parse(line) as unknown, line).to.not.throw();
-      const cutShort = lines.map((line) => JSON.parse(line) as Record<string, unknown>).find((line) => line.message === 'request' && line.path === '/oauth/token' && line.status === 400);
+      const cutShort = lines.map((line) => JSON.parse(line) as Record<string, unknown>).find((line) => line.message === 'request' && line.path === '/oauth/token' && line.status === 499);
       expect(cutShort, 'the client\'s address, read before it went away').to.include({ ip: hostname });
     });
 
