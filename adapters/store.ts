@@ -125,9 +125,20 @@ export function listedValue(model: string, payload: ModelPayload): string | unde
 }
 
 /**
- * How every store tells two emails apart: with their ASCII letters lower-cased, as SQLite's NOCASE
- * compares them, and nothing else folded. Whatever counts per account (the sign-in lock) keys it
- * the same way, so that two accounts are never one lock, and one account never two.
+ * An email as the service stores and looks it up: trimmed, in Unicode's composed form (NFC). An
+ * `é` is one character or an `e` followed by a combining accent depending on the keyboard that
+ * typed it; both look the same, so they must be one address: never two users who read alike, nor
+ * a sign-in refused for how the accent was typed.
+ */
+export function normalEmail(email: string): string {
+  return email.trim().normalize('NFC');
+}
+
+/**
+ * How every store tells two emails apart (once normalEmail has composed them): with their ASCII
+ * letters lower-cased, as SQLite's NOCASE compares them, and nothing else folded. Whatever counts
+ * per account (the sign-in lock) keys it the same way, so that two accounts are never one lock,
+ * and one account never two.
  */
 export function foldEmail(email: string): string {
   return email.replace(/[A-Z]/g, (letter) => letter.toLowerCase());
@@ -144,7 +155,7 @@ export interface Workspace {
 
 export interface User {
   id: string;
-  /** Stored as given; lookups are case-insensitive. */
+  /** Stored composed (normalEmail); lookups ignore the case of ASCII letters (foldEmail). */
   email: string;
   name: string;
   givenName?: string;

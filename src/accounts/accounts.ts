@@ -1,4 +1,4 @@
-import { DuplicateError, LastAdminError, ROLES, type AccountStore, type Membership, type Role, type User, type Workspace } from '../../adapters/store.ts';
+import { DuplicateError, LastAdminError, normalEmail, ROLES, type AccountStore, type Membership, type Role, type User, type Workspace } from '../../adapters/store.ts';
 import { newId } from './ids.ts';
 import { emailProblem, namePartProblem, nameProblem } from './names.ts';
 import { decoyHash, hashPassword, passwordProblem, verifyPassword } from './passwords.ts';
@@ -88,13 +88,16 @@ export class Accounts {
   }
 
   async createUser(input: NewUser): Promise<User> {
-    const email = input.email.trim();
+    const email = normalEmail(input.email);
     const problem = emailProblem(email)
       ?? nameProblem('a user', input.name)
       ?? (input.givenName === undefined ? undefined : namePartProblem('a given name', input.givenName))
       ?? (input.familyName === undefined ? undefined : namePartProblem('a family name', input.familyName));
     if (problem) throw new AccountError(problem);
     checkPassword(input.password);
+    // The store refuses the same address in the same form; one stored decomposed before emails were
+    // normalised is found here.
+    if (await this.#findByEmail(email)) throw new AccountError(`a user with email ${email} already exists`);
     const user: User = {
       id: newId('usr'),
       email,
@@ -117,9 +120,20 @@ export class Accounts {
     return this.#store.getUser(id);
   }
 
-  /** The user with this email (compared case-insensitively), if any. */
+  /** The user with this email (compared case-insensitively, however its accents were typed), if any. */
   findUserByEmail(email: string) {
-    return this.#store.findUserByEmail(email.trim());
+    return this.#findByEmail(email);
+  }
+
+  /**
+   * Looks the address up composed, as users are stored since emails are normalised, then
+   * decomposed, as a user created before may have been stored.
+   */
+  async #findByEmail(email: string): Promise<User | undefined> {
+    const composed = normalEmail(email);
+    const decomposed = composed.normalize('NFD');
+    return await this.#store.findUserByEmail(composed)
+      ?? (decomposed === composed ? undefined : await this.#store.findUserByEmail(decomposed));
   }
 
   countUsers() {
@@ -222,7 +236,7 @@ export class Accounts {
    * whether or not the email exists.
    */
   async authenticate(email: string, password: string): Promise<{ user?: User; accountId?: string }> {
-    const named = await this.#store.findUserByEmail(email.trim());
+    const named = await this.#findByEmail(email);
     const valid = await verifyPassword(password, named?.passwordHash ?? await decoyHash());
     if (!named) return {};
     return valid ? { user: named, accountId: named.id } : { accountId: named.id };

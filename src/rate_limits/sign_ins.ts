@@ -1,4 +1,4 @@
-import { foldEmail } from '../../adapters/store.ts';
+import { foldEmail, normalEmail } from '../../adapters/store.ts';
 import type { RateLimits } from '../../config/index.ts';
 import type { Logger } from '../shared/logger.ts';
 import { addressKey } from './addresses.ts';
@@ -77,7 +77,7 @@ export class SignIns {
    */
   async attempt<User>(email: string, clientAddress: string, authenticate: () => Promise<PasswordCheck<User>>): Promise<SignInOutcome<User>> {
     // One lock an account: the email as the store tells accounts apart, so two accounts never share one.
-    const account = foldEmail(email.trim());
+    const account = foldEmail(normalEmail(email));
     const address = this.#guard ? addressKey(clientAddress, this.#guard.limits.ipv6Prefix) : clientAddress;
     const admitted = this.#guard ? await admit(this.#guard, account, address) : { gated: false };
     if ('refused' in admitted) {

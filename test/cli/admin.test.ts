@@ -7,6 +7,7 @@ import { decodeJwt } from 'jose';
 import { openStore } from '../../adapters/index.ts';
 import * as oauth from 'oauth4webapi';
 
+import { hashPassword } from '../../src/accounts/passwords.ts';
 import { PROPAGATION_BOUND_MS } from '../../src/shared/propagation.ts';
 import { api, clientCredentialsToken, createApiKey } from '../support/data_api.ts';
 import {
@@ -294,6 +295,41 @@ describe('admin CLI', function () {
       expect(response.status).to.equal(200);
       const tokens = await response.json() as { access_token: string };
       expect(decodeJwt(tokens.access_token)).to.deep.include({ sub: shown.id, workspace_id: workspace.id, role: 'admin' });
+    });
+
+    it('an email is one address however its accents were typed: stored composed, signed in with either form, never a second user who reads alike', async () => {
+      const local = `jos\u00e9-${randomBytes(4).toString('hex')}`;
+      const composed = `${local}@example.com`;
+      const decomposed = composed.normalize('NFD');
+      expect(decomposed).to.not.equal(composed);
+      const password = `cli-${randomBytes(9).toString('base64url')}-secret`;
+      const created = await createUser(workspace.id, decomposed, password);
+      expect(created.code, created.stderr).to.equal(0);
+      expect((JSON.parse(created.stdout) as { email: string }).email).to.equal(composed);
+      expect(await refused(['user', 'create', '--email', composed, '--name', 'Twin', '--workspace', workspace.id, '--role', 'member', '--password-stdin'], `${password}-twin\n`))
+        .to.contain('already exists');
+
+      const client = await registerClient(server.issuer, { client_name: 'Accent App' });
+      for (const typed of [composed, decomposed]) {
+        const request = codeRequest(server.issuer, client.client_id);
+        const callback = await authorize(new UserAgent(), request.url, server.origin, { email: typed, password });
+        expect(callback.searchParams.get('code'), `signed in as ${JSON.stringify(typed)}`).to.be.a('string');
+      }
+
+      // A user stored decomposed, as the service stored an email before it composed them.
+      const earlier = `rene\u0301-${randomBytes(4).toString('hex')}@example.com`;
+      const store = openStore(server.store);
+      try {
+        await store.accounts.createUser({ id: `usr_${randomBytes(8).toString('hex')}`, email: earlier, name: 'Earlier', passwordHash: await hashPassword(password), createdAt: Math.floor(Date.now() / 1000) });
+      } finally {
+        await store.close();
+      }
+      expect(await refused(['user', 'create', '--email', earlier.normalize('NFC'), '--name', 'Twin', '--workspace', workspace.id, '--role', 'member', '--password-stdin'], `${password}-twin\n`))
+        .to.contain('already exists');
+      await adminJson(['member', 'add', '--workspace', workspace.id, '--email', earlier.normalize('NFC'), '--role', 'member']);
+      const request = codeRequest(server.issuer, client.client_id);
+      const callback = await authorize(new UserAgent(), request.url, server.origin, { email: earlier.normalize('NFC'), password });
+      expect(callback.searchParams.get('code'), 'signed in as the composed form of an email stored decomposed').to.be.a('string');
     });
 
     it('an invalid role fails with a clear message and leaves no user behind', async () => {

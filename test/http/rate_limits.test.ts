@@ -286,6 +286,9 @@ describe('rate limits', function () {
       // Its own spellings, ASCII letters in any case, are the one account and its one lock.
       const again = new Browser();
       expect((await signIn(again, await openLogin(again, server, app), `ÖlA-${stamp}@EXAMPLE.com`, 'pw-ola-correct-horse')).status).to.equal(429);
+      // So is the address with its accent typed apart (an O and a combining diaeresis).
+      const decomposed = new Browser();
+      expect((await signIn(decomposed, await openLogin(decomposed, server, app), locked.normalize('NFD'), 'pw-ola-correct-horse')).status).to.equal(429);
     });
 
     it('lets in every one of several sign-ins of one account made at once', async () => {
