@@ -21,6 +21,7 @@ import { assertionsUsedOnce, assertionTimesAreBounded, audienceIsTheIssuer } fro
 import { requirePushedRequests } from '../clients/pushed_requests.ts';
 import { FAPI_METADATA, applyFapiProfile, fapiAssertionAlgorithm, fapiProfile, fapiRequestObjectAlgorithm, holdFapiPolicy, isFapiClient } from '../clients/fapi.ts';
 import { newClientId } from '../clients/client_ids.ts';
+import { browserOriginAllowed } from '../clients/browser_origins.ts';
 import { useHashedClientSecrets } from '../clients/client_secrets.ts';
 import { cookieNames } from './cookie_names.ts';
 import { engineAdapterFactory } from './adapter.ts';
@@ -211,6 +212,9 @@ export function buildProvider({ config, store, accounts, keys, revocations, page
     // Each use rotates a refresh token, except a FAPI 2.0 client's (section 5.3.2.1; src/engine/refresh_tokens.ts).
     rotateRefreshToken: rotatesRefreshTokens(fapiClient),
     extraTokenClaims: workspaceClaims(accounts, grantWorkspaces),
+
+    // Pages on a redirect URI's origin read the token, revocation and introspection endpoints' answers.
+    clientBasedCORS: browserOriginAllowed,
 
     // Every fetch the engine makes goes through the one SSRF-safe fetcher and its shared cache: a
     // client's metadata document or its jwks_uri (registration refuses the metadata that would make it fetch anything else).

@@ -8,8 +8,9 @@ import type { User, UserManager, UserManagerSettings } from 'oidc-client-ts';
 import type { ConsoleMessage, Page, Request as PageRequest, Response as PageResponse } from 'playwright-core';
 
 import { browserForSuite, recordRequests } from '../support/browser.ts';
-import { registerClient, type RegisteredClient } from '../support/oauth.ts';
+import { codeRequest, registerClient, type RegisteredClient } from '../support/oauth.ts';
 import { freePort, seedUser, startServer, type SeededUser, type TestServer } from '../support/server.ts';
+import { UserAgent, authorize } from '../support/user_agent.ts';
 
 /**
  * A stock single-page app: oidc-client-ts's browser bundle, untouched, in Debian Chromium, served
@@ -90,12 +91,13 @@ describe('a stock single-page app (oidc-client-ts in Chromium) on another origin
   let server: TestServer;
   let spa: Server;
   let spaOrigin: string;
+  let spaPort: number;
   let client: RegisteredClient;
   let user: SeededUser;
   const browser = browserForSuite();
 
   before(async () => {
-    const spaPort = await freePort();
+    spaPort = await freePort();
     spaOrigin = `http://127.0.0.1:${spaPort}`;
     [server, spa] = await Promise.all([
       startServer(),
@@ -297,5 +299,47 @@ describe('a stock single-page app (oidc-client-ts in Chromium) on another origin
       `${server.issuer}/rest/companies: Failed to load resource: the server responded with a status of 401 (Unauthorized)`,
       `${server.issuer}/oauth/userinfo: Failed to load resource: the server responded with a status of 401 (Unauthorized)`,
     ]);
+  });
+  it("lets a page on a confidential client's redirect URI origin read the token, refresh and revocation answers (client_secret_post and Basic), and a page elsewhere none", async () => {
+    const redirectUri = `${spaOrigin}/callback.html`;
+    const host = await registerClient(server.issuer, { client_name: 'Browser host with a secret', redirect_uris: [redirectUri] });
+    expect(host.client_secret, 'registered as a confidential client').to.be.a('string');
+    const request = codeRequest(server.issuer, host.client_id, { redirect_uri: redirectUri });
+    const callback = await authorize(new UserAgent(), request.url, server.origin, { email: user.email, password: user.password });
+    const code = callback.searchParams.get('code');
+    expect(code, callback.href).to.be.a('string');
+
+    const tokenEndpoint = `${server.issuer}/oauth/token`;
+    const form = { 'content-type': 'application/x-www-form-urlencoded' };
+    const basic = `Basic ${Buffer.from(`${encodeURIComponent(host.client_id)}:${encodeURIComponent(host.client_secret!)}`).toString('base64')}`;
+    const page = await browser.open();
+    await page.goto(`${spaOrigin}/`);
+    const exchanged = await pageFetch(page, tokenEndpoint, { method: 'POST', headers: form, body: new URLSearchParams({
+      grant_type: 'authorization_code', code: code!, redirect_uri: redirectUri, code_verifier: request.verifier, client_id: host.client_id, client_secret: host.client_secret!,
+    }).toString() });
+    expect(exchanged.status, exchanged.body).to.equal(200);
+    const first = JSON.parse(exchanged.body) as { access_token: string; refresh_token: string };
+    // With Basic the browser asks first (a preflight for the Authorization header).
+    const refreshed = await pageFetch(page, tokenEndpoint, { method: 'POST', headers: { ...form, authorization: basic }, body: new URLSearchParams({
+      grant_type: 'refresh_token', refresh_token: first.refresh_token,
+    }).toString() });
+    expect(refreshed.status, refreshed.body).to.equal(200);
+    const second = JSON.parse(refreshed.body) as { access_token: string; refresh_token: string };
+    expect(second.refresh_token).to.not.equal(first.refresh_token);
+
+    // Another origin (the same app under localhost): the browser lets it read nothing.
+    const elsewhere = await browser.open();
+    await elsewhere.goto(`http://localhost:${spaPort}/`);
+    const foreign = await pageFetch(elsewhere, tokenEndpoint, { method: 'POST', headers: { ...form, authorization: basic }, body: new URLSearchParams({
+      grant_type: 'refresh_token', refresh_token: second.refresh_token,
+    }).toString() });
+    expect(foreign.status, foreign.body).to.equal(0);
+
+    const revoked = await pageFetch(page, `${server.issuer}/oauth/revoke`, { method: 'POST', headers: { ...form, authorization: basic }, body: new URLSearchParams({ token: second.refresh_token }).toString() });
+    expect(revoked.status, revoked.body).to.equal(200);
+    const afterRevocation = await pageFetch(page, tokenEndpoint, { method: 'POST', headers: { ...form, authorization: basic }, body: new URLSearchParams({
+      grant_type: 'refresh_token', refresh_token: second.refresh_token,
+    }).toString() });
+    expect([afterRevocation.status, (JSON.parse(afterRevocation.body) as { error: string }).error], 'the refusal is readable too').to.deep.equal([400, 'invalid_grant']);
   });
 });
