@@ -96,6 +96,45 @@ describe('client registration', () => {
       expect(registered.headers.get('access-control-allow-origin')).to.equal('*');
     });
 
+    it('lets that page read, update and delete its registration (RFC 7592) across origins too, a refusal included', async () => {
+      const origin = 'https://mcp-host.example';
+      const registered = await (await fetch(`${server.issuer}/oauth/register`, {
+        method: 'POST',
+        headers: { origin, 'content-type': 'application/json' },
+        body: JSON.stringify({ client_name: 'Browser host', redirect_uris: [`${origin}/callback`], token_endpoint_auth_method: 'none' }),
+      })).json() as { client_id: string; registration_client_uri: string; registration_access_token: string };
+      const uri = registered.registration_client_uri;
+      const preflight = await fetch(uri, {
+        method: 'OPTIONS',
+        headers: { origin, 'access-control-request-method': 'PUT', 'access-control-request-headers': 'content-type, authorization' },
+      });
+      expect(preflight.status).to.equal(204);
+      expect(preflight.headers.get('access-control-allow-origin')).to.equal('*');
+      expect(preflight.headers.get('access-control-allow-methods')!.split(', ')).to.include.members(['GET', 'PUT', 'DELETE']);
+      expect(preflight.headers.get('access-control-allow-headers')!.toLowerCase()).to.include('content-type').and.include('authorization');
+      expect(preflight.headers.get('access-control-allow-credentials')).to.equal(null);
+
+      const read = await fetch(uri, { headers: { origin, authorization: `Bearer ${registered.registration_access_token}` } });
+      expect(read.status).to.equal(200);
+      expect(read.headers.get('access-control-allow-origin')).to.equal('*');
+      const updated = await fetch(uri, {
+        method: 'PUT',
+        headers: { origin, 'content-type': 'application/json', authorization: `Bearer ${registered.registration_access_token}` },
+        body: JSON.stringify({ client_id: registered.client_id, client_name: 'Browser host, renamed', redirect_uris: [`${origin}/callback`], token_endpoint_auth_method: 'none' }),
+      });
+      expect(updated.status).to.equal(200);
+      expect(updated.headers.get('access-control-allow-origin')).to.equal('*');
+      const { registration_access_token: rotated } = await updated.json() as { registration_access_token: string };
+      // A refusal is readable too, and says why (RFC 6750: the challenge is exposed).
+      const refused = await fetch(uri, { headers: { origin, authorization: 'Bearer not-the-token' } });
+      expect(refused.status).to.equal(401);
+      expect(refused.headers.get('access-control-allow-origin')).to.equal('*');
+      expect(refused.headers.get('access-control-expose-headers')).to.include('WWW-Authenticate');
+      const deleted = await fetch(uri, { method: 'DELETE', headers: { origin, authorization: `Bearer ${rotated}` } });
+      expect(deleted.status).to.equal(204);
+      expect(deleted.headers.get('access-control-allow-origin')).to.equal('*');
+    });
+
     it('stores no client when its registration access token cannot be stored', async () => {
       const db = new DatabaseSync(server.store.slice('sqlite:'.length));
       const clients = () => (db.prepare("SELECT count(*) AS n FROM oidc_models WHERE model = 'Client'").get() as { n: number }).n;

@@ -6,6 +6,7 @@ import type { ModelStore } from '../../../adapters/store.ts';
 import { isHashedSecret, secretMatches } from '../../clients/client_secrets.ts';
 import { releaseRegistrationTokenClaim } from '../../engine/registration_token_claims.ts';
 import { REGISTRATION_BODY_MAX } from '../../clients/registration_hygiene.ts';
+import { bearerCors } from '../../resource/cors.ts';
 import { HttpError } from '../../shared/http_error.ts';
 import { peekBody, replaceBody } from '../request_body.ts';
 import { hideServerKeptMetadata, registrationBodyLimit, registrationTooLarge } from './registration.ts';
@@ -15,17 +16,19 @@ import { hideServerKeptMetadata, registrationBodyLimit, registrationTooLarge } f
  * the engine's endpoints, in order.
  *
  * Before the engine:
- * 1. a body over the registration limit is refused before anything reads it (registration.ts);
- * 2. an update's `client_secret` is checked against the stored hash (checkSecretOnUpdate).
+ * 1. CORS: a browser-based client that registered from its page manages its registration from
+ *    there too (the credential is the registration access token, never a cookie);
+ * 2. a body over the registration limit is refused before anything reads it (registration.ts);
+ * 3. an update's `client_secret` is checked against the stored hash (checkSecretOnUpdate).
  * In the engine, an update or delete claims its registration access token before it writes the
  * client (src/engine/registration_token_claims.ts).
  * After the engine:
- * 3. the claim is given back (giveBackTokenClaim);
- * 4. the stored hash is never shown as if it were the secret (hideStoredSecret);
- * 5. nor what the server keeps about the client (registration.ts).
+ * 4. the claim is given back (giveBackTokenClaim);
+ * 5. the stored hash is never shown as if it were the secret (hideStoredSecret);
+ * 6. nor what the server keeps about the client (registration.ts).
  */
 export function clientManagementEndpoint(clients: ModelStore, registrationAccessTokens: ModelStore): Middleware[] {
-  return [registrationBodyLimit, hideStoredSecret, hideServerKeptMetadata, giveBackTokenClaim(registrationAccessTokens), checkSecretOnUpdate(clients)];
+  return [bearerCors('GET, PUT, DELETE'), registrationBodyLimit, hideStoredSecret, hideServerKeptMetadata, giveBackTokenClaim(registrationAccessTokens), checkSecretOnUpdate(clients)];
 }
 
 /** Once answered, the registration access token's claim is given back: only a failed request's token is still there to take it. */
