@@ -626,6 +626,28 @@ describe('token endpoint (POST /oauth/token)', function () {
       }
     });
 
+    it('refuses an Authorization header that is not Basic, or whose credentials do not decode, with 401 invalid_client and a Basic challenge at the token, revocation and introspection endpoints; a wrong secret is challenged in the same realm', async () => {
+      const basic = (raw: string) => `Basic ${Buffer.from(raw).toString('base64')}`;
+      const unreadable = [
+        `Bearer ${machineClient.client_secret}`,
+        basic(encodeURIComponent(machineClient.client_id)),
+        basic(`a%ZZ:${encodeURIComponent(machineClient.client_secret!)}`),
+        'Basic not*base64',
+      ];
+      for (const [endpoint, form] of [['token', { grant_type: 'client_credentials', scope: 'api' }], ['revoke', { token: 'x' }], ['introspect', { token: 'x' }]] as const) {
+        for (const authorization of unreadable) {
+          const response = await fetch(`${server.issuer}/oauth/${endpoint}`, { method: 'POST', headers: { authorization }, body: new URLSearchParams(form) });
+          const body = await response.json() as { error?: string; error_description?: string };
+          expect([response.status, body.error, response.headers.get('www-authenticate')], `${endpoint}: ${authorization}`).to.deep.equal([401, 'invalid_client', 'Basic realm="oauth"']);
+          expect(body.error_description).to.contain('HTTP Basic');
+        }
+        const wrongSecret = basic(`${encodeURIComponent(machineClient.client_id)}:not-the-secret`);
+        const response = await fetch(`${server.issuer}/oauth/${endpoint}`, { method: 'POST', headers: { authorization: wrongSecret }, body: new URLSearchParams(form) });
+        expect(response.status, endpoint).to.equal(401);
+        expect(response.headers.get('www-authenticate'), endpoint).to.match(/^Basic realm="oauth", error="invalid_client"/);
+      }
+    });
+
     it('refuses a request naming no client with 401 invalid_client, naming every way a client authenticates, private_key_jwt included', async () => {
       const response = await fetch(`${server.issuer}/oauth/token`, { method: 'POST', body: new URLSearchParams({ grant_type: 'client_credentials', scope: 'api' }) });
       expect(response.headers.get('www-authenticate')).to.equal('Basic realm="oauth"');

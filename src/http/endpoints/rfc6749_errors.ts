@@ -7,8 +7,17 @@ interface ErrorBody {
   error_description?: string;
 }
 
+/** The protection space every client authentication challenge names, the engine's included. */
+const CLIENT_REALM = 'oauth';
+
 /** The challenge of a 401 from an endpoint that authenticates clients: HTTP requires one. */
-const CLIENT_CHALLENGE = 'Basic realm="oauth"';
+const CLIENT_CHALLENGE = `Basic realm="${CLIENT_REALM}"`;
+
+/** The engine's words for an Authorization header that is not HTTP Basic with a client_id and secret. */
+const UNREADABLE_AUTHORIZATION = new Set([
+  'invalid authorization header value format',
+  'client_id and client_secret in the authorization header are not properly encoded',
+]);
 
 /**
  * Where the engine's error differs from RFC 6749 section 5.2, the host corrects it on the
@@ -19,19 +28,25 @@ const CLIENT_CHALLENGE = 'Basic realm="oauth"';
  * - a client_id whose metadata document cannot be used names a client that cannot be
  *   authenticated: `invalid_client`, not the registration error codes the engine reports it with
  *   (`invalid_client_metadata`, `invalid_redirect_uri`: RFC 7591 section 3.2.2 only);
- * - HTTP Basic with an empty password is a client authentication that failed in the
- *   Authorization header: `invalid_client`, not `invalid_request`;
+ * - HTTP Basic with an empty password, an Authorization header that is not Basic, or whose
+ *   credentials do not decode, is a client authentication that failed in the Authorization
+ *   header: `invalid_client` (section 5.2: an unsupported method is too), not `invalid_request`;
  * - `invalid_client` is always 401 with a challenge, as HTTP requires of a 401 (a metadata
  *   document that could not be used is 400 from the engine, and a failed client_secret_post has
- *   no challenge), so a client sees one status for one error.
+ *   no challenge), so a client sees one status for one error, and every challenge names one
+ *   realm (the engine's names the issuer), one protection space (RFC 9110 section 11.5).
  */
 export const rfc6749ErrorCodes: Middleware = async (ctx, next) => {
   await next();
   const body = ctx.body as ErrorBody | undefined;
-  if (ctx.status === 400 && body && isClientAuthenticationFailure(body)) body.error = 'invalid_client';
+  if (ctx.status === 400 && body && isClientAuthenticationFailure(body)) {
+    body.error = 'invalid_client';
+    if (UNREADABLE_AUTHORIZATION.has(body.error_description ?? '')) body.error_description = UNREADABLE_AUTHORIZATION_DESCRIPTION;
+  }
   if (body?.error === 'invalid_client' && (ctx.status === 400 || ctx.status === 401)) {
     ctx.status = 401;
-    if (!ctx.response.get('WWW-Authenticate')) ctx.set('WWW-Authenticate', CLIENT_CHALLENGE);
+    const challenge = ctx.response.get('WWW-Authenticate');
+    ctx.set('WWW-Authenticate', challenge ? inClientRealm(ctx, challenge) : CLIENT_CHALLENGE);
     return;
   }
   if (ctx.status !== 400 || body?.error !== 'invalid_request') return;
@@ -53,7 +68,16 @@ export const rfc6749ErrorCodes: Middleware = async (ctx, next) => {
 /** An engine refusal that is a client failing to authenticate, whatever code the engine gives it. */
 function isClientAuthenticationFailure(body: ErrorBody): boolean {
   if (body.error === 'invalid_client_metadata' || body.error === 'invalid_redirect_uri') return true;
-  return body.error === 'invalid_request' && body.error_description === 'client_secret must be provided in the Authorization header';
+  if (body.error !== 'invalid_request') return false;
+  return body.error_description === 'client_secret must be provided in the Authorization header' || UNREADABLE_AUTHORIZATION.has(body.error_description ?? '');
+}
+
+const UNREADABLE_AUTHORIZATION_DESCRIPTION = 'the Authorization header must be HTTP Basic with the client_id and client_secret, each form-encoded (RFC 6749 section 2.3.1)';
+
+/** The engine's Basic challenge (with its error and description) under the realm of every other. */
+function inClientRealm(ctx: Context, challenge: string): string {
+  const issuer = oidcOf(ctx)?.provider.issuer;
+  return issuer ? challenge.replace(`realm="${issuer}"`, `realm="${CLIENT_REALM}"`) : challenge;
 }
 
 /** A request body the engine ignored, having no Content-Type to tell it what the body is. */
