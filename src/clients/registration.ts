@@ -105,6 +105,7 @@ export function validateClientMetadata(
     if (metadata[field] !== undefined && metadata[field] !== null) throw new errors.InvalidClientMetadata(description);
   }
   if (metadata.jwks_uri !== undefined && metadata.jwks_uri !== null) checkKeysByReference(metadata);
+  else checkInlineKeys(metadata);
   if (route === 'client_update') keepConfidential(ctx.oidc.client, metadata);
 
   if (route === 'registration') {
@@ -145,6 +146,9 @@ export function validateClientMetadata(
  * nothing it can use.
  */
 function checkGrantsMatchResponses(grantTypes: readonly unknown[], requestedResponseTypes: unknown): void {
+  if (grantTypes.length === 0) {
+    throw new errors.InvalidClientMetadata('grant_types must name at least one grant type (authorization_code, client_credentials), or be left out for authorization_code and refresh_token');
+  }
   const responseTypes = Array.isArray(requestedResponseTypes) ? requestedResponseTypes as unknown[] : undefined;
   const codeFlow = grantTypes.includes('authorization_code');
   if (codeFlow && responseTypes && !responseTypes.includes('code')) {
@@ -173,6 +177,18 @@ function checkKeysByReference(metadata: Metadata): void {
   }
   if (metadata.token_endpoint_auth_method !== 'private_key_jwt') {
     throw new errors.InvalidClientMetadata('jwks_uri is for a private_key_jwt client\'s keys; register it with token_endpoint_auth_method private_key_jwt');
+  }
+}
+
+/**
+ * A `private_key_jwt` client's keys given inline must hold one: the engine takes `{"keys":[]}`,
+ * and a client registered with it could never authenticate.
+ */
+function checkInlineKeys(metadata: Metadata): void {
+  if (metadata.token_endpoint_auth_method !== 'private_key_jwt') return;
+  const keys = (metadata.jwks as { keys?: unknown } | undefined)?.keys;
+  if (Array.isArray(keys) && keys.length === 0) {
+    throw new errors.InvalidClientMetadata('jwks must hold the public key the client signs its assertions with (private_key_jwt); {"keys":[]} holds none');
   }
 }
 
@@ -261,13 +277,31 @@ function checkRedirectUriList(field: string, uris: unknown): void {
     }
     if (uri.includes('#')) throw new errors.InvalidClientMetadata(`${field} must not contain a fragment; remove "#..." from "${uri}"`);
     if (uri.includes('*')) throw new errors.InvalidClientMetadata(`${field} must not contain wildcards; register every exact URI ("${uri}")`);
+    const host = url.protocol === 'http:' || url.protocol === 'https:' ? writtenHost(uri) : undefined;
+    if (host === '') {
+      throw new errors.InvalidClientMetadata(`${field} must name a host after "${url.protocol}//"; "${uri}" names none`);
+    }
     if (url.protocol === 'http:' && !LOOPBACK_HOSTS.has(url.hostname)) {
       throw new errors.InvalidClientMetadata(`${field} must use https; http is only allowed on loopback (127.0.0.1, [::1], localhost), got "${uri}"`);
+    }
+    // The engine and the browser compare and follow the URI as written: loopback by another spelling
+    // (127.1, 0x7f000001, [0:0:0:0:0:0:0:1]) would be kept and matched as such.
+    if (url.protocol === 'http:' && !LOOPBACK_HOSTS.has(host!.toLowerCase())) {
+      throw new errors.InvalidClientMetadata(`${field} must write loopback as 127.0.0.1, [::1] or localhost, got "${uri}"`);
     }
     if (NOT_PRIVATE_USE_SCHEMES.has(url.protocol)) {
       throw new errors.InvalidClientMetadata(`${field} must use https, http on loopback, or a private-use scheme of the app's own (com.example.app:/callback, RFC 8252 section 7.1); "${url.protocol}" is no app's, got "${uri}"`);
     }
   }
+}
+
+/**
+ * The host of an http or https URI as written, before the URL parser reads it (which takes
+ * `https:///cb` for `https://cb/` and `127.1` for 127.0.0.1): '' when none is written.
+ */
+function writtenHost(uri: string): string {
+  const authority = /^[a-z][a-z0-9+.-]*:\/\/([^/?#\\]*)/i.exec(uri)?.[1] ?? '';
+  return authority.replace(/^.*@/, '').replace(/:\d*$/, '');
 }
 
 /**

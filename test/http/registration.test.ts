@@ -438,6 +438,10 @@ describe('client registration', () => {
       ['a WebSocket URI', 'wss://app.example.com/cb', /private-use/],
       ['a mailto: URI', 'mailto:someone@example.com', /private-use/],
       ['the out-of-band URN', 'urn:ietf:wg:oauth:2.0:oob', /private-use/],
+      ['an https URI naming no host', 'https:///cb', /must name a host/],
+      ['loopback written as 127.1', 'http://127.1/cb', /write loopback as 127\.0\.0\.1, \[::1\] or localhost/],
+      ['loopback written in hexadecimal', 'http://0x7f000001:8080/cb', /write loopback as/],
+      ['the IPv6 loopback written in full', 'http://[0:0:0:0:0:0:0:1]/cb', /write loopback as/],
     ];
     for (const [label, uri, description] of refused) {
       it(`refuses ${label} (${uri}) with 400 invalid_redirect_uri saying what to fix`, async () => {
@@ -456,6 +460,7 @@ describe('client registration', () => {
     const accepted: Array<[string, string, string]> = [
       ['http on 127.0.0.1 with a port', 'http://127.0.0.1:8080/cb', 'native'],
       ['http on localhost', 'http://localhost/cb', 'native'],
+      ['http on [::1] with a port', 'http://[::1]:8080/cb', 'native'],
       ['https', 'https://app.example.com/cb', 'web'],
       ['a private-use scheme for a native app (RFC 8252)', 'com.example.app:/callback', 'native'],
       ['a private-use scheme without a period, as MCP hosts register', 'cursor://anysphere.cursor-mcp/oauth/callback', 'native'],
@@ -581,7 +586,7 @@ describe('client registration', () => {
   });
 
   describe('metadata refusals', () => {
-    for (const grantTypes of [['urn:example:unknown'], ['password'], ['implicit'], ['authorization_code', 'urn:ietf:params:oauth:grant-type:device_code']]) {
+    for (const grantTypes of [[], ['urn:example:unknown'], ['password'], ['implicit'], ['authorization_code', 'urn:ietf:params:oauth:grant-type:device_code']]) {
       it(`refuses grant_types ${JSON.stringify(grantTypes)} with 400 invalid_client_metadata`, async () => {
         await expectRefusal(await register(server.issuer, { grant_types: grantTypes }), 400, 'invalid_client_metadata', /grant_types/);
       });
@@ -592,6 +597,10 @@ describe('client registration', () => {
         await expectRefusal(await register(server.issuer, { response_types: responseTypes }), 400, 'invalid_client_metadata', /response_types/);
       });
     }
+
+    it('refuses a private_key_jwt client whose jwks holds no key with 400 invalid_client_metadata', async () => {
+      await expectRefusal(await register(server.issuer, { token_endpoint_auth_method: 'private_key_jwt', jwks: { keys: [] } }), 400, 'invalid_client_metadata', /jwks must hold the public key/);
+    });
 
     it('refuses an unknown token_endpoint_auth_method with 400 invalid_client_metadata', async () => {
       await expectRefusal(await register(server.issuer, { token_endpoint_auth_method: 'magic' }), 400, 'invalid_client_metadata', /token_endpoint_auth_method/);
