@@ -12,6 +12,9 @@ export const DEFAULT_SCOPE = 'api';
  */
 const OFFLINE_ACCESS = 'offline_access';
 
+/** How much of the unknown scope values a refusal names back. */
+const SHOWN_SCOPE_LENGTH = 200;
+
 /**
  * The scope a request really asks for: the default when none is given, an `invalid_scope`
  * error naming the values this server does not know.
@@ -21,7 +24,10 @@ export function effectiveScope(requested: string | undefined): string {
   const values = requested.split(' ').filter(Boolean);
   const unknown = values.filter((value) => !(SUPPORTED_SCOPES as readonly string[]).includes(value));
   if (unknown.length) {
-    throw new errors.InvalidScope(`unsupported scope value${unknown.length > 1 ? 's' : ''}: ${unknown.join(' ')}; supported: ${SUPPORTED_SCOPES.join(' ')}`, unknown.join(' '));
+    // Named back in brief: a request of any length gets an answer of a few hundred bytes.
+    const named = unknown.join(' ');
+    const shown = named.length > SHOWN_SCOPE_LENGTH ? `${named.slice(0, SHOWN_SCOPE_LENGTH)}...` : named;
+    throw new errors.InvalidScope(`unsupported scope value${unknown.length > 1 ? 's' : ''}: ${shown}; supported: ${SUPPORTED_SCOPES.join(' ')}`, shown);
   }
   return [...new Set(values)].join(' ');
 }

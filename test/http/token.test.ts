@@ -600,6 +600,14 @@ describe('token endpoint (POST /oauth/token)', function () {
       await expectTokenError(await clientCredentials(machineClient, { scope: 'api admin:everything' }), 400, 'invalid_scope');
     });
 
+    it('names unknown scope values back in brief: a 40 KB scope gets an answer of a few hundred bytes', async () => {
+      const response = await clientCredentials(machineClient, { scope: `api ${'x'.repeat(40_000)}` });
+      const text = await response.clone().text();
+      await expectTokenError(response, 400, 'invalid_scope');
+      expect(text.length, text.slice(0, 300)).to.be.below(1000);
+      expect((JSON.parse(text) as { error_description: string }).error_description).to.match(/^unsupported scope value: x{200}\.\.\.; supported: /);
+    });
+
     it('refuses a resource other than the data APIs with 400 invalid_target', async () => {
       await expectTokenError(await clientCredentials(machineClient, { resource: 'https://elsewhere.example.com/api' }), 400, 'invalid_target');
     });
