@@ -77,3 +77,15 @@ export const unencodedBody: Middleware = async (ctx, next) => {
   }
   await next();
 };
+
+/**
+ * A form with no parameters at all (`Content-Length: 0`) is a form: the engine takes a request it
+ * sees no body in as one of another type ("only application/x-www-form-urlencoded ... supported"),
+ * which tells a client that sent that type nothing. Without the type the engine reads no
+ * parameters, and answers what is missing: the client's authentication, or the parameter.
+ */
+export const emptyFormIsNoParameters: Middleware = async (ctx, next) => {
+  const empty = ctx.req.headers['transfer-encoding'] === undefined && !ctx.request.length;
+  if (empty && ctx.req.headers['content-type'] !== undefined && ctx.request.type === 'application/x-www-form-urlencoded') delete ctx.req.headers['content-type'];
+  await next();
+};

@@ -1,4 +1,5 @@
 import { randomBytes } from 'node:crypto';
+import { connect } from 'node:net';
 import { DatabaseSync } from 'node:sqlite';
 import { gzipSync } from 'node:zlib';
 
@@ -680,6 +681,29 @@ describe('token endpoint (POST /oauth/token)', function () {
       expect(body.error).to.be.a('string');
       expect(body.error_description).to.be.a('string');
       expect(body).not.to.have.property('access_token');
+    });
+
+    it('takes a form sent with no body at all (no Content-Length, as curl -X POST sends it) as one with no parameters: what is missing is named, not the content type', async () => {
+      /** The request as written, with no Content-Length or Transfer-Encoding, which fetch always adds. */
+      const bodiless = (path: string, headers: string[]) => new Promise<{ status: number; body: ErrorBody }>((resolve, reject) => {
+        const { hostname, port } = new URL(server.origin);
+        const socket = connect(Number(port), hostname, () => {
+          socket.end([`POST ${path} HTTP/1.1`, `Host: ${hostname}:${port}`, 'Content-Type: application/x-www-form-urlencoded', ...headers, 'Connection: close', '', ''].join('\r\n'));
+        });
+        let answer = '';
+        socket.on('data', (chunk: Buffer) => { answer += chunk.toString('utf8'); });
+        socket.on('end', () => resolve({ status: Number(answer.split(' ')[1]), body: JSON.parse(answer.slice(answer.indexOf('\r\n\r\n') + 4)) as ErrorBody }));
+        socket.on('error', reject);
+      });
+      const basic = `Authorization: Basic ${Buffer.from(`${encodeURIComponent(machineClient.client_id)}:${encodeURIComponent(machineClient.client_secret!)}`).toString('base64')}`;
+      for (const endpoint of ['token', 'revoke', 'introspect']) {
+        const path = `${new URL(server.issuer).pathname.replace(/\/$/, '')}/oauth/${endpoint}`;
+        const anonymous = await bodiless(path, []);
+        expect([anonymous.status, anonymous.body.error], `${endpoint}: ${anonymous.body.error_description}`).to.deep.equal([401, 'invalid_client']);
+        const authenticated = await bodiless(path, [basic]);
+        expect([authenticated.status, authenticated.body.error], endpoint).to.deep.equal([400, 'invalid_request']);
+        expect(authenticated.body.error_description, endpoint).to.match(/missing required parameter '(grant_type|token)'/);
+      }
     });
 
     it('answers a 100 KB body with a 4xx JSON error, not a 5xx', async () => {

@@ -23,7 +23,7 @@ import { userinfo, userinfoSigningAlg } from './userinfo.ts';
 import type { DpopPolicy } from '../../resource/sender_constraint.ts';
 import type { RefreshTokenRotations } from '../../engine/refresh_tokens.ts';
 import type { PostedForms } from '../posted_forms.ts';
-import { unencodedBody } from '../request_body.ts';
+import { emptyFormIsNoParameters, unencodedBody } from '../request_body.ts';
 
 export interface EndpointDependencies {
   issuer: string;
@@ -61,7 +61,8 @@ export function engineEndpoints(deps: EndpointDependencies): { routes: Middlewar
   const router = new Router({ prefix: basePath || undefined });
   for (const [path, methods] of METHODS) router.all(path, onlyMethods(methods));
   // The endpoints whose body the engine reads itself, as it comes (the pages' forms are read by the host, which decodes them).
-  for (const path of [ENGINE_ROUTES.token, ENGINE_ROUTES.pushed_authorization_request, ENGINE_ROUTES.introspection, ENGINE_ROUTES.revocation, ENGINE_ROUTES.registration]) router.post(path, unencodedBody);
+  for (const path of [ENGINE_ROUTES.token, ENGINE_ROUTES.pushed_authorization_request, ENGINE_ROUTES.introspection, ENGINE_ROUTES.revocation]) router.post(path, unencodedBody, emptyFormIsNoParameters);
+  router.post(ENGINE_ROUTES.registration, unencodedBody);
   router.put(`${ENGINE_ROUTES.registration}/:clientId`, unencodedBody);
   router.get(ENGINE_ROUTES.authorization, ...authorizationEndpoint(deps.postedForms));
   const posted = { forms: deps.postedForms, limit: deps.rateLimits.postedForms };
