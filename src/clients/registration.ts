@@ -150,6 +150,10 @@ function checkGrantsMatchResponses(grantTypes: readonly unknown[], requestedResp
     throw new errors.InvalidClientMetadata('grant_types must name at least one grant type (authorization_code, client_credentials), or be left out for authorization_code and refresh_token');
   }
   const responseTypes = Array.isArray(requestedResponseTypes) ? requestedResponseTypes as unknown[] : undefined;
+  const unsupported = responseTypes?.find((type) => type !== 'code');
+  if (unsupported !== undefined) {
+    throw new errors.InvalidClientMetadata(`response_types may hold code only, the one response type this server offers; ${JSON.stringify(unsupported)} is not offered`);
+  }
   const codeFlow = grantTypes.includes('authorization_code');
   if (codeFlow && responseTypes && !responseTypes.includes('code')) {
     throw new errors.InvalidClientMetadata('grant_types authorization_code needs response_types code (or leave response_types out)');

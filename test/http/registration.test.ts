@@ -598,6 +598,12 @@ describe('client registration', () => {
       });
     }
 
+    it('says a response type is not offered, not that another is missing, for response_types ["code id_token"] or ["code", "none"]', async () => {
+      for (const responseTypes of [['code id_token'], ['code', 'none']]) {
+        await expectRefusal(await register(server.issuer, { response_types: responseTypes }), 400, 'invalid_client_metadata', /response_types may hold code only.*is not offered/);
+      }
+    });
+
     it('refuses a private_key_jwt client whose jwks holds no key with 400 invalid_client_metadata', async () => {
       await expectRefusal(await register(server.issuer, { token_endpoint_auth_method: 'private_key_jwt', jwks: { keys: [] } }), 400, 'invalid_client_metadata', /jwks must hold the public key/);
     });
