@@ -230,7 +230,7 @@ export const SCHEMA = {
     encryptionKey,
   ),
   KEY_ENCRYPTION_KEY_FILE: optional(
-    'A file holding that key instead. With neither set, the embedded store creates one at first start outside its data directory, in `$XDG_CONFIG_HOME/workspace-oauth-server/key-encryption.key` (`~/.config/…` without `XDG_CONFIG_HOME`; owner-only), and logs where; an `https` `BASE_URL` needs one of the two set. A key an earlier version made beside the database (`./data/oauth.kek`) is still read in development, with a warning to move it; with an `https` `BASE_URL` the service stops and says to move it and name it here. `memory:` makes one per run. See [What a copy of the store holds](#what-a-copy-of-the-store-holds)',
+    'A file holding that key instead (one other users can read is used, with a warning at every start to make it owner-only: `chmod 600`). With neither set, the embedded store creates one at first start outside its data directory, in `$XDG_CONFIG_HOME/workspace-oauth-server/key-encryption.key` (`~/.config/…` without `XDG_CONFIG_HOME`; owner-only), and logs where; an `https` `BASE_URL` needs one of the two set. A key an earlier version made beside the database (`./data/oauth.kek`) is still read in development, with a warning to move it; with an `https` `BASE_URL` the service stops and says to move it and name it here. `memory:` makes one per run. See [What a copy of the store holds](#what-a-copy-of-the-store-holds)',
     text, '— (created under the user\'s config directory)',
   ),
   XDG_CONFIG_HOME: optional(

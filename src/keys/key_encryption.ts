@@ -40,7 +40,11 @@ export async function loadKeyRing(config: Config, logger: Logger): Promise<KeyRi
   const previous = config.previousKeyEncryptionKeys.map((key, index) => parseKey(key, `KEY_ENCRYPTION_KEY_PREVIOUS entry ${index + 1}`));
   const source = config.keyEncryptionKey;
   if (source && 'value' in source) return new KeyRing(parseKey(source.value, 'KEY_ENCRYPTION_KEY'), previous);
-  if (source && 'file' in source) return new KeyRing(await readKeyFile(source.file, 'KEY_ENCRYPTION_KEY_FILE'), previous);
+  if (source && 'file' in source) {
+    const key = await readKeyFile(source.file, 'KEY_ENCRYPTION_KEY_FILE');
+    await warnIfShared(source.file, logger);
+    return new KeyRing(key, previous);
+  }
   if (source) {
     const { key, createdNow } = await defaultKey(source, new URL(config.issuer).protocol === 'https:', logger);
     return new KeyRing(key, previous, createdNow ? source.created : undefined);
@@ -107,8 +111,15 @@ async function exists(path: string): Promise<boolean> {
   return stat(path).then(() => true, (error: NodeJS.ErrnoException) => error.code !== 'ENOENT' && error.code !== 'ENOTDIR');
 }
 
+/**
+ * A key file other users may read is used (a secret mounted by an orchestrator often is so), and
+ * said at every start: whoever can read it can open every key the store holds.
+ */
 async function warnIfShared(path: string, logger: Logger): Promise<void> {
-  if (((await stat(path)).mode & 0o077) !== 0) logger.warn('the key-encryption key file can be read by other users; make it owner-only (chmod 600)', { file: path });
+  const { mode } = await stat(path);
+  if ((mode & 0o077) !== 0) {
+    logger.warn('the key-encryption key file can be read by other users; make it owner-only (chmod 600)', { file: path, mode: `0${(mode & 0o777).toString(8)}` });
+  }
 }
 
 /** Names a key without revealing it. */

@@ -1,6 +1,6 @@
 import { spawnSync } from 'node:child_process';
 import { generateKeyPairSync } from 'node:crypto';
-import { mkdir, mkdtemp, readdir, rm, writeFile } from 'node:fs/promises';
+import { chmod, mkdir, mkdtemp, readdir, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -108,6 +108,34 @@ describe('signing keys', () => {
         const said = result.stderr.split('\n').filter((line) => line && !line.startsWith('{'));
         expect(said, `${file}: one line besides the JSON log`).to.have.length(1);
         expect(said[0], file).to.match(/^configuration error: JWKS_FILE /);
+      }
+    });
+  });
+
+  describe('KEY_ENCRYPTION_KEY_FILE', () => {
+    it('is used when other users can read it, with a warning at start naming the file and its mode; an owner-only one draws none', async () => {
+      const dir = await mkdtemp(join(tmpdir(), 'kek-file-'));
+      try {
+        for (const [mode, warned] of [[0o644, true], [0o600, false]] as const) {
+          const file = join(dir, `kek-${mode.toString(8)}`);
+          await writeFile(file, `${Buffer.alloc(32, mode % 251).toString('base64url')}\n`, { mode });
+          await chmod(file, mode);
+          const server = await startServer({ env: { KEY_ENCRYPTION_KEY_FILE: file } });
+          try {
+            expect((await fetch(`${server.issuer}/oauth/jwks`)).status, 'serving with the key').to.equal(200);
+            const warnings = server.logs().split('\n').filter((line) => line.includes('can be read by other users'));
+            if (warned) {
+              expect(warnings, server.logs()).to.have.length(1);
+              expect(JSON.parse(warnings[0]!)).to.deep.include({ level: 'warn', file, mode: '0644' });
+            } else {
+              expect(warnings).to.deep.equal([]);
+            }
+          } finally {
+            await server.stop();
+          }
+        }
+      } finally {
+        await rm(dir, { recursive: true, force: true });
       }
     });
   });
