@@ -91,6 +91,31 @@ describe('token requests naming a resource', function () {
     expect(retry.status, 'the refresh token was not used up').to.equal(200);
   });
 
+  it('answers a client that fails to authenticate invalid_client, not what is wrong with the resource it names (none of this server\'s, or two), whatever the grant; the code stays redeemable', async () => {
+    const { code: value, verifier } = await code();
+    const wrongSecret = { client_id: client.client_id, client_secret: 'not-the-secret' };
+    const send = (fields: Record<string, string>, resources: string[]) => {
+      const form = new URLSearchParams({ ...fields, ...wrongSecret });
+      for (const resource of resources) form.append('resource', resource);
+      return fetch(`${server.issuer}/oauth/token`, { method: 'POST', headers: { 'content-type': 'application/x-www-form-urlencoded' }, body: form });
+    };
+    const grants: Array<Record<string, string>> = [
+      { grant_type: 'authorization_code', code: value, redirect_uri: REDIRECT_URI, code_verifier: verifier },
+      { grant_type: 'refresh_token', refresh_token: 'any-refresh-token' },
+      { grant_type: 'client_credentials', scope: 'api' },
+    ];
+    for (const fields of grants) {
+      for (const resources of [['https://elsewhere.example/api'], [audience, `${server.issuer}/mcp`]]) {
+        const response = await send(fields, resources);
+        const body = await response.json() as { error: string };
+        expect([response.status, body.error], `${fields.grant_type} naming ${resources.join(' and ')}`).to.deep.equal([401, 'invalid_client']);
+      }
+    }
+    await expectInvalidTarget(await exchangeCode(server.issuer, client, value, verifier, { resource: 'https://elsewhere.example/api' }));
+    const retry = await exchangeCode(server.issuer, client, value, verifier);
+    expect(retry.status, await retry.clone().text()).to.equal(200);
+  });
+
   it('tells a public client\'s caller nothing of a code naming an API its grant lacks until the PKCE verifier checks out', async () => {
     const publicClient = await registerClient(server.issuer, { client_name: 'Public resource app', token_endpoint_auth_method: 'none' });
     const request = codeRequest(server.issuer, publicClient.client_id);

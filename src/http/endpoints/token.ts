@@ -6,7 +6,6 @@ import type { RefreshTokenRotations } from '../../engine/refresh_tokens.ts';
 import { refuseAtRedemption } from '../../engine/refusals_at_redemption.ts';
 import { apiAudience, grantedDefault, proofRequired, unknownResource } from '../../engine/resource_indicators.ts';
 import type { RateLimiting } from '../../rate_limits/limits.ts';
-import { HttpError } from '../../shared/http_error.ts';
 import { tokenRequestForm, type TokenRequestForm } from '../token_request_form.ts';
 import { fapiClientsUseKeys } from './fapi_clients.ts';
 import { rfc6749ErrorCodes } from './rfc6749_errors.ts';
@@ -28,9 +27,9 @@ export interface TokenEndpointDependencies {
  * 2. a FAPI 2.0 client that does not authenticate with private_key_jwt (one stored before FAPI=on)
  *    is refused (fapi_clients.ts);
  * 3. a `resource` the server issues no tokens for, or one the code's or refresh token's grant does
- *    not include, is refused before the code or refresh token is used up; so is a request without
- *    a DPoP proof for an API that takes DPoP-bound tokens only (what depends on the code or refresh
- *    token, once the engine has checked everything else it takes: src/engine/refusals_at_redemption.ts).
+ *    not include, and a request without a DPoP proof for an API that takes DPoP-bound tokens only,
+ *    are found, to be refused before the code or refresh token is used up, once the engine has
+ *    checked everything else it takes (src/engine/refusals_at_redemption.ts).
  * After the engine:
  * 4. a refresh token rotation is completed, now that the answer is settled, or given back when the
  *    answer is an error (src/engine/refresh_tokens.ts, RefreshTokenRotations.finish);
@@ -54,18 +53,22 @@ function completeRotation(rotations: RefreshTokenRotations): Middleware {
 }
 
 /**
- * A token request's target is checked before the engine runs. The engine checks it only after it
- * has consumed the authorization code or rotated the refresh token, so a request it then refused
- * had used them up, and the client's retry with what it still holds was taken for a replay, which
- * revokes the whole grant. So these are refused untouched:
- * - here: a `resource` (RFC 8707) that is no API of this server, or more than one; a request
- *   without a DPoP proof naming an API that takes DPoP-bound tokens only (RFC 9449);
- * - where the engine would use the code or refresh token up, once it has checked everything else
- *   they take (src/engine/refusals_at_redemption.ts), what depends on them: a
- *   `resource` their grant was not given for (section 2.2), and a request without a proof for the
- *   API their token would be for when none is named. Refused here, they would tell whoever holds a
- *   code or refresh token, without what else it takes to use it (the client's credentials, the
- *   PKCE verifier, the DPoP key it is bound to), whether it is still good.
+ * A code or refresh token request's target is checked before the engine runs. The engine checks it
+ * only after it has consumed the authorization code or rotated the refresh token, so a request it
+ * then refused had used them up, and the client's retry with what it still holds was taken for a
+ * replay, which revokes the whole grant. So these are refused, with nothing used up, where the
+ * engine would use the code or refresh token up, once it has checked everything else they take
+ * (the client's authentication, the PKCE verifier, the DPoP key it is bound to:
+ * src/engine/refusals_at_redemption.ts):
+ * - a `resource` (RFC 8707) that is no API of this server, or more than one; a request without a
+ *   DPoP proof naming an API that takes DPoP-bound tokens only (RFC 9449);
+ * - what depends on the code or refresh token: a `resource` their grant was not given for
+ *   (section 2.2), and a request without a proof for the API their token would be for when none is
+ *   named.
+ * Held until then, they tell a client that fails to authenticate only that (`invalid_client`), and
+ * whoever holds a code or refresh token, without what else it takes to use it, nothing of it.
+ * client_credentials consumes nothing: its handler checks the target itself, once the client is
+ * authenticated (src/engine/grants/client_credentials.ts).
  * A `resource` sent without a value counts as none (RFC 6749 section 3.2). A code or refresh token
  * used already is refused by none of these: it goes to the engine, whose rule for a replay revokes
  * the grant, however the request is phrased (RFC 9700 section 4.14.2).
@@ -74,25 +77,34 @@ function refuseTargetBeforeRedemption(provider: Provider, resources: ProtectedRe
   const defaultResource = apiAudience(provider.issuer);
   return async (ctx, next) => {
     const form = await tokenRequestForm(ctx);
-    const requested = form?.getAll('resource') ?? [];
+    if (!form || !REDEEMING_GRANTS.has(form.get('grant_type') ?? '')) return next();
+    const requested = form.getAll('resource');
     const proofToCheck = !ctx.get('DPoP') && await resources.someRequireDpop();
     if (requested.length === 0 && !proofToCheck) return next();
-    const redeemed = form && await redeemedToken(provider, form);
+    const redeemed = await redeemedToken(provider, form);
     // A code or refresh token used already is a replay whatever else the request says: the
     // engine's rule answers it and revokes the grant, which a refusal here would spare.
     if (redeemed === 'used') return next();
-    if (requested.length > 1) throw invalidTarget('one resource at most in a token request (RFC 8707 section 2)');
     const named = requested[0] || undefined;
-    if (named === undefined && !proofToCheck) return next();
-    if (named !== undefined) {
-      const api = await resources.find(named);
-      if (!api) throw invalidTarget(unknownResource(named));
-      if (proofToCheck && api.dpopRequired) throw new HttpError(400, 'invalid_dpop_proof', proofRequired(api), { 'Access-Control-Allow-Origin': '*' });
-    }
-    const refusal = redeemed && await refusalOfGrant(redeemed.resources, named, proofToCheck, resources, defaultResource);
+    const refusal = await refusalOfTarget(requested, named, proofToCheck, resources)
+      ?? (redeemed && await refusalOfGrant(redeemed.resources, named, proofToCheck, resources, defaultResource));
     if (refusal) refuseAtRedemption(ctx, refusal);
     await next();
   };
+}
+
+/** The grants that use up what they redeem: an authorization code, a refresh token. */
+const REDEEMING_GRANTS = new Set(['authorization_code', 'refresh_token']);
+
+/** What is wrong with the `resource` named whatever the grant: more than one, none of this server's, or a DPoP-only API asked for without a proof. */
+async function refusalOfTarget(
+  requested: readonly string[], named: string | undefined, proofToCheck: boolean, resources: ProtectedResources,
+): Promise<errors.OIDCProviderError | undefined> {
+  if (requested.length > 1) return new errors.InvalidTarget('one resource at most in a token request (RFC 8707 section 2)');
+  if (named === undefined) return undefined;
+  const api = await resources.find(named);
+  if (!api) return new errors.InvalidTarget(unknownResource(named));
+  return proofToCheck && api.dpopRequired ? new errors.InvalidDpopProof(proofRequired(api)) : undefined;
 }
 
 /** What depends on the grant a code or refresh token redeems: a `resource` it lacks, or no proof for the API its token would be for. */
@@ -125,9 +137,4 @@ async function redeemedToken(provider: Provider, form: TokenRequestForm): Promis
   if ((model as { consumed?: unknown }).consumed) return 'used';
   const { resource } = model as { resource?: string | string[] };
   return { resources: resource === undefined ? [] : typeof resource === 'string' ? [resource] : resource };
-}
-
-function invalidTarget(description: string): HttpError {
-  // Browser clients read the token endpoint's answers; the engine's own CORS never runs for this one.
-  return new HttpError(400, 'invalid_target', description, { 'Access-Control-Allow-Origin': '*' });
 }
