@@ -15,7 +15,7 @@ import { ACR_VALUES } from './authentication_context.ts';
 import { proofCheckedBeforeCodeIsUsed } from './dpop_bound_codes.ts';
 import { proofBindsPublicClientRefreshTokens } from './dpop_bound_refresh_tokens.ts';
 import { codeRedemptionRacesRevokeTheGrant } from './concurrent_code_redemptions.ts';
-import { refusalsHeldUntilRedemption } from './refusals_at_redemption.ts';
+import { refusalsHeldUntilRedemption, refusedUnlessRotated } from './refusals_at_redemption.ts';
 import { registerClientCredentialsGrant } from './grants/client_credentials.ts';
 import { assertionsUsedOnce, assertionTimesAreBounded, audienceIsTheIssuer } from '../clients/client_assertions.ts';
 import { requirePushedRequests } from '../clients/pushed_requests.ts';
@@ -209,8 +209,9 @@ export function buildProvider({ config, store, accounts, keys, revocations, page
     // Tokens belong to the grant, not to the browser session that created it.
     expiresWithSession: () => false,
     issueRefreshToken: (_ctx, client) => client.grantTypeAllowed('refresh_token'),
-    // Each use rotates a refresh token, except a FAPI 2.0 client's (section 5.3.2.1; src/engine/refresh_tokens.ts).
-    rotateRefreshToken: rotatesRefreshTokens(fapiClient),
+    // Each use rotates a refresh token, except a FAPI 2.0 client's (section 5.3.2.1; src/engine/refresh_tokens.ts),
+    // whose refusals held for its request are thrown there (src/engine/refusals_at_redemption.ts).
+    rotateRefreshToken: refusedUnlessRotated(rotatesRefreshTokens(fapiClient)),
     extraTokenClaims: workspaceClaims(accounts, grantWorkspaces),
 
     // Pages on a redirect URI's origin read the token, revocation and introspection endpoints' answers.

@@ -1,4 +1,4 @@
-import { Provider, type AuthorizationCode, type RefreshToken } from 'oidc-provider';
+import { Provider, type AuthorizationCode, type KoaContextWithOIDC, type RefreshToken } from 'oidc-provider';
 import type { errors } from 'oidc-provider';
 
 /**
@@ -30,4 +30,18 @@ export function refusalsHeldUntilRedemption(provider: Provider): void {
       return consume.call(this);
     };
   }
+}
+
+/**
+ * A refresh token the engine does not rotate (a FAPI 2.0 client's) is never used up: the refusal
+ * held for its request is thrown where the engine decides so, which is where it would have used it
+ * up, once it has checked the rest.
+ */
+export function refusedUnlessRotated(rotates: (ctx: KoaContextWithOIDC) => boolean): (ctx: KoaContextWithOIDC) => boolean {
+  return (ctx) => {
+    const rotating = rotates(ctx);
+    const refusal = rotating ? undefined : held.get(ctx);
+    if (refusal) throw refusal;
+    return rotating;
+  };
 }

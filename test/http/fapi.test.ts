@@ -391,6 +391,19 @@ describe('FAPI 2.0 Security Profile', function () {
       expect(tokens.token_type).to.equal('dpop');
     });
 
+    it('refuses a refresh it does not rotate that names two resources, or one none of this server\'s, with invalid_target (no token for either), and the refresh token still works', async () => {
+      const fapi = await FapiClient.create(server, keyedClient.client_id, key);
+      const { refresh_token: refreshToken } = await fapi.tokens(server, user);
+      for (const resources of [[`${server.issuer}/rest`, `${server.issuer}/mcp`], ['https://elsewhere.example/api']]) {
+        const response = await oauth.refreshTokenGrantRequest(fapi.as, fapi.client, fapi.auth, refreshToken!, {
+          DPoP: fapi.dpop, additionalParameters: new URLSearchParams(resources.map((resource) => ['resource', resource])), ...insecure,
+        });
+        const body = await response.json() as { error?: string; access_token?: string };
+        expect([response.status, body.error], resources.join(' and ')).to.deep.equal([400, 'invalid_target']);
+      }
+      expect((await fapi.refresh(refreshToken!)).refresh_token).to.equal(refreshToken);
+    });
+
     it('does not rotate a client\'s refresh token: the retry with it after a lost answer gets tokens (FAPI 2.0 section 5.3.2.1)', async () => {
       const fapi = await FapiClient.create(server, keyedClient.client_id, key);
       const { refresh_token: refreshToken } = await fapi.tokens(server, user);
