@@ -1,6 +1,7 @@
 import type { Context } from 'koa';
 
 import { HttpError } from '../shared/http_error.ts';
+import { isRepeatedHeader } from '../shared/repeated_headers.ts';
 
 /** How an access token is sent: as a bearer token (RFC 6750), or bound to a key and sent with a proof (RFC 9449). */
 export type Scheme = 'Bearer' | 'DPoP';
@@ -19,7 +20,7 @@ const NAMES_SCHEME = /^(Bearer|DPoP)(\s|$)/i;
 /** The credential of an `Authorization: Bearer <token>` (RFC 6750 section 2.1) or `Authorization: DPoP <token>` (RFC 9449 section 7.1) header, if there is one. */
 export function accessCredential(ctx: Context): AccessCredential | undefined {
   const match = CREDENTIAL.exec(ctx.get('authorization'));
-  if (!match) return undefined;
+  if (!match || isRepeatedHeader(ctx.req, 'authorization')) return undefined;
   return { scheme: match[1]!.toLowerCase() === 'dpop' ? 'DPoP' : 'Bearer', token: match[2]! };
 }
 
@@ -31,9 +32,13 @@ export function accessCredential(ctx: Context): AccessCredential | undefined {
  * token needs when the API says (section 3; what MCP clients ask for first).
  */
 export function missingCredential(ctx: Context, needed: { description: string; scope?: string }): CredentialRefusal {
+  if (isRepeatedHeader(ctx.req, 'authorization')) return { status: 400, error: 'invalid_request', description: ONE_AUTHORIZATION_HEADER };
   if (!NAMES_SCHEME.test(ctx.get('authorization'))) return { status: 401, ...needed };
   return { status: 400, error: 'invalid_request', description: 'the Authorization header is malformed: send one access token after its scheme, as Authorization: Bearer <token> (RFC 6750 section 2.1)' };
 }
+
+/** Said of a request with two Authorization headers, at every endpoint that reads one. */
+export const ONE_AUTHORIZATION_HEADER = 'send one Authorization header: it holds one credential, and a request with two is refused (RFC 9110 section 5.3)';
 
 /** What refusing a request for its credential says, before the API adds its challenge's own parts. */
 export type CredentialRefusal = Omit<Refusal, 'realm' | 'resourceMetadata' | 'dpop'>;

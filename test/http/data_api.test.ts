@@ -1,4 +1,5 @@
 import { mkdtemp, rm, writeFile } from 'node:fs/promises';
+import { request } from 'node:http';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 
@@ -122,6 +123,32 @@ describe('data API', function () {
       }
       const userinfo = await fetch(`${server.issuer}/oauth/userinfo`, { headers: { authorization: 'Bearer a b' } });
       expect(userinfo.status, 'userinfo').to.equal(400);
+    });
+
+    it('refuses a request with two Authorization headers with 400 invalid_request, whichever comes first, at the data API (whose authentication /mcp shares), userinfo and every engine endpoint that reads one', async () => {
+      /** Two header lines, as written (fetch would join them into one). */
+      const twoHeaders = (path: string, values: string[], method = 'GET') => new Promise<{ status: number; body: ErrorBody }>((resolve, reject) => {
+        const sent = request(`${server.origin}${path}`, { method, headers: { authorization: values, 'content-type': 'application/x-www-form-urlencoded' } }, (answer) => {
+          let text = '';
+          answer.on('data', (chunk: Buffer) => { text += chunk.toString('utf8'); });
+          answer.on('end', () => resolve({ status: answer.statusCode ?? 0, body: JSON.parse(text) as ErrorBody }));
+        });
+        sent.on('error', reject);
+        sent.end(method === 'POST' ? 'grant_type=client_credentials&token=x' : undefined);
+      });
+      for (const values of [[`Bearer ${tokens.keyB}`, `Bearer ${tokens.keyA}`], [`Bearer ${tokens.keyA}`, 'Bearer not-a-credential']]) {
+        for (const path of ['/rest/companies', '/oauth/userinfo']) {
+          const answer = await twoHeaders(path, values);
+          expect([answer.status, answer.body.error], path).to.deep.equal([400, 'invalid_request']);
+          expect(answer.body.error_description).to.contain('send one Authorization header');
+        }
+      }
+      const basic = `Basic ${Buffer.from(`${encodeURIComponent(client.client_id)}:${encodeURIComponent(client.client_secret!)}`).toString('base64')}`;
+      for (const path of ['/oauth/token', '/oauth/introspect', '/oauth/revoke']) {
+        const answer = await twoHeaders(path, [basic, basic], 'POST');
+        expect([answer.status, answer.body.error], path).to.deep.equal([400, 'invalid_request']);
+      }
+      expect((await twoHeaders(`/oauth/register/${client.client_id}`, ['Bearer a', 'Bearer b'])).status, 'client management').to.equal(400);
     });
 
     it('accepts a good token of every kind, and a token built from a good one to fit the check it fails never', async () => {
