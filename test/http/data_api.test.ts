@@ -128,10 +128,10 @@ describe('data API', function () {
     it('refuses a request with two Authorization headers with 400 invalid_request, whichever comes first, at the data API (whose authentication /mcp shares), userinfo and every engine endpoint that reads one', async () => {
       /** Two header lines, as written (fetch would join them into one). */
       const twoHeaders = (path: string, values: string[], method = 'GET') => new Promise<{ status: number; body: ErrorBody }>((resolve, reject) => {
-        const sent = request(`${server.origin}${path}`, { method, headers: { authorization: values, 'content-type': 'application/x-www-form-urlencoded' } }, (answer) => {
+        const sent = request(`${server.origin}${path}`, { method, headers: ['Host', new URL(server.origin).host, ...values.flatMap((value) => ['Authorization', value]), 'Content-Type', 'application/x-www-form-urlencoded'] }, (answer) => {
           let text = '';
           answer.on('data', (chunk: Buffer) => { text += chunk.toString('utf8'); });
-          answer.on('end', () => resolve({ status: answer.statusCode ?? 0, body: JSON.parse(text) as ErrorBody }));
+          answer.on('end', () => { try { resolve({ status: answer.statusCode ?? 0, body: JSON.parse(text) as ErrorBody }); } catch { reject(new Error(`${answer.statusCode} ${path}: ${text}`)); } });
         });
         sent.on('error', reject);
         sent.end(method === 'POST' ? 'grant_type=client_credentials&token=x' : undefined);
