@@ -5,11 +5,20 @@ import { JSONRPCMessageSchema } from '@modelcontextprotocol/sdk/types.js';
  * JSON-RPC message: JSON-RPC 2.0 section 5.1 answers it `-32600 Invalid Request`, while the SDK's
  * transport answers every body its schema refuses as a parse error (`-32700`), which is for text
  * that is not JSON. MCP's own rule is the SDK's schema: `jsonrpc: "2.0"`, and a request id that
- * is a string or a number, never null. Undefined for a message, and for a batch, whose messages
- * the transport answers one by one.
+ * is a string or a number, never null. A batch holding one that is not a message is refused whole,
+ * as the transport refuses it (none of its messages runs), with the code JSON-RPC gives it.
+ * Undefined for a message, and for a batch of messages.
  */
 export function notAMessage(body: unknown): string | undefined {
-  if (body === undefined || Array.isArray(body)) return undefined;
-  if (JSONRPCMessageSchema.safeParse(body).success) return undefined;
+  if (body === undefined) return undefined;
+  if (Array.isArray(body)) {
+    const index = body.findIndex((element) => !isMessage(element));
+    return index === -1 ? undefined : `Invalid Request: element ${index} of the batch is not a JSON-RPC 2.0 request, notification or response (MCP request ids are strings or numbers); none of the batch ran`;
+  }
+  if (isMessage(body)) return undefined;
   return 'Invalid Request: not a JSON-RPC 2.0 request, notification or response (MCP request ids are strings or numbers)';
+}
+
+function isMessage(value: unknown): boolean {
+  return JSONRPCMessageSchema.safeParse(value).success;
 }

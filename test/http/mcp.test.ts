@@ -262,6 +262,19 @@ describe('the MCP endpoint (/mcp)', function () {
     expect(JSON.stringify(listed.structuredContent), 'no record of a refused batch').to.not.include('Batched');
   });
 
+  it('refuses a batch holding something that is no JSON-RPC message with -32600 Invalid Request (JSON-RPC 2.0 section 5.1), not a parse error; none of it runs', async () => {
+    const { key } = await createApiKey(server, workspace);
+    for (const [label, bad] of [['a number', 5], ['an object of no message', { foo: 1 }], ['a null id', { jsonrpc: '2.0', id: null, method: 'ping' }], ['a batch in a batch', [message(9, 'ping')]]] as const) {
+      const refused = await send(key, JSON.stringify([createCompany(11, `Mixed batch ${label}`), bad]), '2025-03-26');
+      expect(refused.status, label).to.equal(400);
+      const body = JSON.parse(refused.text) as { error: { code: number; message: string } };
+      expect(body.error.code, label).to.equal(-32600);
+      expect(body.error.message, label).to.include('element 1 of the batch');
+    }
+    const listed = await tool(key, 'list_records', { object: 'companies', limit: 100 });
+    expect(JSON.stringify(listed.structuredContent), 'no record of a refused batch').to.not.include('Mixed batch');
+  });
+
   it('answers a batch under MCP 2025-03-26 (or with no version, which means it), one answer per message', async () => {
     for (const version of ['2025-03-26', undefined]) {
       const answered = await send(credentials.machine!, JSON.stringify([message(1, 'ping'), message(2, 'tools/list')]), version);
