@@ -3,7 +3,7 @@ import { errors, type Client, type KoaContextWithOIDC } from 'oidc-provider';
 import { LOOPBACK_HOSTS } from '../../config/parsers.ts';
 import { isMetadataDocumentUrl } from './metadata_documents.ts';
 import { isNativeRedirectSet } from './native_apps.ts';
-import { checkRegistrationHygiene } from './registration_hygiene.ts';
+import { checkRegistrationHygiene, writtenAuthority } from './registration_hygiene.ts';
 import { nowSeconds } from '../shared/clock.ts';
 
 /**
@@ -299,13 +299,9 @@ function checkRedirectUriList(field: string, uris: unknown): void {
   }
 }
 
-/**
- * The host of an http or https URI as written, before the URL parser reads it (which takes
- * `https:///cb` for `https://cb/` and `127.1` for 127.0.0.1): '' when none is written.
- */
+/** The host of an http or https URI as written (writtenAuthority, without userinfo and port): '' when none is written. */
 function writtenHost(uri: string): string {
-  const authority = /^[a-z][a-z0-9+.-]*:\/\/([^/?#\\]*)/i.exec(uri)?.[1] ?? '';
-  return authority.replace(/^.*@/, '').replace(/:\d*$/, '');
+  return (writtenAuthority(uri) ?? '').replace(/^.*@/, '').replace(/:\d*$/, '');
 }
 
 /**

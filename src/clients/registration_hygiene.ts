@@ -74,6 +74,8 @@ function checkList(field: string, values: unknown[]): void {
 
 function checkValue(field: string, value: string): void {
   if (value.length > VALUE_MAX) refuse(`${field} values may be at most ${VALUE_MAX} characters long`);
+  // Half of a surrogate pair is no character: the consent page could not show it, nor a client parse it back.
+  if (!value.isWellFormed()) refuse(`${field} must be text: it holds half of a surrogate pair (\\ud800-\\udfff) with no other half`);
   if (URI_FIELDS.has(field)) checkUri(field, value);
 }
 
@@ -87,8 +89,16 @@ function checkUri(field: string, uri: string): void {
 
 /** `https://@host/` parses with an empty userinfo the URL object does not report. */
 function hasUserinfo(uri: string): boolean {
-  const authority = /^[a-z][a-z0-9+.-]*:\/\/([^/?#]*)/i.exec(uri)?.[1];
-  return authority !== undefined && authority.includes('@');
+  return writtenAuthority(uri)?.includes('@') ?? false;
+}
+
+/**
+ * The authority of a URI as written (between `//` and the path), before the URL parser reads it:
+ * undefined when it writes none. The parser takes `https:///cb` for `https://cb/` and `127.1` for
+ * 127.0.0.1, while the engine compares the URI as written.
+ */
+export function writtenAuthority(uri: string): string | undefined {
+  return /^[a-z][a-z0-9+.-]*:\/\/([^/?#]*)/i.exec(uri)?.[1];
 }
 
 function cleanClientName(metadata: Metadata): void {

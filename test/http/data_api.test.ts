@@ -430,6 +430,7 @@ describe('data API', function () {
         ['a bad email', '/rest/people', { json: { firstName: 'A', email: 'not-an-email' } }, 400, 'invalid_request', /email: must be an email/],
         ['a relation that is no id', '/rest/people', { json: { firstName: 'A', companyId: 'acme' } }, 400, 'invalid_request', /companyId: must be the id/],
         ['a text too long', '/rest/companies', { json: { name: 'x'.repeat(201) } }, 400, 'invalid_request', /at most 200/],
+        ['half of a surrogate pair, which no JSON parser reads back', '/rest/companies', { raw: '{"name":"Acme \\ud800"}' }, 400, 'invalid_request', /name: must be text: it holds half of a surrogate pair/],
         ['a count past what a number holds exactly', '/rest/companies', { json: { name: 'X', employees: 2 ** 53 } }, 400, 'invalid_request', /employees: must be at most 9007199254740991/],
         ['a body its Content-Encoding does not match', '/rest/companies', { raw: '{"name":"Acme"}', headers: { 'content-encoding': 'gzip' } }, 400, 'invalid_request', /not a valid JSON object/],
         ['an oversized body', '/rest/companies', { raw: JSON.stringify({ name: 'x'.repeat(70_000) }) }, 413, 'payload_too_large', /larger than/],

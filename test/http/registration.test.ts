@@ -604,6 +604,12 @@ describe('client registration', () => {
       }
     });
 
+    it('refuses a value holding half of a surrogate pair with 400 invalid_client_metadata: no page could show it, no client parse it back', async () => {
+      const raw = '{"client_name":"App \\ud800","redirect_uris":["https://app.example.com/cb"]}';
+      const response = await fetch(`${server.issuer}/oauth/register`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: raw });
+      await expectRefusal(response, 400, 'invalid_client_metadata', /client_name must be text: it holds half of a surrogate pair/);
+    });
+
     it('refuses a private_key_jwt client whose jwks holds no key with 400 invalid_client_metadata', async () => {
       await expectRefusal(await register(server.issuer, { token_endpoint_auth_method: 'private_key_jwt', jwks: { keys: [] } }), 400, 'invalid_client_metadata', /jwks must hold the public key/);
     });
