@@ -170,12 +170,16 @@ function jsonBody(): Middleware {
   };
 }
 
+/** The content codings the body parser decodes (besides identity). */
+const READ_CODINGS = 'gzip, deflate, br';
+
 /** What the body parser refuses, in the data API's words. */
 function bodyRefusal(error: unknown): HttpError | undefined {
   // A body that cannot be decoded (a Content-Encoding its bytes do not match) has no status of its own.
   const status = unreadableBodyStatus(error);
   if (status === 413) return new HttpError(413, 'payload_too_large', `the body is larger than ${BODY_LIMIT}`);
-  if (status === 415) return new HttpError(415, 'unsupported_media_type', 'send the body as JSON (Content-Type: application/json)');
+  // The type was checked before: the parser's 415 is a content coding it does not decode (RFC 9110 section 15.5.16).
+  if (status === 415) return new HttpError(415, 'unsupported_media_type', `the body is in a content coding this API does not read; send it unencoded, or in ${READ_CODINGS}`, { 'Accept-Encoding': READ_CODINGS });
   // The parser refuses a `__proto__` member (prototype poisoning) as it does bad JSON; it is valid JSON naming no field.
   if (error instanceof SyntaxError && /prototype property/.test(error.message)) return new HttpError(400, 'invalid_request', '__proto__: no object has such a field');
   if (status !== undefined) return new HttpError(400, 'invalid_request', 'the body is not a valid JSON object');

@@ -460,6 +460,13 @@ describe('data API', function () {
       expect(server.logs()).to.not.match(/"status":5\d\d/);
     });
 
+    it('refuses a body in a content coding it does not decode with 415 saying so, and Accept-Encoding naming those it does (RFC 9110 section 15.5.16)', async () => {
+      const response = await api<ErrorBody>(server, '/rest/companies', { credential: keyC, raw: '{"name":"Acme"}', headers: { 'content-encoding': 'compress' } });
+      expect([response.status, response.body.error]).to.deep.equal([415, 'unsupported_media_type']);
+      expect(response.body.error_description).to.match(/content coding this API does not read; send it unencoded, or in gzip, deflate, br/);
+      expect(response.headers.get('accept-encoding')).to.equal('gzip, deflate, br');
+    });
+
     it('reads a JSON body whatever the case and spacing of its media type (RFC 9110 8.3.1)', async () => {
       for (const type of ['Application/JSON', 'application/json ; charset=utf-8', 'APPLICATION/JSON;charset=UTF-8']) {
         const created = await api(server, '/rest/companies', { credential: keyC, raw: JSON.stringify({ name: `typed ${type}` }), headers: { 'content-type': type } });
