@@ -142,7 +142,7 @@ async function answerThroughTransport(ctx: Context, serverFor: (onFault: ToolFau
   try {
     const response = await transport.handleRequest(webRequest(ctx, text), message === undefined ? undefined : { parsedBody: message });
     if (faults.length > 0) throw faults[0];
-    await answerWith(ctx, response);
+    await answerWith(ctx, response, Array.isArray(message));
   } finally {
     await server.close();
   }
@@ -200,7 +200,7 @@ function webRequest(ctx: Context, body: ReadableStream<Uint8Array> | string): Re
 }
 
 /** The transport's answer as Koa's: JSON read whole (so it waits for the store's commit), an event stream piped. */
-async function answerWith(ctx: Context, response: Response): Promise<void> {
+async function answerWith(ctx: Context, response: Response, batch: boolean): Promise<void> {
   ctx.status = response.status;
   response.headers.forEach((value, name) => {
     if (name !== 'content-length') ctx.set(name, value);
@@ -210,7 +210,20 @@ async function answerWith(ctx: Context, response: Response): Promise<void> {
     ctx.body = '';
     return;
   }
-  ctx.body = response.headers.get('content-type')?.startsWith('text/event-stream')
-    ? Readable.fromWeb(response.body as import('node:stream/web').ReadableStream)
-    : Buffer.from(await response.arrayBuffer());
+  if (response.headers.get('content-type')?.startsWith('text/event-stream')) {
+    ctx.body = Readable.fromWeb(response.body as import('node:stream/web').ReadableStream);
+    return;
+  }
+  const body = Buffer.from(await response.arrayBuffer());
+  ctx.body = batch && response.status === 200 ? asBatchAnswer(body) : body;
+}
+
+/**
+ * JSON-RPC 2.0 section 6: a batch is answered with an array, one answer a request, however few;
+ * the SDK's transport answers a batch holding one request with that answer alone, which a client
+ * matching the answers to its batch would not find.
+ */
+function asBatchAnswer(body: Buffer): Buffer {
+  const answer = JSON.parse(body.toString('utf8')) as unknown;
+  return Array.isArray(answer) ? body : Buffer.from(JSON.stringify([answer]));
 }

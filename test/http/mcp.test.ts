@@ -285,6 +285,17 @@ describe('the MCP endpoint (/mcp)', function () {
     }
   });
 
+  it('answers a batch holding one request with an array of its one answer (JSON-RPC 2.0 section 6), a notification beside it or not', async () => {
+    const notification = { jsonrpc: '2.0', method: 'notifications/initialized' };
+    for (const [id, batch] of [[21, [message(21, 'ping')]], [22, [message(22, 'ping'), notification]]] as const) {
+      const answered = await send(credentials.machine!, JSON.stringify(batch), '2025-03-26');
+      expect(answered.status, answered.text).to.equal(200);
+      expect(JSON.parse(answered.text), JSON.stringify(batch)).to.deep.equal([{ jsonrpc: '2.0', id, result: {} }]);
+    }
+    const alone = await send(credentials.machine!, JSON.stringify(message(23, 'ping')), '2025-03-26');
+    expect(JSON.parse(alone.text), 'a message sent alone is answered alone').to.deep.equal({ jsonrpc: '2.0', id: 23, result: {} });
+  });
+
   it('answers a batch that also cancels one of its own requests, the request answered as if never cancelled (it would otherwise never be answered)', async () => {
     const cancel = { jsonrpc: '2.0', method: 'notifications/cancelled', params: { requestId: 5, reason: 'changed my mind' } };
     const batch = JSON.stringify([message(5, 'ping'), message(6, 'tools/list'), cancel]);
