@@ -110,6 +110,8 @@ export const baseUrl: Parser<{ issuer: string; basePath: string }> = (value, nam
   if (url.protocol === 'http:' && !LOOPBACK_HOSTS.has(url.hostname) && !/^127(\.\d{1,3}){3}$/.test(url.hostname)) {
     throw new ConfigError(`${name} must use https unless it is a loopback address, got "${value}"`);
   }
+  // PORT=0 picks a free port; an issuer on port 0 would name a port no client can reach.
+  if (url.port === '0') throw new ConfigError(`${name} must name the port clients reach the service at, not 0, got "${value}" (PORT=0 with BASE_URL unset names the port picked)`);
   const basePath = url.pathname.replace(/\/+$/, '');
   return { issuer: `${url.origin}${basePath}`, basePath };
 };
@@ -117,6 +119,8 @@ export const baseUrl: Parser<{ issuer: string; basePath: string }> = (value, nam
 export const storeUrl: Parser<string> = (value, name) => {
   // A path with a space at either end is a slip of quoting far more often than a file's name.
   if (/^sqlite:(\s|.*\s$)/.test(value)) throw new ConfigError(`${name}'s path begins or ends with a space, got "${value}"; a path with spaces inside is fine`);
+  // A trailing slash names a directory, which would be taken as the file to create without it.
+  if (/^sqlite:.*[/\\]$/.test(value)) throw new ConfigError(`${name} names a directory ("${value}"); name the database file in it, such as ${value}oauth.sqlite`);
   if (value === 'memory:' || /^sqlite:.+/.test(value)) return value;
   if (isRedisUrl(value)) {
     try {

@@ -76,6 +76,14 @@ describe('configuration', () => {
     expect(configError({ REFRESH_TOKEN_ABSOLUTE_LIFETIME: '10m' })).to.match(/^REFRESH_TOKEN_ABSOLUTE_LIFETIME must be at least 3600s/);
   });
 
+  it('refuses a sqlite: STORE naming a directory (it would become a file of that name), and a BASE_URL on port 0 (no client reaches it)', () => {
+    expect(configError({ STORE: 'sqlite:/srv/oauth/data/' })).to.equal('STORE names a directory ("sqlite:/srv/oauth/data/"); name the database file in it, such as sqlite:/srv/oauth/data/oauth.sqlite');
+    expect(configError({ STORE: 'sqlite:./data/' })).to.match(/^STORE names a directory/);
+    expect(loadConfig({ STORE: 'sqlite:./data/oauth.sqlite' }).store).to.equal('sqlite:./data/oauth.sqlite');
+    expect(configError({ BASE_URL: 'http://localhost:0' })).to.match(/^BASE_URL must name the port clients reach the service at, not 0/);
+    expect(loadConfig({ PORT: '0' }).port, 'PORT=0 still picks a free port').to.equal(0);
+  });
+
   it('takes durations up to a century, and refuses a longer one that no date could hold', () => {
     expect(loadConfig({ KEY_RETENTION: '36500d' }).keyRotation.retentionSeconds).to.equal(36_500 * 86_400);
     for (const name of ['KEY_RETENTION', 'KEY_PREPUBLISH', 'UNUSED_CLIENT_TTL', 'REGISTRATION_ACCESS_TOKEN_TTL', 'REFRESH_TOKEN_ABSOLUTE_LIFETIME']) {
