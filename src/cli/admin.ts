@@ -1,6 +1,7 @@
+import { existsSync } from 'node:fs';
 import { parseArgs } from 'node:util';
 
-import { openStore } from '../../adapters/index.ts';
+import { openStore, sqliteFile } from '../../adapters/index.ts';
 import { StoreOpenError, type Store } from '../../adapters/store.ts';
 import { AccountError, Accounts } from '../accounts/accounts.ts';
 import { ConfigError, loadConfig, type Config } from '../../config/index.ts';
@@ -49,6 +50,7 @@ const QUICKSTART: Command = {
     + '--listen: answer at the demo redirect URI (127.0.0.1:8976, or --listen-port PORT), exchange the code and\n'
     + 'print the tokens.',
   options: ['workspace-name', 'email', 'name', 'password-stdin', 'base-url', 'force', 'listen', 'listen-port'],
+  createsStore: true,
   run: (ctx) => quickstart({
     ...ctx,
     usage: (message) => new UsageError(message),
@@ -188,6 +190,11 @@ async function run(argv: string[]): Promise<number> {
   if (unexpected) return usageError(unexpected, positionals);
 
   const config = loadConfig();
+  const file = sqliteFile(config.store);
+  if (file && !command.createsStore && !existsSync(file)) {
+    process.stderr.write(`configuration error: STORE: there is no SQLite store at ${file}; check STORE and the directory this runs in (the service makes the store at its first start, and so does quickstart)\n`);
+    return 1;
+  }
   const store = openStore(config.store, config.durability);
   try {
     const accounts = new Accounts(store.accounts);

@@ -79,6 +79,12 @@ export interface Command {
   options: readonly OptionName[];
   /** How many positional arguments it takes (none unless said). */
   arguments?: number;
+  /**
+   * Whether it may make the embedded store when there is none (the first run). Every other command
+   * refuses a store that is not there: a mistyped STORE would otherwise be a new, empty store that
+   * answers "no users" and takes what is written to it where the service never reads.
+   */
+  createsStore?: true;
   run(ctx: CommandContext): Promise<Output>;
 }
 

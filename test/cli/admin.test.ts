@@ -1,4 +1,7 @@
 import { randomBytes } from 'node:crypto';
+import { mkdtemp, readdir, rm } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import { DatabaseSync } from 'node:sqlite';
 
 import { expect } from 'chai';
@@ -731,6 +734,28 @@ describe('admin CLI', function () {
         expect(result.code, result.stderr).to.equal(1);
         expect(result.stderr.trimEnd().split('\n'), result.stderr).to.have.length(1);
         expect(result.stderr).to.match(words);
+      }
+    });
+
+    it('refuses a STORE that names no store yet, for every command but quickstart, and makes none (a mistyped STORE is not a new, empty store)', async () => {
+      const dir = await mkdtemp(join(tmpdir(), 'no-store-'));
+      try {
+        const missing = join(dir, 'typo', 'oauth.sqlite');
+        for (const args of [['user', 'list'], ['keys', 'list'], ['workspace', 'create', '--name', 'Nowhere Inc']]) {
+          const result = await runAdmin({ ...server.env, STORE: `sqlite:${missing}` }, args);
+          outputs.push(result.stdout, result.stderr);
+          expect(result.code, `${args.join(' ')}: ${result.stderr}`).to.equal(1);
+          expect(result.stderr.trimEnd().split('\n'), result.stderr).to.have.length(1);
+          expect(result.stderr).to.equal(`configuration error: STORE: there is no SQLite store at ${missing}; check STORE and the directory this runs in (the service makes the store at its first start, and so does quickstart)\n`);
+        }
+        expect(await readdir(dir), 'nothing was made').to.deep.equal([]);
+        // A path that is there but holds no store (a directory) is still refused as the store that cannot be opened.
+        const opened = await runAdmin({ ...server.env, STORE: `sqlite:${dir}` }, ['user', 'list']);
+        outputs.push(opened.stdout, opened.stderr);
+        expect([opened.code, opened.stderr.trimEnd().split('\n').length], opened.stderr).to.deep.equal([1, 1]);
+        expect(opened.stderr).to.match(/^configuration error: STORE: /).and.not.match(/there is no SQLite store/);
+      } finally {
+        await rm(dir, { recursive: true, force: true });
       }
     });
 
