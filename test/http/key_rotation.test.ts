@@ -314,6 +314,8 @@ describe('signing-key rotation', () => {
       keys = [await privateJwk('ES256'), await privateJwk('RS256')];
       await writeFile(join(dir, 'jwks.json'), JSON.stringify({ keys }));
       env = { PATH: process.env.PATH ?? '', STORE: `sqlite:${join(dir, 'oauth.sqlite')}`, JWKS_FILE: join(dir, 'jwks.json') };
+      // The store the service would have made at its first start (the admin CLI makes none).
+      await openStore(env.STORE!).close();
     });
 
     after(async () => {
