@@ -133,7 +133,7 @@ const CONFIG_DIRECTORY = 'workspace-oauth-server';
 function keyEncryptionKey(env: Env, store: string): KeyEncryptionKeySource | undefined {
   const file = read(env, 'KEY_ENCRYPTION_KEY_FILE');
   const configHome = read(env, 'XDG_CONFIG_HOME');
-  if (file && env.KEY_ENCRYPTION_KEY) throw new ConfigError('set KEY_ENCRYPTION_KEY or KEY_ENCRYPTION_KEY_FILE, not both');
+  if (file && env.KEY_ENCRYPTION_KEY) throw new ConfigError('KEY_ENCRYPTION_KEY and KEY_ENCRYPTION_KEY_FILE are both set: set one of them');
   if (file) return { file };
   const value = read(env, 'KEY_ENCRYPTION_KEY');
   if (value !== undefined) return { value };

@@ -97,7 +97,9 @@ async function defaultKey({ created, besideDatabase }: Extract<KeyEncryptionKeyS
       advice: 'back this file up separately from the database; without it the stored keys cannot be used',
     });
   } catch (error) {
-    if ((error as NodeJS.ErrnoException).code !== 'EEXIST') throw new KeyEncryptionError(`cannot create the key-encryption key file ${created}: ${(error as Error).message}`);
+    if ((error as NodeJS.ErrnoException).code !== 'EEXIST') {
+      throw new KeyEncryptionError(`KEY_ENCRYPTION_KEY_FILE is not set, and the key-encryption key file cannot be created at ${created} (${(error as Error).message}): set KEY_ENCRYPTION_KEY_FILE, or XDG_CONFIG_HOME to a directory this user can write`);
+    }
     await warnIfShared(created, logger);
   }
   return { key: await readKeyFile(created, 'the key-encryption key file'), createdNow };

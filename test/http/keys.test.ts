@@ -140,6 +140,28 @@ describe('signing keys', () => {
     });
   });
 
+  describe('the key-encryption key file made at first start', () => {
+    it('when it cannot be made (XDG_CONFIG_HOME under a file), stops the service in one line naming the settings that fix it, and writes nothing', async () => {
+      const dir = await mkdtemp(join(tmpdir(), 'kek-unmade-'));
+      try {
+        await writeFile(join(dir, 'a-file'), 'x');
+        const result = spawnSync(process.execPath, ['src/main.ts'], {
+          cwd: ROOT,
+          env: { PATH: process.env.PATH ?? '', PORT: '0', HOST: '127.0.0.1', METRICS: 'off', STORE: `sqlite:${join(dir, 'oauth.sqlite')}`, XDG_CONFIG_HOME: join(dir, 'a-file') },
+          encoding: 'utf8',
+          timeout: 20_000,
+        });
+        expect(result.status).to.equal(1);
+        const said = result.stderr.split('\n').filter((line) => line && !line.startsWith('{'));
+        expect(said, result.stderr).to.have.length(1);
+        expect(said[0]).to.match(/^configuration error: KEY_ENCRYPTION_KEY_FILE is not set, and the key-encryption key file cannot be created at .*: set KEY_ENCRYPTION_KEY_FILE, or XDG_CONFIG_HOME to a directory this user can write$/);
+        expect(await readdir(dir), 'no database').to.deep.equal(['a-file']);
+      } finally {
+        await rm(dir, { recursive: true, force: true });
+      }
+    });
+  });
+
   describe('an https BASE_URL with the embedded store', () => {
     let dir: string;
 

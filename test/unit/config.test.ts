@@ -119,6 +119,7 @@ describe('configuration', () => {
     });
     expect(loadConfig({}).keyEncryptionKey).to.deep.include({ created: join(homedir(), '.config', 'workspace-oauth-server', 'key-encryption.key') });
     expect(loadConfig({ KEY_ENCRYPTION_KEY_FILE: '/run/secrets/kek' }).keyEncryptionKey).to.deep.equal({ file: '/run/secrets/kek' });
+    expect(configError({ KEY_ENCRYPTION_KEY_FILE: '/run/secrets/kek', KEY_ENCRYPTION_KEY: 'x'.repeat(43) })).to.equal('KEY_ENCRYPTION_KEY and KEY_ENCRYPTION_KEY_FILE are both set: set one of them');
     expect(loadConfig({ STORE: 'memory:' }).keyEncryptionKey).to.equal(undefined);
     expect(loadConfig({ STORE: 'redis://127.0.0.1:6379' }).keyEncryptionKey).to.equal(undefined);
     expect(configError({ XDG_CONFIG_HOME: 'relative/dir' })).to.match(/^XDG_CONFIG_HOME must be an absolute path/);
