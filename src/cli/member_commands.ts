@@ -1,6 +1,7 @@
 import { ROLES } from '../../adapters/store.ts';
 import { UserAccess } from '../engine/user_access.ts';
 import { existingWorkspace, namedUser, requiredRole, waitForPropagation, type Command } from './command.ts';
+import { plural } from '../shared/words.ts';
 
 /** The admin CLI's `member` commands: who belongs to a workspace, with which role. */
 
@@ -56,7 +57,7 @@ const remove: Command = {
     grants += await access.revokeGrants(user.id, { workspaceId });
     await waitForPropagation();
     return {
-      text: `${user.email} (${user.id}) is no longer a member of ${workspaceId}; ${grants} grants revoked`,
+      text: `${user.email} (${user.id}) is no longer a member of ${workspaceId}; ${plural(grants, 'grant')} revoked`,
       json: { ...shownMembership(membership), removed: true, grants_revoked: grants },
     };
   },

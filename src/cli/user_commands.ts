@@ -2,6 +2,7 @@ import { ROLES } from '../../adapters/store.ts';
 import type { UserWithMemberships } from '../accounts/accounts.ts';
 import { UserAccess } from '../engine/user_access.ts';
 import { passwordFromStdin, namedUser, required, requiredRole, shownUser, waitForPropagation, type Command } from './command.ts';
+import { plural } from '../shared/words.ts';
 
 /** The admin CLI's `user` commands: people, their passwords, and deleting one with everything they were given. */
 
@@ -90,7 +91,7 @@ const remove: Command = {
     sessions += await access.endSessions(user.id);
     await waitForPropagation();
     return {
-      text: `deleted user ${user.id} (${user.email}): ${memberships} memberships, ${sessions} sessions ended, ${grants} grants revoked; their tokens are refused from now`,
+      text: `deleted user ${user.id} (${user.email}): ${plural(memberships, 'membership')}, ${plural(sessions, 'session')} ended, ${plural(grants, 'grant')} revoked; their tokens are refused from now`,
       json: { deleted: user.id, email: user.email, memberships_ended: memberships, sessions_ended: sessions, grants_revoked: grants },
     };
   },

@@ -6,6 +6,7 @@ import { OBJECTS } from '../resource/objects.ts';
 import { isoTime } from '../shared/clock.ts';
 import { deleteClient } from './client_commands.ts';
 import { required, waitForPropagation, type Command, type Output } from './command.ts';
+import { plural } from '../shared/words.ts';
 
 /** The admin CLI's `workspace` commands. */
 
@@ -53,7 +54,7 @@ const remove: Command = {
     const deleted = merge(before, await deleteBoundTo(store, access, workspaceId));
     await waitForPropagation();
     return {
-      text: `deleted workspace ${workspaceId} (${workspace.name}): ${members} memberships (its people keep their accounts), `
+      text: `deleted workspace ${workspaceId} (${workspace.name}): ${plural(members, 'membership')} (its people keep their accounts), `
         + `${inWords(deleted)}; their tokens and keys are refused from now`,
       json: { deleted: workspaceId, name: workspace.name, memberships_ended: members, ...shownDeleted(deleted) },
     };
@@ -117,8 +118,8 @@ function recordCount(deleted: Deleted): number {
 }
 
 function inWords(deleted: Deleted): string {
-  return `${deleted.clients.length} clients, ${deleted.apiKeys.length} API keys, ${deleted.initialAccessTokens} initial access tokens, `
-    + `${deleted.grants} grants, ${recordCount(deleted)} data records`;
+  return `${plural(deleted.clients.length, 'client')}, ${plural(deleted.apiKeys.length, 'API key')}, ${plural(deleted.initialAccessTokens, 'initial access token')}, `
+    + `${plural(deleted.grants, 'grant')}, ${plural(recordCount(deleted), 'data record')}`;
 }
 
 function shownDeleted(deleted: Deleted) {

@@ -7,6 +7,7 @@ export function inWords(seconds: number): string {
   return minutes < 90 ? plural(minutes, 'minute') : plural(Math.ceil(minutes / 60), 'hour');
 }
 
-function plural(count: number, unit: string): string {
+/** A count with its noun, singular for one: "1 client", "0 grants", "3 API keys". */
+export function plural(count: number, unit: string): string {
   return `${count} ${unit}${count === 1 ? '' : 's'}`;
 }

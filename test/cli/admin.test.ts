@@ -831,6 +831,16 @@ describe('admin CLI', function () {
       expect((await refresh(first, forFirst.refresh_token)).status).to.equal(200);
     });
 
+    it('workspace delete says what it deleted in words, one of a thing in the singular', async () => {
+      const small = await createWorkspace('Small Corp');
+      await person(small.id, 'admin', 'small-admin');
+      await createApiKey(server, small.id);
+      const result = await admin(['workspace', 'delete', '--workspace', small.id]);
+      expect(result.code, result.stderr).to.equal(0);
+      expect(result.stdout.trim()).to.equal(`deleted workspace ${small.id} (Small Corp): 1 membership (its people keep their accounts), `
+        + '0 clients, 1 API key, 0 initial access tokens, 0 grants, 0 data records; their tokens and keys are refused from now');
+    });
+
     it('workspace delete deletes its memberships, clients, API keys, initial access tokens, grants and records: their tokens and keys are refused', async () => {
       const doomed = await createWorkspace('Doomed Corp');
       const owner = await person(doomed.id, 'admin', 'doomed-admin');
