@@ -14,8 +14,8 @@ import { requestedHost } from '../shared/requested_host.ts';
 import { authenticate, type Authenticators } from './authenticate.ts';
 import { bearerCors } from './cors.ts';
 import { batchRefusal, requestsIn, withoutOwnCancellations } from './mcp_batches.ts';
-import { notAMessage } from './mcp_messages.ts';
-import { workspaceDataServer, type ToolFault } from './mcp_tools.ts';
+import { invalidParams, notAMessage } from './mcp_messages.ts';
+import { TOOL_NAMES, workspaceDataServer, type ToolFault } from './mcp_tools.ts';
 import { MetadataApi } from './metadata.ts';
 import type { IdempotentCreates } from './idempotency.ts';
 import { CoreApi } from './records.ts';
@@ -76,6 +76,9 @@ export function mcpEndpoint(deps: McpDependencies): Middleware {
     const message = parsedJson(text);
     const refusal = notAMessage(message) ?? batchRefusal(message, ctx.get('Mcp-Protocol-Version'));
     if (refusal) return answerRpcError(ctx, 400, -32600, refusal);
+    const invalid = invalidParams(message, TOOL_NAMES);
+    // Answered as the transport answers a request's error: 200, under the request's id.
+    if (invalid) return answerRpcError(ctx, 200, -32602, invalid, (message as { id: string | number }).id);
     if (deps.rateLimit) await countFurther(deps.rateLimit, ctx, requestsIn(message) - 1);
     await answerThroughTransport(ctx, (onFault) => workspaceDataServer(ctx.state.principal!, core, metadata, onFault), text, withoutOwnCancellations(message));
   });
@@ -106,10 +109,10 @@ function refuseEncoding(ctx: Context): void {
   answerRpcError(ctx, 415, -32000, 'Unsupported Media Type: send the body unencoded (Content-Encoding: identity)');
 }
 
-/** A refusal as the SDK's transport writes its own: a JSON-RPC error answering no message in particular. */
-function answerRpcError(ctx: Context, status: number, code: number, message: string): void {
+/** A refusal as the SDK's transport writes its own: a JSON-RPC error answering the request `id`, or no message in particular. */
+function answerRpcError(ctx: Context, status: number, code: number, message: string, id: string | number | null = null): void {
   ctx.status = status;
-  ctx.body = { jsonrpc: '2.0', error: { code, message }, id: null };
+  ctx.body = { jsonrpc: '2.0', error: { code, message }, id };
 }
 
 /**

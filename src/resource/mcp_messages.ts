@@ -1,4 +1,4 @@
-import { JSONRPCMessageSchema } from '@modelcontextprotocol/sdk/types.js';
+import { CallToolRequestSchema, InitializeRequestSchema, JSONRPCMessageSchema, ListToolsRequestSchema, PingRequestSchema } from '@modelcontextprotocol/sdk/types.js';
 
 /**
  * Why a request body that is JSON (parsed; undefined when it is not JSON) is refused as not a
@@ -21,4 +21,35 @@ export function notAMessage(body: unknown): string | undefined {
 
 function isMessage(value: unknown): boolean {
   return JSONRPCMessageSchema.safeParse(value).success;
+}
+
+/** The requests the endpoint answers, by method, with the schema the SDK reads each with. */
+const REQUEST_SCHEMAS: Readonly<Record<string, { safeParse(value: unknown): { success: boolean; error?: { issues: ReadonlyArray<{ path: ReadonlyArray<PropertyKey>; message: string }> } } }>> = {
+  initialize: InitializeRequestSchema,
+  ping: PingRequestSchema,
+  'tools/list': ListToolsRequestSchema,
+  'tools/call': CallToolRequestSchema,
+};
+
+/**
+ * Why a request is refused for its params, JSON-RPC `-32602 Invalid params`, as MCP's tools
+ * section asks of a call naming an unknown tool and of params its schema refuses: the SDK answers
+ * the first as a tool result (`isError`), the second as `-32603 Internal error`, an error of the
+ * server's. For one request sent alone; undefined for anything else (a notification, a batch, a
+ * method the SDK answers `-32601` itself). `toolNames`: the tools the server offers.
+ */
+export function invalidParams(body: unknown, toolNames: ReadonlySet<string>): string | undefined {
+  if (typeof body !== 'object' || body === null || Array.isArray(body) || !('id' in body)) return undefined;
+  const { method } = body as { method?: unknown };
+  const schema = typeof method === 'string' && Object.hasOwn(REQUEST_SCHEMAS, method) ? REQUEST_SCHEMAS[method] : undefined;
+  if (!schema) return undefined;
+  const parsed = schema.safeParse(body);
+  if (!parsed.success) {
+    const issue = parsed.error?.issues[0];
+    const where = issue?.path.map(String).join('.') || 'params';
+    return `Invalid params: ${method} ${where}: ${issue?.message ?? 'does not match the method\'s params'}`.slice(0, 300);
+  }
+  if (method !== 'tools/call') return undefined;
+  const name = String((body as { params?: { name?: unknown } }).params?.name);
+  return toolNames.has(name) ? undefined : `Unknown tool: ${name.slice(0, 100)} (the tools are ${[...toolNames].join(', ')})`;
 }

@@ -8,6 +8,9 @@ import { OBJECTS, objectNamed, type ObjectDefinition } from './objects.ts';
 import type { Principal } from './principal.ts';
 import type { CoreApi } from './records.ts';
 
+/** The tools every server made here offers, by name (a call naming another is refused: mcp_messages.ts). */
+export const TOOL_NAMES: ReadonlySet<string> = new Set(['describe_objects', 'list_records', 'get_record', 'create_record', 'update_record', 'delete_record']);
+
 /** What the MCP server reports of itself in `initialize`. */
 const SERVER_INFO = { name: 'workspace-data', version: '1.0.0' };
 

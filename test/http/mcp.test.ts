@@ -10,6 +10,7 @@ import { clientCredentialsToken, createApiKey, memberOf, userAccessToken } from 
 import { registerClient, type RegisteredClient } from '../support/oauth.ts';
 import { seedUser, startServer, type SeededUser, type TestServer } from '../support/server.ts';
 import { eventually, sleep } from '../support/wait.ts';
+import { TOOL_NAMES } from '../../src/resource/mcp_tools.ts';
 
 /**
  * `/mcp` over HTTP, as any MCP host speaks it (JSON-RPC over streamable HTTP, stateless): a
@@ -237,6 +238,27 @@ describe('the MCP endpoint (/mcp)', function () {
     expect(JSON.stringify(unknownTool.body)).to.match(/drop_database/);
     const notJson = await post(mcpUrl, { authorization: `Bearer ${credentials.admin}`, 'content-type': 'application/json', accept: 'application/json, text/event-stream' }, '{"jsonrpc":');
     expect(notJson.status).to.equal(400);
+  });
+
+  it('refuses a call of an unknown tool, and params a method\'s schema refuses, with -32602 Invalid params under the request\'s id (MCP tools, "Error Handling"), not a tool result or an internal error', async () => {
+    const listed = await rpc('tools/list', {}, credentials.admin);
+    expect((listed.body.result as unknown as { tools: Array<{ name: string }> }).tools.map(({ name }) => name).sort()).to.deep.equal([...TOOL_NAMES].sort());
+    const cases: Array<[string, Record<string, unknown>, RegExp]> = [
+      ['tools/call', { name: 'drop_database', arguments: {} }, /^Unknown tool: drop_database \(the tools are describe_objects, list_records/],
+      ['tools/call', { name: 5, arguments: {} }, /^Invalid params: tools\/call params\.name: /],
+      ['tools/call', { arguments: {} }, /^Invalid params: tools\/call params\.name: /],
+      ['initialize', { capabilities: {}, clientInfo: { name: 'c', version: '1' } }, /^Invalid params: initialize params\.protocolVersion: /],
+    ];
+    for (const [method, params, message] of cases) {
+      const answer = await rpc(method, params, credentials.admin);
+      expect(answer.status, `${method} ${JSON.stringify(params)}`).to.equal(200);
+      expect(answer.body, `${method} ${JSON.stringify(params)}`).to.deep.include({ jsonrpc: '2.0', id: 1 });
+      expect(answer.body.error?.code, `${method} ${JSON.stringify(params)}`).to.equal(-32602);
+      expect(answer.body.error?.message, `${method} ${JSON.stringify(params)}`).to.match(message);
+    }
+    // Arguments a known tool's input schema refuses stay a tool error, for the model to correct (MCP 2025-11-25).
+    const badArguments = await rpc('tools/call', { name: 'list_records', arguments: { object: 'companies', limit: 1000 } }, credentials.admin);
+    expect((badArguments.body.result as unknown as ToolResult | undefined)?.isError).to.equal(true);
   });
 
   it('refuses a batch under MCP 2025-06-18 and later, which take one message per request, an empty batch under any version, and one reusing a request id; nothing of a refused batch runs', async () => {
