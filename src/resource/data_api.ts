@@ -69,7 +69,11 @@ export function dataApi(deps: DataApiDependencies): Middleware {
       if (created.replayed) ctx.set('Idempotent-Replayed', 'true');
       ctx.body = created.body;
     });
-    router.get(record, async (ctx) => { ctx.body = await core.get(principalOf(ctx), object, ctx.params.id!); });
+    router.get(record, async (ctx) => {
+      const found = await core.get(principalOf(ctx), object, ctx.params.id!);
+      if (answeredByCondition(ctx)) return;
+      ctx.body = found;
+    });
     router.patch(record, json, async (ctx) => {
       await refuseUnmatchableCondition(ctx, core, object);
       ctx.body = await core.update(principalOf(ctx), object, ctx.params.id!, ctx.request.body);
@@ -123,6 +127,21 @@ async function refuseUnmatchableCondition(ctx: Context, core: CoreApi, object: O
   if (!refusal || !canWriteRecords(principal)) return;
   await core.get(principal, object, ctx.params.id!);
   throw new HttpError(412, 'precondition_failed', refusal);
+}
+
+/**
+ * A read's precondition, for a record that is there (RFC 9110 section 13.2.2): an `If-Match`
+ * naming a tag never holds, 412; `If-None-Match: *` does not hold either, which a GET answers 304
+ * Not Modified (the client has the record, whatever it holds). True when the answer is given.
+ */
+function answeredByCondition(ctx: Context): boolean {
+  const ifMatch = ctx.get('If-Match').trim();
+  if (ifMatch && ifMatch !== '*') {
+    throw new HttpError(412, 'precondition_failed', 'records carry no entity tags, so an If-Match naming one never holds (send the request without If-Match, or with If-Match: *)');
+  }
+  if (ctx.get('If-None-Match').trim() !== '*') return false;
+  ctx.status = 304;
+  return true;
 }
 
 /** Why the request's precondition cannot hold for a record that exists, if it cannot. */

@@ -339,6 +339,21 @@ describe('data API', function () {
       expect(Date.parse(response.body.data.company.updatedAt as string)).to.be.greaterThan(Date.parse(company.updatedAt as string));
     });
 
+    it('answers a read conditional on an entity tag with 412, and one with If-None-Match: * with 304, for a record that is there (RFC 9110 section 13.2.2); a missing record is still 404', async () => {
+      const company = (await api<{ data: { company: Company } }>(server, '/rest/companies', { credential: keyC, json: { name: 'Read Conditionally' } })).body.data.company;
+      const path = `/rest/companies/${company.id}`;
+      const tagged = await api<ErrorBody>(server, path, { credential: keyC, headers: { 'if-match': '"v1"' } });
+      expect([tagged.status, tagged.body.error]).to.deep.equal([412, 'precondition_failed']);
+      const any = await api<{ data: { company: Company } }>(server, path, { credential: keyC, headers: { 'if-match': '*' } });
+      expect([any.status, any.body.data.company]).to.deep.equal([200, company]);
+      const notModified = await fetch(`${server.issuer}${path}`, { headers: { authorization: `Bearer ${keyC}`, 'if-none-match': '*' } });
+      expect([notModified.status, await notModified.text()]).to.deep.equal([304, '']);
+      const tagNamed = await api<{ data: { company: Company } }>(server, path, { credential: keyC, headers: { 'if-none-match': '"v1"' } });
+      expect(tagNamed.status, 'If-None-Match naming a tag holds: served').to.equal(200);
+      const missing = await api(server, `/rest/companies/${'0'.repeat(8)}-0000-4000-8000-${'0'.repeat(12)}`, { credential: keyC, headers: { 'if-match': '"v1"' } });
+      expect(missing.status).to.equal(404);
+    });
+
     it('refuses a PATCH or DELETE conditional on an entity tag with 412, changing nothing, as records carry none (RFC 9110 section 13.1.1); If-Match: * is served', async () => {
       const company = (await api<{ data: { company: Company } }>(server, '/rest/companies', { credential: keyC, json: { name: 'Conditional', employees: 1 } })).body.data.company;
       const path = `/rest/companies/${company.id}`;
