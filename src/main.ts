@@ -7,6 +7,7 @@ import { openStore } from '../adapters/index.ts';
 import { StoreOpenError } from '../adapters/store.ts';
 import { ConfigError, listeningOn, loadConfig, type Config } from '../config/index.ts';
 import { misspelledSettings } from '../config/misspelled.ts';
+import { mootSettings } from '../config/moot.ts';
 import { createLogger, type Logger } from './shared/logger.ts';
 import { STOP_SIGNALS } from './shared/stop_signals.ts';
 import { KeyEncryptionError, loadKeyRing } from './keys/key_encryption.ts';
@@ -41,6 +42,9 @@ async function main(): Promise<void> {
   if (cluster.isPrimary) {
     for (const { name, meant } of misspelledSettings(process.env)) {
       logger.warn(`${name} is not a setting of this service and is ignored; did you mean ${meant}?`, { variable: name, meant });
+    }
+    for (const { name, because } of mootSettings(process.env, config)) {
+      logger.warn(`${name} has no effect: ${because}`, { variable: name });
     }
   }
   if (config.cimd?.trustedHosts.length) {

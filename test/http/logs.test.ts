@@ -245,6 +245,30 @@ describe('logs at start: settings that look like the service\'s own but are not'
   });
 });
 
+describe('logs at start: settings another makes moot', function () {
+  this.timeout(60_000);
+  let server: TestServer;
+
+  before(async () => {
+    server = await startServer({ env: { FAPI: 'on', PAR_REQUIRED: 'off', PKCE_REQUIRED: 'public', CIMD: 'off', CIMD_ALLOWED_DOMAINS: 'moot-domain.example' } });
+  });
+
+  after(async () => {
+    await server?.stop();
+  });
+
+  it('names each, with the setting that decides instead, and never its value', () => {
+    const warnings = server.logs().split('\n').filter((line) => line.includes('has no effect')).map((line) => JSON.parse(line) as Record<string, unknown>);
+    expect(warnings.map(({ message }) => message)).to.deep.equal([
+      'PAR_REQUIRED has no effect: FAPI=on pushes every authorization request (FAPI 2.0)',
+      'PKCE_REQUIRED has no effect: FAPI=on requires PKCE of every client (FAPI 2.0)',
+      'CIMD_ALLOWED_DOMAINS has no effect: CIMD=off fetches no metadata document',
+    ]);
+    expect(warnings[0]).to.include({ level: 'warn', variable: 'PAR_REQUIRED' });
+    expect(server.logs()).not.to.include('moot-domain.example');
+  });
+});
+
 describe('logs on a terminal: readable lines', function () {
   this.timeout(30_000);
 
