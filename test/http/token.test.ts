@@ -657,6 +657,14 @@ describe('token endpoint (POST /oauth/token)', function () {
       }
     });
 
+    it('takes HTTP Basic with more than one space after the scheme (RFC 9110 section 11.4) at the token, revocation and introspection endpoints', async () => {
+      const credentials = Buffer.from(`${encodeURIComponent(machineClient.client_id)}:${encodeURIComponent(machineClient.client_secret!)}`).toString('base64');
+      for (const [endpoint, form] of [['token', { grant_type: 'client_credentials', scope: 'api' }], ['revoke', { token: 'x' }], ['introspect', { token: 'x' }]] as const) {
+        const response = await fetch(`${server.issuer}/oauth/${endpoint}`, { method: 'POST', headers: { authorization: `Basic   ${credentials}` }, body: new URLSearchParams(form) });
+        expect(response.status, `${endpoint}: ${await response.clone().text()}`).to.equal(200);
+      }
+    });
+
     it('refuses a request naming no client with 401 invalid_client, naming every way a client authenticates, private_key_jwt included', async () => {
       const response = await fetch(`${server.issuer}/oauth/token`, { method: 'POST', body: new URLSearchParams({ grant_type: 'client_credentials', scope: 'api' }) });
       expect(response.headers.get('www-authenticate')).to.equal('Basic realm="oauth"');

@@ -15,7 +15,7 @@ import { authorizationByPost, authorizationEndpoint } from './authorization.ts';
 import { clientManagementEndpoint } from './client_management.ts';
 import { introspectionEndpoint } from './introspection.ts';
 import { logoutByPost, logoutEndpoint } from './logout.ts';
-import { oneAuthorizationHeader } from './one_authorization_header.ts';
+import { authorizationHeader } from './authorization_header.ts';
 import { pushedAuthorizationEndpoint } from './pushed_authorization.ts';
 import { registrationEndpoint } from './registration.ts';
 import { revocationEndpoint } from './revocation.ts';
@@ -62,7 +62,7 @@ export function engineEndpoints(deps: EndpointDependencies): { routes: Middlewar
   const router = new Router({ prefix: basePath || undefined });
   for (const [path, methods] of METHODS) router.all(path, onlyMethods(methods));
   for (const path of [ENGINE_ROUTES.token, ENGINE_ROUTES.pushed_authorization_request, ENGINE_ROUTES.introspection, ENGINE_ROUTES.revocation, ENGINE_ROUTES.registration, `${ENGINE_ROUTES.registration}/:clientId`]) {
-    router.all(path, oneAuthorizationHeader);
+    router.all(path, authorizationHeader);
   }
   // The endpoints whose body the engine reads itself, as it comes (the pages' forms are read by the host, which decodes them).
   for (const path of [ENGINE_ROUTES.token, ENGINE_ROUTES.pushed_authorization_request, ENGINE_ROUTES.introspection, ENGINE_ROUTES.revocation]) router.post(path, unencodedBody, emptyFormIsNoParameters);
