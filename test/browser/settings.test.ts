@@ -38,6 +38,16 @@ describe('settings area in a real browser', function () {
 
   const settingsUrl = () => `${server.issuer}/settings`;
 
+  /**
+   * The id of the element with the focus once the page's `autofocus` has had its turn: the browser
+   * moves the focus at a rendering step after the document is read, which may come after the
+   * page's first elements can be found. Waits up to 2 s for `expected` to have it, then says who has.
+   */
+  async function focusedId(page: Page, expected: string): Promise<string | undefined> {
+    await page.waitForFunction((id) => document.activeElement?.id === id, expected, { timeout: 2000 }).catch(() => undefined);
+    return page.evaluate(() => document.activeElement?.id);
+  }
+
   async function newClient(name?: string): Promise<RegisteredClient> {
     clientCount += 1;
     return registerClient(server.issuer, { client_name: name ?? `Settings Test App ${clientCount}` });
@@ -111,7 +121,7 @@ describe('settings area in a real browser', function () {
       await checkPage(page, 'settings-sign-in');
       await signIn(page, user, 'not the password');
       await page.getByRole('alert').waitFor();
-      expect(await page.evaluate(() => document.activeElement?.id), 'after a failed sign-in, the password field has the focus').to.equal('password');
+      expect(await focusedId(page, 'password'), 'after a failed sign-in, the password field has the focus').to.equal('password');
       await page.keyboard.type(user.password);
       await page.keyboard.press('Enter');
       await page.getByRole('heading', { level: 1, name: 'Sign-in Works' }).waitFor();
@@ -454,7 +464,7 @@ describe('settings area in a real browser', function () {
       expect((await answer).status()).to.equal(400);
       expect(await page.getByRole('alert').innerText()).to.include('1 to 100 printable characters');
       expect(await page.getByLabel('Name').inputValue()).to.equal('y'.repeat(101));
-      expect(await page.evaluate(() => document.activeElement?.id), 'the focus').to.equal('key-name');
+      expect(await focusedId(page, 'key-name'), 'the focus').to.equal('key-name');
       expect(await page.getByLabel('Name').getAttribute('aria-invalid')).to.equal('true');
       await checkPage(page, 'settings-workspace-error');
     });
