@@ -100,7 +100,9 @@ describe('WORKERS=2: stopping while a worker is replaced or signals come twice',
 
   let server: TestServer | undefined;
 
-  afterEach(async () => {
+  afterEach(async function () {
+    // What the supervisor and its workers said, to tell a failure here from the machine's load.
+    if (this.currentTest?.state === 'failed' && server) console.error(server.logs().split('\n').slice(-60).join('\n'));
     await server?.stop();
     server = undefined;
   });
