@@ -143,8 +143,8 @@ export class ProtectedResources {
  */
 export function canonicalResource(value: string): string {
   const url = URL.parse(value);
-  if (!url || !/^https?:\/\//i.test(value)) throw new ResourceError(`the resource must be an absolute https URI, got "${value}"`);
-  if (url.protocol === 'http:' && !LOOPBACK_HOSTS.has(url.hostname)) throw new ResourceError(`the resource must use https (http only on loopback), got "${value}"`);
+  if (!url || !/^https?:\/\//i.test(value)) throw new ResourceError(`the resource must be an absolute https URI, got '${value}'`);
+  if (url.protocol === 'http:' && !LOOPBACK_HOSTS.has(url.hostname)) throw new ResourceError(`the resource must use https (http only on loopback), got '${value}'`);
   if (value.includes('#')) throw new ResourceError('the resource must not have a fragment (RFC 8707 section 2)');
   if (url.username || url.password) throw new ResourceError('the resource must not contain a user name or password');
   return canonicalSpelling(value);

@@ -133,7 +133,7 @@ export function validateClientMetadata(
     );
   }
   if (grantTypes.includes('client_credentials') && metadata.token_endpoint_auth_method === 'none') {
-    throw new errors.InvalidClientMetadata('grant_types client_credentials needs a confidential client; token_endpoint_auth_method "none" cannot use it');
+    throw new errors.InvalidClientMetadata('grant_types client_credentials needs a confidential client; token_endpoint_auth_method none cannot use it');
   }
 
   checkRedirectUris(metadata, (ctx.oidc.body as Metadata | undefined)?.application_type);
@@ -152,7 +152,7 @@ function checkGrantsMatchResponses(grantTypes: readonly unknown[], requestedResp
   const responseTypes = Array.isArray(requestedResponseTypes) ? requestedResponseTypes as unknown[] : undefined;
   const unsupported = responseTypes?.find((type) => type !== 'code');
   if (unsupported !== undefined) {
-    throw new errors.InvalidClientMetadata(`response_types may hold code only, the one response type this server offers; ${JSON.stringify(unsupported)} is not offered`);
+    throw new errors.InvalidClientMetadata(`response_types may hold code only, the one response type this server offers; ${typeof unsupported === 'string' ? `'${unsupported}'` : 'a value that is no string'} is not offered`);
   }
   const codeFlow = grantTypes.includes('authorization_code');
   if (codeFlow && responseTypes && !responseTypes.includes('code')) {
@@ -192,7 +192,7 @@ function checkInlineKeys(metadata: Metadata): void {
   if (metadata.token_endpoint_auth_method !== 'private_key_jwt') return;
   const keys = (metadata.jwks as { keys?: unknown } | undefined)?.keys;
   if (Array.isArray(keys) && keys.length === 0) {
-    throw new errors.InvalidClientMetadata('jwks must hold the public key the client signs its assertions with (private_key_jwt); {"keys":[]} holds none');
+    throw new errors.InvalidClientMetadata('jwks must hold the public key the client signs its assertions with (private_key_jwt); an empty keys list holds none');
   }
 }
 
@@ -277,24 +277,24 @@ function checkRedirectUriList(field: string, uris: unknown): void {
   for (const uri of uris as string[]) {
     const url = URL.parse(uri);
     if (!url || !/^[a-z][a-z0-9+.-]*:/i.test(uri)) {
-      throw new errors.InvalidClientMetadata(`${field} must be absolute URIs; "${uri}" is not`);
+      throw new errors.InvalidClientMetadata(`${field} must be absolute URIs; '${uri}' is not`);
     }
-    if (uri.includes('#')) throw new errors.InvalidClientMetadata(`${field} must not contain a fragment; remove "#..." from "${uri}"`);
-    if (uri.includes('*')) throw new errors.InvalidClientMetadata(`${field} must not contain wildcards; register every exact URI ("${uri}")`);
+    if (uri.includes('#')) throw new errors.InvalidClientMetadata(`${field} must not contain a fragment; remove '#...' from '${uri}'`);
+    if (uri.includes('*')) throw new errors.InvalidClientMetadata(`${field} must not contain wildcards; register every exact URI ('${uri}')`);
     const host = url.protocol === 'http:' || url.protocol === 'https:' ? writtenHost(uri) : undefined;
     if (host === '') {
-      throw new errors.InvalidClientMetadata(`${field} must name a host after "${url.protocol}//"; "${uri}" names none`);
+      throw new errors.InvalidClientMetadata(`${field} must name a host after '${url.protocol}//'; '${uri}' names none`);
     }
     if (url.protocol === 'http:' && !LOOPBACK_HOSTS.has(url.hostname)) {
-      throw new errors.InvalidClientMetadata(`${field} must use https; http is only allowed on loopback (127.0.0.1, [::1], localhost), got "${uri}"`);
+      throw new errors.InvalidClientMetadata(`${field} must use https; http is only allowed on loopback (127.0.0.1, [::1], localhost), got '${uri}'`);
     }
     // The engine and the browser compare and follow the URI as written: loopback by another spelling
     // (127.1, 0x7f000001, [0:0:0:0:0:0:0:1]) would be kept and matched as such.
     if (url.protocol === 'http:' && !LOOPBACK_HOSTS.has(host!.toLowerCase())) {
-      throw new errors.InvalidClientMetadata(`${field} must write loopback as 127.0.0.1, [::1] or localhost, got "${uri}"`);
+      throw new errors.InvalidClientMetadata(`${field} must write loopback as 127.0.0.1, [::1] or localhost, got '${uri}'`);
     }
     if (NOT_PRIVATE_USE_SCHEMES.has(url.protocol)) {
-      throw new errors.InvalidClientMetadata(`${field} must use https, http on loopback, or a private-use scheme of the app's own (com.example.app:/callback, RFC 8252 section 7.1); "${url.protocol}" is no app's, got "${uri}"`);
+      throw new errors.InvalidClientMetadata(`${field} must use https, http on loopback, or a private-use scheme of the app's own (com.example.app:/callback, RFC 8252 section 7.1); '${url.protocol}' is no app's, got '${uri}'`);
     }
   }
 }

@@ -83,8 +83,8 @@ function checkUri(field: string, uri: string): void {
   if (CONTROL_OR_SPACE.test(uri)) refuse(`${field} must not contain whitespace or control characters`);
   const url = URL.parse(uri);
   if (!url) return; // the engine's own check names the malformed URI
-  if (url.username || url.password || hasUserinfo(uri)) refuse(`${field} must not contain a user name or password (userinfo) before the host, got "${url.protocol}//...@${url.host}"`);
-  if (url.port === '0') refuse(`${field} must not use port 0, got "${uri}"`);
+  if (url.username || url.password || hasUserinfo(uri)) refuse(`${field} must not contain a user name or password (userinfo) before the host, got '${url.protocol}//...@${url.host}'`);
+  if (url.port === '0') refuse(`${field} must not use port 0, got '${uri}'`);
 }
 
 /** `https://@host/` parses with an empty userinfo the URL object does not report. */

@@ -3,6 +3,7 @@ import type { Middleware } from 'koa';
 import { oidcOf } from '../engine/context.ts';
 import { ENGINE_ROUTE_TEMPLATES } from '../engine/routes.ts';
 import { renderAutoPostPage, type AutoPostForm } from '../pages/auto_post.ts';
+import { inErrorDescriptionCharset } from '../shared/error_description.ts';
 
 /**
  * The engine's self-submitting page (oidc-provider's lib/response_modes/form_post.js), rendered in
@@ -25,6 +26,8 @@ export function engineAutoPostInLayout(issuer: string): Middleware {
       await renderAutoPostPage(ctx, form, { kind: 'sign-out' });
       return;
     }
+    // RFC 6749 section 4.1.2.1, as for a redirect's (src/http/endpoints/authorization.ts).
+    if (form.fields.error_description !== undefined) form.fields.error_description = inErrorDescriptionCharset(form.fields.error_description);
     const client = oidcOf(ctx)?.client;
     await renderAutoPostPage(ctx, form, { kind: 'client', clientName: client?.clientName || client?.clientId || 'the application' });
   };

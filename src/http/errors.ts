@@ -6,6 +6,7 @@ import { ENGINE_BODY_LIMIT } from '../engine/body_limit.ts';
 import { oidcOf } from '../engine/context.ts';
 import { renderErrorPage } from '../pages/render.ts';
 import { HttpError } from '../shared/http_error.ts';
+import { inErrorDescriptionCharset } from '../shared/error_description.ts';
 import type { Logger } from '../shared/logger.ts';
 import { noStore } from '../shared/no_store.ts';
 import { loggedPath } from './logged_path.ts';
@@ -67,7 +68,7 @@ export function errorMapping(logger: Logger): Middleware {
         if (isBackendOutage(engineError)) await answerOutageIn(ctx);
         logServerError(logger, ctx, engineError);
       }
-      if (ctx.status >= 400) quoteRequestId(ctx);
+      if (ctx.status >= 400) finishEngineErrorBody(ctx);
     } catch (error) {
       if (isBackendOutage(error)) {
         await answerOutageIn(ctx);
@@ -167,20 +168,24 @@ function answerOutage(ctx: Context, description = 'the storage backend is unavai
 }
 
 /**
- * An error the engine answered in JSON (an OAuth error: `error` a string) carries the `request_id`
- * too, as every refusal written here does. Not a JSON-RPC error (`/mcp`), whose members are fixed.
+ * An error the engine answered in JSON (an OAuth error: `error` a string) is finished as every
+ * refusal written here is: it carries the `request_id`, and its `error_description` only the
+ * characters RFC 6749 section 5.2 allows (the engine's texts and the host's steps within it may
+ * echo what was sent). Not a JSON-RPC error (`/mcp`), whose members are fixed.
  */
-function quoteRequestId(ctx: Context): void {
+function finishEngineErrorBody(ctx: Context): void {
   const body: unknown = ctx.body;
-  if (!body || typeof body !== 'object' || Buffer.isBuffer(body) || 'request_id' in body) return;
-  if (typeof (body as { error?: unknown }).error !== 'string') return;
+  if (!body || typeof body !== 'object' || Buffer.isBuffer(body)) return;
+  const error = body as { error?: unknown; error_description?: unknown; request_id?: unknown };
+  if (typeof error.error !== 'string') return;
+  if (typeof error.error_description === 'string') error.error_description = inErrorDescriptionCharset(error.error_description);
   const id = requestIdOf(ctx);
-  if (id) (body as Record<string, unknown>).request_id = id;
+  if (id && !('request_id' in error)) error.request_id = id;
 }
 
 function errorBody(ctx: Context, error: string, description: string): { error: string; error_description: string; request_id?: string } {
   const id = requestIdOf(ctx);
-  return { error, error_description: description, ...(id ? { request_id: id } : {}) };
+  return { error, error_description: inErrorDescriptionCharset(description), ...(id ? { request_id: id } : {}) };
 }
 
 function logServerError(logger: Logger, ctx: Context, error: unknown): void {

@@ -1,5 +1,6 @@
 import type { Context } from 'koa';
 
+import { inErrorDescriptionCharset } from '../shared/error_description.ts';
 import { HttpError } from '../shared/http_error.ts';
 import { isRepeatedHeader } from '../shared/repeated_headers.ts';
 
@@ -98,7 +99,7 @@ export function refusalOf(refusal: Refusal): HttpError {
   if (refusal.resourceMetadata) common.push(`resource_metadata="${refusal.resourceMetadata}"`);
   const errorParams: string[] = [];
   if (refusal.error) errorParams.push(`error="${refusal.error}"`);
-  if (refusal.error && refusal.description) errorParams.push(`error_description="${refusal.description}"`);
+  if (refusal.error && refusal.description) errorParams.push(`error_description="${inErrorDescriptionCharset(refusal.description)}"`);
   if (refusal.scope) errorParams.push(`scope="${refusal.scope}"`);
 
   const bearerAccepted = !refusal.dpop || refusal.dpop.bearerAccepted;

@@ -442,6 +442,30 @@ describe('authorization in a real browser', function () {
       expectErrorRedirect(redirect, auth, 'invalid_scope');
     });
 
+    it('names an unknown resource back with only the characters RFC 6749 allows in error_description: in a redirect, a form_post, and a held error\'s way back by link or by form', async function () {
+      const resource = 'https://bücher.example/"api"';
+      const described = 'unknown resource https://b%C3%BCcher.example/%22api%22; this server issues tokens for the APIs its operator registered';
+      const redirected = await prepare({ resource }, { vetted: true });
+      await redirected.page.goto(redirected.auth.url);
+      const redirect = await redirected.capture.next();
+      expectErrorRedirect(redirect, redirected.auth, 'invalid_target');
+      expect(redirect.url.searchParams.get('error_description')).to.equal(described);
+
+      const posting = await prepare({ resource, response_mode: 'form_post' }, { vetted: true });
+      await posting.page.goto(posting.auth.url);
+      expect(new URLSearchParams((await posting.capture.next()).body ?? '').get('error_description')).to.equal(described);
+
+      const held = await prepare({ resource });
+      await held.page.goto(held.auth.url);
+      const back = new URL((await held.page.getByRole('link', { name: /^Return to / }).getAttribute('href'))!);
+      expect(back.searchParams.get('error_description')).to.equal(described);
+
+      const heldPost = await prepare({ resource, response_mode: 'form_post' });
+      await heldPost.page.goto(heldPost.auth.url);
+      await heldPost.page.getByRole('button', { name: /^Return to / }).click();
+      expect(new URLSearchParams((await heldPost.capture.next()).body ?? '').get('error_description')).to.equal(described);
+    });
+
     it('defaults to api when no scope is asked for', async function () {
       const user = await seedUser(server, [{ workspace: 'Default Scope' }]);
       const { client, page, capture, auth } = await prepare({ scope: undefined });

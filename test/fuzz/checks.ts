@@ -103,6 +103,14 @@ export function header(response: RawResponse, name: string): string | undefined 
 /** RFC 6749 5.2: error codes are %x20-21 / %x23-5B / %x5D-7E; the service's are snake_case. */
 const ERROR_CODE = /^[a-z][a-z0-9_]*$/;
 
+/** RFC 6749 4.1.2.1 and 5.2, RFC 6750 3: an error_description is %x20-21 / %x23-5B / %x5D-7E. */
+const ERROR_DESCRIPTION = /^[\x20\x21\x23-\x5B\x5D-\x7E]*$/;
+
+function descriptionProblems(where: string, description: string | null | undefined): string[] {
+  if (description === null || description === undefined || ERROR_DESCRIPTION.test(description)) return [];
+  return [`${where} an error_description with characters RFC 6749 5.2 excludes (${JSON.stringify(description.slice(0, 120))})`];
+}
+
 /** Node's HTTP parser refusing a request before any application code ran: a bodiless 4xx. */
 export function refusedByHttpLayer(response: RawResponse): boolean {
   return [400, 413, 414, 431].includes(response.status) && response.text === '' && header(response, 'content-type') === undefined;
@@ -122,13 +130,17 @@ function jsonErrorProblems(response: RawResponse): string[] {
   const problems: string[] = [];
   if (typeof error !== 'string' || !ERROR_CODE.test(error)) problems.push(`an error code that is not a snake_case string (${JSON.stringify(error)})`);
   if (description !== undefined && typeof description !== 'string') problems.push('an error_description that is not a string');
+  if (typeof description === 'string') problems.push(...descriptionProblems('a JSON error with', description));
   return problems;
 }
 
 function bearerProblems(response: RawResponse): string[] {
   if (response.status !== 401 && response.status !== 403) return [];
   const challenge = header(response, 'www-authenticate') ?? '';
-  return /^Bearer\b/.test(challenge) ? [] : [`a ${response.status} without a Bearer challenge (WWW-Authenticate ${JSON.stringify(challenge)})`];
+  if (!/^Bearer\b/.test(challenge)) return [`a ${response.status} without a Bearer challenge (WWW-Authenticate ${JSON.stringify(challenge)})`];
+  // A quoted-string's escapes (RFC 9110 5.6.4) are read as a client would, then held to RFC 6750 3.
+  const described = /error_description="((?:[^"\\]|\\.)*)"/.exec(challenge)?.[1]?.replace(/\\(.)/g, '$1');
+  return descriptionProblems('a challenge with', described);
 }
 
 function pageProblems(response: RawResponse): string[] {
@@ -155,6 +167,7 @@ function redirectProblems(response: RawResponse, expectation: Expectation): stri
   if (params.get('iss') !== expectation.issuer) problems.push('a redirect to the client without iss (RFC 9207)');
   const error = params.get('error');
   if (error !== null && !ERROR_CODE.test(error)) problems.push(`a redirect with a malformed error code (${JSON.stringify(error)})`);
+  problems.push(...descriptionProblems('a redirect with', params.get('error_description')));
   return problems;
 }
 

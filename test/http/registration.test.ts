@@ -449,6 +449,13 @@ describe('client registration', () => {
       });
     }
 
+    it('names a refused URI back in error_description with only the characters RFC 6749 5.2 allows (RFC 7591 3.2.2: ASCII)', async () => {
+      const response = await register(server.issuer, { redirect_uris: ['https://bücher.example/cb#"top"'] });
+      const body = await jsonError(response);
+      expect([response.status, body.error]).to.deep.equal([400, 'invalid_redirect_uri']);
+      expect(body.error_description).to.equal("redirect_uris must not contain a fragment; remove '#...' from 'https://b%C3%BCcher.example/cb#%22top%22'");
+    });
+
     it('refuses a good URI listed next to a bad one', async () => {
       await expectRefusal(
         await register(server.issuer, { redirect_uris: ['https://app.example.com/cb', 'http://example.com/cb'] }),

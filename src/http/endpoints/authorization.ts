@@ -4,6 +4,7 @@ import { isVetted } from '../../clients/vetting.ts';
 import { authorizationErrorOf, type AuthorizationError } from '../../engine/authorization_errors.ts';
 import { oidcOf } from '../../engine/context.ts';
 import { ENGINE_ROUTES } from '../../engine/routes.ts';
+import { inErrorDescriptionCharset, isErrorDescriptionCharset } from '../../shared/error_description.ts';
 import { renderReturnToClientPage, type HeldError } from '../../pages/return_to_client.ts';
 import { answerErrorsAs } from '../errors.ts';
 import { formPostAsGet, restorePostedForm, type PostedFormSteps } from '../form_post_as_get.ts';
@@ -21,7 +22,9 @@ import type { PostedForms } from '../posted_forms.ts';
  * Within the engine, a client_id that is a metadata document URL not fetched lately counts
  * against the client address's registration allowance (src/engine/new_metadata_documents.ts).
  * After the engine:
- * 4. an error the engine would send to an unvetted client's redirect URI is held on a page that
+ * 4. an error redirect's `error_description` is put in the characters RFC 6749 allows
+ *    (errorDescriptionInCharset; the form_post page's in src/http/engine_auto_post.ts);
+ * 5. an error the engine would send to an unvetted client's redirect URI is held on a page that
  *    lets the user decide (holdErrorRedirects).
  */
 export function authorizationEndpoint(forms: PostedForms): Middleware[] {
@@ -56,6 +59,7 @@ export function holdErrorRedirects(issuer: string): Middleware {
     await next();
     const error = authorizationErrorOf(ctx);
     if (!error || ctx.state.errorPageShown) return;
+    errorDescriptionInCharset(ctx);
     const held = await heldError(ctx, error, issuer);
     if (!held) return;
     ctx.remove('Location');
@@ -72,11 +76,29 @@ async function heldError(ctx: Context, error: AuthorizationError, issuer: string
   if (isSilent(params.prompt) && await signedInUserGranted(ctx, client.clientId)) return undefined;
   const location = ctx.response.get('Location') || undefined;
   const response: Record<string, string> = { error: error.error ?? 'invalid_request' };
-  if (error.error_description) response.error_description = error.error_description;
+  if (error.error_description) response.error_description = inErrorDescriptionCharset(error.error_description);
   if (params.state) response.state = params.state;
   response.iss = issuer;
   const signOutUrl = oidcOf(ctx)?.session?.accountId ? `${issuer}${ENGINE_ROUTES.end_session}` : undefined;
   return { clientId: client.clientId, clientName: client.clientName, redirectUri, response, location, signOutUrl };
+}
+
+/**
+ * RFC 6749 section 4.1.2.1: the error redirect's `error_description` in its charset, as every
+ * JSON error's is (src/http/errors.ts). The engine writes the parameters with URLSearchParams, in
+ * the query or the fragment; they are written back the same way, and only when one must change.
+ */
+function errorDescriptionInCharset(ctx: Context): void {
+  const target = URL.parse(ctx.response.get('Location'));
+  if (!target) return;
+  for (const part of ['search', 'hash'] as const) {
+    const params = new URLSearchParams(target[part].slice(1));
+    const description = params.get('error_description');
+    if (description === null || isErrorDescriptionCharset(description)) continue;
+    params.set('error_description', inErrorDescriptionCharset(description));
+    target[part] = params.toString();
+    ctx.set('Location', target.href);
+  }
 }
 
 /** The request's parameters as the engine resolved them, or as sent when it failed before that. */

@@ -93,7 +93,7 @@ function registrationWorkspace(provider: Provider, accounts: Accounts): Middlewa
     const header = ctx.get('authorization');
     const token = /^Bearer ([A-Za-z0-9\-._~+/]+=*)$/i.exec(header)?.[1];
     // A header that is there but names no bearer token is malformed (RFC 6750 section 3.1), not absent.
-    if (header && !token) throw new HttpError(400, 'invalid_request', 'the Authorization header must be "Bearer <initial access token>"');
+    if (header && !token) throw new HttpError(400, 'invalid_request', 'the Authorization header must be Bearer followed by the initial access token');
     if (token) {
       const iat = await findInitialAccessToken(provider, token);
       if (!iat || (iat.workspace !== undefined && !await accounts.getWorkspace(iat.workspace))) {
