@@ -276,6 +276,17 @@ describe('revocation, introspection and userinfo', function () {
       expect(await response.json()).not.to.have.property('sub');
     });
 
+    it('refuses a client_credentials token with 401 invalid_token, not insufficient_scope: no scope would give it a user to describe', async () => {
+      const machine = await registerClient(server.issuer, { grant_types: ['client_credentials'], redirect_uris: [] }, await initialAccessToken(server, user.workspaces[0]!.id));
+      const issued = await tokenRequest(server.issuer, { grant_type: 'client_credentials', scope: 'api', ...postCredentials(machine) });
+      const { access_token: accessToken } = await issued.json() as TokenSet;
+      const response = await callUserinfo(accessToken);
+      const body = await response.json() as OAuthErrorBody;
+      expect([response.status, body.error]).to.deep.equal([401, 'invalid_token']);
+      expect(body.error_description).to.match(/not tied to a user/);
+      expect(response.headers.get('www-authenticate')).to.include('error="invalid_token"').and.not.include('scope=');
+    });
+
     it('accepts the token in a POST form body (RFC 6750 2.2), and refuses it sent twice or its parameter repeated with 400 invalid_request', async () => {
       const tokens = await userTokens('api profile');
       const fromForm = await postForm(userinfoUrl(), { access_token: tokens.access_token });

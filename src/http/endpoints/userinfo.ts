@@ -63,6 +63,8 @@ function pick(claims: ProfileClaims, names: Set<string>): Partial<ProfileClaims>
   return Object.fromEntries(Object.entries(claims).filter(([name]) => names.has(name)));
 }
 
+const NO_USER = 'the access token is not tied to a user: userinfo describes the user an authorization code grant\'s token acts for';
+
 function answer({ verifier, audience, accounts, signed, failedCredentials, dpop }: UserinfoDependencies): Middleware {
   const refusal = (refused: Omit<Refusal, 'realm' | 'dpop'>) => refusalOf({ realm: 'oauth', dpop: dpopChallenge(dpop), ...refused });
   return async (ctx) => {
@@ -84,12 +86,14 @@ function answer({ verifier, audience, accounts, signed, failedCredentials, dpop 
     const unbound = await senderConstraintRefusal(ctx, credential, claims, dpop);
     if (unbound) throw refusal(unbound);
 
+    // Before the scope: no scope would give a client_credentials token a user, so none is asked for.
+    if (!isUserToken(claims)) throw refusal({ status: 401, error: 'invalid_token', description: NO_USER });
     const scopes = new Set((claims.scope ?? '').split(' '));
     if (!scopes.has('profile') && !scopes.has('openid')) {
       throw refusal({ status: 403, error: 'insufficient_scope', description: 'the access token needs the profile scope', scope: 'profile' });
     }
-    const user = isUserToken(claims) ? await accounts.getUser(claims.sub) : undefined;
-    if (!user) throw refusal({ status: 401, error: 'invalid_token', description: 'the access token is not tied to a user' });
+    const user = await accounts.getUser(claims.sub);
+    if (!user) throw refusal({ status: 401, error: 'invalid_token', description: NO_USER });
     const released = releasedClaims(scopes, claims.userinfo_claims);
     const workspace = released.has('workspace') ? await accounts.membershipIn(user.id, claims.workspace_id) : undefined;
     const body = { sub: user.id, ...pick(profileClaims(user, workspace), released) };
