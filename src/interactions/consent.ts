@@ -59,7 +59,8 @@ export async function showConsent(ctx: Context, deps: ConsentDependencies, detai
   const existing = await existingGrant(deps, details, memberships);
   const client = await findClient(provider, details);
   const target = redirectTarget(String(details.params.redirect_uri));
-  const requested = consentItems(String(details.params.scope ?? ''), details.params.claims);
+  const requestedScope = String(details.params.scope ?? '');
+  const requested = consentItems(requestedScope, details.params.claims);
   // What the grant lacks for the APIs named, less what the user already allowed for another of them.
   const added = existing ? missingItems(details.prompt.details as MissingFromGrant).filter(({ value }) => !existing.allowed.some((item) => item.value === value)) : [];
   await renderPage(ctx, 'consent', 'Authorize', {
@@ -70,7 +71,10 @@ export async function showConsent(ctx: Context, deps: ConsentDependencies, detai
     signOutUrl: `${basePath}${ENGINE_ROUTES.end_session}`,
     scopes: added.length ? added : requested,
     alreadyAllowed: existing && added.length ? existing.allowed : [],
-    apis: (await requestedResources(deps, details)).map(({ api: { name, resource } }) => ({ name, host: URL.parse(resource)?.host ?? resource })),
+    apis: (await requestedResources(deps, details))
+      // Named only when the request asks one of its scopes: a token with none of them reaches nothing there.
+      .filter(({ api }) => scopesFor(api, requestedScope) !== '')
+      .map(({ api: { name, resource } }) => ({ name, host: URL.parse(resource)?.host ?? resource })),
     workspaces: (existing ? [existing.workspace] : memberships).map(({ id, name, role }) => ({ id, name, role })),
     action: `${basePath}${INTERACTION_PATH}/${details.uid}/consent`,
     csrfToken: csrf.issue(details.uid),

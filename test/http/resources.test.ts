@@ -98,6 +98,12 @@ describe('tokens for a registered API (resource indicators)', function () {
     expect(listed, 'nothing half-made').to.have.length(3);
   });
 
+  it('names no API on the consent page for a request that asks none of its scopes (openid and profile only)', async () => {
+    const { consent } = await allow([], 'openid profile');
+    expect(consent).to.contain('It will be able to:');
+    expect(consent).not.to.contain('It will reach');
+  });
+
   it('names the API on the consent page, and its token has its aud and only the scopes it accepts', async () => {
     const { code, verifier, consent } = await allow([BILLING]);
     expect(consent).to.contain('It will reach <strong>Billing MCP</strong> at billing.example');
