@@ -64,6 +64,22 @@ interface StoredDocument {
   /** Seconds it may be used without asking again (max-age within the bounds). */
   maxAge?: number;
   failedAt?: number;
+  /** When this record's history began: the fetch that found no copy before it. */
+  firstFetchedAt?: number;
+  /** When each redirect URI a later fetch found, and the copy before did not list, was first seen. */
+  redirectUrisAddedAt?: Record<string, number>;
+}
+
+/**
+ * What the store knows of when a document's redirect URIs appeared: `since`, the fetch its copies
+ * go back to without a break, at which every URI not in `addedAt` was already listed; `addedAt`,
+ * when each URI a later version added was first seen. What this cannot tell (the copy was dropped:
+ * unused past the upper bound, or a failure replaced it) starts again at the next fetch, so a
+ * gap in what is known never counts a URI as older than it may be.
+ */
+export interface RedirectUriHistory {
+  since: number;
+  addedAt: Readonly<Record<string, number>>;
 }
 
 export class MetadataDocuments {
@@ -139,7 +155,10 @@ export class MetadataDocuments {
         return documentResponse(url, body, 0);
       }
       const maxAge = cacheSeconds(response.headers.get('cache-control'));
-      await this.#documents.upsert(digest(url), { url, body, fetchedAt: now, maxAge } satisfies StoredDocument, maxSeconds);
+      const history = nextRedirectUriHistory(stored, body, now);
+      await this.#documents.upsert(digest(url), {
+        url, body, fetchedAt: now, maxAge, firstFetchedAt: history.since, redirectUrisAddedAt: history.addedAt,
+      } satisfies StoredDocument, maxSeconds);
       return documentResponse(url, body, maxAge);
     } catch (error) {
       // A copy that has not outlived the upper bound is served while its server does not answer,
@@ -153,10 +172,46 @@ export class MetadataDocuments {
     }
   }
 
+  /**
+   * When the document's redirect URIs appeared, for the rule that consent reaches only the
+   * redirect URIs a client had when the user gave it (src/engine/redirect_uri_consent.ts): a
+   * document's publisher can add one at any time. Undefined when the store holds no copy.
+   */
+  async redirectUriHistory(clientId: string): Promise<RedirectUriHistory | undefined> {
+    const stored = await this.#stored(clientId);
+    if (stored?.body === undefined || stored.fetchedAt === undefined) return undefined;
+    // A copy kept before its history was: known from its last fetch only.
+    return { since: stored.firstFetchedAt ?? stored.fetchedAt, addedAt: stored.redirectUrisAddedAt ?? {} };
+  }
+
   async #stored(url: string): Promise<StoredDocument | undefined> {
     const stored = await this.#documents.find(digest(url));
     return stored?.url === url ? stored as unknown as StoredDocument : undefined;
   }
+}
+
+/**
+ * The history of a document's redirect URIs once `body` was fetched at `now`: carried on from the
+ * copy before it, the URIs it did not list added now (one dropped and listed again is added again);
+ * begun anew when there was no copy to carry it on from.
+ */
+function nextRedirectUriHistory(stored: StoredDocument | undefined, body: string, now: number): RedirectUriHistory {
+  const listed = redirectUrisOf(body);
+  // A copy past the upper bound is one the store is about to drop: as good as none.
+  if (stored?.body === undefined || stored.fetchedAt === undefined || now >= stored.fetchedAt + maxSeconds) return { since: now, addedAt: {} };
+  const before = new Set(redirectUrisOf(stored.body));
+  const known = stored.redirectUrisAddedAt ?? {};
+  const addedAt: Record<string, number> = {};
+  for (const uri of listed) {
+    if (!before.has(uri)) addedAt[uri] = now;
+    else if (known[uri] !== undefined) addedAt[uri] = known[uri];
+  }
+  return { since: stored.firstFetchedAt ?? stored.fetchedAt, addedAt };
+}
+
+function redirectUrisOf(body: string): string[] {
+  const uris = jsonObject(body)?.redirect_uris;
+  return Array.isArray(uris) ? uris.filter((uri): uri is string => typeof uri === 'string') : [];
 }
 
 /**

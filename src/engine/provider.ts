@@ -201,7 +201,7 @@ export function buildProvider({ config, store, accounts, keys, revocations, page
     },
     // Consent reaches only the redirect URIs the client had when it was given. The settings area's
     // own sign-in client is first-party: no consent page (src/clients/first_party.ts, first_party_grant.ts).
-    loadExistingGrant: withSettingsSignIn(loadConsentedGrant),
+    loadExistingGrant: withSettingsSignIn(loadConsentedGrant(documents)),
     clients: [settingsClient(config.issuer)],
     // Pairwise subjects are not offered and sector_identifier_uri is refused at registration; a
     // client stored before that was refused is never fetched for either.

@@ -6,8 +6,13 @@ import { SignJWT } from 'jose';
 
 import { startDocumentServer, type DocumentServer } from '../support/document_server.ts';
 import { clientKey, type ClientKey } from '../support/keys.ts';
+import { openStore } from '../../adapters/index.ts';
+import { LIFETIMES } from '../../config/lifetimes.ts';
+import { MetadataDocuments } from '../../src/clients/metadata_documents.ts';
+import { digest } from '../../src/shared/digest.ts';
 import { authorizationUrl, pkcePair, postForm } from '../support/oauth.ts';
-import { startServer, type TestServer } from '../support/server.ts';
+import { seedUser, startServer, type TestServer } from '../support/server.ts';
+import { UserAgent, authorize } from '../support/user_agent.ts';
 import { eventually } from '../support/wait.ts';
 import { testCertificates, type TestCertificates } from '../support/tls.ts';
 
@@ -414,6 +419,60 @@ describe('Client ID Metadata Documents: what the server refuses', function () {
       } finally {
         db.close();
       }
+    });
+  });
+
+  describe('consent and a document that changes', () => {
+    const GOOD = 'https://good.example/cb';
+    const ADDED = 'https://added.example/cb';
+    let changing: TestServer;
+
+    before(async () => {
+      changing = await startServer({ env: { NODE_EXTRA_CA_CERTS: certificates.caFile, CIMD_TRUSTED_HOSTS: `localhost:${documents.port}`, RATE_LIMITS: 'off' } });
+    });
+
+    after(async () => {
+      await changing?.stop();
+    });
+
+    /** An authorization request of the browser `agent`, followed to where it ends: a URL off the server, or its page. */
+    async function silently(agent: UserAgent, clientId: string, redirectUri: string): Promise<string> {
+      const url = authorizationUrl(changing.issuer, {
+        client_id: clientId, response_type: 'code', redirect_uri: redirectUri, scope: 'api', state: 'state-2', prompt: 'none',
+        code_challenge: pkcePair().challenge, code_challenge_method: 'S256',
+      });
+      return (await agent.follow(url, changing.origin)).url;
+    }
+
+    /** Makes the stored copy of the document due for a fetch, as time would, and the engine forget the client it built (a restart). */
+    async function dueForAFetch(clientId: string): Promise<void> {
+      const store = openStore(changing.store);
+      try {
+        const model = store.model(MetadataDocuments.MODEL);
+        const stored = await model.find(digest(clientId)) as { fetchedAt: number };
+        await model.upsert(digest(clientId), { ...stored, fetchedAt: stored.fetchedAt - 2 * LIFETIMES.MetadataDocument.minSeconds }, LIFETIMES.MetadataDocument.maxSeconds);
+      } finally {
+        await store.close();
+      }
+      await changing.restart();
+    }
+
+    it('does not let earlier consent reach a redirect URI a new version of the document adds: prompt=none gets no code there, and still one at the URI consented to', async () => {
+      const clientId = publish('/changing.json', { redirect_uris: [GOOD] });
+      const user = await seedUser(changing);
+      const agent = new UserAgent();
+      const consented = await authorize(agent, authorizationUrl(changing.issuer, {
+        client_id: clientId, response_type: 'code', redirect_uri: GOOD, scope: 'api', state: 'state-1',
+        code_challenge: pkcePair().challenge, code_challenge_method: 'S256',
+      }), changing.origin, { email: user.email, password: user.password });
+      expect(consented.searchParams.get('code'), consented.href).to.be.a('string');
+      expect(new URL(await silently(agent, clientId, GOOD)).searchParams.get('code'), 'silent renewal at the URI consented to').to.be.a('string');
+
+      publish('/changing.json', { redirect_uris: [GOOD, ADDED] });
+      await dueForAFetch(clientId);
+      const added = await silently(agent, clientId, ADDED);
+      expect(added, 'no code goes to the added URI without consent').not.to.match(/[?&]code=/);
+      expect(new URL(await silently(agent, clientId, GOOD)).searchParams.get('code'), 'the URI consented to is still covered').to.be.a('string');
     });
   });
 

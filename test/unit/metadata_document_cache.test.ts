@@ -146,3 +146,60 @@ describe('the metadata document cache', () => {
     expect(failed, 'past the upper bound the copy is not served').to.equal(true);
   });
 });
+
+/** When a document's redirect URIs appeared, kept with its copy for the consent rule (src/engine/redirect_uri_consent.ts). */
+describe('the metadata document cache: when redirect URIs appeared', () => {
+  const URL_B = 'https://client.example/b.json';
+  const { minSeconds, maxSeconds } = LIFETIMES.MetadataDocument;
+  let dir: string;
+  let store: Store;
+  let now: number;
+  let redirectUris: string[];
+
+  const documentServer: SafeFetch = async () => new Response(JSON.stringify({ client_id: URL_B, redirect_uris: redirectUris }), { status: 200 });
+  const documents = () => new MetadataDocuments(store.model(MetadataDocuments.MODEL), documentServer, { clock: () => now });
+  const seconds = () => Math.floor(now / 1000);
+  const advance = (by: number) => { now += by * 1000; };
+
+  beforeEach(async () => {
+    dir = await mkdtemp(join(tmpdir(), 'cimd-history-'));
+    store = openStore(`sqlite:${join(dir, 'store.sqlite')}`);
+    now = Date.now();
+    redirectUris = ['https://app.example/cb'];
+  });
+
+  afterEach(async () => {
+    await store.close();
+    await rm(dir, { recursive: true, force: true });
+  });
+
+  it('dates a URI a later version lists from the fetch that found it, keeps the others\' dates, and dates one listed again anew', async () => {
+    const cache = documents();
+    expect(await cache.redirectUriHistory(URL_B), 'nothing fetched yet').to.equal(undefined);
+    await cache.fetch(URL_B);
+    const began = seconds();
+    expect(await cache.redirectUriHistory(URL_B)).to.deep.equal({ since: began, addedAt: {} });
+
+    redirectUris = ['https://app.example/cb', 'https://other.example/cb'];
+    advance(minSeconds + 1);
+    await cache.fetch(URL_B);
+    const added = seconds();
+    expect(await cache.redirectUriHistory(URL_B)).to.deep.equal({ since: began, addedAt: { 'https://other.example/cb': added } });
+
+    redirectUris = ['https://app.example/cb'];
+    advance(minSeconds + 1);
+    await cache.fetch(URL_B);
+    redirectUris = ['https://app.example/cb', 'https://other.example/cb'];
+    advance(minSeconds + 1);
+    await cache.fetch(URL_B);
+    expect(await cache.redirectUriHistory(URL_B)).to.deep.equal({ since: began, addedAt: { 'https://other.example/cb': seconds() } });
+  });
+
+  it('begins the history again once the copy is gone: what it cannot tell is never taken for older', async () => {
+    const cache = documents();
+    await cache.fetch(URL_B);
+    advance(maxSeconds + 1);
+    await cache.fetch(URL_B);
+    expect((await cache.redirectUriHistory(URL_B))?.since).to.equal(seconds());
+  });
+});
