@@ -199,7 +199,22 @@ function webRequest(ctx: Context, body: ReadableStream<Uint8Array> | string): Re
   for (const [name, value] of Object.entries(ctx.req.headers)) {
     if (value !== undefined && name !== 'host') headers.set(name, Array.isArray(value) ? value.join(', ') : value);
   }
+  if (acceptsBothAnswerTypes(ctx)) headers.set('accept', BOTH_ANSWER_TYPES);
   return new Request(ctx.href, { method: ctx.method, headers, body, duplex: 'half' } as RequestInit);
+}
+
+/** The media types the MCP transport asks a client to accept, as the transport reads them. */
+const BOTH_ANSWER_TYPES = 'application/json, text/event-stream';
+
+/**
+ * Whether the request's `Accept` takes both of the transport's answer types as RFC 9110 section
+ * 12.5.1 reads it: names matched whatever their case, ranges (`*\/*`, `application/*`) included.
+ * The transport compares the header's text, so a client sending `*\/*` or `Application/JSON` was
+ * answered 406; it is handed the two names instead. A request without the header still is
+ * (the MCP transport requires a client to send it).
+ */
+function acceptsBothAnswerTypes(ctx: Context): boolean {
+  return ctx.get('accept') !== '' && ctx.accepts('application/json') !== false && ctx.accepts('text/event-stream') !== false;
 }
 
 /** The transport's answer as Koa's: JSON read whole (so it waits for the store's commit), an event stream piped. */

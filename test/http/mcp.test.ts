@@ -151,6 +151,17 @@ describe('the MCP endpoint (/mcp)', function () {
     expect(tools.find(({ name }) => name === 'get_record')!.inputSchema.properties).to.have.keys('object', 'id');
   });
 
+  it('takes an Accept that admits both of the transport\'s answer types however it is written (RFC 9110 12.5.1: any case, ranges); one that admits one of them is still 406', async () => {
+    for (const accept of ['Application/JSON, Text/Event-Stream', '*/*', 'application/*, text/*', 'text/event-stream;q=0.5, application/json']) {
+      const listed = await rpc('tools/list', {}, credentials.machine, { accept });
+      expect(listed.status, accept).to.equal(200);
+      expect(listed.body.result, accept).to.have.property('tools');
+    }
+    for (const accept of ['application/json', 'text/event-stream', 'text/html']) {
+      expect((await rpc('tools/list', {}, credentials.machine, { accept })).status, accept).to.equal(406);
+    }
+  });
+
   it('takes tokens issued for /mcp (user and client credentials) and API keys; refuses a token for the data API', async () => {
     expect(decodeJwt(credentials.admin!).aud).to.equal(mcpUrl);
     for (const name of ['admin', 'viewer', 'machine', 'key']) {
