@@ -260,10 +260,13 @@ export const imageUrl: Parser<string> = (value, name) => {
   throw new ConfigError(`${name} must be an https URL (https://cdn.example.com/logo.svg) or a path starting with / (/brand/logo.svg), got "${value}"`);
 };
 
-/** An http(s) origin: scheme, host and port, nothing else (`https://app.example.com`). */
+/**
+ * An http(s) origin: scheme, host and port, nothing else (`https://app.example.com`), kept as a
+ * browser sends it in `Origin` (scheme and host in lower case, whatever case they were written in).
+ */
 export const origin: Parser<string> = (value, name) => {
   const url = URL.parse(value);
-  if (!url || (url.protocol !== 'https:' && url.protocol !== 'http:') || url.origin !== value.replace(/\/$/, '')) {
+  if (!url || (url.protocol !== 'https:' && url.protocol !== 'http:') || url.origin !== value.replace(/\/$/, '').toLowerCase()) {
     throw new ConfigError(`${name} must be origins such as https://app.example.com (scheme, host and port only), got "${value}"`);
   }
   return url.origin;

@@ -48,6 +48,13 @@ describe('configuration', () => {
     expect(configError({ TRUST_PROXY: '0x1' })).to.match(/^TRUST_PROXY must be true, false or the number of proxies/);
   });
 
+  it('reads MCP_ALLOWED_ORIGINS as origins a browser sends, whatever the case they are written in; anything more than an origin is refused', () => {
+    expect(loadConfig({ MCP_ALLOWED_ORIGINS: 'https://App.Example.com,HTTP://localhost:5173/' }).mcpAllowedOrigins).to.deep.equal(['https://app.example.com', 'http://localhost:5173']);
+    for (const value of ['https://app.example.com/path', 'ftp://app.example.com', 'https://user@app.example.com']) {
+      expect(configError({ MCP_ALLOWED_ORIGINS: value }), value).to.match(/^MCP_ALLOWED_ORIGINS must be origins such as/);
+    }
+  });
+
   it('reads how the pages name the service: a name, and a logo that is an https URL or a path on the issuer\'s host', () => {
     expect(loadConfig({}).service).to.deep.equal({ name: 'Workspace OAuth server', logoUrl: undefined, documentationUrl: undefined });
     const service = loadConfig({ SERVICE_NAME: ' Acme Sign-in ', SERVICE_LOGO_URL: '/brand/logo.svg?v=2', SERVICE_DOCUMENTATION_URL: 'https://docs.example.com/oauth' }).service;
