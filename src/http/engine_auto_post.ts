@@ -3,7 +3,7 @@ import type { Middleware } from 'koa';
 import { oidcOf } from '../engine/context.ts';
 import { ENGINE_ROUTE_TEMPLATES } from '../engine/routes.ts';
 import { renderAutoPostPage, type AutoPostForm } from '../pages/auto_post.ts';
-import { inErrorDescriptionCharset } from '../shared/error_description.ts';
+import { errorDescriptionFor } from '../shared/error_description.ts';
 
 /**
  * The engine's self-submitting page (oidc-provider's lib/response_modes/form_post.js), rendered in
@@ -26,8 +26,9 @@ export function engineAutoPostInLayout(issuer: string): Middleware {
       await renderAutoPostPage(ctx, form, { kind: 'sign-out' });
       return;
     }
-    // RFC 6749 section 4.1.2.1, as for a redirect's (src/http/endpoints/authorization.ts).
-    if (form.fields.error_description !== undefined) form.fields.error_description = inErrorDescriptionCharset(form.fields.error_description);
+    // RFC 6749 section 4.1.2.1, and a description where the engine gives none, as for a redirect (src/http/endpoints/authorization.ts).
+    const described = form.fields.error === undefined ? undefined : errorDescriptionFor(form.fields.error, form.fields.error_description);
+    if (described !== undefined) form.fields.error_description = described;
     const client = oidcOf(ctx)?.client;
     await renderAutoPostPage(ctx, form, { kind: 'client', clientName: client?.clientName || client?.clientId || 'the application' });
   };

@@ -6,7 +6,7 @@ import { ENGINE_BODY_LIMIT } from '../engine/body_limit.ts';
 import { oidcOf } from '../engine/context.ts';
 import { renderErrorPage } from '../pages/render.ts';
 import { HttpError } from '../shared/http_error.ts';
-import { inErrorDescriptionCharset } from '../shared/error_description.ts';
+import { errorDescriptionFor, inErrorDescriptionCharset } from '../shared/error_description.ts';
 import type { Logger } from '../shared/logger.ts';
 import { noStore } from '../shared/no_store.ts';
 import { loggedPath } from './logged_path.ts';
@@ -169,16 +169,17 @@ function answerOutage(ctx: Context, description = 'the storage backend is unavai
 
 /**
  * An error the engine answered in JSON (an OAuth error: `error` a string) is finished as every
- * refusal written here is: it carries the `request_id`, and its `error_description` only the
- * characters RFC 6749 section 5.2 allows (the engine's texts and the host's steps within it may
- * echo what was sent). Not a JSON-RPC error (`/mcp`), whose members are fixed.
+ * refusal written here is: it carries the `request_id`, and an `error_description` (the engine
+ * leaves a few without one) in only the characters RFC 6749 section 5.2 allows (the engine's texts
+ * and the host's steps within it may echo what was sent). Not a JSON-RPC error (`/mcp`), whose members are fixed.
  */
 function finishEngineErrorBody(ctx: Context): void {
   const body: unknown = ctx.body;
   if (!body || typeof body !== 'object' || Buffer.isBuffer(body)) return;
   const error = body as { error?: unknown; error_description?: unknown; request_id?: unknown };
   if (typeof error.error !== 'string') return;
-  if (typeof error.error_description === 'string') error.error_description = inErrorDescriptionCharset(error.error_description);
+  const description = errorDescriptionFor(error.error, typeof error.error_description === 'string' ? error.error_description : undefined);
+  if (description !== undefined) error.error_description = description;
   const id = requestIdOf(ctx);
   if (id && !('request_id' in error)) error.request_id = id;
 }

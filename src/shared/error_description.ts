@@ -25,3 +25,19 @@ export function inErrorDescriptionCharset(text: string): string {
     return encoded;
   });
 }
+
+/**
+ * What the engine's refusals that carry no `error_description` of their own say: a client is told
+ * what to do about each, as about every other refusal.
+ */
+const UNDESCRIBED: Readonly<Record<string, string>> = {
+  request_uri_not_supported: 'request_uri is taken only at the authorization endpoint, as the urn:ietf:params:oauth:request_uri: value the pushed '
+    + 'authorization request endpoint answered (RFC 9126); push the parameters themselves, or send a request object by value (request)',
+  request_not_supported: 'request objects are not taken here; send the parameters themselves',
+  registration_not_supported: 'the registration parameter is not supported; register the client first (POST /oauth/register, RFC 7591)',
+};
+
+/** The `error_description` to answer an error `code` with: `description` in the charset, or what UNDESCRIBED says of the code. */
+export function errorDescriptionFor(code: string, description: string | undefined): string | undefined {
+  return description === undefined ? UNDESCRIBED[code] : inErrorDescriptionCharset(description);
+}

@@ -3,7 +3,7 @@ import * as oauth from 'oauth4webapi';
 
 import { REDIRECT_URI, codeRequest, exchangeCode, registerClient, type RegisteredClient } from '../support/oauth.ts';
 import { expectOAuthError } from '../support/oauth_errors.ts';
-import { seedUser, startServer, type SeededUser, type TestServer } from '../support/server.ts';
+import { registerVettedClient, seedUser, startServer, type SeededUser, type TestServer } from '../support/server.ts';
 import { UserAgent, authorize } from '../support/user_agent.ts';
 import { eventually } from '../support/wait.ts';
 
@@ -112,8 +112,20 @@ describe('pushed authorization requests (POST /oauth/par)', function () {
       expect(anonymous.headers.get('www-authenticate')).to.match(/^Basic /);
       await expectOAuthError(anonymous, 401, 'invalid_client');
       await expectOAuthError(await push(server, client, { ...params, redirect_uri: 'https://elsewhere.example/callback' }), 400, 'invalid_request');
-      await expectOAuthError(await push(server, client, { ...params, request_uri: 'urn:ietf:params:oauth:request_uri:nested' }), 400, 'request_uri_not_supported');
+      const nested = await expectOAuthError(await push(server, client, { ...params, request_uri: 'urn:ietf:params:oauth:request_uri:nested' }), 400, 'request_uri_not_supported');
+      expect(nested.error_description, 'what to do instead').to.match(/push the parameters themselves/);
       await expectOAuthError(await push(server, client, { ...params, scope: 'api admin' }), 400, 'invalid_scope');
+    });
+
+    it('answers a request_uri at the authorization endpoint that is not a pushed request\'s with request_uri_not_supported saying what to send instead', async () => {
+      const vetted = await registerVettedClient(server, { client_name: 'Referencing App' });
+      const url = new URL(codeRequest(server.issuer, vetted.client_id).url);
+      url.searchParams.set('request_uri', 'https://app.example/request.jwt');
+      const answer = await new UserAgent().follow(url.href, server.origin);
+      const callback = new URL(answer.url);
+      expect(`${callback.origin}${callback.pathname}`, answer.url).to.equal(REDIRECT_URI);
+      expect(callback.searchParams.get('error')).to.equal('request_uri_not_supported');
+      expect(callback.searchParams.get('error_description')).to.match(/^request_uri is taken only at the authorization endpoint, as the urn:ietf:params:oauth:request_uri: value/);
     });
 
     it('holds a client registered with require_pushed_authorization_requests to it: its plain authorization request gets no code', async () => {

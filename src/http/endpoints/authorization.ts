@@ -4,7 +4,7 @@ import { isVetted } from '../../clients/vetting.ts';
 import { authorizationErrorOf, type AuthorizationError } from '../../engine/authorization_errors.ts';
 import { oidcOf } from '../../engine/context.ts';
 import { ENGINE_ROUTES } from '../../engine/routes.ts';
-import { inErrorDescriptionCharset, isErrorDescriptionCharset } from '../../shared/error_description.ts';
+import { errorDescriptionFor, isErrorDescriptionCharset } from '../../shared/error_description.ts';
 import { renderReturnToClientPage, type HeldError } from '../../pages/return_to_client.ts';
 import { answerErrorsAs } from '../errors.ts';
 import { formPostAsGet, restorePostedForm, type PostedFormSteps } from '../form_post_as_get.ts';
@@ -22,8 +22,9 @@ import type { PostedForms } from '../posted_forms.ts';
  * Within the engine, a client_id that is a metadata document URL not fetched lately counts
  * against the client address's registration allowance (src/engine/new_metadata_documents.ts).
  * After the engine:
- * 4. an error redirect's `error_description` is put in the characters RFC 6749 allows
- *    (errorDescriptionInCharset; the form_post page's in src/http/engine_auto_post.ts);
+ * 4. an error redirect's `error_description` is put in the characters RFC 6749 allows, and
+ *    written for the few errors the engine leaves without one (errorDescriptionInCharset; the
+ *    form_post page's in src/http/engine_auto_post.ts);
  * 5. an error the engine would send to an unvetted client's redirect URI is held on a page that
  *    lets the user decide (holdErrorRedirects).
  */
@@ -76,7 +77,8 @@ async function heldError(ctx: Context, error: AuthorizationError, issuer: string
   if (isSilent(params.prompt) && await signedInUserGranted(ctx, client.clientId)) return undefined;
   const location = ctx.response.get('Location') || undefined;
   const response: Record<string, string> = { error: error.error ?? 'invalid_request' };
-  if (error.error_description) response.error_description = inErrorDescriptionCharset(error.error_description);
+  const description = errorDescriptionFor(response.error, error.error_description || undefined);
+  if (description) response.error_description = description;
   if (params.state) response.state = params.state;
   response.iss = issuer;
   const signOutUrl = oidcOf(ctx)?.session?.accountId ? `${issuer}${ENGINE_ROUTES.end_session}` : undefined;
@@ -93,9 +95,12 @@ function errorDescriptionInCharset(ctx: Context): void {
   if (!target) return;
   for (const part of ['search', 'hash'] as const) {
     const params = new URLSearchParams(target[part].slice(1));
+    const error = params.get('error');
     const description = params.get('error_description');
-    if (description === null || isErrorDescriptionCharset(description)) continue;
-    params.set('error_description', inErrorDescriptionCharset(description));
+    if (error === null || (description !== null && isErrorDescriptionCharset(description))) continue;
+    const described = errorDescriptionFor(error, description ?? undefined);
+    if (described === undefined) continue;
+    params.set('error_description', described);
     target[part] = params.toString();
     ctx.set('Location', target.href);
   }

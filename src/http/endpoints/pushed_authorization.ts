@@ -18,22 +18,9 @@ import { rfc6749ErrorCodes } from './rfc6749_errors.ts';
  * After the engine:
  * 3. RFC 6749 error codes where the engine's differ, as at the token endpoint (RFC 9126 section 2.3
  *    answers as RFC 6749 section 5.2 does; rfc6749_errors.ts): no client authentication is 401
- *    `invalid_client`, and every 401 has its challenge;
- * 4. a refusal the engine gives no description says what to do instead.
+ *    `invalid_client`, and every 401 has its challenge. A refusal the engine gives no
+ *    description says what to do instead, as everywhere (src/http/errors.ts).
  */
 export function pushedAuthorizationEndpoint(rateLimits: RateLimiting, provider: Provider): Middleware[] {
-  return [rateLimits.pushedAuthorization, fapiClientsUseKeys(provider), rfc6749ErrorCodes, describedRefusals];
+  return [rateLimits.pushedAuthorization, fapiClientsUseKeys(provider), rfc6749ErrorCodes];
 }
-
-/** The engine's refusals here that come without an `error_description`. */
-const DESCRIPTIONS: Readonly<Record<string, string>> = {
-  request_uri_not_supported: 'a pushed request cannot name a request_uri: push its parameters themselves (RFC 9126 section 2.1)',
-};
-
-const describedRefusals: Middleware = async (ctx, next) => {
-  await next();
-  const body = ctx.body as { error?: unknown; error_description?: unknown } | undefined;
-  if (ctx.status < 400 || typeof body?.error !== 'string' || body.error_description !== undefined) return;
-  const description = DESCRIPTIONS[body.error];
-  if (description) ctx.body = { ...body, error_description: description };
-};
