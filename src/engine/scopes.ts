@@ -27,7 +27,9 @@ export function effectiveScope(requested: string | undefined): string {
     // Named back in brief: a request of any length gets an answer of a few hundred bytes.
     const named = unknown.join(' ');
     const shown = named.length > SHOWN_SCOPE_LENGTH ? `${named.slice(0, SHOWN_SCOPE_LENGTH)}...` : named;
-    throw new errors.InvalidScope(`unsupported scope value${unknown.length > 1 ? 's' : ''}: ${shown}; supported: ${SUPPORTED_SCOPES.join(' ')}`, shown);
+    // A stock OpenID Connect client asks for `openid profile email` by default: say where its email is.
+    const email = unknown.includes('email') ? ' (the email and email_verified claims come with profile)' : '';
+    throw new errors.InvalidScope(`unsupported scope value${unknown.length > 1 ? 's' : ''}: ${shown}; supported: ${SUPPORTED_SCOPES.join(' ')}${email}`, shown);
   }
   return [...new Set(values)].join(' ');
 }

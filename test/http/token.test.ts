@@ -609,6 +609,11 @@ describe('token endpoint (POST /oauth/token)', function () {
       expect((JSON.parse(text) as { error_description: string }).error_description).to.match(/^unsupported scope value: x{200}\.\.\.; supported: /);
     });
 
+    it('says where the email is when an OpenID Connect client asks for the email scope, as stock ones do by default', async () => {
+      const body = await expectTokenError(await clientCredentials(machineClient, { scope: 'api email' }), 400, 'invalid_scope');
+      expect(body.error_description).to.equal('unsupported scope value: email; supported: openid api profile (the email and email_verified claims come with profile)');
+    });
+
     it('names an unknown resource back with only the characters RFC 6749 5.2 allows in error_description: others percent-encoded, as in a URI', async () => {
       const body = await expectTokenError(await clientCredentials(machineClient, { resource: 'https://bücher.example/"api"\\日本' }), 400, 'invalid_target');
       expect(body.error_description).to.equal('unknown resource https://b%C3%BCcher.example/%22api%22%5C%E6%97%A5%E6%9C%AC; this server issues tokens for the APIs its operator registered');
