@@ -14,6 +14,7 @@ import { nowSeconds } from '../shared/clock.ts';
  * - client_credentials needs a workspace, which only an initial access token made by a
  *   workspace admin can give (`workspace_id`, never taken from the request body);
  * - no metadata makes the server fetch a URL the registrant chose (see FETCHED_METADATA);
+ * - metadata asking for encryption or for JWT answers the server does not give is refused (UNOFFERED_METADATA);
  * - an update cannot make a confidential client public, and the time each redirect URI was added
  *   by an update is kept, so consent given before does not reach it (src/engine/redirect_uri_consent.ts).
  */
@@ -74,6 +75,30 @@ const FETCHED_METADATA: ReadonlyArray<[string, string]> = [
   ['jwks_uri', 'jwks_uri is not supported here (CIMD=off: the server fetches no documents); a private_key_jwt client registers its public keys inline, in jwks'],
 ];
 
+/**
+ * Metadata asking for what this server does not do, refused rather than dropped as the engine
+ * would drop it (its features off): a client that asked for encrypted ID tokens would otherwise be
+ * registered and then handed signed ones it cannot read as asked.
+ */
+const UNOFFERED_METADATA: ReadonlyArray<[fields: readonly string[], why: string]> = [
+  [
+    ['id_token', 'userinfo', 'authorization', 'introspection'].flatMap((what) => [`${what}_encrypted_response_alg`, `${what}_encrypted_response_enc`])
+      .concat('request_object_encryption_alg', 'request_object_encryption_enc'),
+    'this server encrypts nothing and decrypts nothing: ID tokens and userinfo answers are signed, request objects are taken signed',
+  ],
+  [['authorization_signed_response_alg'], 'JWT-secured authorization responses (JARM) are not offered: the code comes in the query, the fragment or a form_post'],
+  [['introspection_signed_response_alg'], 'introspection answers in JSON only, never as a signed JWT'],
+];
+
+/** Refuses the first field of UNOFFERED_METADATA the request sets (null is none: RFC 7592 takes it as leaving a field out). */
+function refuseUnofferedMetadata(sent: unknown): void {
+  if (!sent || typeof sent !== 'object') return;
+  for (const [fields, why] of UNOFFERED_METADATA) {
+    const field = fields.find((name) => (sent as Record<string, unknown>)[name] !== undefined && (sent as Record<string, unknown>)[name] !== null);
+    if (field) throw new errors.InvalidClientMetadata(`${field} is not supported: ${why}; register without it`);
+  }
+}
+
 /** A document's keys come with it: one fetch per client, never a second one on its say-so. */
 const DOCUMENT_JWKS_URI = 'jwks_uri is not supported in a client metadata document; a private_key_jwt client puts its public keys in the document itself, in jwks';
 
@@ -100,6 +125,8 @@ export function validateClientMetadata(
   if (key !== WORKSPACE_METADATA) return;
 
   checkRegistrationHygiene(metadata);
+  // What the engine does not recognise is gone from `metadata` by now: it is read from the request.
+  refuseUnofferedMetadata(ctx.oidc.body);
   for (const [field, description] of FETCHED_METADATA) {
     if (field === 'jwks_uri' && options.keysByReference) continue;
     if (metadata[field] !== undefined && metadata[field] !== null) throw new errors.InvalidClientMetadata(description);

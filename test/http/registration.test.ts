@@ -621,6 +621,19 @@ describe('client registration', () => {
       await expectRefusal(await register(server.issuer, { token_endpoint_auth_method: 'private_key_jwt', jwks: { keys: [] } }), 400, 'invalid_client_metadata', /jwks must hold the public key/);
     });
 
+    it('refuses metadata asking for encryption or for JWT answers it does not give, which it would otherwise drop, with 400 invalid_client_metadata; null is taken as left out', async () => {
+      for (const [field, value, why] of [
+        ['id_token_encrypted_response_alg', 'RSA-OAEP-256', /encrypts nothing/],
+        ['userinfo_encrypted_response_enc', 'A128CBC-HS256', /encrypts nothing/],
+        ['request_object_encryption_alg', 'ECDH-ES', /decrypts nothing/],
+        ['authorization_signed_response_alg', 'ES256', /JARM/],
+        ['introspection_signed_response_alg', 'ES256', /JSON only/],
+      ] as const) {
+        await expectRefusal(await register(server.issuer, { [field]: value }), 400, 'invalid_client_metadata', new RegExp(`^${field} is not supported: .*${why.source}`));
+      }
+      expect((await register(server.issuer, { id_token_encrypted_response_alg: null })).status).to.equal(201);
+    });
+
     it('refuses an unknown token_endpoint_auth_method with 400 invalid_client_metadata', async () => {
       await expectRefusal(await register(server.issuer, { token_endpoint_auth_method: 'magic' }), 400, 'invalid_client_metadata', /token_endpoint_auth_method/);
     });
