@@ -1,3 +1,4 @@
+import { domainToUnicode } from 'node:url';
 import type { RateLimiterAbstract } from 'rate-limiter-flexible';
 
 /**
@@ -125,13 +126,19 @@ export function listedValue(model: string, payload: ModelPayload): string | unde
 }
 
 /**
- * An email as the service stores and looks it up: trimmed, in Unicode's composed form (NFC). An
- * `é` is one character or an `e` followed by a combining accent depending on the keyboard that
- * typed it; both look the same, so they must be one address: never two users who read alike, nor
- * a sign-in refused for how the accent was typed.
+ * An email as the service stores and looks it up: trimmed, in Unicode's composed form (NFC), its
+ * domain in Unicode. An `é` is one character or an `e` followed by a combining accent depending on
+ * the keyboard that typed it, and a domain may come in punycode (`xn--`, as a browser's email
+ * field sends it); each reads the same, so they must be one address: never two users who read
+ * alike, nor a sign-in refused (or a sign-in lock counted twice) for how the address was typed.
  */
 export function normalEmail(email: string): string {
-  return email.trim().normalize('NFC');
+  const composed = email.trim().normalize('NFC');
+  const at = composed.lastIndexOf('@');
+  const domain = composed.slice(at + 1);
+  if (at < 0 || !/(?:^|\.)xn--/i.test(domain)) return composed;
+  const unicode = domainToUnicode(domain);
+  return unicode ? `${composed.slice(0, at)}@${unicode.normalize('NFC')}` : composed;
 }
 
 /**

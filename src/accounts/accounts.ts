@@ -126,14 +126,16 @@ export class Accounts {
   }
 
   /**
-   * Looks the address up composed, as users are stored since emails are normalised, then
-   * decomposed, as a user created before may have been stored.
+   * Looks the address up as users are stored since emails are normalised, then as a user created
+   * before may have been stored: decomposed, or with its domain in punycode as it was typed.
    */
   async #findByEmail(email: string): Promise<User | undefined> {
-    const composed = normalEmail(email);
-    const decomposed = composed.normalize('NFD');
-    return await this.#store.findUserByEmail(composed)
-      ?? (decomposed === composed ? undefined : await this.#store.findUserByEmail(decomposed));
+    const normal = normalEmail(email);
+    for (const stored of new Set([normal, normal.normalize('NFD'), email.trim().normalize('NFC')])) {
+      const user = await this.#store.findUserByEmail(stored);
+      if (user) return user;
+    }
+    return undefined;
   }
 
   countUsers() {

@@ -101,7 +101,8 @@ describe('authorization in a real browser', function () {
     expect(new URL(page.url()).origin).to.equal(server.origin);
     await page.getByRole('heading', { level: 1, name: 'Sign in' }).waitFor();
     expect(await page.locator('main').innerText()).to.include(client.client_name!);
-    expect(await page.getByLabel('Email').getAttribute('type')).to.equal('email');
+    // A text field with the email keyboard: a browser's type=email refuses a non-ASCII part before "@".
+    expect(await page.getByLabel('Email').getAttribute('inputmode')).to.equal('email');
     expect(await page.getByLabel('Password').getAttribute('type')).to.equal('password');
 
     await signIn(page, user);
@@ -156,6 +157,15 @@ describe('authorization in a real browser', function () {
     const redirect = await capture.next();
     expect(redirect.url.searchParams.get('code')).to.be.a('string').and.not.equal('');
     expect(redirect.url.searchParams.get('state')).to.equal(auth.state);
+  });
+
+  it('signs in a user whose email is not ASCII, typed as they write it, before and after the "@"', async function () {
+    const user = await seedUser(server, [{ workspace: 'Unicode Mail' }], { email: `zo\u00eb-${Date.now()}@ex\u00e4mple.com` });
+    const { page, auth } = await prepare();
+    await page.goto(auth.url);
+    await signIn(page, user);
+    // A field that refused the address would keep the sign-in page: the consent page would never come.
+    await consentHeading(page).waitFor({ timeout: 5_000 });
   });
 
   it('fills in the email address the client names with login_hint, which the user may still change', async function () {

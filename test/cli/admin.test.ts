@@ -335,6 +335,23 @@ describe('admin CLI', function () {
       expect(callback.searchParams.get('code'), 'signed in as the composed form of an email stored decomposed').to.be.a('string');
     });
 
+    it('an email is one address whether its domain is written in Unicode or in punycode: stored in Unicode, signed in with either, never a second user', async () => {
+      const local = `zo\u00eb-${randomBytes(4).toString('hex')}`;
+      const unicode = `${local}@ex\u00e4mple.com`;
+      const punycode = `${local}@xn--exmple-cua.com`;
+      const password = `cli-${randomBytes(9).toString('base64url')}-secret`;
+      const created = await createUser(workspace.id, punycode, password);
+      expect(created.code, created.stderr).to.equal(0);
+      expect((JSON.parse(created.stdout) as { email: string }).email).to.equal(unicode);
+      expect(await refused(['user', 'create', '--email', unicode, '--name', 'Twin', '--workspace', workspace.id, '--role', 'member', '--password-stdin'], `${password}-twin\n`))
+        .to.contain('already exists');
+      const client = await registerClient(server.issuer, { client_name: 'Punycode App' });
+      for (const typed of [unicode, punycode, punycode.toUpperCase().replace(local.toUpperCase(), local)]) {
+        const callback = await authorize(new UserAgent(), codeRequest(server.issuer, client.client_id).url, server.origin, { email: typed, password });
+        expect(callback.searchParams.get('code'), `signed in as ${JSON.stringify(typed)}`).to.be.a('string');
+      }
+    });
+
     it('an invalid role fails with a clear message and leaves no user behind', async () => {
       const email = uniqueEmail('badrole');
       const result = await failing(['user', 'create', '--email', email, '--name', 'Bad Role', '--workspace', workspace.id, '--role', 'owner', '--password-stdin'], 'a-long-enough-password\n');

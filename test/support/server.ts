@@ -268,14 +268,17 @@ let seq = 0;
 
 /**
  * Creates workspaces and a user who belongs to them, written straight into the server's SQLite
- * file (the server reads it live). Roles default to admin for the first workspace.
+ * file (the server reads it live). Roles default to admin for the first workspace; the email is a
+ * new one unless `options.email` names it.
  */
-export async function seedUser(server: TestServer, memberships: Array<{ workspace: string; role?: Role }> = [{ workspace: 'Acme' }]): Promise<SeededUser> {
+export async function seedUser(
+  server: TestServer, memberships: Array<{ workspace: string; role?: Role }> = [{ workspace: 'Acme' }], options: { email?: string } = {},
+): Promise<SeededUser> {
   const store = openStore(server.store);
   try {
     const accounts = new Accounts(store.accounts);
     seq += 1;
-    const email = `user${seq}-${Date.now()}@example.com`;
+    const email = options.email ?? `user${seq}-${Date.now()}@example.com`;
     const password = `pw-${seq}-correct-horse`;
     const user = await accounts.createUser({ email, name: `Test User ${seq}`, givenName: 'Test', familyName: `User ${seq}`, password });
     const workspaces = [];
