@@ -1,4 +1,4 @@
-import { hasBidiControl, hasInvisibleCharacter } from '../shared/hidden_characters.ts';
+import { hasBidiControl, hasInvisibleCharacter, hasStackedMarks, STACKED_MARKS_MAX } from '../shared/hidden_characters.ts';
 
 /**
  * Whether a text holds a line break, a tab or another control character: none can be typed into
@@ -28,6 +28,7 @@ export function namePartProblem(what: string, name: string): string | undefined 
   if (hasControlCharacter(name)) return `${what} cannot contain a line break, a tab or another control character`;
   if (hasBidiControl(name)) return `${what} cannot contain a character that changes the direction text is shown in`;
   if (hasInvisibleCharacter(name)) return `${what} cannot contain an invisible character (a zero-width space, a word joiner, a soft hyphen, ...)`;
+  if (hasStackedMarks(name)) return `${what} cannot stack more than ${STACKED_MARKS_MAX} accents or other combining marks on one character`;
   return undefined;
 }
 

@@ -2,7 +2,7 @@ import { randomBytes } from 'node:crypto';
 
 import type { ApiKeyRecord, ApiKeyStore } from '../../adapters/store.ts';
 import { digest } from '../shared/digest.ts';
-import { hasBidiControl, hasInvisibleCharacter } from '../shared/hidden_characters.ts';
+import { hasBidiControl, hasInvisibleCharacter, hasStackedMarks } from '../shared/hidden_characters.ts';
 import { PROPAGATION_BOUND_MS } from '../shared/propagation.ts';
 import { apiKeyHint, generateApiKey, isWellFormedApiKey } from './format.ts';
 import { boundedCache, type BoundedCache } from '../shared/bounded_cache.ts';
@@ -52,8 +52,8 @@ export class ApiKeys {
       throw new ApiKeyError(`the key needs a name of 1 to ${MAX_NAME_LENGTH} printable characters`);
     }
     // A name shown to the admins who revoke keys reads as what it is, as workspace and user names do.
-    if (hasBidiControl(trimmed) || hasInvisibleCharacter(trimmed)) {
-      throw new ApiKeyError('the key\'s name cannot contain a character that changes the direction text is shown in, or an invisible one');
+    if (hasBidiControl(trimmed) || hasInvisibleCharacter(trimmed) || hasStackedMarks(trimmed)) {
+      throw new ApiKeyError('the key\'s name cannot contain a character that changes the direction text is shown in, an invisible one, or a pile of combining marks');
     }
     if (expiresInSeconds !== undefined && (!Number.isSafeInteger(expiresInSeconds) || expiresInSeconds <= 0)) {
       throw new ApiKeyError('the expiry must be a positive number of seconds');

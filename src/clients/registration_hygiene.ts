@@ -1,6 +1,6 @@
 import { errors } from 'oidc-provider';
 
-import { withoutHiddenCharacters } from '../shared/hidden_characters.ts';
+import { hasStackedMarks, STACKED_MARKS_MAX, withoutHiddenCharacters } from '../shared/hidden_characters.ts';
 
 /**
  * What open registration accepts from anyone, bounded and cleaned before a record is written
@@ -10,7 +10,8 @@ import { withoutHiddenCharacters } from '../shared/hidden_characters.ts';
  *   newlines, so what a page shows and what the engine compares would differ), userinfo
  *   (`https://bank.example@evil.example/` reads as the bank) or port 0 are refused;
  * - bidirectional-override characters are stripped from the client's name, so a name cannot
- *   be made to read backwards on the consent page ("moc.elgoog" shown as "google.com").
+ *   be made to read backwards on the consent page ("moc.elgoog" shown as "google.com"), and a
+ *   name stacking dozens of combining marks on a letter, which draw over the page, is refused.
  */
 
 /** Bytes at most in a registration or update request, or a metadata document: far above any honest client's metadata. */
@@ -106,6 +107,7 @@ function cleanClientName(metadata: Metadata): void {
   if (typeof name !== 'string') return;
   const cleaned = withoutHiddenCharacters(name).trim();
   if (CONTROL.test(cleaned)) refuse('client_name must not contain control characters');
+  if (hasStackedMarks(cleaned)) refuse(`client_name must not stack more than ${STACKED_MARKS_MAX} combining marks on one character: they would draw over the page around the name`);
   if (cleaned.length > CLIENT_NAME_MAX) refuse(`client_name may be at most ${CLIENT_NAME_MAX} characters long`);
   if (cleaned) metadata.client_name = cleaned;
   else delete metadata.client_name;

@@ -28,3 +28,16 @@ export function hasInvisibleCharacter(text: string): boolean {
 export function withoutHiddenCharacters(text: string): string {
   return text.replace(BIDI_CONTROLS, '').replace(INVISIBLE_CHARACTERS, '');
 }
+
+/**
+ * Combining marks at most on one character. Scripts that stack them need a few (Vietnamese two,
+ * Thai three, pointed Hebrew four); dozens on one letter ("Zalgo" text) draw over the lines above
+ * and below, so a name could cover the warning beside it on the consent page.
+ */
+export const STACKED_MARKS_MAX = 6;
+const STACKED_MARKS = new RegExp(`\\p{M}{${STACKED_MARKS_MAX + 1}}`, 'u');
+
+/** Whether `text` stacks more than STACKED_MARKS_MAX combining marks on one character. */
+export function hasStackedMarks(text: string): boolean {
+  return STACKED_MARKS.test(text);
+}

@@ -217,6 +217,12 @@ describe('admin CLI', function () {
       }
     });
 
+    it('a name stacking dozens of combining marks on a letter is refused; the accents real scripts stack are names\' own', async () => {
+      expect(await refused(['workspace', 'create', '--name', `Acme${'\u0301'.repeat(20)}`])).to.contain('cannot stack more than 6 accents or other combining marks');
+      const vietnamese = 'Vi\u1EC7t Nam'.normalize('NFD');
+      expect((await createWorkspace(vietnamese)).name).to.equal(vietnamese);
+    });
+
     it('workspace create without --name fails with a clear message', async () => {
       const result = await failing(['workspace', 'create', '--json']);
       expect(result.stderr).to.contain('--name');

@@ -131,6 +131,13 @@ describe('registration hygiene', function () {
       expect(blank).to.not.have.property('client_name');
     });
 
+    it('refuses a name stacking dozens of combining marks on a letter, which draw over the page around it; takes the few real scripts stack', async () => {
+      await expectRefused(await register(server.issuer, { client_name: `A${'\u0359'.repeat(49)}pp` }), /client_name must not stack more than 6 combining marks/);
+      for (const name of ['Vi\u1EC7t Nam'.normalize('NFD'), '\u0E01\u0E35\u0E48', '\u05E9\u05BC\u05C1\u05B8\u0591']) {
+        expect((await register(server.issuer, { client_name: name })).status, JSON.stringify(name)).to.equal(201);
+      }
+    });
+
     it('refuses control characters in a name', async () => {
       await expectRefused(await register(server.issuer, { client_name: 'Good\u0007App' }), /client_name.*control/);
     });
