@@ -18,6 +18,7 @@ export interface ClientMetadata {
   readonly logoUri?: string | undefined;
   readonly policyUri?: string | undefined;
   readonly tosUri?: string | undefined;
+  readonly clientUri?: string | undefined;
 }
 
 /** What the login and consent pages show of the application asking. */
@@ -27,6 +28,8 @@ export interface ClientDisplay {
   logo?: { src: string; origin: string };
   policyUri?: string;
   tosUri?: string;
+  /** The application's own web page (`client_uri`, RFC 7591 section 2: shown as a link), and its host, which the link names. */
+  website?: { href: string; host: string };
   /** Set when an operator let the application in; one that registered itself is labelled so on the consent page. */
   vetted?: true;
   /**
@@ -39,7 +42,7 @@ export interface ClientDisplay {
 
 /**
  * The application's name, logo and documents (RFC 7591 `client_name`, `logo_uri`, `policy_uri`,
- * `tos_uri`), as the pages may show them. The engine accepts only web URIs at registration;
+ * `tos_uri`, `client_uri`), as the pages may show them. The engine accepts only web URIs at registration;
  * this checks again, so a page never carries a `javascript:`, `data:` or other non-http(s) URL,
  * nor one with credentials in it, and shows a logo only if its origin can be named in the policy.
  */
@@ -55,6 +58,8 @@ export function clientDisplay(clientId: string, client: ClientMetadata | undefin
   if (policy) display.policyUri = policy.href;
   const tos = webUrl(client?.tosUri);
   if (tos) display.tosUri = tos.href;
+  const website = webUrl(client?.clientUri);
+  if (website) display.website = { href: website.href, host: website.host };
   return display;
 }
 

@@ -206,5 +206,18 @@ describe('registration hygiene', function () {
       const html = await consentPage(await registerVettedClient(server, { client_name: 'Vetted Partner' }));
       expect(html).to.not.include('registered itself');
     });
+
+    it('links the application\'s own web page (client_uri, RFC 7591 section 2), naming its host', async () => {
+      const html = await consentPage(await registerClient(server.issuer, { client_name: 'With Website', client_uri: 'https://app.example/about' }));
+      expect(html).to.include('<a href="https://app.example/about" rel="noopener noreferrer">Website (app.example)</a>');
+    });
+
+    it('says so on the sign-in page before it too, where the application\'s name and logo are shown first; not for one an operator let in', async () => {
+      const signInPage = async (client: RegisteredClient) => (await (await new UserAgent().follow(codeRequest(server.issuer, client.client_id).url, server.origin)).response.text());
+      const unvetted = await signInPage(await registerClient(server.issuer, { client_name: 'Self Made Too' }));
+      expect(unvetted).to.include('name="password"').and.match(/registered itself with this service\. No administrator has checked it, and its name is the one it chose\. Sign in only if/);
+      const vetted = await signInPage(await registerVettedClient(server, { client_name: 'Vetted Partner Too' }));
+      expect(vetted).to.include('name="password"').and.not.include('registered itself');
+    });
   });
 });
