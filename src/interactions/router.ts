@@ -48,6 +48,12 @@ export function interactionRouter(deps: InteractionDependencies): Router {
     throw new HttpError(400, 'invalid_request', `unsupported interaction ${details.prompt.name}`);
   });
 
+  // The address a form posted to, opened again (the address bar, history): its interaction's page.
+  router.get(['/:uid/login', '/:uid/consent'], (ctx) => {
+    ctx.status = 303;
+    ctx.redirect(`${basePath}${INTERACTION_PATH}/${encodeURIComponent(ctx.params.uid!)}`);
+  });
+
   router.post('/:uid/login', form, async (ctx) => {
     const details = await provider.interactionDetails(ctx.req, ctx.res);
     const body = ctx.request.body as FormBody;

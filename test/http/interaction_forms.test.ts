@@ -49,4 +49,21 @@ describe('interaction forms that cannot be read', function () {
     }
     expect(server.logs(), 'no server error logged').not.to.match(/"level":"error"/);
   });
+
+  it('answers the address a sign-in form posted to, opened again (from the address bar or history), with the page of its interaction, not 405', async () => {
+    const client = await registerClient(server.issuer);
+    const agent = new UserAgent();
+    const { url: pageUrl, response } = await agent.follow(codeRequest(server.issuer, client.client_id).url, server.origin);
+    const html = await response.text();
+    const action = /<form method="post" action="([^"]+)"/.exec(html)![1]!;
+    const csrf = /name="csrf" value="([^"]*)"/.exec(html)![1]!;
+    const refused = await agent.request(new URL(action, server.origin).href, { form: { csrf, email: 'nobody@example.com', password: 'not the password' } });
+    expect(refused.status).to.equal(400);
+    for (const step of ['login', 'consent']) {
+      const opened = await agent.request(new URL(action.replace(/\/login$/, `/${step}`), server.origin).href);
+      expect([opened.status, opened.headers.get('location')], step).to.deep.equal([303, new URL(pageUrl).pathname]);
+      const { response: page } = await agent.follow(new URL(action.replace(/\/login$/, `/${step}`), server.origin).href, server.origin);
+      expect(await page.text(), step).to.include('name="password"');
+    }
+  });
 });
