@@ -8,6 +8,7 @@ import { authenticate, type Authenticators } from './authenticate.ts';
 import { bearerCors } from './cors.ts';
 import { HttpError, notFound, unreadableBodyStatus } from '../shared/http_error.ts';
 import { noStore } from '../shared/no_store.ts';
+import { withNormalPercentEncoding } from '../shared/percent_encoding.ts';
 import { idempotencyKeyOf, type IdempotentCreates } from './idempotency.ts';
 import { MetadataApi } from './metadata.ts';
 import { OBJECTS, type ObjectDefinition } from './objects.ts';
@@ -157,18 +158,12 @@ function methodNotAllowed(allow: string, description: string): HttpError {
 }
 
 /**
- * Routes a path whose percent-encoded letters, digits, `-`, `.`, `_` or `~` are written out, as
- * RFC 3986 section 6.2.2.2 makes them the same path (`/rest/%63ompanies` is `/rest/companies`).
- * Any other escape (`%2F` among them) stays as sent.
+ * Routes a path as RFC 3986 section 6.2.2 makes it the same path (`/rest/%63ompanies` is
+ * `/rest/companies`; withNormalPercentEncoding). Any other escape (`%2F` among them) stays an escape.
  */
 const unreservedCharactersDecoded: Middleware = (ctx, next) => {
-  if (ctx.path.includes('%')) {
-    const decoded = ctx.path.replace(/%([0-9A-Fa-f]{2})/g, (escape, hex: string) => {
-      const character = String.fromCharCode(Number.parseInt(hex, 16));
-      return /[A-Za-z0-9\-._~]/.test(character) ? character : escape;
-    });
-    if (decoded !== ctx.path) ctx.newRouterPath = decoded;
-  }
+  const normal = withNormalPercentEncoding(ctx.path);
+  if (normal !== ctx.path) ctx.newRouterPath = normal;
   return next();
 };
 

@@ -5,6 +5,7 @@ import type { AsymmetricSigningAlgorithm } from 'oidc-provider';
 
 import type { ModelStore } from '../../adapters/store.ts';
 import { nowSeconds, systemClock, type Clock } from '../shared/clock.ts';
+import { withNormalPercentEncoding } from '../shared/percent_encoding.ts';
 import type { DpopNonces } from './dpop_nonces.ts';
 
 /**
@@ -101,10 +102,15 @@ export class DpopProofs {
   }
 }
 
+/**
+ * The URL a proof's `htu` is compared as (RFC 9449 section 4.3): without its query and fragment,
+ * normalised as RFC 3986 sections 6.2.2 and 6.2.3 say (the URL parser's case, default port and
+ * dot segments, and percent-encoding: withNormalPercentEncoding), on both sides.
+ */
 function withoutQuery(url: string): string | undefined {
   const parsed = URL.parse(url);
   if (!parsed) return undefined;
   parsed.search = '';
   parsed.hash = '';
-  return parsed.href;
+  return `${parsed.origin}${withNormalPercentEncoding(parsed.pathname)}`;
 }

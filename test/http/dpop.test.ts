@@ -212,6 +212,18 @@ describe('DPoP', function () {
       expect((await withProof(`${url}?limit=1`, token, await handMadeProof(keys, 'GET', url, token))).status).to.equal(200);
     });
 
+    it('compares htu with the request\'s URL as RFC 3986 normalises both (RFC 9449 section 4.3): an unreserved character percent-encoded on either side, an escape\'s hex in either case', async () => {
+      const keys = await proofKey();
+      const { access_token: token } = await boundToken(keys);
+      const plain = `${server.issuer}/rest/companies`;
+      const encoded = `${server.issuer}/rest/%63ompanies`;
+      expect((await withProof(encoded, token, await handMadeProof(keys, 'GET', plain, token))).status, 'the request encoded').to.equal(200);
+      expect((await withProof(plain, token, await handMadeProof(keys, 'GET', encoded, token))).status, 'the proof encoded').to.equal(200);
+      const escaped = (hex: string) => `${server.issuer}/rest/companies%${hex}`;
+      expect((await withProof(escaped('2f'), token, await handMadeProof(keys, 'GET', escaped('2F'), token))).status, 'an escape kept, its case not').to.equal(404);
+      await refusedWith(await withProof(plain, token, await handMadeProof(keys, 'GET', `${server.issuer}/rest/%2563ompanies`, token)), 401, 'invalid_dpop_proof');
+    });
+
     it('takes a request target in absolute form as the issuer\'s: a proof made for another server\'s URL does not match by naming that URL in the request line', async () => {
       const keys = await proofKey();
       const { access_token: token } = await boundToken(keys);
