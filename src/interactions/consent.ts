@@ -69,6 +69,7 @@ export async function showConsent(ctx: Context, deps: ConsentDependencies, detai
     redirectHost: target.label,
     userEmail: user.email,
     signOutUrl: `${basePath}${ENGINE_ROUTES.end_session}`,
+    switchUrl: `${basePath}${INTERACTION_PATH}/${details.uid}/switch`,
     scopes: added.length ? added : requested,
     alreadyAllowed: existing && added.length ? existing.allowed : [],
     apis: (await requestedResources(deps, details))

@@ -15,10 +15,15 @@ export interface LoginPageDependencies {
   basePath: string;
 }
 
-/** The sign-in page, again with what was typed and why it failed when `form` says so. */
-export async function showLogin(ctx: Context, { provider, csrf, basePath }: LoginPageDependencies, details: Details, form: { email?: string; error?: string } = {}) {
+/**
+ * The sign-in page, again with what was typed and why it failed when `form` says so. `switching`:
+ * a signed-in user asked, from the consent page, to go on with another account; the engine signs
+ * the first one out once the other has signed in (its sign-out confirmation), then asks the new
+ * one for consent, in the same authorization request.
+ */
+export async function showLogin(ctx: Context, { provider, csrf, basePath }: LoginPageDependencies, details: Details, form: { email?: string; error?: string; switching?: boolean } = {}) {
   const client = await findClient(provider, details);
-  const email = form.email ?? loginHint(details);
+  const email = form.email ?? (form.switching ? '' : loginHint(details));
   await renderPage(ctx, 'login', 'Sign in', {
     clientName: client.name,
     client,
@@ -29,6 +34,7 @@ export async function showLogin(ctx: Context, { provider, csrf, basePath }: Logi
     error: form.error,
     // After a failed sign-in the email is kept: the password is what to type again, so the cursor waits there.
     focusPassword: Boolean(form.error && email),
+    switching: form.switching ?? false,
   }, { formAction: redirectTarget(String(details.params.redirect_uri)).formAction, imgSrc: client.logo && [client.logo.origin] });
 }
 

@@ -54,11 +54,23 @@ export function interactionRouter(deps: InteractionDependencies): Router {
     ctx.redirect(`${basePath}${INTERACTION_PATH}/${encodeURIComponent(ctx.params.uid!)}`);
   });
 
+  // "Sign in with another account" on the consent page: the sign-in form, for the same request.
+  router.get('/:uid/switch', async (ctx) => {
+    const details = await provider.interactionDetails(ctx.req, ctx.res);
+    if (!switchesAccount(details)) {
+      ctx.status = 303;
+      ctx.redirect(`${basePath}${INTERACTION_PATH}/${encodeURIComponent(details.uid)}`);
+      return;
+    }
+    return showLogin(ctx, deps, details, { switching: true });
+  });
+
   router.post('/:uid/login', form, async (ctx) => {
     const details = await provider.interactionDetails(ctx.req, ctx.res);
     const body = ctx.request.body as FormBody;
     if (!csrf.verify(details.uid, body.csrf)) throw forgedForm();
-    if (!asksToSignIn(details)) return showConsent(ctx, deps, details);
+    const switching = body.switch === '1' && switchesAccount(details);
+    if (!asksToSignIn(details) && !switching) return showConsent(ctx, deps, details);
 
     const email = typeof body.email === 'string' ? body.email : '';
     const password = typeof body.password === 'string' ? body.password : '';
@@ -67,14 +79,14 @@ export function interactionRouter(deps: InteractionDependencies): Router {
       ctx.state.signInRefused = 'rate_limited';
       ctx.status = 429;
       ctx.set('Retry-After', String(outcome.refused.retryAfter));
-      return showLogin(ctx, deps, details, { email, error: outcome.refused.message });
+      return showLogin(ctx, deps, details, { email, error: outcome.refused.message, switching });
     }
     const user = outcome.user;
     if (!user) {
       ctx.state.signInRefused = 'invalid_credentials';
       // Not 401: HTTP requires a 401 to carry a WWW-Authenticate challenge, and a form has none.
       ctx.status = 400;
-      return showLogin(ctx, deps, details, { email, error: 'The email or password is not right.' });
+      return showLogin(ctx, deps, details, { email, error: 'The email or password is not right.', switching });
     }
     const result: InteractionResults = { login: { accountId: user.id, acr: PASSWORD_ACR, amr: PASSWORD_AMR } };
     // The account signed in with is the one chosen.
@@ -114,6 +126,11 @@ export function interactionRouter(deps: InteractionDependencies): Router {
   });
 
   return router;
+}
+
+/** Whether the interaction is a signed-in user's consent, which another account may take over (the settings area's sign-in asks none). */
+function switchesAccount(details: Details): boolean {
+  return details.prompt.name === 'consent' && Boolean(details.session?.accountId) && details.params.client_id !== SETTINGS_CLIENT_ID;
 }
 
 /** Whether the interaction's prompt is answered by signing in: `login`, and `select_account`, whose account is chosen by signing in with it. */

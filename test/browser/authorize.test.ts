@@ -244,6 +244,30 @@ describe('authorization in a real browser', function () {
     expect(claims.role).to.equal('viewer');
   });
 
+  it('lets the user go on with another account from the consent page, in the same request: the token is the other account\'s', async function () {
+    const first = await seedUser(server, [{ workspace: 'First Account Co' }]);
+    const other = await seedUser(server, [{ workspace: 'Other Account Co' }]);
+    const { client, page, capture, auth } = await prepare();
+    await page.goto(auth.url);
+    await signIn(page, first);
+    await consentHeading(page).waitFor();
+    expect(await page.locator('.signed-in-as').innerText()).to.include(first.email);
+
+    await page.getByRole('link', { name: 'Sign in with another account' }).click();
+    await page.getByRole('heading', { level: 1, name: 'Sign in' }).waitFor();
+    expect(await page.getByLabel('Email').inputValue(), 'nothing filled in for the other account').to.equal('');
+    await signIn(page, other);
+    await consentHeading(page).waitFor();
+    expect(await page.locator('.signed-in-as').innerText()).to.include(other.email);
+    expect(await page.locator('main').innerText()).to.include('Other Account Co');
+    await page.getByRole('button', { name: 'Allow', exact: true }).click();
+
+    const redirect = await capture.next();
+    expect(redirect.url.searchParams.get('state'), 'the same request').to.equal(auth.state);
+    const claims = decodeJwt((await exchange(client, redirect.url, auth)).access_token);
+    expect([claims.sub, claims.workspace_id]).to.deep.equal([other.id, other.workspaces[0]!.id]);
+  });
+
   it('remembers the session and the consent; prompt=consent asks again without a login', async function () {
     const user = await seedUser(server, [{ workspace: 'Returning Users' }]);
     const { client, page, capture, auth } = await prepare();
