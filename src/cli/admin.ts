@@ -169,8 +169,9 @@ async function run(argv: string[]): Promise<number> {
   const { values: options, positionals, tokens } = parsed;
   const repeated = repeatedOption(tokens);
   if (repeated) return usageError(`--${repeated} given twice`, positionals);
-  if (options.help) {
-    const text = help(positionals);
+  // `admin help [command]` reads as `admin [command] --help`, as git's and npm's do.
+  if (options.help || positionals[0] === 'help') {
+    const text = help(options.help ? positionals : positionals.slice(1));
     if (text === undefined) return usageError(`unknown command "${positionals.join(' ')}"`, []);
     process.stdout.write(`${text}\n`);
     return 0;

@@ -1,4 +1,5 @@
-import { text } from 'node:stream/consumers';
+import { isUtf8 } from 'node:buffer';
+import { buffer } from 'node:stream/consumers';
 import { setTimeout as sleep } from 'node:timers/promises';
 import type { parseArgs } from 'node:util';
 
@@ -102,10 +103,21 @@ export function requiredRole(options: Options): Role {
   return role;
 }
 
-/** The password given on standard input (--password-stdin), without its final line break; never taken as an argument. */
+/**
+ * The password given on standard input (--password-stdin), without its final line break; never
+ * taken as an argument. Bytes that are not UTF-8 (a file saved as Latin-1) are refused: read as
+ * UTF-8 they would become U+FFFD, and the password set would not be the one typed at sign-in.
+ */
 export async function passwordFromStdin(options: Options): Promise<string> {
   if (!options['password-stdin']) throw new UsageError('give the password on standard input with --password-stdin (never as an argument)');
-  return (await text(process.stdin)).replace(/\r?\n$/, '');
+  return stdinPassword();
+}
+
+/** Standard input as the password it holds (as passwordFromStdin), whatever asked for it. */
+export async function stdinPassword(): Promise<string> {
+  const bytes = await buffer(process.stdin);
+  if (!isUtf8(bytes)) throw new AccountError('the password on standard input is not UTF-8 text (a file saved in another encoding?); nothing was changed');
+  return bytes.toString('utf8').replace(/\r?\n$/, '');
 }
 
 /** The id given with --workspace, once it is known to name a workspace. */

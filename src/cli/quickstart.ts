@@ -1,5 +1,3 @@
-import { text } from 'node:stream/consumers';
-
 import type { Provider } from 'oidc-provider';
 
 import { storeLocation, type StoreLocation } from '../../adapters/index.ts';
@@ -10,6 +8,7 @@ import { emailProblem, nameProblem } from '../accounts/names.ts';
 import { MIN_PASSWORD_LENGTH, passwordProblem } from '../accounts/passwords.ts';
 import { ENGINE_ROUTES } from '../engine/routes.ts';
 import type { KeyMaterial } from '../keys/keys.ts';
+import { stdinPassword } from './command.ts';
 import { ask, askHidden } from './prompt.ts';
 import { QuickstartError } from './quickstart_error.ts';
 import { authorizationRequest, buildGuide, describeGuide, describeTokens, type Guide } from './quickstart_guide.ts';
@@ -259,7 +258,7 @@ async function adminFromFlags(options: QuickstartOptions): Promise<NewAdmin> {
     workspaceName: options['workspace-name'] ?? DEFAULT_WORKSPACE_NAME,
     email: options.email ?? '',
     name: options.name ?? '',
-    password: (await text(process.stdin)).replace(/\r?\n$/, ''),
+    password: await stdinPassword(),
   };
   refuse(workspaceNameProblem(admin.workspaceName) ?? emailProblem(admin.email) ?? userNameProblem(admin.name) ?? passwordProblem(admin.password));
   return admin;

@@ -61,7 +61,7 @@ const setPassword: Command = {
     await accounts.setPassword(user.id, password);
     const sessions = await access.endSessions(user.id);
     return {
-      text: `set the password of ${user.id} (${user.email}); signed out of ${sessions} sessions`,
+      text: `set the password of ${user.id} (${user.email}); signed out of ${plural(sessions, 'session')}`,
       json: { id: user.id, email: user.email, sessions_ended: sessions },
     };
   },

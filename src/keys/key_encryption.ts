@@ -39,15 +39,15 @@ function parseKey(value: string, source: string): Buffer {
 export async function loadKeyRing(config: Config, logger: Logger): Promise<KeyRing> {
   const previous = config.previousKeyEncryptionKeys.map((key, index) => parseKey(key, `KEY_ENCRYPTION_KEY_PREVIOUS entry ${index + 1}`));
   const source = config.keyEncryptionKey;
-  if (source && 'value' in source) return new KeyRing(parseKey(source.value, 'KEY_ENCRYPTION_KEY'), previous);
+  if (source && 'value' in source) return new KeyRing(parseKey(source.value, 'KEY_ENCRYPTION_KEY'), previous, { from: 'KEY_ENCRYPTION_KEY' });
   if (source && 'file' in source) {
     const key = await readKeyFile(source.file, 'KEY_ENCRYPTION_KEY_FILE');
     await warnIfShared(source.file, logger);
-    return new KeyRing(key, previous);
+    return new KeyRing(key, previous, { from: `KEY_ENCRYPTION_KEY_FILE ${source.file}` });
   }
   if (source) {
-    const { key, createdNow } = await defaultKey(source, new URL(config.issuer).protocol === 'https:', logger);
-    return new KeyRing(key, previous, createdNow ? source.created : undefined);
+    const { key, createdNow, file } = await defaultKey(source, new URL(config.issuer).protocol === 'https:', logger);
+    return new KeyRing(key, previous, createdNow ? { from: `the key file ${file}`, createdFile: file } : { from: `the key file ${file}` });
   }
   if (config.store === 'memory:') return new KeyRing(randomBytes(KEY_BYTES), previous);
   throw new KeyEncryptionError(`STORE ${config.store.split(':')[0]} needs a key-encryption key kept outside it: set KEY_ENCRYPTION_KEY or KEY_ENCRYPTION_KEY_FILE`);
@@ -70,7 +70,7 @@ async function readKeyFile(path: string, source: string): Promise<Buffer> {
  * development, a key beside the database is still read, with a warning at every start (a copy of
  * the data directory takes it along); otherwise a key file under the user's configuration directory.
  */
-async function defaultKey({ created, besideDatabase }: Extract<KeyEncryptionKeySource, { created: string }>, https: boolean, logger: Logger): Promise<{ key: Buffer; createdNow: boolean }> {
+async function defaultKey({ created, besideDatabase }: Extract<KeyEncryptionKeySource, { created: string }>, https: boolean, logger: Logger): Promise<{ key: Buffer; createdNow: boolean; file: string }> {
   if (https && await exists(besideDatabase)) {
     throw new KeyEncryptionError(`BASE_URL is https, so the key-encryption key must be given, and the one found beside the database (${besideDatabase}) goes along with every copy of the data directory: move it out of the data directory and set KEY_ENCRYPTION_KEY_FILE to its new path`);
   }
@@ -81,7 +81,7 @@ async function defaultKey({ created, besideDatabase }: Extract<KeyEncryptionKeyS
     // Read first: a file that cannot be read is refused in words before its mode is looked at.
     const key = await readKeyFile(besideDatabase, 'the key-encryption key file');
     await warnIfShared(besideDatabase, logger);
-    return { key, createdNow: false };
+    return { key, createdNow: false, file: besideDatabase };
   }
   if (https) {
     throw new KeyEncryptionError('BASE_URL is https, so the key-encryption key must be given: set KEY_ENCRYPTION_KEY_FILE (or KEY_ENCRYPTION_KEY) to a key kept apart from the store and its backups; make one with: openssl rand 32 | basenc --base64url | tr -d =');
@@ -102,7 +102,7 @@ async function defaultKey({ created, besideDatabase }: Extract<KeyEncryptionKeyS
     }
     await warnIfShared(created, logger);
   }
-  return { key: await readKeyFile(created, 'the key-encryption key file'), createdNow };
+  return { key: await readKeyFile(created, 'the key-encryption key file'), createdNow, file: created };
 }
 
 /**
@@ -135,15 +135,22 @@ interface RingKey {
   cipherKey: KeyObject;
 }
 
+/** Where the ring's current key came from, for the errors that need the operator to find it. */
+export interface KeyOrigin {
+  /** The setting or file it was read from (`KEY_ENCRYPTION_KEY`, `KEY_ENCRYPTION_KEY_FILE /path`, `the key file /path`). */
+  from?: string;
+  /** The default key file, when this start created it (there was none): a store sealed before holds keys it cannot open. */
+  createdFile?: string;
+}
+
 export class KeyRing {
   readonly #current: { id: string; key: RingKey };
   readonly #byId: Map<string, RingKey>;
-  /** The default key file, when this start created it (there was none): a store sealed before holds keys it cannot open. */
-  readonly #createdFile: string | undefined;
+  readonly #origin: KeyOrigin;
 
   /** `current` seals; it and every key in `previous` open. */
-  constructor(current: Buffer, previous: Buffer[] = [], createdFile?: string) {
-    this.#createdFile = createdFile;
+  constructor(current: Buffer, previous: Buffer[] = [], origin: KeyOrigin = {}) {
+    this.#origin = origin;
     const ringKey = (bytes: Buffer): RingKey => ({ bytes, cipherKey: createSecretKey(bytes) });
     this.#current = { id: keyId(current), key: ringKey(current) };
     this.#byId = new Map([current, ...previous].map((key) => [keyId(key), ringKey(key)]));
@@ -186,11 +193,13 @@ export class KeyRing {
     const [version, id, iv, body] = sealed.split('.');
     if (version !== VERSION || !id || !iv || !body) throw new KeyEncryptionError('not a value sealed with a key-encryption key');
     const key = this.#byId.get(id);
-    if (!key && this.#createdFile) {
-      throw new KeyEncryptionError(`a stored value was sealed with a key-encryption key that is not configured (key id ${id}): ${this.#createdFile} did not exist, so this start made a new key there; put the key that sealed the store in its place (it is under the configuration directory of the user, or the XDG_CONFIG_HOME, the service first ran with, or in a backup), or name it with KEY_ENCRYPTION_KEY_FILE`);
+    if (!key && this.#origin.createdFile) {
+      throw new KeyEncryptionError(`a stored value was sealed with a key-encryption key that is not configured (key id ${id}): ${this.#origin.createdFile} did not exist, so this start made a new key there; put the key that sealed the store in its place (it is under the configuration directory of the user, or the XDG_CONFIG_HOME, the service first ran with, or in a backup), or name it with KEY_ENCRYPTION_KEY_FILE`);
     }
     if (!key) {
-      throw new KeyEncryptionError(`a stored value was sealed with a key-encryption key that is not configured (key id ${id}); set it as KEY_ENCRYPTION_KEY or list it in KEY_ENCRYPTION_KEY_PREVIOUS`);
+      // The key in use was found, and is not the one: say where it was read, which is where to look.
+      const inUse = this.#origin.from ? `; the key in use is from ${this.#origin.from}, which did not seal it` : '';
+      throw new KeyEncryptionError(`a stored value was sealed with a key-encryption key that is not configured (key id ${id})${inUse}; give the one that did as KEY_ENCRYPTION_KEY or KEY_ENCRYPTION_KEY_FILE, or list it in KEY_ENCRYPTION_KEY_PREVIOUS`);
     }
     const bytes = Buffer.from(body, 'base64url');
     try {

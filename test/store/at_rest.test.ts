@@ -242,6 +242,15 @@ describe('a copy of the store', function () {
       // The key file was missing, and this start made one: the message says so, and where the right one goes.
       const madeNow = join(copy, 'home', '.config', 'workspace-oauth-server', 'key-encryption.key');
       expect(result.stderr).to.contain(`${madeNow} did not exist, so this start made a new key there; put the key that sealed the store in its place`);
+      // Started again the same way, the key made then is read: the refusal says where it was read.
+      const again = spawnSync(process.execPath, ['src/main.ts'], {
+        cwd: ROOT,
+        env: { PATH: process.env.PATH ?? '', HOME: join(copy, 'home'), STORE: `sqlite:${join(copy, 'data', 'oauth.sqlite')}`, PORT: '0', HOST: '127.0.0.1', METRICS: 'off' },
+        encoding: 'utf8',
+        timeout: 20_000,
+      });
+      expect(again.status, again.stderr).to.equal(1);
+      expect(again.stderr).to.contain(`the key in use is from the key file ${madeNow}, which did not seal it`);
     });
   });
 

@@ -41,7 +41,8 @@ export interface TestServer {
   /** The server process's id (with WORKERS above 1, the supervising process). */
   pid(): number | undefined;
   /** Runs the admin CLI against the same store. */
-  admin(args: string[], stdin?: string): Promise<{ code: number; stdout: string; stderr: string }>;
+  /** Runs the admin CLI against the server's store; `stdin` is what it reads (bytes as they are, for input in another encoding). */
+  admin(args: string[], stdin?: string | Buffer): Promise<{ code: number; stdout: string; stderr: string }>;
   env: Record<string, string>;
 }
 
@@ -244,7 +245,7 @@ export async function startOnHeldPort(withPort: (port: number) => Record<string,
 }
 
 /** Runs the admin CLI of this checkout, or of the copy of another commit at `root`. */
-export function runAdmin(env: Record<string, string>, args: string[], stdin?: string, root = ROOT): Promise<{ code: number; stdout: string; stderr: string }> {
+export function runAdmin(env: Record<string, string>, args: string[], stdin?: string | Buffer, root = ROOT): Promise<{ code: number; stdout: string; stderr: string }> {
   return new Promise((resolve) => {
     const child = spawn(process.execPath, ['src/cli/admin.ts', ...args], { cwd: root, env, stdio: ['pipe', 'pipe', 'pipe'] });
     let stdout = '';

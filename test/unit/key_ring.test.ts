@@ -33,6 +33,12 @@ describe('key ring', () => {
     expect(() => new KeyRing(previous).open(rotated.seal('new'))).to.throw(KeyEncryptionError, /not configured/);
   });
 
+  it('says where the key in use came from when it does not open a stored value: that is where the wrong key is', () => {
+    const sealed = new KeyRing(current).seal('a signing key');
+    expect(() => new KeyRing(previous, [], { from: 'the key file /home/ops/.config/workspace-oauth-server/key-encryption.key' }).open(sealed))
+      .to.throw(KeyEncryptionError, /the key in use is from the key file \/home\/ops\/\.config\/workspace-oauth-server\/key-encryption\.key, which did not seal it; give the one that did as KEY_ENCRYPTION_KEY or KEY_ENCRYPTION_KEY_FILE/);
+  });
+
   it('refuses an altered value', () => {
     const ring = new KeyRing(current);
     const sealed = ring.seal('a session id');
