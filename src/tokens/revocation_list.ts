@@ -21,8 +21,8 @@ const MAX_ACCESS_TOKEN_SECONDS = Math.max(LIFETIMES.AccessToken, LIFETIMES.Clien
 export const CLOCK_MARGIN_SECONDS = 60;
 /**
  * Single-token revocations kept per grant or per client. Past this, revoking one more of its tokens
- * revokes all its tokens issued until then instead (one entry), so a client that revokes in a loop
- * cannot grow the list: it holds at most this many entries, plus one, per grant and per client.
+ * revokes all its tokens issued until that one instead (one entry), so a client that revokes in a
+ * loop cannot grow the list: it holds at most this many entries, plus one, per grant and per client.
  */
 export const TOKEN_REVOCATIONS_PER_OWNER = 100;
 /** How often an instance reads the entries other instances (and the admin CLI) added. */
@@ -86,9 +86,13 @@ export const revocationEntries = {
     const expiresAt = token.exp + CLOCK_MARGIN_SECONDS;
     return { key: `token:${token.jti}`, owner: ownerOf(token), issuedBefore: expiresAt, expiresAt };
   },
-  /** Every token of a grant or client issued up to now (the flood bound). */
-  issuedUntilNow(owner: string, now: number): RevocationEntry {
-    return { key: owner, issuedBefore: now + 1, expiresAt: now + MAX_ACCESS_TOKEN_SECONDS + CLOCK_MARGIN_SECONDS };
+  /**
+   * The flood bound: every token of a grant or client issued up to `token`, within its second,
+   * `token` included. Not up to now: a token issued since (the one a refresh just gave, before the
+   * client revoked the one it replaced) is none the client asked to revoke.
+   */
+  issuedUntil(owner: string, token: RevocableToken, now: number): RevocationEntry {
+    return { key: owner, issuedBefore: token.iat + 1, expiresAt: now + MAX_ACCESS_TOKEN_SECONDS + CLOCK_MARGIN_SECONDS };
   },
 };
 
@@ -154,7 +158,7 @@ export class RevocationList {
   async revokeToken(token: RevocableToken): Promise<void> {
     const owner = ownerOf(token);
     const full = (this.#perOwner.get(owner) ?? 0) >= TOKEN_REVOCATIONS_PER_OWNER;
-    await this.#add(full ? revocationEntries.issuedUntilNow(owner, seconds(this.#clock())) : revocationEntries.token(token));
+    await this.#add(full ? revocationEntries.issuedUntil(owner, token, seconds(this.#clock())) : revocationEntries.token(token));
   }
 
   /** Written to the store first, so a revocation this instance confirms is one every instance will see. */

@@ -109,6 +109,16 @@ describe('revocation list (in-process mirror)', () => {
     expect(await list.isRevoked(usersToken), 'a user\'s token of the same client').to.equal(false);
   });
 
+  it('past the bound, revokes a client\'s tokens issued until the one revoked, not those issued since (the token a refresh just gave)', async () => {
+    const revokedLast = token(clock.now(), { clientId: 'rotating', grantId: 'g-rotating' });
+    for (let i = 0; i < TOKEN_REVOCATIONS_PER_OWNER; i += 1) await list.revokeToken(token(clock.now(), { clientId: 'rotating', grantId: 'g-rotating' }));
+    clock.advance(5000);
+    const issuedSince = token(clock.now(), { clientId: 'rotating', grantId: 'g-rotating' });
+    await list.revokeToken(revokedLast);
+    expect(await list.isRevoked(revokedLast), 'the token revoked').to.equal(true);
+    expect(await list.isRevoked(issuedSince), 'a token issued after it, before the revocation').to.equal(false);
+  });
+
   it('learns what another instance revoked on its next refresh, and refreshes before answering when its copy is stale', async () => {
     const other = new RevocationList(store.revocations, clock.now);
     await other.refresh();
