@@ -53,8 +53,7 @@ export function settingsGuards({ provider, accounts, csrf, signIn }: GuardDepend
     },
 
     async checkForm(ctx: Context, next: Next) {
-      const { sessionId } = signedInOf(ctx);
-      if (!csrf.verify(csrfSubject(sessionId), (ctx.request.body as Record<string, unknown>).csrf)) {
+      if (!csrf.verify(csrfSubject(signedInOf(ctx)), (ctx.request.body as Record<string, unknown>).csrf)) {
         throw new HttpError(403, 'invalid_request', 'The form was not the one this server showed you, so nothing was changed. Open the settings page and try again.');
       }
       await next();
@@ -72,12 +71,15 @@ export function settingsGuards({ provider, accounts, csrf, signIn }: GuardDepend
 
     /** The token the page's forms carry. */
     formToken(ctx: Context): string {
-      return csrf.issue(csrfSubject(signedInOf(ctx).sessionId));
+      return csrf.issue(csrfSubject(signedInOf(ctx)));
     },
   };
 }
 
-/** What a settings form's token is bound to: the engine session, so it dies with a sign-out or a new sign-in. */
-function csrfSubject(sessionId: string): string {
-  return `settings:${sessionId}`;
+/**
+ * What a settings form's token is bound to: the engine session and its user, so it dies with a
+ * sign-out or a sign-in as another account, and not with an application authorized in another tab.
+ */
+function csrfSubject({ sessionUid, user }: SignedIn): string {
+  return `settings:${sessionUid}:${user.id}`;
 }

@@ -7,8 +7,14 @@ import type { Accounts } from '../accounts/accounts.ts';
 /** Who is signed in to the settings area, as the engine's session says. */
 export interface SignedIn {
   user: User;
-  /** The engine's session id (the `_session` cookie's value): forms are bound to it (csrf). Never rendered. */
+  /** The engine's session id (the `_session` cookie's value): the session a password change keeps. Never rendered. */
   sessionId: string;
+  /**
+   * The engine's session's lasting id, which forms are bound to (csrf): the id above changes at
+   * every authorization the browser finishes (the engine renews it), this one only with a new
+   * session (a sign-out, another account). Never rendered.
+   */
+  sessionUid: string;
 }
 
 /**
@@ -21,5 +27,5 @@ export async function signedIn(provider: Provider, accounts: Accounts, ctx: Cont
   const session = await provider.Session.get(ctx);
   if (!session.accountId) return undefined;
   const user = await accounts.getUser(session.accountId);
-  return user && { user, sessionId: session.jti };
+  return user && { user, sessionId: session.jti, sessionUid: session.uid };
 }

@@ -92,6 +92,21 @@ describe('settings area: what it stores', function () {
     return { agent, landed: landed.url };
   }
 
+  it('keeps a settings form open in one tab working while the browser authorizes an application in another (the engine renews its session id then)', async function () {
+    const user = await seedUser(server, [{ workspace: 'Two Tabs Ltd' }]);
+    const { agent } = await signInToSettings(user);
+    const workspacePage = await (await agent.request(`${server.issuer}/settings/workspaces/${user.workspaces[0]!.id}`)).text();
+    const form = /<form class="create-key" method="post" action="([^"]+)">[\s\S]*?name="csrf" value="([^"]*)"[\s\S]*?name="form_id" value="([^"]*)"/.exec(workspacePage)!;
+
+    const client = await registerClient(server.issuer, { client_name: 'Other Tab App' });
+    const callback = await authorize(agent, codeRequest(server.issuer, client.client_id).url, server.origin, { email: user.email, password: user.password });
+    expect(callback.searchParams.get('code'), 'the application was allowed in the same browser').to.be.a('string');
+
+    const created = await agent.request(new URL(form[1]!, server.origin).href, { form: { csrf: form[2]!, form_id: form[3]!, name: 'made after the other tab', expires_in: '30d' } });
+    expect(created.status, (await created.clone().text()).slice(0, 300)).to.equal(200);
+    expect(await created.text()).to.include('made after the other tab');
+  });
+
   it('signing in to the settings area leaves no authorization code behind', async function () {
     const user = await seedUser(server, [{ workspace: 'No Code Ltd' }]);
     const { agent, landed } = await signInToSettings(user);
