@@ -73,8 +73,7 @@ export async function showConsent(ctx: Context, deps: ConsentDependencies, detai
     scopes: added.length ? added : requested,
     alreadyAllowed: existing && added.length ? existing.allowed : [],
     apis: (await requestedResources(deps, details))
-      // Named only when the request asks one of its scopes: a token with none of them reaches nothing there.
-      .filter(({ api }) => scopesFor(api, requestedScope) !== '')
+      .filter(({ api }) => reachedWith(api, requestedScope))
       .map(({ api: { name, resource } }) => ({ name, host: URL.parse(resource)?.host ?? resource })),
     workspaces: (existing ? [existing.workspace] : memberships).map(({ id, name, role }) => ({ id, name, role })),
     action: `${basePath}${INTERACTION_PATH}/${details.uid}/consent`,
@@ -143,6 +142,16 @@ async function requestedResources({ resources, defaultResource }: ConsentDepende
   const uris = (Array.isArray(resource) ? resource : typeof resource === 'string' ? [resource] : [defaultResource]).map(String);
   const found = await Promise.all(uris.map(async (named) => ({ named, api: await resources.find(named) })));
   return found.filter((item): item is { named: string; api: ProtectedResource } => item.api !== undefined);
+}
+
+/**
+ * Whether a token with `scope` reaches the API, for the consent page to name it: one of the scopes
+ * it accepts; for the APIs served here, `api` (the data API's tokens carry openid and profile too,
+ * for userinfo, which alone reach none of its records).
+ */
+function reachedWith(api: ProtectedResource, scope: string): boolean {
+  const carried = scopesFor(api, scope).split(' ').filter(Boolean);
+  return api.builtIn ? carried.includes('api') : carried.length > 0;
 }
 
 /** The requested scopes an API accepts: what its tokens may carry. */
