@@ -17,8 +17,10 @@ export const MAX_PASSWORD_LENGTH = 1024;
 
 /** Why a password will not do, said to the person choosing it; undefined when it will. */
 export function passwordProblem(password: string): string | undefined {
-  if (password.length < MIN_PASSWORD_LENGTH) return `a password needs at least ${MIN_PASSWORD_LENGTH} characters`;
-  if (password.length > MAX_PASSWORD_LENGTH) return `a password may have at most ${MAX_PASSWORD_LENGTH} characters`;
+  // Characters as a person counts them (code points): an emoji is one, not the two UTF-16 units it takes.
+  const characters = [...password].length;
+  if (characters < MIN_PASSWORD_LENGTH) return `a password needs at least ${MIN_PASSWORD_LENGTH} characters`;
+  if (characters > MAX_PASSWORD_LENGTH) return `a password may have at most ${MAX_PASSWORD_LENGTH} characters`;
   // A line break or another control character cannot be typed into the sign-in form's field.
   if (hasControlCharacter(password)) return 'a password cannot contain a line break, a tab or another control character';
   return undefined;

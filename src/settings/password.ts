@@ -49,6 +49,8 @@ export class PasswordChange {
     const outcome = await this.#signIns.attempt(user.email, clientAddress, () => this.#accounts.authenticate(user.email, current));
     if (outcome.refused) return { status: 429, field: 'current', error: outcome.refused.message, retryAfter: outcome.refused.retryAfter };
     if (outcome.user?.id !== user.id) return { status: 400, field: 'current', error: 'Your current password is not right, so nothing was changed.' };
+    // Passwords are one whatever Unicode form they were typed in (hashed composed).
+    if (next.normalize('NFC') === current.normalize('NFC')) return { status: 400, field: 'next', error: 'The new password is the one you have now, so nothing was changed. Choose another.' };
     try {
       await this.#accounts.setPassword(user.id, next);
     } catch (error) {

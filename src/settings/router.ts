@@ -16,7 +16,7 @@ import type { UserAccess } from '../engine/user_access.ts';
 import type { SignIns } from '../rate_limits/limits.ts';
 import { copyScript, COPY_SCRIPT_PATH } from './assets.ts';
 import { ConnectedApps } from './connected_apps.ts';
-import { formBody } from '../pages/form_body.ts';
+import { formBody, PASSWORD_FORM_LIMIT } from '../pages/form_body.ts';
 import { adminOf, settingsGuards, signedInOf } from './guards.ts';
 import { noSuchRole, roleOf, WorkspaceMembers, type MemberChange } from './members.ts';
 import { SettingsPages } from './pages.ts';
@@ -70,6 +70,7 @@ export function settingsRouter(dependencies: SettingsDependencies): Router {
   const passwords = new PasswordChange(dependencies);
   const { requireSignIn, checkForm, requireAdmin, formToken } = settingsGuards({ provider, accounts, csrf: new CsrfTokens(dependencies.csrfKey), signIn });
   const form = formBody();
+  const passwordForm = formBody(PASSWORD_FORM_LIMIT);
   const router = new Router({ prefix: home });
 
   router.get(COPY_SCRIPT_PATH, copyScript);
@@ -102,7 +103,7 @@ export function settingsRouter(dependencies: SettingsDependencies): Router {
 
   router.get('/password', requireSignIn, (ctx) => pages.password(ctx, signedInOf(ctx).user, formToken(ctx)));
 
-  router.post('/password', requireSignIn, form, checkForm, async (ctx) => {
+  router.post('/password', requireSignIn, passwordForm, checkForm, async (ctx) => {
     const { user, sessionId } = signedInOf(ctx);
     const refusal = await passwords.change(user, sessionId, ctx.request.body as FormBody, ctx.ip);
     if (refusal) {

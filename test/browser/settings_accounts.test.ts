@@ -91,6 +91,19 @@ describe('settings area: your password, and a workspace\'s members', function ()
       await heading(elsewhere, 'Settings').waitFor();
     });
 
+    it('takes any password the rules allow, the longest in any script, and refuses the one you have now', async function () {
+      const user = await seedUser(server, [{ workspace: 'Long Password Ltd' }]);
+      const page = await open();
+      await openSignedIn(page, user, '/password');
+      const longest = '\u754C'.repeat(1024);
+      expect(await changePassword(page, user.password, longest), 'a password of 1024 CJK characters').to.equal(303);
+      await heading(page, 'Settings').waitFor();
+      await page.goto(`${settingsUrl()}/password`);
+      expect(await changePassword(page, longest, longest)).to.equal(400);
+      expect(await page.getByRole('alert').innerText()).to.include('the one you have now');
+      expect(await focusedId(page)).to.equal('new-password');
+    });
+
     it('refuses a form without this session\'s token (403), and changes nothing', async function () {
       const user = await seedUser(server, [{ workspace: 'Forged Password Ltd' }]);
       const page = await open();

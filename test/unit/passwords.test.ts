@@ -3,7 +3,7 @@ import { promisify } from 'node:util';
 
 import { expect } from 'chai';
 
-import { hashPassword, verifyPassword } from '../../src/accounts/passwords.ts';
+import { hashPassword, MAX_PASSWORD_LENGTH, passwordProblem, verifyPassword } from '../../src/accounts/passwords.ts';
 
 /**
  * A password is the same whichever Unicode form it is typed in (RFC 8265 OpaqueString: NFC):
@@ -13,6 +13,13 @@ import { hashPassword, verifyPassword } from '../../src/accounts/passwords.ts';
 describe('passwords', () => {
   const composed = 'p\u00e4ssw\u00f6rd \u00fcn\u00efcode';
   const decomposed = composed.normalize('NFD');
+
+  it('counts a password\'s characters as a person does: an emoji is one, not the two UTF-16 units it takes', () => {
+    expect(passwordProblem('\u{1F600}'.repeat(4))).to.equal('a password needs at least 8 characters');
+    expect(passwordProblem('\u{1F600}'.repeat(8))).to.equal(undefined);
+    expect(passwordProblem('\u{1F600}'.repeat(MAX_PASSWORD_LENGTH))).to.equal(undefined);
+    expect(passwordProblem('\u{1F600}'.repeat(MAX_PASSWORD_LENGTH + 1))).to.equal(`a password may have at most ${MAX_PASSWORD_LENGTH} characters`);
+  });
 
   it('verifies a password typed in either Unicode form against a hash of the other', async () => {
     expect(decomposed).to.not.equal(composed);
