@@ -1,14 +1,4 @@
-import { hasBidiControl, hasInvisibleCharacter, hasStackedMarks, STACKED_MARKS_MAX } from '../shared/hidden_characters.ts';
-
-/**
- * Whether a text holds a line break, a tab or another control character: none can be typed into
- * the pages' one-line fields, and a name holding one would break the lines it is shown on (the
- * admin CLI's lists, a log line) or pass for more than one.
- */
-export function hasControlCharacter(text: string): boolean {
-  // The line and paragraph separators break a line as a line feed does.
-  return /[\p{Cc}\u2028\u2029]/u.test(text);
-}
+import { hasBidiControl, hasControlCharacter, hasInvisibleCharacter, hasStackedMarks, STACKED_MARKS_MAX } from '../shared/hidden_characters.ts';
 
 /**
  * The most characters a workspace's or a person's name (or part of one) may have: more than any

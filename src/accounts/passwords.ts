@@ -1,7 +1,7 @@
 import { argon2, randomBytes, timingSafeEqual } from 'node:crypto';
 import { promisify } from 'node:util';
 
-import { hasControlCharacter } from './names.ts';
+import { hasControlCharacter } from '../shared/hidden_characters.ts';
 
 const argon2Async = promisify(argon2);
 

@@ -2,7 +2,7 @@ import { randomBytes } from 'node:crypto';
 
 import type { ApiKeyRecord, ApiKeyStore } from '../../adapters/store.ts';
 import { digest } from '../shared/digest.ts';
-import { hasBidiControl, hasInvisibleCharacter, hasStackedMarks } from '../shared/hidden_characters.ts';
+import { hasBidiControl, hasControlCharacter, hasInvisibleCharacter, hasStackedMarks } from '../shared/hidden_characters.ts';
 import { PROPAGATION_BOUND_MS } from '../shared/propagation.ts';
 import { apiKeyHint, generateApiKey, isWellFormedApiKey } from './format.ts';
 import { boundedCache, type BoundedCache } from '../shared/bounded_cache.ts';
@@ -48,7 +48,8 @@ export class ApiKeys {
 
   async create(workspaceId: string, name: string, expiresInSeconds?: number): Promise<NewApiKey> {
     const trimmed = name.trim();
-    if (!trimmed || trimmed.length > MAX_NAME_LENGTH || /\p{Cc}/u.test(trimmed)) {
+    // Characters as a person counts them; a line separator breaks the CLI's lists as a line feed would.
+    if (!trimmed || [...trimmed].length > MAX_NAME_LENGTH || hasControlCharacter(trimmed)) {
       throw new ApiKeyError(`the key needs a name of 1 to ${MAX_NAME_LENGTH} printable characters`);
     }
     // A name shown to the admins who revoke keys reads as what it is, as workspace and user names do.

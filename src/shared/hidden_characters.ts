@@ -41,3 +41,13 @@ const STACKED_MARKS = new RegExp(`\\p{M}{${STACKED_MARKS_MAX + 1}}`, 'u');
 export function hasStackedMarks(text: string): boolean {
   return STACKED_MARKS.test(text);
 }
+
+/**
+ * Whether a text holds a line break, a tab or another control character: none can be typed into
+ * the pages' one-line fields, and a name holding one would break the lines it is shown on (the
+ * admin CLI's lists, a log line) or pass for more than one.
+ */
+export function hasControlCharacter(text: string): boolean {
+  // The line and paragraph separators break a line as a line feed does.
+  return /[\p{Cc}\u2028\u2029]/u.test(text);
+}

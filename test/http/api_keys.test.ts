@@ -163,6 +163,14 @@ describe('API keys', function () {
     expect((await api(server, '/rest/companies', { credential: `wsk_${accessToken}` })).status).to.equal(401);
   });
 
+  it('take a name of 100 characters as a person counts them, emoji included', async () => {
+    const emoji = '\u{1F511}'.repeat(100);
+    const created = await server.admin(['api-key', 'create', '--workspace', workspaceId, '--name', emoji, '--json']);
+    expect(created.code, created.stderr).to.equal(0);
+    expect((JSON.parse(created.stdout) as { name: string }).name).to.equal(emoji);
+    expect((await server.admin(['api-key', 'create', '--workspace', workspaceId, '--name', `${emoji}x`])).stderr).to.match(/1 to 100 printable characters/);
+  });
+
   it('tell the operator what is wrong with a command', async () => {
     const cases: Array<[string[], number, RegExp]> = [
       [['api-key', 'create', '--workspace', 'ws_nope', '--name', 'x'], 1, /no workspace with id ws_nope/],
@@ -172,6 +180,7 @@ describe('API keys', function () {
       [['api-key', 'create', '--workspace', workspaceId, '--name', ' '], 1, /needs a name/],
       [['api-key', 'create', '--workspace', workspaceId, '--name', 'tropxe \u202Enightly'], 1, /changes the direction text is shown in/],
       [['api-key', 'create', '--workspace', workspaceId, '--name', 'night\u200Bly'], 1, /an invisible one/],
+      [['api-key', 'create', '--workspace', workspaceId, '--name', 'line one\u2028line two'], 1, /1 to 100 printable characters/],
       [['api-key', 'revoke'], 2, /name the key/],
       [['api-key', 'list', '--workspace', 'ws_nope'], 1, /no workspace with id ws_nope/],
     ];
