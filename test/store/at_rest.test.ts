@@ -231,24 +231,20 @@ describe('a copy of the store', function () {
       const database = sqliteFile(server.store)!;
       await mkdir(join(copy, 'data'));
       for (const suffix of ['', '-wal']) await copyFile(`${database}${suffix}`, join(copy, 'data', `oauth.sqlite${suffix}`));
-      const result = spawnSync(process.execPath, ['src/main.ts'], {
+      const startOnTheCopy = () => spawnSync(process.execPath, ['src/main.ts'], {
         cwd: ROOT,
         env: { PATH: process.env.PATH ?? '', HOME: join(copy, 'home'), STORE: `sqlite:${join(copy, 'data', 'oauth.sqlite')}`, PORT: '0', HOST: '127.0.0.1', METRICS: 'off' },
         encoding: 'utf8',
         timeout: 20_000,
       });
+      const result = startOnTheCopy();
       expect(result.status, result.stderr).to.equal(1);
       expect(result.stderr).to.match(/configuration error: a stored value was sealed with a key-encryption key that is not configured/).and.not.match(/\n\s+at /);
       // The key file was missing, and this start made one: the message says so, and where the right one goes.
       const madeNow = join(copy, 'home', '.config', 'workspace-oauth-server', 'key-encryption.key');
       expect(result.stderr).to.contain(`${madeNow} did not exist, so this start made a new key there; put the key that sealed the store in its place`);
       // Started again the same way, the key made then is read: the refusal says where it was read.
-      const again = spawnSync(process.execPath, ['src/main.ts'], {
-        cwd: ROOT,
-        env: { PATH: process.env.PATH ?? '', HOME: join(copy, 'home'), STORE: `sqlite:${join(copy, 'data', 'oauth.sqlite')}`, PORT: '0', HOST: '127.0.0.1', METRICS: 'off' },
-        encoding: 'utf8',
-        timeout: 20_000,
-      });
+      const again = startOnTheCopy();
       expect(again.status, again.stderr).to.equal(1);
       expect(again.stderr).to.contain(`the key in use is from the key file ${madeNow}, which did not seal it`);
     });
