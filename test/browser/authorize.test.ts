@@ -253,7 +253,7 @@ describe('authorization in a real browser', function () {
     await consentHeading(page).waitFor();
     expect(await page.locator('.signed-in-as').innerText()).to.include(first.email);
 
-    await page.getByRole('link', { name: 'Sign in with another account' }).click();
+    await page.getByRole('button', { name: 'Sign in with another account' }).click();
     await page.getByRole('heading', { level: 1, name: 'Sign in' }).waitFor();
     expect(await page.getByLabel('Email').inputValue(), 'nothing filled in for the other account').to.equal('');
     await signIn(page, other);
