@@ -129,13 +129,22 @@ describe('WORKERS=2: stopping while a worker is replaced or signals come twice',
     }
   }
 
+  /**
+   * The two workers, once both listen: the supervisor hands connections only to a worker that
+   * listens, so requests sent while one is still starting all go to the other.
+   */
+  async function twoListeningWorkers(supervisor: number): Promise<number[]> {
+    return eventually('two workers, both listening', () => {
+      const workers = workersOf(supervisor);
+      const listening = server!.logs().split('\n').filter((line) => line.includes('"message":"listening"')).length;
+      return workers.length === 2 && listening >= 2 ? workers : undefined;
+    }, 10_000, 100);
+  }
+
   it('starts no replacement for a worker that died just before SIGTERM, and exits once the other has finished', async () => {
     server = await startServer({ env: { WORKERS: '2' } });
     const supervisor = server.pid()!;
-    const [victim] = await eventually('two workers', () => {
-      const workers = workersOf(supervisor);
-      return workers.length === 2 ? workers : undefined;
-    }, 10_000, 100);
+    const [victim] = await twoListeningWorkers(supervisor);
     const writes = await withWritesHeld(server.store, async () => {
       // Both workers get a write to wait on (connections go to either in turn).
       const waiting = [1, 2, 3, 4].map((n) => register(server!.issuer, { client_name: `Waits ${n}` }).then((response) => response.status, () => 'reset'));
@@ -157,10 +166,7 @@ describe('WORKERS=2: stopping while a worker is replaced or signals come twice',
   it('lets the requests in flight finish when the signal comes twice, from the process group and from the supervisor', async () => {
     server = await startServer({ env: { WORKERS: '2' } });
     const supervisor = server.pid()!;
-    const workers = await eventually('two workers', () => {
-      const now = workersOf(supervisor);
-      return now.length === 2 ? now : undefined;
-    }, 10_000, 100);
+    const workers = await twoListeningWorkers(supervisor);
     const answers = await withWritesHeld(server.store, async () => {
       const waiting = [1, 2, 3, 4].map((n) => register(server!.issuer, { client_name: `In flight ${n}` }).then((response) => response.status, () => 'reset'));
       await sleep(300);
