@@ -135,8 +135,8 @@ export function listedValue(model: string, payload: ModelPayload): string | unde
 export function normalEmail(email: string): string {
   const composed = email.trim().normalize('NFC');
   const at = composed.lastIndexOf('@');
-  const domain = composed.slice(at + 1);
-  if (at < 0 || !/(?:^|\.)xn--/i.test(domain)) return composed;
+  const domain = at < 0 ? '' : composed.slice(at + 1);
+  if (!/(?:^|\.)xn--/i.test(domain)) return composed;
   const unicode = domainToUnicode(domain);
   return unicode ? `${composed.slice(0, at)}@${unicode.normalize('NFC')}` : composed;
 }

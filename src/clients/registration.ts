@@ -93,8 +93,9 @@ const UNOFFERED_METADATA: ReadonlyArray<[fields: readonly string[], why: string]
 /** Refuses the first field of UNOFFERED_METADATA the request sets (null is none: RFC 7592 takes it as leaving a field out). */
 function refuseUnofferedMetadata(sent: unknown): void {
   if (!sent || typeof sent !== 'object') return;
+  const given = sent as Record<string, unknown>;
   for (const [fields, why] of UNOFFERED_METADATA) {
-    const field = fields.find((name) => (sent as Record<string, unknown>)[name] !== undefined && (sent as Record<string, unknown>)[name] !== null);
+    const field = fields.find((name) => given[name] !== undefined && given[name] !== null);
     if (field) throw new errors.InvalidClientMetadata(`${field} is not supported: ${why}; register without it`);
   }
 }

@@ -1,4 +1,5 @@
 import Router from '@koa/router';
+import type { Context } from 'koa';
 import { errors, type InteractionResults } from 'oidc-provider';
 
 import { SETTINGS_CLIENT_ID } from '../clients/first_party.ts';
@@ -49,19 +50,18 @@ export function interactionRouter(deps: InteractionDependencies): Router {
   });
 
   // The address a form posted to, opened again (the address bar, history): its interaction's page.
-  router.get(['/:uid/login', '/:uid/consent'], (ctx) => {
+  /** 303 to the interaction's own page, which shows whatever it asks now (sign-in, consent, or that it has ended). */
+  const toInteractionPage = (ctx: Context, uid: string) => {
     ctx.status = 303;
-    ctx.redirect(`${basePath}${INTERACTION_PATH}/${encodeURIComponent(ctx.params.uid!)}`);
-  });
+    ctx.redirect(`${basePath}${INTERACTION_PATH}/${encodeURIComponent(uid)}`);
+  };
+
+  router.get(['/:uid/login', '/:uid/consent'], (ctx) => toInteractionPage(ctx, ctx.params.uid!));
 
   // "Sign in with another account" on the consent page: the sign-in form, for the same request.
   router.get('/:uid/switch', async (ctx) => {
     const details = await provider.interactionDetails(ctx.req, ctx.res);
-    if (!switchesAccount(details)) {
-      ctx.status = 303;
-      ctx.redirect(`${basePath}${INTERACTION_PATH}/${encodeURIComponent(details.uid)}`);
-      return;
-    }
+    if (!switchesAccount(details)) return toInteractionPage(ctx, details.uid);
     return showLogin(ctx, deps, details, { switching: true });
   });
 
