@@ -1,6 +1,8 @@
 import { errors, Provider, type AuthorizationCode } from 'oidc-provider';
 import revoke from 'oidc-provider/lib/helpers/revoke.js';
 
+import type { GrantWorkspaces } from '../grants/workspaces.ts';
+
 /** What a code exchange that lost its code to another redemption at the same moment is refused with. */
 export class CodeUsedByAnother extends errors.InvalidGrant {
   constructor() {
@@ -22,12 +24,16 @@ export class CodeUsedByAnother extends errors.InvalidGrant {
  * Revoking while the winner may still be issuing its tokens leaves it nothing usable: its access
  * token names the grant, which the revocation list refuses whenever the token was issued, and its
  * refresh token is refused once the grant record is gone. The revocation is the engine's own.
+ * The winner still answers with its tokens, as it would had the other redemption come a moment
+ * later: the grant's workspace, which its tokens name and the revocation removes, is read before
+ * the code is consumed and held for the redemption.
  */
-export function codeRedemptionRacesRevokeTheGrant(provider: Provider): void {
+export function codeRedemptionRacesRevokeTheGrant(provider: Provider, grantWorkspaces: GrantWorkspaces): void {
   const prototype = provider.AuthorizationCode.prototype as unknown as { consume(this: AuthorizationCode): Promise<void> };
   const consume = prototype.consume;
   prototype.consume = async function consumeOrRevoke(this: AuthorizationCode) {
     try {
+      await grantWorkspaces.holdForRedemption(this);
       return await consume.call(this);
     } catch (error) {
       if (!(error instanceof CodeUsedByAnother)) throw error;

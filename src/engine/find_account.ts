@@ -18,7 +18,7 @@ export function findAccount(accounts: Accounts, grantWorkspaces: GrantWorkspaces
         const wantsWorkspace = scope.split(' ').includes('profile') || 'workspace' in requested;
         if (!wantsWorkspace) return { sub: user.id, ...profileClaims(user) };
         const grantId = ctx.oidc.entities.Grant?.jti;
-        const workspaceId = grantId ? await grantWorkspaces.workspaceOf(grantId) : undefined;
+        const workspaceId = grantId ? await grantWorkspaces.workspaceOf(grantId, ctx.oidc.entities.AuthorizationCode) : undefined;
         const workspace = workspaceId ? await accounts.membershipIn(user.id, workspaceId) : undefined;
         return { sub: user.id, ...profileClaims(user, workspace) };
       },

@@ -314,7 +314,7 @@ export function buildProvider({ config, store, accounts, keys, revocations, page
   registerClientCredentialsGrant(provider, resources, audience);
   proofCheckedBeforeCodeIsUsed(provider, store.model('ReplayDetection'));
   proofBindsPublicClientRefreshTokens(provider);
-  codeRedemptionRacesRevokeTheGrant(provider);
+  codeRedemptionRacesRevokeTheGrant(provider, grantWorkspaces);
   refusalsHeldUntilRedemption(provider);
   return { provider, audience, resources, documents, grantWorkspaces, grantActivity, rotations };
 }

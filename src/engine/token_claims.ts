@@ -20,12 +20,12 @@ export function workspaceClaims(accounts: Accounts, grantWorkspaces: GrantWorksp
       return { workspace_id: workspaceId };
     }
     const { accountId, grantId } = token as AccessToken;
-    const workspaceId = grantId ? await grantWorkspaces.workspaceOf(grantId) : undefined;
+    const { AuthorizationCode: code, RefreshToken: refreshToken, Grant: grant } = ctx.oidc.entities;
+    const workspaceId = grantId ? await grantWorkspaces.workspaceOf(grantId, code) : undefined;
     if (!grantId || !workspaceId) throw new errors.InvalidGrant('the grant names no workspace; authorize again');
     const role = await accounts.roleIn(accountId, workspaceId);
     if (!role) throw new errors.InvalidGrant('the user is no longer a member of the workspace this grant was for');
     // The engine leaves `claims` off tokens for a resource server; the code or refresh token has them.
-    const { AuthorizationCode: code, RefreshToken: refreshToken, Grant: grant } = ctx.oidc.entities;
     const userinfoClaims = grantedUserinfoClaims((code ?? refreshToken)?.claims, grant);
     return { workspace_id: workspaceId, role, gid: grantReference(grantId), ...(userinfoClaims.length ? { userinfo_claims: userinfoClaims } : {}) };
   };

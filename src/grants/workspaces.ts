@@ -14,6 +14,7 @@ export class GrantWorkspaces {
   static readonly MODEL = 'GrantWorkspace';
   readonly #store: ModelStore;
   readonly #known = boundedCache<string, string>({ max: CACHED_GRANTS });
+  readonly #heldForRedemption = new WeakMap<object, string>();
 
   constructor(store: ModelStore) {
     this.#store = store;
@@ -23,7 +24,20 @@ export class GrantWorkspaces {
     await this.#store.upsert(grantId, { grantId, workspaceId }, expiresIn);
   }
 
-  async workspaceOf(grantId: string): Promise<string | undefined> {
+  /**
+   * Reads the workspace of a code's grant before the code is consumed and holds it for that code's
+   * redemption: a concurrent redemption that loses the code revokes the grant, which removes its
+   * workspace while the winner is still issuing its tokens (concurrent_code_redemptions.ts).
+   */
+  async holdForRedemption(code: { grantId?: string | undefined }): Promise<void> {
+    const workspaceId = code.grantId ? await this.workspaceOf(code.grantId) : undefined;
+    if (workspaceId) this.#heldForRedemption.set(code, workspaceId);
+  }
+
+  /** The grant's workspace; `redeeming`, the code a request redeems, answers with what was held for it. */
+  async workspaceOf(grantId: string, redeeming?: object): Promise<string | undefined> {
+    const held = redeeming && this.#heldForRedemption.get(redeeming);
+    if (held) return held;
     const known = this.#known.get(grantId);
     if (known) return known;
     const record = await this.#store.find(grantId);

@@ -442,6 +442,20 @@ describe('token endpoint (POST /oauth/token)', function () {
         const code = await getCode(postClient);
         await expectExactlyOneOfFive(() => redeem(postClient, code));
       });
+
+      it('answers one of two concurrent redemptions with tokens, which the race then leaves revoked', async () => {
+        // The loser revokes the grant while the winner is still issuing; the winner must still answer.
+        for (let round = 0; round < 12; round += 1) {
+          const code = await getCode(postClient);
+          const responses = await Promise.all([redeem(postClient, code), redeem(postClient, code)]);
+          const statuses = responses.map((response) => response.status);
+          expect(statuses.filter((status) => status === 200), `round ${round}: statuses ${statuses.join(',')}`).to.have.length(1);
+          const winner = await expectTokens(responses.find(({ status }) => status === 200)!);
+          await expectTokenError(responses.find(({ status }) => status !== 200)!, 400, 'invalid_grant');
+          expect((await introspect(server.issuer, postCredentials(postClient), winner.access_token!)).active, `round ${round}: the winner's access token`).to.equal(false);
+          await expectTokenError(await refresh(postClient, winner.refresh_token!), 400, 'invalid_grant');
+        }
+      });
     });
   });
 

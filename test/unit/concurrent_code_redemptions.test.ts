@@ -8,7 +8,9 @@ import Koa from 'koa';
 import mount from 'koa-mount';
 import Provider, { type Adapter, type AdapterPayload } from 'oidc-provider';
 
+import { openStore } from '../../adapters/index.ts';
 import { CodeUsedByAnother, codeRedemptionRacesRevokeTheGrant } from '../../src/engine/concurrent_code_redemptions.ts';
+import { GrantWorkspaces } from '../../src/grants/workspaces.ts';
 
 /**
  * A code redemption the store refuses to use the code for (ModelStore.consume answers nothing):
@@ -57,7 +59,7 @@ describe('a code the store would not use up', () => {
       features: { devInteractions: { enabled: false } },
       clientAuthMethods: ['client_secret_post'],
     });
-    codeRedemptionRacesRevokeTheGrant(provider);
+    codeRedemptionRacesRevokeTheGrant(provider, new GrantWorkspaces(openStore('memory:').model(GrantWorkspaces.MODEL)));
     records.set('Client:c1', {
       client_id: 'c1', client_secret: 'a-secret-of-enough-length', grant_types: ['authorization_code', 'refresh_token'], response_types: ['code'],
       redirect_uris: ['http://127.0.0.1/cb'], token_endpoint_auth_method: 'client_secret_post',
