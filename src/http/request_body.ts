@@ -59,6 +59,39 @@ function readableOrGone(req: IncomingMessage): Promise<void> {
 }
 
 /**
+ * Reads and drops what is left of a request body, up to `limit` more bytes, so that a refusal sent
+ * before the body ended reaches a client still sending it: a connection onGone under a client
+ * mid-body is reset, and most clients then report the reset, not the answer. True when the body
+ * ended (the connection can carry the next request); false when more than `limit` was left or the
+ * client went away (the answer must close the connection).
+ */
+export function discardBody(req: IncomingMessage, limit: number): Promise<boolean> {
+  if (req.readableEnded) return Promise.resolve(true);
+  return new Promise((resolve) => {
+    let left = limit;
+    const finish = (ended: boolean) => {
+      req.off('data', onData);
+      req.off('end', onEnd);
+      req.off('close', onGone);
+      req.off('error', onGone);
+      req.pause();
+      resolve(ended);
+    };
+    const onData = (chunk: Buffer) => {
+      left -= chunk.length;
+      if (left < 0) finish(false);
+    };
+    const onEnd = () => finish(true);
+    const onGone = () => finish(false);
+    req.on('data', onData);
+    req.on('end', onEnd);
+    req.on('close', onGone);
+    req.on('error', onGone);
+    req.resume();
+  });
+}
+
+/**
  * Puts `body` in the place of the body peekBody put back, for the engine to read instead, with a
  * Content-Length and Content-Type (its charset) to match. Synchronous, as peekBody's last step is,
  * so the stream never ends empty.

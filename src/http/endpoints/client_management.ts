@@ -57,7 +57,7 @@ function checkSecretOnUpdate(clients: ModelStore): Middleware {
     if (ctx.method !== 'PUT' || !ctx.is('application/json')) return next();
     const raw = await peekBody(ctx.req, ctx.request.length, REGISTRATION_BODY_MAX);
     if (raw === undefined) return next();
-    if (raw.length > REGISTRATION_BODY_MAX) throw registrationTooLarge();
+    if (raw.length > REGISTRATION_BODY_MAX) throw await registrationTooLarge(ctx.req);
     const body = jsonObject(raw, ctx.request.charset);
     if (!body) throw new HttpError(400, 'invalid_request', 'the request body could not be read as a JSON object');
     if ('client_secret' in body) {

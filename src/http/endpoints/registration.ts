@@ -1,3 +1,5 @@
+import type { IncomingMessage } from 'node:http';
+
 import type { Middleware } from 'koa';
 import type { Provider } from 'oidc-provider';
 
@@ -9,7 +11,7 @@ import type { RateLimiting } from '../../rate_limits/limits.ts';
 import { bearerCors } from '../../resource/cors.ts';
 import { HttpError } from '../../shared/http_error.ts';
 import { undoRegistrationWrites } from '../../engine/registration_writes.ts';
-import { peekBody } from '../request_body.ts';
+import { discardBody, peekBody } from '../request_body.ts';
 
 export interface RegistrationEndpointDependencies {
   provider: Provider;
@@ -23,7 +25,7 @@ export interface RegistrationEndpointDependencies {
  *
  * Before the engine:
  * 1. CORS: browser-based clients (MCP hosts running in a page) register from another origin;
- * 2. a body over REGISTRATION_BODY_MAX is refused before anything reads it;
+ * 2. a body over REGISTRATION_BODY_MAX is refused before anything parses it;
  * 3. the rate limit: registrations per client address (src/rate_limits/);
  * 4. an initial access token, when one is presented, must be live and its workspace still exist:
  *    the workspace binds the client (and, for a token made with `--fapi`, makes it a FAPI 2.0
@@ -46,17 +48,26 @@ export function registrationEndpoint({ provider, accounts, rateLimits }: Registr
  */
 export const registrationBodyLimit: Middleware = async (ctx, next) => {
   const declared = ctx.request.length;
-  if ((declared ?? 0) > REGISTRATION_BODY_MAX) throw registrationTooLarge();
+  if ((declared ?? 0) > REGISTRATION_BODY_MAX) throw await registrationTooLarge(ctx.req);
   const chunked = declared === undefined && ctx.get('Transfer-Encoding') !== '';
   if (chunked && ((await peekBody(ctx.req, undefined, REGISTRATION_BODY_MAX))?.length ?? 0) > REGISTRATION_BODY_MAX) {
-    throw registrationTooLarge();
+    throw await registrationTooLarge(ctx.req);
   }
   await next();
 };
 
-/** The refusal of a registration or update body over the limit; the rest of the body is not read. */
-export function registrationTooLarge(): HttpError {
-  return new HttpError(413, 'invalid_request', `the registration request is larger than ${REGISTRATION_BODY_MAX / 1024} KiB`, { Connection: 'close' });
+/** How much of an oversized registration body is read (and dropped) so that its client sees the 413. */
+const OVERSIZED_BODY_DRAINED = 1024 * 1024;
+
+/**
+ * The refusal of a registration or update body over the limit. The rest of the body is read and
+ * dropped, up to OVERSIZED_BODY_DRAINED, so that a client still sending it reads the answer; past
+ * that, or for a body declared larger, the answer closes the connection without reading more.
+ */
+export async function registrationTooLarge(req: IncomingMessage): Promise<HttpError> {
+  const declared = Number(req.headers['content-length'] ?? 0);
+  const drained = declared <= OVERSIZED_BODY_DRAINED && await discardBody(req, OVERSIZED_BODY_DRAINED);
+  return new HttpError(413, 'invalid_request', `the registration request is larger than ${REGISTRATION_BODY_MAX / 1024} KiB`, drained ? {} : { Connection: 'close' });
 }
 
 /** A registration answered with anything but 201 removes what it stored. */
