@@ -46,7 +46,7 @@ import { DPOP_NONCE_PURPOSE } from '../tokens/dpop_nonces.ts';
 import { DPOP_SIGNING_ALGORITHMS } from '../tokens/dpop_proofs.ts';
 import { REDIRECT_URIS_ADDED_METADATA, UNUSED_UNTIL_METADATA, WORKSPACE_METADATA, validateClientMetadata } from '../clients/registration.ts';
 import { ENGINE_ROUTES, INTERACTION_PATH, USERINFO_PATH } from './routes.ts';
-import { SUPPORTED_SCOPES, authorizationScope } from './scopes.ts';
+import { SUPPORTED_SCOPES, authorizationScope, namesAScope, withinClientScope } from './scopes.ts';
 import { keepUnusedUntil } from '../clients/unused_clients.ts';
 import { settingsClient } from '../clients/first_party.ts';
 import { withSettingsSignIn } from './first_party_grant.ts';
@@ -142,8 +142,13 @@ export function buildProvider({ config, store, accounts, keys, revocations, page
     // Every ID token says how and when the user signed in (the engine's default adds them only on request).
     claims: { openid: ['sub', 'acr', 'amr', 'auth_time'], profile: [...PROFILE_CLAIM_NAMES] },
     acrValues: ACR_VALUES,
-    // The engine ignores unknown scope values and has no default; the product refuses the first and defaults to `api`.
-    extraParams: { scope: (ctx: KoaContextWithOIDC, value: string | undefined) => { ctx.oidc.params!.scope = authorizationScope(value); } },
+    // The engine ignores unknown scope values and has no default; the product refuses the first and defaults to `api`,
+    // within the scope the client registered.
+    extraParams: {
+      scope: (ctx: KoaContextWithOIDC, value: string | undefined) => {
+        ctx.oidc.params!.scope = withinClientScope(authorizationScope(value), ctx.oidc.client?.scope, namesAScope(value));
+      },
+    },
     responseTypes: ['code'],
     // FAPI 2.0 clients always (src/clients/fapi.ts).
     pkce: { required: pkceRequired(config.pkceRequired, fapiClient) },

@@ -39,3 +39,26 @@ export function authorizationScope(requested: string | undefined): string {
   const values = requested?.split(' ').filter((value) => value !== OFFLINE_ACCESS);
   return effectiveScope(values?.join(' '));
 }
+
+/** Whether a request names a scope of its own, rather than leaving it to the default. */
+export function namesAScope(requested: string | undefined): boolean {
+  return requested?.split(' ').some((value) => value !== '' && value !== OFFLINE_ACCESS) ?? false;
+}
+
+/**
+ * The scope, checked against the values the client registered (RFC 7591 `scope`: those it may ask
+ * for), when it registered any. The engine checks the values an authorization request names
+ * against them, before the default is filled in; this checks the default too, and the
+ * client_credentials grant, which is the product's own. A request that named no scope is told the
+ * default is what was refused.
+ */
+export function withinClientScope(scope: string, registered: string | undefined, named: boolean): string {
+  if (registered === undefined) return scope;
+  const allowed = new Set(registered.split(' '));
+  const refused = scope.split(' ').filter((value) => !allowed.has(value));
+  if (!refused.length) return scope;
+  const description = named
+    ? `requested scope is not allowed: this client is registered for ${registered}`
+    : `no scope was requested, and this client is not registered for the default, ${DEFAULT_SCOPE}: ask for one of ${registered}`;
+  throw new errors.InvalidScope(description, refused.join(' '));
+}

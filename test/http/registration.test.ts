@@ -6,8 +6,9 @@ import * as oauth from 'oauth4webapi';
 import * as client from 'openid-client';
 
 import { openStore } from '../../adapters/index.ts';
-import { management, REDIRECT_URI, register, registerClient, type RegisteredClient, tokenRequest } from '../support/oauth.ts';
-import { initialAccessToken, seedUser, startServer, type SeededUser, type TestServer } from '../support/server.ts';
+import { codeRequest, management, REDIRECT_URI, register, registerClient, type RegisteredClient, tokenRequest } from '../support/oauth.ts';
+import { initialAccessToken, registerVettedClient, seedUser, startServer, type SeededUser, type TestServer } from '../support/server.ts';
+import { UserAgent } from '../support/user_agent.ts';
 import { eventually } from '../support/wait.ts';
 
 /**
@@ -504,6 +505,31 @@ describe('client registration', () => {
         expect((await register(server.issuer, metadata)).status, JSON.stringify(metadata)).to.equal(201);
       }
       expect((await register(server.issuer, { grant_types: ['client_credentials'], response_types: [], redirect_uris: [] }, iat)).status).to.equal(201);
+    });
+
+    it('keeps a client_credentials token within the scope the client registered (RFC 7591 2), asked for or by default', async () => {
+      const iat = await initialAccessToken(server, admin.workspaces[0]!.id);
+      const limited = await registerClient(server.issuer, { client_name: 'OpenID Only', grant_types: ['client_credentials'], redirect_uris: [], scope: 'openid' }, iat);
+      const ask = (scope?: string) => tokenRequest(server.issuer, {
+        grant_type: 'client_credentials', client_id: limited.client_id, client_secret: limited.client_secret!, ...(scope ? { scope } : {}),
+      });
+      await expectRefusal(await ask('api'), 400, 'invalid_scope', /not allowed: this client is registered for openid/);
+      await expectRefusal(await ask(), 400, 'invalid_scope', /no scope was requested, and this client is not registered for the default, api/);
+      const allowed = await registerClient(server.issuer, { client_name: 'API', grant_types: ['client_credentials'], redirect_uris: [], scope: 'api' }, await initialAccessToken(server, admin.workspaces[0]!.id));
+      const granted = await tokenRequest(server.issuer, { grant_type: 'client_credentials', client_id: allowed.client_id, client_secret: allowed.client_secret! });
+      expect(granted.status).to.equal(200);
+      expect((await granted.json() as Json).scope).to.equal('api');
+    });
+
+    it('keeps an authorization request that names no scope within the scope the client registered: the default it is not registered for is refused', async () => {
+      const limited = await registerVettedClient(server, { client_name: 'Profile Only', scope: 'openid profile' });
+      const answer = await new UserAgent().follow(codeRequest(server.issuer, limited.client_id, { scope: undefined }).url, server.origin);
+      const callback = new URL(answer.url);
+      expect(`${callback.origin}${callback.pathname}`, answer.url).to.equal(REDIRECT_URI);
+      expect(callback.searchParams.get('error')).to.equal('invalid_scope');
+      expect(callback.searchParams.get('error_description')).to.match(/no scope was requested, and this client is not registered for the default, api: ask for one of openid profile/);
+      const named = await new UserAgent().follow(codeRequest(server.issuer, limited.client_id, { scope: 'openid profile' }).url, server.origin);
+      expect(new URL(named.url).pathname, 'a scope it is registered for goes on to sign-in').to.match(/\/interaction\//);
     });
 
     it('updates a client stored before that rule with its metadata as read back (RFC 7592 2.2), and refuses an update that makes a contradiction', async () => {

@@ -6,12 +6,12 @@ import { checkDpopRequired } from 'oidc-provider/lib/helpers/sender_constraints.
 import type { ProtectedResources } from '../../clients/protected_resources.ts';
 import { clientWorkspace } from '../../clients/registration.ts';
 import { assertProofFor, resourceServerInfo, unknownResource } from '../resource_indicators.ts';
-import { effectiveScope } from '../scopes.ts';
+import { effectiveScope, namesAScope, withinClientScope } from '../scopes.ts';
 
 /**
  * The client_credentials grant, registered in place of the engine's own so the product's rules
  * apply: the token is workspace-level (the client must be bound to a workspace), the scope
- * defaults to `api`, and `api` is the only scope that means anything without a user. The token is
+ * defaults to `api` (within the scope the client registered, if it did), and `api` is the only scope that means anything without a user. The token is
  * for the data API unless the request names (RFC 8707) another API this server issues tokens for.
  * A request with a DPoP proof gets a token bound to its key, through the engine's own steps.
  */
@@ -32,6 +32,7 @@ export function registerClientCredentialsGrant(provider: Provider, resources: Pr
     if (userScopes.length) {
       throw new errors.InvalidScope(`client_credentials tokens are tied to no user, so only the api scope applies; remove ${userScopes.join(' ')}`, userScopes.join(' '));
     }
+    withinClientScope(scope, client.scope, namesAScope(params.scope));
     if (!api.scopes.includes('api')) throw new errors.InvalidScope(`${api.name} does not accept the api scope`, 'api');
 
     const token = new provider.ClientCredentials({ client, scope });
