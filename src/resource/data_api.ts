@@ -1,3 +1,4 @@
+import Bourne from '@hapi/bourne';
 import { bodyParser } from '@koa/bodyparser';
 import Router from '@koa/router';
 import type { Context, Middleware } from 'koa';
@@ -167,21 +168,61 @@ const unreservedCharactersDecoded: Middleware = (ctx, next) => {
   return next();
 };
 
-/** POST and PATCH bodies: JSON objects only, at most BODY_LIMIT. */
+/**
+ * POST and PATCH bodies: JSON objects only, at most BODY_LIMIT, in UTF-8 (RFC 8259 section 8.1).
+ * The body parser reads the bytes (a content coding decoded, the limit kept) as Latin-1, one
+ * character a byte, and they are decoded here strictly: read as UTF-8 by the parser, bytes that are
+ * not would have become U+FFFD and been stored so. A byte order mark is ignored, as RFC 8259 lets
+ * a parser do.
+ */
 function jsonBody(): Middleware {
-  const parse = bodyParser({ enableTypes: ['json'], jsonLimit: BODY_LIMIT, jsonStrict: true });
+  const read = bodyParser({ enableTypes: ['text'], extendTypes: { text: ['application/json'] }, textLimit: BODY_LIMIT, encoding: 'latin1' });
   return async (ctx, next) => {
     // The header (in any case, RFC 9110 8.3.1), not ctx.is(), which says nothing of a request without a body.
     if (ctx.request.type.trim().toLowerCase() !== 'application/json') throw new HttpError(415, 'unsupported_media_type', 'send the body as JSON (Content-Type: application/json)');
+    // Content codings are named in any case (RFC 9110 section 8.4.1); the parser knows them in lower case.
+    const coding = ctx.req.headers['content-encoding'];
+    if (coding !== undefined) ctx.req.headers['content-encoding'] = coding.trim().toLowerCase();
     try {
-      await parse(ctx, async () => undefined);
+      await read(ctx, async () => undefined);
     } catch (error) {
       throw bodyRefusal(error) ?? error;
     }
-    // The parser reads no body, or an empty one, as `{}`.
-    if (!ctx.request.rawBody?.trim()) throw new HttpError(400, 'invalid_request', 'the body is empty: send a JSON object');
+    const text = utf8(Buffer.from(ctx.request.rawBody ?? '', 'latin1'));
+    if (text === undefined) throw new HttpError(400, 'invalid_request', 'the body is not UTF-8, which JSON is sent in (RFC 8259 section 8.1)');
+    if (text === '') throw new HttpError(400, 'invalid_request', 'the body is empty: send a JSON object');
+    ctx.request.rawBody = text;
+    ctx.request.body = parsedJson(text);
     await next();
   };
+}
+
+/** Decodes UTF-8 strictly, dropping a byte order mark. */
+const strictUtf8 = new TextDecoder('utf-8', { fatal: true });
+
+/** The bytes read as UTF-8; undefined when they are not UTF-8. */
+function utf8(bytes: Buffer): string | undefined {
+  try {
+    return strictUtf8.decode(bytes);
+  } catch {
+    return undefined;
+  }
+}
+
+/** A JSON text that opens as an object or an array (RFC 8259's whitespace before it). */
+const OBJECT_OR_ARRAY = /^[\x20\x09\x0a\x0d]*[[{]/;
+
+/** The body as JSON: an object or an array (what the record is then checked for), never one naming `__proto__` (prototype poisoning). */
+function parsedJson(text: string): unknown {
+  const refused = new HttpError(400, 'invalid_request', 'the body is not a valid JSON object');
+  if (!OBJECT_OR_ARRAY.test(text)) throw refused;
+  try {
+    return Bourne.parse(text, { protoAction: 'error' }) as unknown;
+  } catch (error) {
+    // Valid JSON naming no field: its own answer.
+    if (error instanceof SyntaxError && /prototype property/.test(error.message)) throw new HttpError(400, 'invalid_request', '__proto__: no object has such a field');
+    throw refused;
+  }
 }
 
 /** The content codings the body parser decodes (besides identity). */
@@ -194,8 +235,6 @@ function bodyRefusal(error: unknown): HttpError | undefined {
   if (status === 413) return new HttpError(413, 'payload_too_large', `the body is larger than ${BODY_LIMIT}`);
   // The type was checked before: the parser's 415 is a content coding it does not decode (RFC 9110 section 15.5.16).
   if (status === 415) return new HttpError(415, 'unsupported_media_type', `the body is in a content coding this API does not read; send it unencoded, or in ${READ_CODINGS}`, { 'Accept-Encoding': READ_CODINGS });
-  // The parser refuses a `__proto__` member (prototype poisoning) as it does bad JSON; it is valid JSON naming no field.
-  if (error instanceof SyntaxError && /prototype property/.test(error.message)) return new HttpError(400, 'invalid_request', '__proto__: no object has such a field');
   if (status !== undefined) return new HttpError(400, 'invalid_request', 'the body is not a valid JSON object');
   return undefined;
 }

@@ -2,6 +2,7 @@ import { mkdtemp, rm, writeFile } from 'node:fs/promises';
 import { request } from 'node:http';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import { gzipSync } from 'node:zlib';
 
 import { expect } from 'chai';
 import { generateKeyPair, importJWK, SignJWT, type JWK } from 'jose';
@@ -480,6 +481,31 @@ describe('data API', function () {
       expect([response.status, response.body.error]).to.deep.equal([415, 'unsupported_media_type']);
       expect(response.body.error_description).to.match(/content coding this API does not read; send it unencoded, or in gzip, deflate, br/);
       expect(response.headers.get('accept-encoding')).to.equal('gzip, deflate, br');
+    });
+
+    it('refuses a body that is not UTF-8 (RFC 8259 section 8.1) with 400 rather than storing U+FFFD in place of its bytes, whatever charset it names', async () => {
+      const latin1 = Buffer.concat([Buffer.from('{"name":"Caf'), Buffer.from([0xe9]), Buffer.from('"}')]);
+      for (const type of ['application/json', 'application/json; charset=iso-8859-1']) {
+        const refused = await api<ErrorBody>(server, '/rest/companies', { credential: keyC, raw: latin1, headers: { 'content-type': type } });
+        expect([refused.status, refused.body.error], type).to.deep.equal([400, 'invalid_request']);
+        expect(refused.body.error_description).to.match(/not UTF-8/);
+      }
+      const listed = await api<{ data: { companies: Company[] } }>(server, '/rest/companies?limit=100', { credential: keyC });
+      expect(listed.body.data.companies.map((company) => company.name), 'nothing stored').not.to.include('Caf\uFFFD');
+      // The same text in UTF-8, with the byte order mark RFC 8259 lets a parser ignore, and a real U+FFFD, are kept as sent.
+      const utf8 = await api<{ data: { company: Company } }>(server, '/rest/companies', { credential: keyC, raw: Buffer.from('\uFEFF{"name":"Café \uFFFD"}') });
+      expect(utf8.status).to.equal(201);
+      expect(utf8.body.data.company.name).to.equal('Café \uFFFD');
+    });
+
+    it('reads a body in a content coding named in any case (RFC 9110 section 8.4.1)', async () => {
+      for (const coding of ['GZIP', ' Gzip ']) {
+        const created = await api<{ data: { company: Company } }>(server, '/rest/companies', {
+          credential: keyC, raw: gzipSync(JSON.stringify({ name: `coded ${coding.trim()}` })), headers: { 'content-encoding': coding },
+        });
+        expect(created.status, coding).to.equal(201);
+        expect(created.body.data.company.name).to.equal(`coded ${coding.trim()}`);
+      }
     });
 
     it('reads a JSON body whatever the case and spacing of its media type (RFC 9110 8.3.1)', async () => {

@@ -14,8 +14,8 @@ export interface ApiRequest {
   credential?: string;
   /** Sent as JSON. */
   json?: unknown;
-  /** Sent as given (malformed bodies), with `content-type` from `headers` or application/json. */
-  raw?: string;
+  /** Sent as given (malformed bodies, bytes that are not UTF-8), with `content-type` from `headers` or application/json. */
+  raw?: string | Uint8Array;
   headers?: Record<string, string>;
 }
 
@@ -23,10 +23,10 @@ export interface ApiRequest {
 export async function api<T = Record<string, unknown>>(server: TestServer, path: string, request: ApiRequest = {}): Promise<ApiResponse<T>> {
   const headers: Record<string, string> = { ...request.headers };
   if (request.credential) headers.authorization = `Bearer ${request.credential}`;
-  let body: string | undefined;
+  let body: string | Uint8Array<ArrayBuffer> | undefined;
   if (request.json !== undefined || request.raw !== undefined) {
     headers['content-type'] ??= 'application/json';
-    body = request.raw ?? JSON.stringify(request.json);
+    body = typeof request.raw === 'object' ? new Uint8Array(request.raw) : request.raw ?? JSON.stringify(request.json);
   }
   const response = await fetch(`${server.issuer}${path}`, { method: request.method ?? (body ? 'POST' : 'GET'), headers, body });
   const text = await response.text();
