@@ -1,3 +1,4 @@
+import { showsNothing } from '../shared/hidden_characters.ts';
 import { invalidRequest } from '../shared/http_error.ts';
 import { writableFields, type FieldDefinition, type ObjectDefinition } from './objects.ts';
 
@@ -57,7 +58,7 @@ function checkValue(field: FieldDefinition, value: unknown): string | undefined 
       // A lone half of a surrogate pair is no character: stored, it would break every client's JSON
       // parser that reads the record back, or any list holding it (RFC 7493 section 2.1).
       if (!value.isWellFormed()) return 'must be text: it holds half of a surrogate pair (\\ud800-\\udfff) with no other half';
-      if (field.required && value.trim() === '') return 'required, cannot be empty';
+      if (field.required && showsNothing(value)) return 'required, cannot be empty (or hold only spaces, control or invisible characters)';
       if (field.maxLength !== undefined && characters(value) > field.maxLength) return `at most ${field.maxLength} characters`;
       if (field.type === 'EMAIL' && !EMAIL.test(value)) return 'must be an email address';
       return undefined;

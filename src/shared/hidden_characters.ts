@@ -51,3 +51,8 @@ export function hasControlCharacter(text: string): boolean {
   // The line and paragraph separators break a line as a line feed does.
   return /[\p{Cc}\u2028\u2029]/u.test(text);
 }
+
+/** Whether `text` shows nothing at all: spaces, control characters and the characters above only. */
+export function showsNothing(text: string): boolean {
+  return withoutHiddenCharacters(text).replace(/[\p{Cc}\u2028\u2029]/gu, '').trim() === '';
+}

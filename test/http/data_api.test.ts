@@ -498,6 +498,17 @@ describe('data API', function () {
       expect(utf8.body.data.company.name).to.equal('Café \uFFFD');
     });
 
+    it('refuses a required text that shows nothing: spaces, control or invisible characters only', async () => {
+      for (const name of ['', '   ', '\u00a0\u3000', '\u200b', '\u0000', '\u00ad\u2060', '\u180e', '\ufeff ']) {
+        const refused = await api<ErrorBody>(server, '/rest/companies', { credential: keyC, json: { name } });
+        expect([refused.status, refused.body.error], JSON.stringify(name)).to.deep.equal([400, 'invalid_request']);
+        expect(refused.body.error_description, JSON.stringify(name)).to.match(/^name: required, cannot be empty/);
+      }
+      const kept = await api<{ data: { company: Company } }>(server, '/rest/companies', { credential: keyC, json: { name: '\u200bAcme' } });
+      expect(kept.status, 'a name that shows something is kept as sent').to.equal(201);
+      expect(kept.body.data.company.name).to.equal('\u200bAcme');
+    });
+
     it('reads a body in a content coding named in any case (RFC 9110 section 8.4.1)', async () => {
       for (const coding of ['GZIP', ' Gzip ']) {
         const created = await api<{ data: { company: Company } }>(server, '/rest/companies', {
