@@ -253,6 +253,22 @@ describe('client registration', () => {
       expect(response.headers.get('www-authenticate')).to.match(/^Bearer\b/);
     });
 
+    it('says when the secret expires in RFC 7592 read and update responses (RFC 7591 3.2.1), never the secret itself', async () => {
+      const own = await registerClient(server.issuer, { client_name: 'Expiry Shown' });
+      const read = await (await management(own.registration_client_uri, own.registration_access_token)).json() as Json;
+      expect(read).not.to.have.property('client_secret');
+      expect(read.client_secret_expires_at, 'the secret never expires').to.equal(0);
+      const updated = await management(own.registration_client_uri, own.registration_access_token, 'PUT', {
+        client_id: own.client_id, client_name: 'Expiry Shown, renamed', redirect_uris: [REDIRECT_URI],
+      });
+      const body = await updated.json() as Json;
+      expect(body).not.to.have.property('client_secret');
+      expect(body.client_secret_expires_at).to.equal(0);
+      const publicClient = await registerClient(server.issuer, { token_endpoint_auth_method: 'none' });
+      const publicRead = await (await management(publicClient.registration_client_uri, publicClient.registration_access_token)).json() as Json;
+      expect(publicRead, 'a client without a secret has no expiry to show').not.to.have.property('client_secret_expires_at');
+    });
+
     it('refuses to read with a wrong registration access token, or with another client\'s token', async () => {
       await expectRefusal(await management(registered.registration_client_uri, 'not-a-registration-token'), 401, 'invalid_token');
       const other = await registerClient(server.issuer);

@@ -81,12 +81,12 @@ function jsonObject(raw: Buffer, charset: string): Record<string, unknown> | und
   }
 }
 
-/** RFC 7592 read and update responses must not show the stored hash as if it were the secret. */
+/**
+ * RFC 7592 read and update responses must not show the stored hash as if it were the secret. When
+ * the secret expires (`client_secret_expires_at`) is still said: the client holds the secret.
+ */
 const hideStoredSecret: Middleware = async (ctx, next) => {
   await next();
   const body = ctx.body as Record<string, unknown> | undefined;
-  if (body && typeof body === 'object' && isHashedSecret(body.client_secret)) {
-    delete body.client_secret;
-    delete body.client_secret_expires_at;
-  }
+  if (body && typeof body === 'object' && isHashedSecret(body.client_secret)) delete body.client_secret;
 };
