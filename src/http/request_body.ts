@@ -112,6 +112,20 @@ export const unencodedBody: Middleware = async (ctx, next) => {
 };
 
 /**
+ * A POST or PUT body sent without a Content-Type is refused as the engine refuses one of another type: the
+ * engine reads such a request as having no body, and answers what is then missing (a JSON
+ * registration's `redirect_uris`), which sends its developer to look in the wrong place.
+ */
+export function typedBody(type: string): Middleware {
+  return async (ctx, next) => {
+    const sent = ctx.method === 'POST' || ctx.method === 'PUT';
+    const hasBody = sent && (ctx.req.headers['transfer-encoding'] !== undefined || (ctx.request.length ?? 0) > 0);
+    if (hasBody && !ctx.get('Content-Type')) throw new HttpError(400, 'invalid_request', `only ${type} content-type bodies are supported on ${ctx.method} ${ctx.path}`);
+    await next();
+  };
+}
+
+/**
  * A form with no parameters at all (`Content-Length: 0`) is a form: the engine takes a request it
  * sees no body in as one of another type ("only application/x-www-form-urlencoded ... supported"),
  * which tells a client that sent that type nothing. Without the type the engine reads no

@@ -688,6 +688,17 @@ describe('client registration', () => {
       await jsonError(response);
     });
 
+    it('refuses a body sent without a Content-Type for that, at registration and at an RFC 7592 update, rather than for what it then lacks', async () => {
+      const untyped = new TextEncoder().encode(JSON.stringify({ redirect_uris: [REDIRECT_URI] }));
+      await expectRefusal(await fetch(`${server.issuer}/oauth/register`, { method: 'POST', body: untyped }), 400, 'invalid_request', /^only application\/json content-type bodies are supported on POST \/oauth\/register$/);
+      const own = await registerClient(server.issuer, { client_name: 'Untyped Update' });
+      const update = new TextEncoder().encode(JSON.stringify({ client_id: own.client_id, client_name: 'Renamed', redirect_uris: [REDIRECT_URI] }));
+      const put = await fetch(own.registration_client_uri, { method: 'PUT', headers: { authorization: `Bearer ${own.registration_access_token}` }, body: update });
+      await expectRefusal(put, 400, 'invalid_request', /^only application\/json content-type bodies are supported on PUT /);
+      const read = await management(own.registration_client_uri, own.registration_access_token);
+      expect((await read.json() as Json).client_name, 'the registration access token still works, nothing changed').to.equal('Untyped Update');
+    });
+
     it('refuses malformed JSON with a 400 JSON error', async () => {
       const response = await rawRegister(server.issuer, '{"redirect_uris": [', 'application/json');
       expect(response.status).to.equal(400);

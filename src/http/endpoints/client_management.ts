@@ -9,7 +9,7 @@ import { REGISTRATION_BODY_MAX } from '../../clients/registration_hygiene.ts';
 import { bearerCors } from '../../resource/cors.ts';
 import { HttpError } from '../../shared/http_error.ts';
 import { peekBody, replaceBody } from '../request_body.ts';
-import { hideServerKeptMetadata, registrationBodyLimit, registrationTooLarge } from './registration.ts';
+import { hideServerKeptMetadata, registrationBodyTyped, registrationBodyLimit, registrationTooLarge } from './registration.ts';
 
 /**
  * GET, PUT and DELETE /oauth/register/:clientId (RFC 7592 client management): what runs around
@@ -18,7 +18,8 @@ import { hideServerKeptMetadata, registrationBodyLimit, registrationTooLarge } f
  * Before the engine:
  * 1. CORS: a browser-based client that registered from its page manages its registration from
  *    there too (the credential is the registration access token, never a cookie);
- * 2. a body over the registration limit is refused before anything reads it (registration.ts);
+ * 2. a body over the registration limit is refused before anything reads it, and one without a
+ *    Content-Type for that (registration.ts);
  * 3. an update's `client_secret` is checked against the stored hash (checkSecretOnUpdate).
  * In the engine, an update or delete claims its registration access token before it writes the
  * client (src/engine/registration_token_claims.ts).
@@ -28,7 +29,7 @@ import { hideServerKeptMetadata, registrationBodyLimit, registrationTooLarge } f
  * 6. nor what the server keeps about the client (registration.ts).
  */
 export function clientManagementEndpoint(clients: ModelStore, registrationAccessTokens: ModelStore): Middleware[] {
-  return [bearerCors('GET, PUT, DELETE'), registrationBodyLimit, hideStoredSecret, hideServerKeptMetadata, giveBackTokenClaim(registrationAccessTokens), checkSecretOnUpdate(clients)];
+  return [bearerCors('GET, PUT, DELETE'), registrationBodyLimit, registrationBodyTyped, hideStoredSecret, hideServerKeptMetadata, giveBackTokenClaim(registrationAccessTokens), checkSecretOnUpdate(clients)];
 }
 
 /** Once answered, the registration access token's claim is given back: only a failed request's token is still there to take it. */

@@ -11,7 +11,7 @@ import type { RateLimiting } from '../../rate_limits/limits.ts';
 import { bearerCors } from '../../resource/cors.ts';
 import { HttpError } from '../../shared/http_error.ts';
 import { undoRegistrationWrites } from '../../engine/registration_writes.ts';
-import { discardBody, peekBody } from '../request_body.ts';
+import { discardBody, peekBody, typedBody } from '../request_body.ts';
 
 export interface RegistrationEndpointDependencies {
   provider: Provider;
@@ -25,7 +25,8 @@ export interface RegistrationEndpointDependencies {
  *
  * Before the engine:
  * 1. CORS: browser-based clients (MCP hosts running in a page) register from another origin;
- * 2. a body over REGISTRATION_BODY_MAX is refused before anything parses it;
+ * 2. a body over REGISTRATION_BODY_MAX is refused before anything parses it, and one sent without
+ *    a Content-Type (which the engine would read as no body) is refused for that;
  * 3. the rate limit: registrations per client address (src/rate_limits/);
  * 4. an initial access token, when one is presented, must be live and its workspace still exist:
  *    the workspace binds the client (and, for a token made with `--fapi`, makes it a FAPI 2.0
@@ -37,8 +38,11 @@ export interface RegistrationEndpointDependencies {
  */
 export function registrationEndpoint({ provider, accounts, rateLimits }: RegistrationEndpointDependencies): { preflight: Middleware; post: Middleware[] } {
   const cors = bearerCors('POST');
-  return { preflight: cors, post: [cors, registrationBodyLimit, rateLimits.registration, hideServerKeptMetadata, undoFailedRegistration(provider), registrationWorkspace(provider, accounts)] };
+  return { preflight: cors, post: [cors, registrationBodyLimit, registrationBodyTyped, rateLimits.registration, hideServerKeptMetadata, undoFailedRegistration(provider), registrationWorkspace(provider, accounts)] };
 }
+
+/** Registration and RFC 7592 update bodies are JSON. */
+export const registrationBodyTyped = typedBody('application/json');
 
 /**
  * Refuses an oversized registration body (413, RFC 7591 error shape): one declared larger before
