@@ -13,6 +13,7 @@ import { withNormalPercentEncoding } from '../shared/percent_encoding.ts';
 import { idempotencyKeyOf, type IdempotentCreates } from './idempotency.ts';
 import { MetadataApi } from './metadata.ts';
 import { OBJECTS, type ObjectDefinition } from './objects.ts';
+import { refuseUnknownListParameters } from './pagination.ts';
 import { canWriteRecords, type Principal } from './principal.ts';
 import { CoreApi, OBJECT_NAMES } from './records.ts';
 
@@ -62,6 +63,7 @@ export function dataApi(deps: DataApiDependencies): Middleware {
     const collection = `/${object.namePlural}`;
     const record = `${collection}/:id`;
     router.get(collection, async (ctx) => {
+      refuseUnknownListParameters(Object.keys(ctx.query));
       ctx.body = await core.list(principalOf(ctx), object, { limit: ctx.query.limit, startingAfter: ctx.query.starting_after });
     });
     router.post(collection, json, async (ctx) => {

@@ -498,6 +498,20 @@ describe('data API', function () {
       expect(utf8.body.data.company.name).to.equal('Café \uFFFD');
     });
 
+    it('refuses a list request that asks to filter or sort, which a list does not do, rather than answering every record as if it had', async () => {
+      for (const query of ['filter=name%5Beq%5D%3AAcme', 'order_by=name', 'sort=name', 'ending_before=x', 'LIMIT=1', 'limit=5&filter=x']) {
+        const refused = await api<ErrorBody>(server, `/rest/companies?${query}`, { credential: keyC });
+        expect([refused.status, refused.body.error], query).to.deep.equal([400, 'invalid_request']);
+        expect(refused.body.error_description, query).to.match(/a list takes only limit and starting_after; it is neither filtered nor sorted/);
+      }
+      await createCompany(keyC, 'Listed');
+      await createCompany(keyC, 'Listed too');
+      const page = await api<ListBody<'companies', Company>>(server, '/rest/companies?limit=1', { credential: keyC });
+      expect(page.status).to.equal(200);
+      const next = await api<ListBody<'companies', Company>>(server, `/rest/companies?limit=1&starting_after=${page.body.pageInfo.endCursor}`, { credential: keyC });
+      expect(next.status, 'the parameters a list takes still work').to.equal(200);
+    });
+
     it('refuses a required text that shows nothing: spaces, control or invisible characters only', async () => {
       for (const name of ['', '   ', '\u00a0\u3000', '\u200b', '\u0000', '\u00ad\u2060', '\u180e', '\ufeff ']) {
         const refused = await api<ErrorBody>(server, '/rest/companies', { credential: keyC, json: { name } });
