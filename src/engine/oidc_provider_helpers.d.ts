@@ -2,9 +2,11 @@
 // by the grant registered in place of client_credentials (src/engine/grants/client_credentials.ts),
 // and the revocation of a grant, by a code redemption that loses its code to another
 // (src/engine/concurrent_code_redemptions.ts), and the engine's own checks of a request object's
-// claims, which the host's hook adds to (src/engine/provider.ts). Not in the engine's typings: checked at each upgrade
-// of the pinned engine by the DPoP tests of that grant, the concurrent redemption tests and the
-// FAPI request object tests (test/http/fapi.test.ts).
+// claims, which the host's hook adds to (src/engine/provider.ts), and the session cookie's options, by
+// the renewal of a session's id at a password change (src/engine/session_renewal.ts). Not in the
+// engine's typings: checked at each upgrade of the pinned engine by the DPoP tests of that grant, the
+// concurrent redemption tests, the FAPI request object tests (test/http/fapi.test.ts) and the
+// settings area's password test (test/browser/settings_accounts.test.ts).
 declare module 'oidc-provider/lib/helpers/validate_dpop.js' {
   import type { KoaContextWithOIDC, Provider } from 'oidc-provider';
 
@@ -48,4 +50,12 @@ declare module 'oidc-provider/lib/helpers/defaults.js' {
       };
     };
   };
+}
+
+declare module 'oidc-provider/lib/helpers/weak_cache.js' {
+  import type { Provider } from 'oidc-provider';
+  import type { SetOption } from 'cookies';
+
+  /** The engine's own state of a provider; only the cookie options the host sets the session cookie with. */
+  export default function instance(provider: Provider): { configuration: { cookies: { long: SetOption } } };
 }

@@ -20,7 +20,8 @@ export interface PasswordRefusal {
  * A user changing their own password in the settings area: the current one is checked as a
  * sign-in is (the same limits and locks, so a browser left signed in cannot be used to guess it),
  * the new one as the accounts check every password; then every other session of the user ends,
- * on every instance (the engine reads sessions from the store), and this one stays signed in.
+ * on every instance (the engine reads sessions from the store), and this one stays signed in (the
+ * router then gives it a new id: src/engine/session_renewal.ts).
  * Applications the user allowed keep their access: their grants are not sessions.
  */
 export class PasswordChange {

@@ -12,6 +12,7 @@ import type { GrantActivity } from '../grants/activity.ts';
 import type { GrantWorkspaces } from '../grants/workspaces.ts';
 import { PROPAGATION_BOUND_MS } from '../shared/propagation.ts';
 import type { ApiKeys } from '../api_keys/api_keys.ts';
+import { renewSessionId } from '../engine/session_renewal.ts';
 import type { UserAccess } from '../engine/user_access.ts';
 import type { SignIns } from '../rate_limits/limits.ts';
 import { copyScript, COPY_SCRIPT_PATH } from './assets.ts';
@@ -112,6 +113,9 @@ export function settingsRouter(dependencies: SettingsDependencies): Router {
       return pages.password(ctx, user, formToken(ctx), refusal);
     }
     // The other sessions are deleted from the store, which every instance reads: nothing to wait for.
+    // This one stays signed in under a new id: a copy of its cookie, which may be why the
+    // password is being changed, signs no one in.
+    await renewSessionId(provider, ctx);
     ctx.status = 303;
     ctx.redirect(`${home}?done=password-changed`);
   });

@@ -91,6 +91,21 @@ describe('settings area: your password, and a workspace\'s members', function ()
       await heading(elsewhere, 'Settings').waitFor();
     });
 
+    it('gives this browser a new session at a password change: a copy of its session cookie made before signs no one in', async function () {
+      const user = await seedUser(server, [{ workspace: 'Copied Session Ltd' }]);
+      const here = await open();
+      await openSignedIn(here, user, '/password');
+      const copied = await here.context().cookies();
+      expect(await changePassword(here, user.password, 'a-new-long-password')).to.equal(303);
+      await heading(here, 'Settings').waitFor();
+      await here.goto(settingsUrl());
+      await heading(here, 'Settings').waitFor();
+      const thief = await open();
+      await thief.context().addCookies(copied);
+      await thief.goto(settingsUrl());
+      await heading(thief, 'Sign in').waitFor();
+    });
+
     it('takes any password the rules allow, the longest in any script, and refuses the one you have now', async function () {
       const user = await seedUser(server, [{ workspace: 'Long Password Ltd' }]);
       const page = await open();
