@@ -1,11 +1,29 @@
+import { spawn } from 'node:child_process';
+import { mkdtemp, readdir, readFile, rm } from 'node:fs/promises';
 import { request } from 'node:http';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { fileURLToPath } from 'node:url';
 import { setTimeout as sleep } from 'node:timers/promises';
 
 import { expect } from 'chai';
 
 import { postCredentials, registerClient } from '../support/oauth.ts';
-import { initialAccessToken, seedUser, startServer, type TestServer } from '../support/server.ts';
+import { freePorts, initialAccessToken, seedUser, startServer, type TestServer } from '../support/server.ts';
 import { eventually } from '../support/wait.ts';
+
+/** The processes whose environment names PORT=`port`: a service `npm start` left behind, if any (Linux's /proc). */
+async function servicesOn(port: number): Promise<number[]> {
+  const found: number[] = [];
+  for (const entry of await readdir('/proc')) {
+    if (!/^\d+$/.test(entry) || Number(entry) === process.pid) continue;
+    const environ = await readFile(`/proc/${entry}/environ`, 'latin1').catch(() => '');
+    if (environ.split('\0').includes(`PORT=${port}`)) found.push(Number(entry));
+  }
+  return found;
+}
+
+const ROOT = fileURLToPath(new URL('../..', import.meta.url));
 
 describe('shutdown', function () {
   this.timeout(30_000);
@@ -68,6 +86,30 @@ describe('shutdown', function () {
     expect(await answer).to.equal(401);
     expect(server.logs()).to.match(/"signal":"SIGHUP","message":"stopping"/);
     await eventually('the service stopped', () => fetch(`${server.origin}/healthz`).then(() => undefined, () => true), 5_000, 100);
+  });
+
+  it('stops cleanly when `npm start`, as the README runs it, is sent SIGTERM (as a supervisor or `docker stop` sends it), leaving no service behind', async () => {
+    const [port] = await freePorts(1);
+    const home = await mkdtemp(join(tmpdir(), 'oauth-npm-start-'));
+    let output = '';
+    const npm = spawn('npm', ['start'], {
+      cwd: ROOT,
+      env: { PATH: process.env.PATH ?? '', HOME: home, HOST: '127.0.0.1', PORT: String(port), STORE: 'memory:', METRICS: 'off', LOG_LEVEL: 'info' },
+      stdio: ['ignore', 'pipe', 'pipe'],
+    });
+    npm.stdout.on('data', (chunk: Buffer) => { output += chunk.toString(); });
+    npm.stderr.on('data', (chunk: Buffer) => { output += chunk.toString(); });
+    const health = () => fetch(`http://127.0.0.1:${port}/healthz`).then((response) => response.status, () => undefined);
+    try {
+      await eventually('npm start answering', health, 20_000, 100);
+      npm.kill('SIGTERM');
+      await eventually('the service stopped', async () => (await health()) === undefined, 5_000, 100);
+      expect(output).to.match(/"message":"stopping"/);
+    } finally {
+      // A service left behind would keep the port: end it whatever the test found.
+      for (const pid of await servicesOn(port)) process.kill(pid, 'SIGKILL');
+      await rm(home, { recursive: true, force: true });
+    }
   });
 
   it('cuts a request still unfinished 10 s after SIGTERM, logged as 499 (no answer reached the client), not as the 400 of a body that never ended', async () => {
