@@ -7,7 +7,7 @@ import { AccountError, Accounts } from '../accounts/accounts.ts';
 import { ConfigError, loadConfig, type Config } from '../../config/index.ts';
 import { createLogger } from '../shared/logger.ts';
 import { loadKeyRing } from '../keys/key_encryption.ts';
-import { loadKeys } from '../keys/keys.ts';
+import { holdsServiceKeys, loadKeys } from '../keys/keys.ts';
 import { RevocationList } from '../tokens/revocation_list.ts';
 import { buildProvider } from '../engine/provider.ts';
 import { ResourceError } from '../clients/protected_resources.ts';
@@ -198,6 +198,12 @@ async function run(argv: string[]): Promise<number> {
   }
   const store = openStore(config.store, config.durability);
   try {
+    // A Redis database (or a SQLite file) no service started on: written to, it would take what the
+    // service never reads, and `keys list` would make keys there.
+    if (!command.createsStore && !await holdsServiceKeys(store.settings)) {
+      process.stderr.write(`configuration error: STORE: no service has started on this store (it holds none of the keys the service makes at its first start); check STORE (the service makes them at its first start, and so does quickstart)\n`);
+      return 1;
+    }
     const accounts = new Accounts(store.accounts);
     const output = await command.run({ config, store, accounts, options, args, engine: () => engine(config, store, accounts) });
     process.stdout.write(`${options.json ? JSON.stringify(output.json, null, 2) : output.text}\n`);

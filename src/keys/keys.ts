@@ -40,6 +40,14 @@ export async function loadKeys(settings: SettingStore, keyRing: KeyRing, jwksFil
   return { jwks, cookieKeys, keyRing };
 }
 
+/**
+ * Whether a service (or quickstart) has started on the store: the first start stores the cookie
+ * keys, whatever signs the tokens. A store without them is one no service reads.
+ */
+export async function holdsServiceKeys(settings: SettingStore): Promise<boolean> {
+  return await settings.get(COOKIE_KEYS_SETTING) !== undefined;
+}
+
 async function storedOrNew<T>(settings: SettingStore, keyRing: KeyRing, name: string, create: () => Promise<T>): Promise<T> {
   // Two instances starting at once may both generate; setIfAbsent keeps the first and both use it.
   const stored = await settings.get(name) ?? await settings.setIfAbsent(name, keyRing.seal(JSON.stringify(await create())));

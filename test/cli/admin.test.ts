@@ -18,6 +18,7 @@ import {
 } from '../support/oauth.ts';
 import { initialAccessToken, registerVettedClient, runAdmin, startServer, type TestServer } from '../support/server.ts';
 import { UserAgent, authorize } from '../support/user_agent.ts';
+import { redisCli, startRedis } from '../support/redis.ts';
 import { eventually } from '../support/wait.ts';
 
 /**
@@ -798,6 +799,22 @@ describe('admin CLI', function () {
         expect(opened.stderr).to.match(/^configuration error: STORE: /).and.not.match(/there is no SQLite store/);
       } finally {
         await rm(dir, { recursive: true, force: true });
+      }
+    });
+
+    it('refuses a Redis database no service started on, for every command but quickstart, and writes nothing there (keys list makes no keys)', async () => {
+      const redis = await startRedis();
+      try {
+        const env = { ...server.env, STORE: redis.url, KEY_ENCRYPTION_KEY: Buffer.alloc(32, 7).toString('base64url') };
+        for (const args of [['keys', 'list'], ['keys', 'rotate', '--now'], ['user', 'list'], ['workspace', 'create', '--name', 'Nowhere Inc']]) {
+          const result = await runAdmin(env, args);
+          outputs.push(result.stdout, result.stderr);
+          expect(result.code, `${args.join(' ')}: ${result.stderr}`).to.equal(1);
+          expect(result.stderr).to.equal('configuration error: STORE: no service has started on this store (it holds none of the keys the service makes at its first start); check STORE (the service makes them at its first start, and so does quickstart)\n');
+        }
+        expect(await redisCli(redis.port, 'DBSIZE'), 'nothing was written').to.equal('0');
+      } finally {
+        await redis.stop();
       }
     });
 
