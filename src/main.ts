@@ -11,7 +11,7 @@ import { mootSettings } from '../config/moot.ts';
 import { createLogger, type Logger } from './shared/logger.ts';
 import { STOP_SIGNALS } from './shared/stop_signals.ts';
 import { KeyEncryptionError, loadKeyRing } from './keys/key_encryption.ts';
-import { KeyConfigError, loadKeys, type KeyMaterial } from './keys/keys.ts';
+import { KeyConfigError, loadKeys, readJwksFile, type KeyMaterial } from './keys/keys.ts';
 import { watchSigningKeys } from './keys/rotation_watch.ts';
 import { RevocationList } from './tokens/revocation_list.ts';
 import { createService, type ServiceDependencies } from './http/app.ts';
@@ -47,6 +47,8 @@ async function main(): Promise<void> {
       logger.warn(`${name} has no effect: ${because}`, { variable: name });
     }
   }
+  // Read before anything is written (the key-encryption key, the store): a JWKS_FILE that will not do stops the start.
+  if (config.jwksFile && cluster.isPrimary) await readJwksFile(config.jwksFile);
   if (config.cimd?.trustedHosts.length) {
     logger.warn('client metadata documents may be fetched from these hosts on private or loopback addresses (CIMD_TRUSTED_HOSTS)', { hosts: config.cimd.trustedHosts.join(' ') });
   }

@@ -104,7 +104,8 @@ export async function readJwksFile(path: string): Promise<{ keys: JWK[] }> {
   try {
     parsed = JSON.parse(await readFile(path, 'utf8'));
   } catch (error) {
-    throw new KeyConfigError(`JWKS_FILE ${path} cannot be read as JSON: ${(error as Error).message}`);
+    // One line, as every configuration error: JSON.parse quotes the text it stopped at, line breaks included.
+    throw new KeyConfigError(`JWKS_FILE ${path} cannot be read as JSON: ${(error as Error).message.replace(/\s+/g, ' ')}`);
   }
   const keys = typeof parsed === 'object' && parsed !== null ? (parsed as { keys?: unknown }).keys : undefined;
   if (!Array.isArray(keys) || keys.length === 0) {

@@ -110,6 +110,28 @@ describe('signing keys', () => {
         expect(said[0], file).to.match(/^configuration error: JWKS_FILE /);
       }
     });
+
+    it('refuses a JWKS_FILE that will not do before it writes anything: no store, no key-encryption key file; text that is not JSON named in one line', async () => {
+      const start = await mkdtemp(join(tmpdir(), 'jwks-first-'));
+      try {
+        await writeFile(join(start, 'junk.json'), 'garbage\nmore garbage\n');
+        const result = spawnSync(process.execPath, ['src/main.ts'], {
+          cwd: ROOT,
+          env: {
+            PATH: process.env.PATH ?? '', STORE: `sqlite:${join(start, 'data', 'oauth.sqlite')}`, XDG_CONFIG_HOME: join(start, 'config'),
+            PORT: '0', METRICS_PORT: '0', JWKS_FILE: join(start, 'junk.json'),
+          },
+          encoding: 'utf8',
+          timeout: 20_000,
+        });
+        expect(result.status, result.stderr).to.equal(1);
+        expect(result.stderr.split('\n').filter(Boolean), result.stderr).to.have.length(1);
+        expect(result.stderr).to.match(/^configuration error: JWKS_FILE .*junk\.json cannot be read as JSON: /);
+        expect(await readdir(start), 'nothing was written').to.deep.equal(['junk.json']);
+      } finally {
+        await rm(start, { recursive: true, force: true });
+      }
+    });
   });
 
   describe('KEY_ENCRYPTION_KEY_FILE', () => {
