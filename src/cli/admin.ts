@@ -1,4 +1,5 @@
 import { existsSync } from 'node:fs';
+import { rm } from 'node:fs/promises';
 import { parseArgs } from 'node:util';
 
 import { openStore, sqliteFile } from '../../adapters/index.ts';
@@ -196,6 +197,9 @@ async function run(argv: string[]): Promise<number> {
     process.stderr.write(`configuration error: STORE: there is no SQLite store at ${file}; check STORE and the directory this runs in (the service makes the store at its first start, and so does quickstart)\n`);
     return 1;
   }
+  // What quickstart makes for a first run (the SQLite file, the key-encryption key file) is taken
+  // back when it refuses, as its records are: it says nothing was written.
+  const made: FirstRun = { storeFile: command.createsStore && file && !existsSync(file) ? file : undefined };
   const store = openStore(config.store, config.durability);
   try {
     // A Redis database (or a SQLite file) no service started on: written to, it would take what the
@@ -205,19 +209,42 @@ async function run(argv: string[]): Promise<number> {
       return 1;
     }
     const accounts = new Accounts(store.accounts);
-    const output = await command.run({ config, store, accounts, options, args, engine: () => engine(config, store, accounts) });
+    const withKeys = async () => {
+      const built = await engine(config, store, accounts);
+      made.keyFile = built.keys.keyRing.createdFile;
+      return built;
+    };
+    const output = await command.run({ config, store, accounts, options, args, engine: withKeys });
     process.stdout.write(`${options.json ? JSON.stringify(output.json, null, 2) : output.text}\n`);
     return 0;
   } catch (error) {
     if (error instanceof UsageError) return usageError(error.message, positionals);
     if (REFUSALS.some((type) => error instanceof type)) {
       process.stderr.write(`error: ${(error as Error).message}\n`);
+      if (error instanceof QuickstartError && made.storeFile) await takeBack(store, made);
       return 1;
     }
     throw error;
   } finally {
     await store.close();
   }
+}
+
+/** What a first run made before anything was asked of it: the store's file, and the key file, if it made them. */
+interface FirstRun {
+  storeFile?: string | undefined;
+  keyFile?: string | undefined;
+}
+
+/**
+ * Removes what a refused first run made, the store closed first (with SQLite's journal files):
+ * only when it made the store, as a key file is of use to nothing but the store it sealed.
+ */
+async function takeBack(store: Store, { storeFile, keyFile }: FirstRun): Promise<void> {
+  await store.close();
+  if (!storeFile) return;
+  const files = [storeFile, `${storeFile}-wal`, `${storeFile}-shm`, ...(keyFile ? [keyFile] : [])];
+  await Promise.all(files.map((path) => rm(path, { force: true })));
 }
 
 run(process.argv.slice(2)).then((code) => {

@@ -157,6 +157,11 @@ export class KeyRing {
     this.#byId.set(this.#current.id, this.#current.key);
   }
 
+  /** The default key file, when this start created it; undefined otherwise. */
+  get createdFile(): string | undefined {
+    return this.#origin.createdFile;
+  }
+
   seal(plaintext: string): string {
     const iv = randomBytes(IV_BYTES);
     const cipher = createCipheriv('aes-256-gcm', this.#current.key.cipherKey, iv);

@@ -1,6 +1,6 @@
 import { spawn } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
-import { mkdtemp, rm } from 'node:fs/promises';
+import { mkdtemp, readdir, rm } from 'node:fs/promises';
 import { createServer } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -350,6 +350,22 @@ describe('admin quickstart', function () {
       } finally {
         await store.close();
       }
+    } finally {
+      await rm(dir, { recursive: true, force: true });
+    }
+  });
+
+  it('takes back the store it made for a first run it refuses, and the key-encryption key file: nothing was written means no file either', async () => {
+    const dir = await mkdtemp(join(tmpdir(), 'oauth-taken-back-'));
+    try {
+      const env = { ...server.env, STORE: `sqlite:${join(dir, 'data', 'oauth.sqlite')}`, XDG_CONFIG_HOME: join(dir, 'config') };
+      const refused = await quickstart(['--email', uniqueEmail('taken-back'), '--name', 'Tak En', '--password-stdin'], newPassword(), env);
+      expect(refused.code).to.equal(1);
+      expect(refused.stderr).to.match(/runs on another store than .*; nothing was written/);
+      const left = (await readdir(dir, { recursive: true, withFileTypes: true })).filter((entry) => entry.isFile()).map((entry) => entry.name);
+      expect(left, 'no store, no key file').to.deep.equal([]);
+      const after = await runAdmin(env, ['user', 'list']);
+      expect([after.code, after.stderr.trim()], 'the store is not there for a command to take as the service\'s').to.deep.equal([1, `configuration error: STORE: there is no SQLite store at ${join(dir, 'data', 'oauth.sqlite')}; check STORE and the directory this runs in (the service makes the store at its first start, and so does quickstart)`]);
     } finally {
       await rm(dir, { recursive: true, force: true });
     }
