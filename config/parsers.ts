@@ -1,3 +1,4 @@
+import { isIP } from 'node:net';
 import { availableParallelism } from 'node:os';
 import { isAbsolute } from 'node:path';
 
@@ -294,3 +295,20 @@ export const domain: Parser<string> = (value, name) => {
 export function orOff<T>(parse: Parser<T>): Parser<T | undefined> {
   return (value, name) => (value.toLowerCase() === 'off' ? undefined : parse(value, name));
 }
+
+/** A host name's shape (RFC 1123): labels of letters, digits and inner hyphens; their lengths are the resolver's to check. */
+const HOST_NAME = /^[a-z0-9](?:[a-z0-9-]*[a-z0-9])?(?:\.[a-z0-9](?:[a-z0-9-]*[a-z0-9])?)*\.?$/i;
+
+/**
+ * An address to listen on: an IP address (an IPv6 one with or without its brackets) or a host
+ * name, never with a port (that is a setting of its own). Read here so that a mistaken one stops
+ * the start before anything is written; a name that does not resolve is only found at listen.
+ */
+export const listenHost: Parser<string> = (value, name) => {
+  const host = value.trim();
+  const unbracketed = host.startsWith('[') && host.endsWith(']') ? host.slice(1, -1) : host;
+  if (isIP(unbracketed)) return unbracketed;
+  // Digits and dots only read as an IPv4 address, which this is not (999.1.1.1).
+  if (HOST_NAME.test(host) && !/^[\d.]+$/.test(host)) return host;
+  throw new ConfigError(`${name} must be an IP address or a host name to listen on, without a port, got "${value.slice(0, 100)}"`);
+};

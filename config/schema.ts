@@ -1,6 +1,6 @@
 import { LIFETIMES, MIN_PREPUBLISH_SECONDS } from './lifetimes.ts';
 import {
-  absolutePath, atLeast, baseUrl, bearerToken, choice, count, days, domain, duration, encryptionKey, encryptionKeys, hostPort, httpsUrl, imageUrl, ipv6Prefix, list, metricsMode, milliseconds, onOff, origin, orOff, type Parser, port, proxyHops, rate, rateWindow, registrationMode, serviceName, storeUrl, text, wholeNumber, workers,
+  absolutePath, atLeast, baseUrl, bearerToken, choice, count, days, domain, duration, encryptionKey, encryptionKeys, hostPort, httpsUrl, imageUrl, ipv6Prefix, list, listenHost, metricsMode, milliseconds, onOff, origin, orOff, type Parser, port, proxyHops, rate, rateWindow, registrationMode, serviceName, storeUrl, text, wholeNumber, workers,
 } from './parsers.ts';
 import { SQLITE_SYNCHRONOUS } from '../adapters/store.ts';
 import type { LogLevel, PkcePolicy } from './types.ts';
@@ -72,7 +72,7 @@ export const SCHEMA = {
     baseUrl, '`http://localhost:$PORT`',
   ),
   PORT: withDefault('3000', 'Port to listen on; `0` picks a free one, logged at start, which the default `BASE_URL` then names', port),
-  HOST: optional('Address to listen on', text, 'all interfaces'),
+  HOST: optional('Address to listen on: an IP address or a host name, without a port', listenHost, 'all interfaces'),
   WORKERS: withDefault(
     '1',
     'Processes serving requests on the same port (`node:cluster`), over the one store (a `sqlite:` file or Redis; not `memory:`, each process\'s own); `auto` runs one per core. A worker that dies is replaced, after 1 s, twice as long for each in a row that dies within a minute of starting (up to a minute); one that cannot start for a configuration error (a port in use) stops them all, with its one line. Each is an instance in the sense of [How tokens are revoked](#how-tokens-are-revoked). On the embedded SQLite store the workers take turns at its one writer, each serving other requests while it waits ([Another process holding the SQLite write lock](failure-modes.md#another-process-holding-the-sqlite-write-lock)): tokens that write nothing (client_credentials) gain from more workers, code exchanges and refreshes about match one worker, at a higher p99 ([measured](performance.md#where-it-stands)); for writes on many cores, use Redis',
@@ -211,7 +211,7 @@ export const SCHEMA = {
     'Where `/metrics` is served. `local`: on a listener of its own, `METRICS_HOST`:`METRICS_PORT` (loopback), never on `PORT`; `public`: on `PORT` with the service, to whoever reaches it (set `METRICS_TOKEN`); `off`: nowhere. `on` is read as `local`. See [Monitoring](#monitoring)',
     metricsMode,
   ),
-  METRICS_HOST: withDefault('127.0.0.1', 'Address of the metrics listener (`METRICS=local`): loopback, for a Prometheus or an agent on the same host; a private address or `0.0.0.0` to be scraped from elsewhere (then set `METRICS_TOKEN`, or keep the port off every public network)', text),
+  METRICS_HOST: withDefault('127.0.0.1', 'Address of the metrics listener (`METRICS=local`): loopback, for a Prometheus or an agent on the same host; a private address or `0.0.0.0` to be scraped from elsewhere (then set `METRICS_TOKEN`, or keep the port off every public network)', listenHost),
   METRICS_PORT: withDefault(
     '9464',
     'Port of the metrics listener (`METRICS=local`), not `PORT`; 9464 is the port of OpenTelemetry\'s Prometheus exporter. A second instance on the same host needs its own; `0` picks a free one, logged at start',

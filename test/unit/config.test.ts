@@ -104,6 +104,17 @@ describe('configuration', () => {
     expect(loadConfig({ REFRESH_TOKEN_ABSOLUTE_LIFETIME: '90d' }).refreshTokenAbsoluteLifetime).to.equal(90 * 24 * 3600);
   });
 
+  it('takes HOST and METRICS_HOST as an IP address or a host name, and refuses one with a port, one that reads as no IPv4 address, or none', () => {
+    for (const [given, read] of [['localhost', 'localhost'], ['0.0.0.0', '0.0.0.0'], ['::', '::'], ['[::1]', '::1'], ['auth.internal.example', 'auth.internal.example'], [' 10.0.0.5 ', '10.0.0.5']]) {
+      expect(loadConfig({ HOST: given }).host, given).to.equal(read);
+      expect(loadConfig({ METRICS_HOST: given }).metrics, given).to.deep.include({ host: read });
+    }
+    for (const bad of ['127.0.0.1:3000', '999.1.1.1', ' ', 'a host', 'http://localhost', '[::1]:3000']) {
+      expect(configError({ HOST: bad }), JSON.stringify(bad)).to.match(/^HOST must be an IP address or a host name to listen on, without a port/);
+      expect(configError({ METRICS_HOST: bad }), JSON.stringify(bad)).to.match(/^METRICS_HOST must be an IP address or a host name/);
+    }
+  });
+
   it('serves metrics on a loopback listener of their own by default (port 9464), on PORT only with METRICS=public, and takes a METRICS_TOKEN without ever repeating it', () => {
     expect(loadConfig({}).metrics).to.deep.equal({ where: 'local', host: '127.0.0.1', port: 9464, token: undefined });
     expect(loadConfig({ METRICS: 'on' }).metrics, 'on, the earlier default, is local').to.deep.equal(loadConfig({}).metrics);
