@@ -112,9 +112,9 @@ export const unencodedBody: Middleware = async (ctx, next) => {
 };
 
 /**
- * A POST or PUT body sent without a Content-Type is refused as the engine refuses one of another type: the
- * engine reads such a request as having no body, and answers what is then missing (a JSON
- * registration's `redirect_uris`), which sends its developer to look in the wrong place.
+ * A POST or PUT body sent without a Content-Type is refused as the engine refuses one of another
+ * type: the engine reads such a request as having no body, and answers what is then missing (a
+ * JSON registration's `redirect_uris`), which sends its developer to look in the wrong place.
  */
 export function typedBody(type: string): Middleware {
   return async (ctx, next) => {

@@ -11,8 +11,9 @@ import { effectiveScope, namesAScope, withinClientScope } from '../scopes.ts';
 /**
  * The client_credentials grant, registered in place of the engine's own so the product's rules
  * apply: the token is workspace-level (the client must be bound to a workspace), the scope
- * defaults to `api` (within the scope the client registered, if it did), and `api` is the only scope that means anything without a user. The token is
- * for the data API unless the request names (RFC 8707) another API this server issues tokens for.
+ * defaults to `api` (within the scope the client registered, if it did), and `api` is the only
+ * scope that means anything without a user. The token is for the data API unless the request
+ * names (RFC 8707) another API this server issues tokens for.
  * A request with a DPoP proof gets a token bound to its key, through the engine's own steps.
  */
 export function registerClientCredentialsGrant(provider: Provider, resources: ProtectedResources, defaultResource: string): void {
