@@ -234,7 +234,8 @@ export function list<T>(parse: Parser<T>): Parser<T[]> {
 /** A name to show people: 1 to 60 characters, no control characters. */
 export const serviceName: Parser<string> = (value, name) => {
   const trimmed = value.trim();
-  if (!trimmed || trimmed.length > 60 || /[\u0000-\u001f\u007f]/.test(trimmed)) throw new ConfigError(`${name} must be 1 to 60 characters, without control characters`);
+  if (!trimmed) throw new ConfigError(`${name} must name the service (1 to 60 characters), not be blank`);
+  if (trimmed.length > 60 || /[\u0000-\u001f\u007f]/.test(trimmed)) throw new ConfigError(`${name} must be 1 to 60 characters, without control characters`);
   return trimmed;
 };
 
@@ -291,9 +292,17 @@ export const domain: Parser<string> = (value, name) => {
   return lower;
 };
 
-/** `off`, or what `parse` reads. */
+/** `off`, or what `parse` reads; its refusal says `off` is taken too. */
 export function orOff<T>(parse: Parser<T>): Parser<T | undefined> {
-  return (value, name) => (value.toLowerCase() === 'off' ? undefined : parse(value, name));
+  return (value, name) => {
+    if (value.toLowerCase() === 'off') return undefined;
+    try {
+      return parse(value, name);
+    } catch (error) {
+      if (error instanceof ConfigError) throw new ConfigError(`${error.message}; it may also be off`);
+      throw error;
+    }
+  };
 }
 
 /** A host name's shape (RFC 1123): labels of letters, digits and inner hyphens; their lengths are the resolver's to check. */

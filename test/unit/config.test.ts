@@ -65,6 +65,7 @@ describe('configuration', () => {
     }
     expect(configError({ SERVICE_DOCUMENTATION_URL: 'http://docs.example.com' })).to.match(/^SERVICE_DOCUMENTATION_URL must be an https URL/);
     expect(configError({ SERVICE_NAME: 'x'.repeat(61) })).to.match(/^SERVICE_NAME must be 1 to 60 characters/);
+    expect(configError({ SERVICE_NAME: '   ' }), 'blanks are no name').to.equal('SERVICE_NAME must name the service (1 to 60 characters), not be blank');
     expect(configError({ SERVICE_NAME: 'a\nb' })).to.match(/^SERVICE_NAME/);
   });
 
@@ -215,6 +216,7 @@ describe('configuration', () => {
 
   it('reads on, off and auto in any case, and a number of days written as .5 or 1.', () => {
     expect(loadConfig({ UNUSED_CLIENT_TTL: 'OFF' }).unusedClientTtl).to.equal(undefined);
+    expect(configError({ UNUSED_CLIENT_TTL: 'forever' }), 'a refusal says off is taken').to.match(/^UNUSED_CLIENT_TTL must be a duration .*, got "forever"; it may also be off$/);
     expect(loadConfig({ UNUSED_CLIENT_TTL: 'Off' }).unusedClientTtl).to.equal(undefined);
     expect(loadConfig({ WORKERS: 'AUTO' }).workers).to.be.a('number').at.least(1);
     expect(loadConfig({ KEY_ROTATION_DAYS: '.5' }).keyRotation.everySeconds).to.equal(43_200);
