@@ -53,10 +53,10 @@ const CLIENT_CLOCK_AHEAD_MAX_SECONDS = 60;
 /** Part of the engine's `assertJwtClientAuthClaimsAndHeader`: an assertion's times are ones a client's clock could give. */
 export function assertionTimesAreBounded(claims: { exp?: unknown; iat?: unknown }, now = nowSeconds()): void {
   if (typeof claims.exp === 'number' && claims.exp - now > ASSERTION_LIFETIME_MAX_SECONDS) {
-    throw new errors.InvalidClientAuth(`the client assertion must expire (exp) within ${ASSERTION_LIFETIME_MAX_SECONDS / 60} minutes`);
+    throw refusedSignedAssertion(`the client assertion must expire (exp) within ${ASSERTION_LIFETIME_MAX_SECONDS / 60} minutes`);
   }
   if (typeof claims.iat === 'number' && claims.iat - now > CLIENT_CLOCK_AHEAD_MAX_SECONDS) {
-    throw new errors.InvalidClientAuth('the client assertion was issued in the future (iat): check the client\'s clock');
+    throw refusedSignedAssertion('the client assertion was issued in the future (iat): check the client\'s clock');
   }
 }
 
@@ -69,6 +69,19 @@ export function assertionTimesAreBounded(claims: { exp?: unknown; iat?: unknown 
 export function audienceIsTheIssuer(ctx: KoaContextWithOIDC, claims: { aud?: unknown }): void {
   const audience = Array.isArray(claims.aud) && claims.aud.length === 1 ? claims.aud[0] : claims.aud;
   if (audience !== ctx.oidc.issuer) {
-    throw new errors.InvalidClientAuth(`the client assertion's audience (aud) must be the issuer identifier, ${ctx.oidc.issuer}, alone`);
+    throw refusedSignedAssertion(`the client assertion's audience (aud) must be the issuer identifier, ${ctx.oidc.issuer}, alone`);
   }
+}
+
+/**
+ * The refusal of a client assertion by the engine's `assertJwtClientAuthClaimsAndHeader` hook,
+ * which runs once the assertion's signature is verified: its reason is said to the client (the
+ * engine says only "client authentication failed"), which learns nothing but what it signed. A
+ * stock library that makes its assertions for the token endpoint's URL (Spring Security's,
+ * Authlib's) is told what to change.
+ */
+export function refusedSignedAssertion(reason: string): InstanceType<typeof errors.InvalidClientAuth> {
+  const refusal = new errors.InvalidClientAuth(reason);
+  refusal.error_description = reason;
+  return refusal;
 }

@@ -1,5 +1,6 @@
 import { errors, type Client, type KoaContextWithOIDC, type Provider } from 'oidc-provider';
 
+import { refusedSignedAssertion } from './client_assertions.ts';
 import { SETTINGS_CLIENT_ID } from './first_party.ts';
 import { isMetadataDocumentUrl } from './metadata_documents.ts';
 
@@ -145,7 +146,7 @@ export function fapiRequestObjectAlgorithm(header: { alg?: unknown }, client: Cl
  */
 export function fapiAssertionAlgorithm(header: { alg?: unknown }, client: Client, everyClient: boolean): void {
   const refusal = fapiAlgorithmRefusal(header, client, everyClient, 'client assertion');
-  if (refusal) throw new errors.InvalidClientAuth(refusal);
+  if (refusal) throw refusedSignedAssertion(refusal);
 }
 
 /** Why a FAPI client's JWT (`what` it is) may not be taken for its algorithm; undefined when it may, or the client is no FAPI client. */

@@ -159,6 +159,15 @@ describe('private_key_jwt client authentication', function () {
     await expectOAuthError(await redeem(await assertion(client, key, server.issuer, { exp: Math.floor(Date.now() / 1000) - 120 })), 401, 'invalid_client');
   });
 
+  it('says why it refuses an assertion whose signature it verified (one made for the token endpoint\'s URL, as Spring Security and Authlib make them), and nothing about one it did not', async () => {
+    const forEndpoint = await expectOAuthError(await redeem(await assertion(client, key, `${server.issuer}/oauth/token`)), 401, 'invalid_client');
+    expect(forEndpoint.error_description).to.equal(`the client assertion's audience (aud) must be the issuer identifier, ${server.issuer}, alone`);
+    const future = await expectOAuthError(await redeem(await assertion(client, key, server.issuer, { iat: Math.floor(Date.now() / 1000) + 600 })), 401, 'invalid_client');
+    expect(future.error_description).to.match(/issued in the future \(iat\): check the client's clock/);
+    const otherKey = await expectOAuthError(await redeem(await assertion(client, await clientKey(), `${server.issuer}/oauth/token`)), 401, 'invalid_client');
+    expect(otherKey.error_description, 'signed with a key not the client\'s: the engine\'s words alone').to.equal('client authentication failed');
+  });
+
   it('refuses an assertion valid for more than an hour or issued in the future, and keeps nothing of it', async () => {
     const now = Math.floor(Date.now() / 1000);
     // The log from here on: the tests before this one replay assertions on purpose.
