@@ -40,11 +40,17 @@ export function watchSigningKeys(options: KeyWatchOptions): KeyWatch {
   let read: { value: string; set: KeySet } | undefined;
   /** A stored value that could not be opened, reported once. */
   let unreadable: string | undefined;
+  /** Whether the stored set was found gone, reported once until it is back. */
+  let missing = false;
   let timer: NodeJS.Timeout | undefined;
   let stopped = false;
 
   const current = async (): Promise<KeySet | undefined> => {
     const value = await settings.get(SIGNING_KEYS_SETTING);
+    // The store lost what it held (a Redis restarted empty, a store replaced under the service):
+    // this instance signs on with the keys it holds, which nothing stored names any more.
+    if (value === undefined && !missing) logger.error('the store no longer holds the signing keys (was it emptied, or replaced by another?); keeping the keys in use', {});
+    missing = value === undefined;
     if (value === undefined || value === read?.value) return read?.set;
     try {
       read = { value, set: openKeySet(keyRing, value, nowSeconds()) };

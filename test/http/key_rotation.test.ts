@@ -15,6 +15,7 @@ import { codeRequest, exchangeCode, introspect, postCredentials, registerClient,
 import { runAdmin, type SeededUser, seedUser, startServer, storedSetting, type TestServer } from '../support/server.ts';
 import { UserAgent, authorize } from '../support/user_agent.ts';
 import { privateJwk } from '../support/keys.ts';
+import { redisCli, startRedis } from '../support/redis.ts';
 import { eventually } from '../support/wait.ts';
 
 const ROOT = fileURLToPath(new URL('../..', import.meta.url));
@@ -301,6 +302,28 @@ describe('signing-key rotation', () => {
         [{ KEY_ROTATION_DAYS: '1', KEY_PREPUBLISH: '2d' }, /KEY_ROTATION_DAYS .* must be longer than KEY_PREPUBLISH/],
       ];
       for (const [env, message] of bad) expect(() => loadConfig(env), JSON.stringify(env)).to.throw(ConfigError, message);
+    });
+  });
+
+  describe('a store that loses the keys under a running service', () => {
+    it('says so in an error line, once, and keeps signing with the keys it holds (a Redis restarted empty)', async function () {
+      this.timeout(30_000);
+      const redis = await startRedis();
+      const server = await startServer({ store: redis.url, env: { KEY_ENCRYPTION_KEY: Buffer.alloc(32, 9).toString('base64url') } });
+      try {
+        const before = (await (await fetch(`${server.issuer}/oauth/jwks`)).json() as { keys: JWK[] }).keys.map((key) => key.kid);
+        await redisCli(redis.port, 'FLUSHALL');
+        const line = await eventually('the error line', () => server.logs().split('\n').find((text) => text.includes('the store no longer holds the signing keys')), 10_000, 100);
+        expect(JSON.parse(line)).to.include({ level: 'error' });
+        // Said once, not at every read of the set.
+        await new Promise((resolve) => setTimeout(resolve, 4_500));
+        expect(server.logs().split('\n').filter((text) => text.includes('the store no longer holds the signing keys'))).to.have.length(1);
+        const after = (await (await fetch(`${server.issuer}/oauth/jwks`)).json() as { keys: JWK[] }).keys.map((key) => key.kid);
+        expect(after, 'the keys in use stay in use').to.deep.equal(before);
+      } finally {
+        await server.stop();
+        await redis.stop();
+      }
     });
   });
 
