@@ -1,4 +1,5 @@
 import { spawn } from 'node:child_process';
+import { randomBytes } from 'node:crypto';
 import { mkdtemp, readFile, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -10,6 +11,7 @@ import { createLocalJWKSet, decodeProtectedHeader, jwtVerify, type JWK } from 'j
 import { openStore } from '../../adapters/index.ts';
 import { ConfigError, loadConfig } from '../../config/index.ts';
 import { KeyRing } from '../../src/keys/key_encryption.ts';
+import { loadKeys } from '../../src/keys/keys.ts';
 import { api, clientCredentialsToken } from '../support/data_api.ts';
 import { codeRequest, exchangeCode, introspect, postCredentials, registerClient, tokenRequest, type RegisteredClient } from '../support/oauth.ts';
 import { runAdmin, type SeededUser, seedUser, startServer, storedSetting, type TestServer } from '../support/server.ts';
@@ -337,8 +339,10 @@ describe('signing-key rotation', () => {
       keys = [await privateJwk('ES256'), await privateJwk('RS256')];
       await writeFile(join(dir, 'jwks.json'), JSON.stringify({ keys }));
       env = { PATH: process.env.PATH ?? '', STORE: `sqlite:${join(dir, 'oauth.sqlite')}`, JWKS_FILE: join(dir, 'jwks.json') };
-      // The store the service would have made at its first start (the admin CLI makes none).
-      await openStore(env.STORE!).close();
+      // The store the service would have made at its first start (the admin CLI makes none): with
+      // JWKS_FILE, its cookie keys.
+      const store = openStore(env.STORE!);
+      await loadKeys(store.settings, new KeyRing(randomBytes(32)), env.JWKS_FILE).finally(() => store.close());
     });
 
     after(async () => {
