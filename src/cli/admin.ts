@@ -120,6 +120,20 @@ function usageError(message: string, words: string[]): number {
   return 2;
 }
 
+/**
+ * What parseArgs found wrong, in one line: an unknown option by name; a value that starts with a
+ * dash (`--expires-in -1`, which parseArgs calls ambiguous) with how to give it.
+ */
+function parseFailure(error: Error & { code?: string }, argv: string[]): string {
+  const option = /'(-[^']*)'/.exec(error.message)?.[1];
+  if (error.code === 'ERR_PARSE_ARGS_UNKNOWN_OPTION' && option) return `unknown option ${option}`;
+  if (/argument is ambiguous/.test(error.message) && option) {
+    const value = argv[argv.indexOf(option) + 1] ?? '';
+    return `${option} is followed by "${value.slice(0, 40)}", which reads as an option; if it is the value, write ${option}=${value.slice(0, 40)}`;
+  }
+  return error.message.split('\n')[0]!;
+}
+
 /** The words the command line starts with: before the first option, as every command is called. */
 function leadingWords(argv: string[]): string[] {
   const end = argv.findIndex((arg) => arg.startsWith('-'));
@@ -162,10 +176,7 @@ async function run(argv: string[]): Promise<number> {
   try {
     parsed = parseArgs({ args: argv, options: OPTIONS, allowPositionals: true, strict: true, tokens: true });
   } catch (error) {
-    const { code } = error as { code?: string };
-    const option = /'(-[^']*)'/.exec((error as Error).message)?.[1];
-    const message = code === 'ERR_PARSE_ARGS_UNKNOWN_OPTION' && option ? `unknown option ${option}` : (error as Error).message.split('\n')[0]!;
-    return usageError(message, leadingWords(argv));
+    return usageError(parseFailure(error as Error & { code?: string }, argv), leadingWords(argv));
   }
   const { values: options, positionals, tokens } = parsed;
   const repeated = repeatedOption(tokens);

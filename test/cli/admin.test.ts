@@ -202,6 +202,12 @@ describe('admin CLI', function () {
     }
   });
 
+  it('says how to give a value that starts with a dash, which reads as an option (exit 2), rather than that it is ambiguous', async () => {
+    const result = await failing(['api-key', 'create', '--workspace', 'ws_x', '--name', 'CI', '--expires-in', '-1']);
+    expect(result.code).to.equal(2);
+    expect(result.stderr.trimEnd().split('\n')[0]).to.equal('error: --expires-in is followed by "-1", which reads as an option; if it is the value, write --expires-in=-1');
+  });
+
   describe('workspaces', () => {
     it('workspace create --json prints the new workspace; workspace list --json includes it', async () => {
       const workspace = await createWorkspace('Initech');
