@@ -232,7 +232,7 @@ async function run(argv: string[]): Promise<number> {
     if (error instanceof UsageError) return usageError(error.message, positionals);
     if (REFUSALS.some((type) => error instanceof type)) {
       process.stderr.write(`error: ${(error as Error).message}\n`);
-      if (error instanceof QuickstartError && made.storeFile) await takeBack(store, made);
+      if (error instanceof QuickstartError && made.storeFile) await takeBack(store, made.storeFile, made.keyFile);
       return 1;
     }
     throw error;
@@ -248,12 +248,11 @@ interface FirstRun {
 }
 
 /**
- * Removes what a refused first run made, the store closed first (with SQLite's journal files):
- * only when it made the store, as a key file is of use to nothing but the store it sealed.
+ * Removes what a refused first run made, the store closed first (with SQLite's journal files).
+ * Called only when it made the store: a key file is of use to nothing but the store it sealed.
  */
-async function takeBack(store: Store, { storeFile, keyFile }: FirstRun): Promise<void> {
+async function takeBack(store: Store, storeFile: string, keyFile: string | undefined): Promise<void> {
   await store.close();
-  if (!storeFile) return;
   const files = [storeFile, `${storeFile}-wal`, `${storeFile}-shm`, ...(keyFile ? [keyFile] : [])];
   await Promise.all(files.map((path) => rm(path, { force: true })));
 }

@@ -60,7 +60,7 @@ function readableOrGone(req: IncomingMessage): Promise<void> {
 
 /**
  * Reads and drops what is left of a request body, up to `limit` more bytes, so that a refusal sent
- * before the body ended reaches a client still sending it: a connection onGone under a client
+ * before the body ended reaches a client still sending it: a connection closed under a client
  * mid-body is reset, and most clients then report the reset, not the answer. True when the body
  * ended (the connection can carry the next request); false when more than `limit` was left or the
  * client went away (the answer must close the connection).
