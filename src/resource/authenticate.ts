@@ -4,7 +4,7 @@ import { isUserToken, type AccessTokenClaims, type AccessTokenVerifier } from '.
 import { looksLikeApiKey } from '../api_keys/format.ts';
 import type { ApiKeys } from '../api_keys/api_keys.ts';
 import type { FailedCredentials } from '../rate_limits/limits.ts';
-import { accessCredential, missingCredential, refusalOf, type Refusal } from './bearer.ts';
+import { accessCredential, missingCredential, refusalOf, untakenToken, type Refusal } from './bearer.ts';
 import type { LiveRoles } from './live_roles.ts';
 import type { Principal } from './principal.ts';
 import { dpopChallenge, senderConstraintRefusal, type DpopPolicy } from './sender_constraint.ts';
@@ -56,7 +56,12 @@ export function authenticate({ audience, verifier, apiKeys, liveRoles, resourceM
     }
 
     const claims = await verifier.verify(credential.token, audience);
-    if (!claims) throw await failed(ctx, 'the access token is invalid, expired or revoked');
+    if (!claims) {
+      // A good token for another API was not guessed: it is not counted as a failure.
+      const untaken = await untakenToken(verifier, credential.token, audience, 'this API');
+      if (untaken.forAnotherApi) throw refusal({ status: 401, error: 'invalid_token', description: untaken.description });
+      throw await failed(ctx, untaken.description);
+    }
     const unbound = await senderConstraintRefusal(ctx, credential, claims, dpop);
     if (unbound) throw refusal(unbound);
     if (!(claims.scope ?? '').split(' ').includes(DATA_API_SCOPE)) {

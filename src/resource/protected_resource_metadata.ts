@@ -51,7 +51,9 @@ export function protectedResourceMetadata(issuer: string, served: readonly Serve
     if (!byPath.has(WELL_KNOWN)) byPath.set(WELL_KNOWN, { route: WELL_KNOWN, document });
   }
   const methods = 'GET, HEAD';
-  const cors = bearerCors(methods);
+  // An MCP client sends its protocol version on its discovery requests too (the MCP SDK's do): a
+  // browser-based host's preflight for them has to allow the header.
+  const cors = bearerCors(methods, ['Mcp-Protocol-Version']);
   return {
     paths: new Set(byPath.keys()),
     metadataUrlOf: (resource) => urls.get(resource)!,

@@ -67,6 +67,16 @@ export class AccessTokenVerifier {
     return claims;
   }
 
+  /**
+   * The APIs a token valid right now was issued for (its `aud`), whichever they are; undefined when
+   * it is not valid for any. For telling a client that sent a good token to the wrong API so.
+   */
+  async issuedFor(token: string): Promise<string[] | undefined> {
+    const claims = await this.verify(token);
+    if (!claims) return undefined;
+    return Array.isArray(claims.aud) ? claims.aud : claims.aud === undefined ? [] : [claims.aud];
+  }
+
   /** Signature and claims only, ignoring revocation. */
   async #decode(token: string): Promise<AccessTokenClaims | undefined> {
     // A signature stays valid; only time can make a known token invalid, and the cache forgets it then.

@@ -174,6 +174,23 @@ describe('the MCP endpoint (/mcp)', function () {
     expect(refused.body).to.include({ error: 'invalid_token' });
   });
 
+  it('tells a client that sent a good token issued for another API so, and how to ask for one for this one (/mcp, the data API, userinfo)', async () => {
+    const dataApi = `${server.issuer}/rest`;
+    const atMcp = await rpc('tools/list', {}, credentials.dataApi);
+    expect(atMcp.status).to.equal(401);
+    expect(atMcp.body).to.include({ error: 'invalid_token' });
+    expect(atMcp.body.error_description).to.include(`issued for ${dataApi}`).and.include(`resource=${mcpUrl}`);
+    const atDataApi = await fetch(`${dataApi}/companies`, { headers: { authorization: `Bearer ${credentials.admin}` } });
+    expect(atDataApi.status).to.equal(401);
+    expect(((await atDataApi.json()) as { error_description: string }).error_description).to.include(`issued for ${mcpUrl}`).and.include(`resource=${dataApi}`);
+    const atUserinfo = await fetch(`${server.issuer}/oauth/userinfo`, { headers: { authorization: `Bearer ${credentials.admin}` } });
+    expect(atUserinfo.status).to.equal(401);
+    expect(((await atUserinfo.json()) as { error_description: string }).error_description).to.include('userinfo takes tokens issued for').and.include(`resource=${dataApi}`);
+    // A token this server did not issue, or one revoked, learns nothing of where it might work.
+    const forged = await rpc('tools/list', {}, `${credentials.dataApi.slice(0, -4)}AAAA`);
+    expect(forged.body.error_description).to.equal('the access token is invalid, expired or revoked');
+  });
+
   it('refuses a token without the api scope with 403 insufficient_scope naming it and its metadata (step-up)', async () => {
     const { access_token: narrow } = await userAccessToken(server, client, admin, 'openid profile', mcpUrl);
     const refused = await rpc('tools/list', {}, narrow);
@@ -452,6 +469,17 @@ describe('the MCP endpoint (/mcp)', function () {
       expect(gets, 'GET requests to /mcp').to.have.length(1);
     } finally {
       await client.close();
+    }
+  });
+
+  it('answers a browser-based host\'s preflight for its discovery requests, which carry MCP-Protocol-Version (protected resource and authorization server metadata)', async () => {
+    for (const path of ['/.well-known/oauth-protected-resource/mcp', '/.well-known/oauth-authorization-server']) {
+      const preflight = await fetch(`${server.origin}${path}`, {
+        method: 'OPTIONS',
+        headers: { origin: 'https://host.example', 'access-control-request-method': 'GET', 'access-control-request-headers': 'mcp-protocol-version' },
+      });
+      expect(preflight.status, path).to.be.oneOf([200, 204]);
+      expect(preflight.headers.get('access-control-allow-headers')?.toLowerCase(), path).to.include('mcp-protocol-version');
     }
   });
 

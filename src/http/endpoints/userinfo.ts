@@ -7,7 +7,7 @@ import type { Accounts } from '../../accounts/accounts.ts';
 import { looksLikeApiKey } from '../../api_keys/format.ts';
 import { PROFILE_CLAIM_NAMES, profileClaims, type ProfileClaims } from '../../accounts/profile.ts';
 import { isUserToken, type AccessTokenVerifier } from '../../tokens/verifier.ts';
-import { headerOrFormCredential, refusalOf, type Refusal } from '../../resource/bearer.ts';
+import { headerOrFormCredential, refusalOf, untakenToken, type Refusal } from '../../resource/bearer.ts';
 import { dpopChallenge, senderConstraintRefusal, type DpopPolicy } from '../../resource/sender_constraint.ts';
 import { bearerCors } from '../../resource/cors.ts';
 import type { FailedCredentials } from '../../rate_limits/limits.ts';
@@ -79,9 +79,12 @@ function answer({ verifier, audience, accounts, signed, failedCredentials, dpop 
       });
     }
     const claims = await verifier.verify(credential.token, audience);
-    // A token that does not verify counts against the client address; one that does is never refused by that count.
+    // A token that does not verify counts against the client address; one that does (for this API or
+    // another) is never refused by that count.
     if (!claims) {
-      throw await failedCredentials.refused(ctx, refusal({ status: 401, error: 'invalid_token', description: 'the access token is invalid, expired or revoked' }));
+      const untaken = await untakenToken(verifier, credential.token, audience, 'userinfo');
+      const refused = refusal({ status: 401, error: 'invalid_token', description: untaken.description });
+      throw untaken.forAnotherApi ? refused : await failedCredentials.refused(ctx, refused);
     }
     const unbound = await senderConstraintRefusal(ctx, credential, claims, dpop);
     if (unbound) throw refusal(unbound);
