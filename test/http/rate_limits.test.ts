@@ -450,6 +450,20 @@ describe('rate limits', function () {
       expect((await userinfo(forged, '2001:db8:c0de:4::1')).status, 'another /64').to.equal(401);
     });
 
+    it('a good token sent to another API than its own is not a failed credential: never 429, however often (data API, /mcp, userinfo)', async () => {
+      const network = '2001:db8:c0de:5';
+      const client = await registered(server, { application_type: 'web', token_endpoint_auth_method: 'client_secret_post' });
+      const { access_token: mcpToken } = await userAccessToken(server, client, user, 'api profile', `${server.issuer}/mcp`);
+      const { access_token: dataApiToken } = await userAccessToken(server, client, user, 'api profile');
+      const mcpAnswers = { accept: 'application/json, text/event-stream' };
+      const atDataApi = await flood(network, (address) => api(server, '/rest/companies', { credential: mcpToken, headers: { 'x-forwarded-for': address } }));
+      const atMcp = await flood(network, (address) => api(server, '/mcp', { credential: dataApiToken, json: { jsonrpc: '2.0', id: 1, method: 'ping' }, headers: { 'x-forwarded-for': address, ...mcpAnswers } }));
+      const atUserinfo = await flood(network, (address) => fetch(`${server.issuer}/oauth/userinfo`, { headers: { authorization: `Bearer ${mcpToken}`, 'x-forwarded-for': address } }));
+      expect([...new Set(atDataApi)], 'data API').to.deep.equal([401]);
+      expect([...new Set(atMcp)], '/mcp').to.deep.equal([401]);
+      expect([...new Set(atUserinfo)], 'userinfo').to.deep.equal([401]);
+    });
+
     it('introspection: past the limit a failed client authentication gets 429 with Retry-After in RFC 6749\'s error; a client that authenticates from the same address is answered', async () => {
       const network = '2001:db8:c0de:5';
       const client = await registered(server, { application_type: 'web', token_endpoint_auth_method: 'client_secret_post' });
