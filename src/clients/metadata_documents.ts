@@ -2,7 +2,7 @@ import type { ModelStore } from '../../adapters/store.ts';
 import { LIFETIMES } from '../../config/lifetimes.ts';
 import { nowSeconds, systemClock, type Clock } from '../shared/clock.ts';
 import { digest } from '../shared/digest.ts';
-import type { SafeFetch } from '../shared/safe_fetch.ts';
+import { SafeFetchError, type SafeFetch } from '../shared/safe_fetch.ts';
 import { isNativeRedirectSet } from './native_apps.ts';
 
 /**
@@ -56,6 +56,34 @@ export function documentHost(clientId: string): string {
 
 const { minSeconds, maxSeconds, failureSeconds } = LIFETIMES.MetadataDocument;
 
+/** A document's server answered, but not with a document (a status other than 200), or did not answer a moment ago. */
+class DocumentNotServed extends Error {
+  override name = 'DocumentNotServed';
+}
+
+/** The engine's description of a document it could not fetch or read, whatever the reason (which it keeps to itself). */
+const ENGINE_FETCH_FAILED = 'client_id metadata document fetch failed';
+
+/**
+ * Why the engine could not fetch or read a client_id's metadata document, in words whoever sent
+ * the client_id may read (they chose the URL): undefined for any other refusal. The engine says
+ * only that the fetch failed; without the reason, a client's developer cannot tell a typo in the
+ * URL from a document that is not JSON.
+ */
+export function whyDocumentNotFetched(refusal: unknown): string | undefined {
+  const { error_description: description, cause } = (refusal ?? {}) as { error_description?: unknown; cause?: unknown };
+  if (description !== ENGINE_FETCH_FAILED) return undefined;
+  // JSON.parse's message quotes the body it failed on: the document is named, not quoted.
+  return cause instanceof SyntaxError ? 'the document is not JSON' : toldReason(cause);
+}
+
+/** Why a fetch failed, in words whoever chose the URL may read; undefined for a failure of no known kind. */
+function toldReason(error: unknown): string | undefined {
+  if (error instanceof SafeFetchError) return error.told;
+  if (error instanceof DocumentNotServed) return error.message;
+  return undefined;
+}
+
 /** What the store keeps of a document: its text and when it was fetched, or when a fetch last failed. */
 interface StoredDocument {
   url: string;
@@ -64,6 +92,8 @@ interface StoredDocument {
   /** Seconds it may be used without asking again (max-age within the bounds). */
   maxAge?: number;
   failedAt?: number;
+  /** Why the fetch at failedAt failed, in words whoever names the client_id may read (whyDocumentNotFetched). */
+  failure?: string;
   /** When this record's history began: the fetch that found no copy before it. */
   firstFetchedAt?: number;
   /** When each redirect URI a later fetch found, and the copy before did not list, was first seen. */
@@ -138,20 +168,21 @@ export class MetadataDocuments {
       return documentResponse(url, stored.body, stored.fetchedAt + (stored.maxAge ?? minSeconds) - now);
     }
     if (stored?.failedAt !== undefined && now < stored.failedAt + failureSeconds && stored.body === undefined) {
-      throw new Error(`${url} could not be fetched a moment ago`);
+      throw new DocumentNotServed(`${stored.failure ?? `${documentHost(url)} could not be fetched`} (when last asked, less than ${failureSeconds} s ago)`);
     }
     let withdrawn = false;
     try {
       const response = await this.#fetch(url, { headers: { accept: 'application/json', ...headersOf(init.headers) } });
       if (response.status !== 200) {
         withdrawn = isWithdrawal(response.status);
-        throw new Error(`${url} answered ${response.status}`);
+        throw new DocumentNotServed(`${documentHost(url)} answered ${response.status}`);
       }
       const body = await response.text();
       if (!isWorthKeeping(url, body)) {
         // The engine says what is wrong with it; the store keeps only that the fetch failed, so
         // made-up URLs answering junk cost the store nothing but a short-lived mark.
-        await this.#documents.upsert(digest(url), { url, failedAt: now } satisfies StoredDocument, failureSeconds);
+        const failure = jsonObject(body) === undefined ? 'the document is not JSON' : 'the document names another client_id';
+        await this.#documents.upsert(digest(url), { url, failedAt: now, failure } satisfies StoredDocument, failureSeconds);
         return documentResponse(url, body, 0);
       }
       const maxAge = cacheSeconds(response.headers.get('cache-control'));
@@ -167,7 +198,8 @@ export class MetadataDocuments {
       if (!withdrawn && stored?.body !== undefined && stored.fetchedAt !== undefined && now < stored.fetchedAt + maxSeconds) {
         return documentResponse(url, stored.body, minSeconds);
       }
-      await this.#documents.upsert(digest(url), { url, failedAt: now } satisfies StoredDocument, failureSeconds).catch(() => undefined);
+      const failure = toldReason(error);
+      await this.#documents.upsert(digest(url), { url, failedAt: now, failure } satisfies StoredDocument, failureSeconds).catch(() => undefined);
       throw error;
     }
   }

@@ -1,6 +1,7 @@
 import { errors, type KoaContextWithOIDC } from 'oidc-provider';
 
 import type { Accounts } from '../accounts/accounts.ts';
+import { whyDocumentNotFetched } from '../clients/metadata_documents.ts';
 import { LimitRefusal } from '../engine/limit_refusals.ts';
 import type { EnginePages } from '../engine/provider.ts';
 import { logoutPages } from '../interactions/logout.ts';
@@ -37,6 +38,8 @@ const SIGN_OUT_REFUSED = 'The application asked to sign you out in a way this se
 const RETURN_ADDRESS_MISSING = 'The application did not say where to send you back (its redirect_uri, the return address it registered), so you were not sent anywhere. '
   + 'Go back to the application and tell its developer: a request must name one of its registered return addresses.';
 
+const DOCUMENT_NOT_FETCHED = 'The application that sent you here describes itself in a document this server could not read, so nothing was shared with it';
+
 function engineDescription(error: unknown): string {
   const description = (error as { error_description?: unknown } | undefined)?.error_description;
   return typeof description === 'string' ? description : '';
@@ -60,6 +63,9 @@ function shownError(ctx: KoaContextWithOIDC, code: string, error: unknown): { co
   // not match it; or one naming no client of this server (the engine's invalid_client), not an "unknown application" sending the
   // person: shown as the invalid request it is, the log keeping the engine's code under the page's reference.
   if (ctx.oidc?.route === 'end_session' && (code === 'invalid_request' || code === 'invalid_client')) return { code: 'invalid_request', description: SIGN_OUT_REFUSED };
+  // Not an application that never registered: one that describes itself at an address this server could not read.
+  const notFetched = whyDocumentNotFetched(error);
+  if (notFetched) return { code, description: `${DOCUMENT_NOT_FETCHED} (${notFetched}). Go back to the application and try again later; if this happens again, tell its developer.` };
   // Said in words of the person's (the conformance suite checks the page says what is wrong with it).
   if (code === 'invalid_request' && /\bredirect_uri\b/.test(engineDescription(error))) return { code, description: RETURN_ADDRESS_MISSING };
   return { code };

@@ -30,6 +30,16 @@ export type SafeFetch = (url: string, init?: { headers?: Record<string, string> 
 /** A fetch the rules refused, or that failed: the message says which, never more than the URL's host. */
 export class SafeFetchError extends Error {
   override name = 'SafeFetchError';
+  /**
+   * What whoever chose the URL may be told: the message, less what only the service's own network
+   * knows (the address a name resolved to there). The log keeps the message.
+   */
+  readonly told: string;
+
+  constructor(message: string, options?: ErrorOptions & { told?: string }) {
+    super(message, options);
+    this.told = options?.told ?? message;
+  }
 }
 
 export function safeFetch({ trustedHosts, timeoutMs, maxBytes }: SafeFetchOptions): SafeFetch {
@@ -44,7 +54,11 @@ export function safeFetch({ trustedHosts, timeoutMs, maxBytes }: SafeFetchOption
     const addresses = await resolve(hostname, signal);
     if (!trusted.has(`${url.hostname}:${port}`)) {
       const special = addresses.find(({ address }) => isSpecialUse(address));
-      if (special) throw new SafeFetchError(`${url.host} resolves to a non-public address (${special.address}), which is not fetched`);
+      if (special) {
+        throw new SafeFetchError(`${url.host} resolves to a non-public address (${special.address}), which is not fetched`, {
+          told: `${url.host} resolves to a non-public address, which is not fetched`,
+        });
+      }
     }
     return get(url, addresses[0]!, hostname, port, init.headers ?? {}, signal, maxBytes);
   };

@@ -253,6 +253,28 @@ describe('Client ID Metadata Documents: what the server refuses', function () {
     expect(documents.connections() - trustedConnections, 'connections to the trusted port by address').to.equal(0);
   });
 
+  it('says why a document could not be fetched or read, to the client at the token endpoint and to the person on the page, and never the address a name resolved to', async () => {
+    documents.serve('/gone.json', (_request, response) => { response.writeHead(404).end(); });
+    documents.serve('/not-json.json', (_request, response) => response.end('<html>not a document</html>'));
+    const cases: Array<[string, RegExp]> = [
+      [`${documents.origin}/gone.json`, new RegExp(`localhost:${documents.port} answered 404`)],
+      [`${documents.origin}/not-json.json`, /the document is not JSON/],
+      [`https://localhost:${untrusted.port}/named.json`, new RegExp(`localhost:${untrusted.port} resolves to a non-public address, which is not fetched`)],
+    ];
+    for (const [clientId, reason] of cases) {
+      const page = await authorizeAs(server, clientId);
+      expectRefusedOnPage(page, clientId);
+      expect(page.text, clientId).to.match(reason).and.to.include('describes itself in a document this server could not read').and.not.include('has to register');
+      expect(page.text, `${clientId}: the address localhost resolved to`).to.not.include('127.0.0.1');
+      const token = await postForm(`${server.issuer}/oauth/token`, { grant_type: 'refresh_token', refresh_token: 'x', client_id: clientId });
+      const body = await token.json() as { error?: string; error_description?: string };
+      expect([token.status, body.error], clientId).to.deep.equal([401, 'invalid_client']);
+      expect(body.error_description, clientId).to.match(/^client_id metadata document fetch failed: /).and.match(reason).and.not.include('127.0.0.1');
+      expect(body.error_description, `${clientId}: the failure remembered`).to.include('when last asked');
+    }
+    expect(untrusted.connections(), 'connections to the untrusted listener').to.equal(0);
+  });
+
   it('refuses a client_id that is not a plain https URL without fetching it', async () => {
     const before = documents.connections();
     for (const clientId of [`http://localhost:${documents.port}/good.json`, `https://user@localhost:${documents.port}/good.json`, `https://localhost:${documents.port}/a/../good.json`, `https://localhost:${documents.port}/good.json#x`]) {

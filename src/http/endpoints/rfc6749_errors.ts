@@ -1,5 +1,6 @@
 import type { Context, Middleware } from 'koa';
 
+import { whyDocumentNotFetched } from '../../clients/metadata_documents.ts';
 import { oidcOf } from '../../engine/context.ts';
 
 interface ErrorBody {
@@ -34,11 +35,15 @@ const UNREADABLE_AUTHORIZATION = new Set([
  * - `invalid_client` is always 401 with a challenge, as HTTP requires of a 401 (a metadata
  *   document that could not be used is 400 from the engine, and a failed client_secret_post has
  *   no challenge), so a client sees one status for one error, and every challenge names one
- *   realm (the engine's names the issuer), one protection space (RFC 9110 section 11.5).
+ *   realm (the engine's names the issuer), one protection space (RFC 9110 section 11.5);
+ * - a metadata document the engine could not fetch or read is said why, as the engine keeps it
+ *   to itself ("fetch failed"): whoever sent the client_id chose the URL.
  */
 export const rfc6749ErrorCodes: Middleware = async (ctx, next) => {
   await next();
   const body = ctx.body as ErrorBody | undefined;
+  const notFetched = whyDocumentNotFetched(ctx.state.engineRefusal);
+  if (body && notFetched) body.error_description = `${body.error_description}: ${notFetched}`;
   if (ctx.status === 400 && body && isClientAuthenticationFailure(body)) {
     body.error = 'invalid_client';
     if (UNREADABLE_AUTHORIZATION.has(body.error_description ?? '')) body.error_description = UNREADABLE_AUTHORIZATION_DESCRIPTION;
