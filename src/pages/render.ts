@@ -58,7 +58,8 @@ const ERROR_TEXTS: Record<string, ErrorText> = {
   session_expired: {
     heading: 'This page has expired',
     message: 'The sign-in took too long or was already completed.',
-    next: 'Go back to the application and start again.',
+    // Back from the consent page lands on the sign-in page of a step already done.
+    next: 'If you came here with your browser\'s Back button, its Forward button returns you to where you were. Otherwise go back to the application and start again.',
   },
   temporarily_unavailable: {
     heading: 'Service unavailable',

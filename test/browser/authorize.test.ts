@@ -244,6 +244,23 @@ describe('authorization in a real browser', function () {
     expect(claims.role).to.equal('viewer');
   });
 
+  it('tells a user who pressed Back from the consent page that Forward returns there, and Forward does: the request goes on', async function () {
+    const user = await seedUser(server, [{ workspace: 'Back Button Co' }]);
+    const { client, page, capture, auth } = await prepare();
+    await page.goto(auth.url);
+    await signIn(page, user);
+    await consentHeading(page).waitFor();
+    await page.goBack();
+    await page.getByRole('heading', { level: 1, name: 'This page has expired' }).waitFor();
+    expect(await page.locator('main').innerText()).to.match(/Back button, its Forward button returns you to where you were/);
+    await page.goForward();
+    await consentHeading(page).waitFor();
+    await page.getByRole('button', { name: 'Allow', exact: true }).click();
+    const redirect = await capture.next();
+    expect(redirect.url.searchParams.get('state')).to.equal(auth.state);
+    expect(decodeJwt((await exchange(client, redirect.url, auth)).access_token).sub).to.equal(user.id);
+  });
+
   it('lets the user go on with another account from the consent page, in the same request: the token is the other account\'s', async function () {
     const first = await seedUser(server, [{ workspace: 'First Account Co' }]);
     const other = await seedUser(server, [{ workspace: 'Other Account Co' }]);
