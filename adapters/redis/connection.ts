@@ -278,8 +278,25 @@ const UNAVAILABLE_REPLY = /^(LOADING|READONLY|MASTERDOWN|TRYAGAIN|CLUSTERDOWN|BU
 export function mapped(error: unknown): unknown {
   if (!(error instanceof Error) || error instanceof BackendUnavailableError || error instanceof DuplicateError) return error;
   if (error instanceof TypeError || error instanceof SyntaxError || error instanceof RangeError || error instanceof ReferenceError) return error;
-  if (error.name === 'ReplyError' && !UNAVAILABLE_REPLY.test(error.message)) return error;
-  return new BackendUnavailableError(`Redis store unavailable: ${error.message}`, { cause: error });
+  if (error.name === 'ReplyError' && !isUnavailableReply(error)) return error;
+  const reason = refusedTransaction(error)?.message ?? error.message;
+  return new BackendUnavailableError(`Redis store unavailable: ${reason}`, { cause: error });
+}
+
+function isUnavailableReply(error: Error): boolean {
+  return UNAVAILABLE_REPLY.test(error.message) || refusedTransaction(error) !== undefined;
+}
+
+/**
+ * The refusal that made Redis discard a transaction (MULTI ... EXEC): Redis answers EXEC with
+ * EXECABORT once it has refused a queued command, as it refuses every one while out of memory,
+ * and ioredis hands the queued commands' errors along with it.
+ */
+function refusedTransaction(error: Error): Error | undefined {
+  if (!/^EXECABORT\b/.test(error.message)) return undefined;
+  const { previousErrors } = error as Error & { previousErrors?: unknown };
+  if (!Array.isArray(previousErrors)) return undefined;
+  return previousErrors.find((queued): queued is Error => queued instanceof Error && UNAVAILABLE_REPLY.test(queued.message));
 }
 
 /**

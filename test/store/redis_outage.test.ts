@@ -4,7 +4,7 @@ import { expect } from 'chai';
 
 import { openStore } from '../../adapters/index.ts';
 import { BackendUnavailableError, DuplicateError, type Store } from '../../adapters/store.ts';
-import { startRedis, type RedisServer } from '../support/redis.ts';
+import { redisCli, startRedis, type RedisServer } from '../support/redis.ts';
 
 /** Every operation of the store, each on records of its own. */
 const OPERATIONS: Array<[string, (store: Store) => Promise<unknown>]> = [
@@ -164,6 +164,28 @@ describe('redis store outage', function () {
       redis.resume();
     }
     await untilAnswering(store);
+    await expectEveryOperationWorks(store);
+  });
+
+  it('refuses what Redis refuses while out of memory (maxmemory below its use, noeviction) as the store unavailable, transactions included, and works again once it has room', async () => {
+    await redisCli(redis.port, 'CONFIG', 'SET', 'maxmemory-policy', 'noeviction');
+    await redisCli(redis.port, 'CONFIG', 'SET', 'maxmemory', '1');
+    try {
+      const refused: string[] = [];
+      for (const [name, operation] of OPERATIONS) {
+        try {
+          await operation(store);
+        } catch (error) {
+          // A read Redis still serves succeeds; whatever it refuses is unavailable, never a bug (a 500).
+          expect(error, `${name}: ${String(error)}`).to.be.instanceOf(BackendUnavailableError);
+          refused.push(name);
+        }
+      }
+      expect(refused, 'a write refused').to.include('records.create');
+      expect(refused, 'a read made in a transaction refused').to.include('records.list');
+    } finally {
+      await redisCli(redis.port, 'CONFIG', 'SET', 'maxmemory', '0');
+    }
     await expectEveryOperationWorks(store);
   });
 
