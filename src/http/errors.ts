@@ -76,7 +76,8 @@ export function errorMapping(logger: Logger): Middleware {
         return;
       }
       const refusal = asRefusal(error);
-      if (!refusal) logServerError(logger, ctx, error);
+      // Logged with the status it is answered with: what the request had reached when it failed is no answer.
+      if (!refusal) logServerError(logger, ctx, error, 500);
       await answer(ctx, refusal ?? new HttpError(500, 'server_error', 'the server could not complete the request'));
     }
   };
@@ -189,9 +190,9 @@ function errorBody(ctx: Context, error: string, description: string): { error: s
   return { error, error_description: inErrorDescriptionCharset(description), ...(id ? { request_id: id } : {}) };
 }
 
-function logServerError(logger: Logger, ctx: Context, error: unknown): void {
+function logServerError(logger: Logger, ctx: Context, error: unknown, status = ctx.status): void {
   const err = error instanceof Error ? error : new Error(String(error));
-  logger.error('request failed', { method: ctx.method, path: loggedPath(ctx.path), status: ctx.status, error: err.name, detail: err.message, stack: err.stack });
+  logger.error('request failed', { method: ctx.method, path: loggedPath(ctx.path), status, error: err.name, detail: err.message, stack: err.stack });
 }
 
 /**
