@@ -61,9 +61,20 @@ export class RedisKeys {
     return `${this.#prefix}listed_by_version`;
   }
 
-  /** Sorted set: ids of the records kept without a lifetime (clients), scored by when first stored, for list(). No TTL. */
+  /**
+   * Sorted set: ids of the records kept without a lifetime, and of every client (one on probation
+   * has a lifetime until first used), scored by when first stored, for list(). No TTL.
+   */
   list(model: string): string {
     return `${this.#prefix}list:${model}`;
+  }
+
+  /**
+   * Sorted set: ids of the records in list() that have a lifetime (clients on probation), scored by
+   * their expiry (ms), so those that expired leave list() too. TTL: the furthest member expiry.
+   */
+  listExpiring(model: string): string {
+    return `${this.#prefix}list_expiring:${model}`;
   }
 
   /** String: workspace JSON. */

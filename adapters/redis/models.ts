@@ -128,6 +128,28 @@ if furthest == 'inf' then redis.call('PERSIST', KEYS[1]) else redis.call('PEXPIR
 return 1
 `);
 
+/**
+ * Indexes a listed record that has a lifetime (keys.ts listExpiring) and takes out the members
+ * that have expired, at most 100 at a time, returning them so they leave list() as well (another
+ * key, maybe on another cluster node). The key lives as long as its longest-lived member.
+ * KEYS: index. ARGV: record id, its expiry (ms).
+ */
+const addExpiringListed = new Script(`${NOW_MS}
+local expired = redis.call('ZRANGEBYSCORE', KEYS[1], '-inf', now, 'LIMIT', 0, 100)
+if #expired > 0 then redis.call('ZREM', KEYS[1], unpack(expired)) end
+redis.call('ZADD', KEYS[1], ARGV[2], ARGV[1])
+redis.call('PEXPIREAT', KEYS[1], redis.call('ZRANGE', KEYS[1], -1, -1, 'WITHSCORES')[2])
+return expired
+`);
+
+/**
+ * The models whose records list() shows whatever their lifetime: clients, every one of which the
+ * admin CLI lists, those on probation (UNUSED_CLIENT_TTL: a lifetime until first used) included.
+ * Other records with a lifetime are not indexed for listing: that would be one more write per
+ * token to one key shared by every instance, for a list nobody asks for.
+ */
+const LISTED_WHATEVER_THEIR_LIFETIME = new Set(['Client']);
+
 /** What indexes, once, the records a store of an older version holds in no listing (listed_records.ts). */
 interface ListedRecords {
   indexRecordsStoredBefore(client: RedisClient): Promise<void>;
@@ -169,9 +191,11 @@ export class RedisModelStore implements ModelStore {
     const grantIndex = grantId && this.#keys.grant(this.#model, grantId);
     const uidKey = uid && this.#keys.uid(this.#model, uid);
     const userCodeKey = userCode && this.#keys.userCode(this.#model, userCode);
-    const listKey = this.#keys.list(this.#model);
+    const listedWhateverItsLifetime = LISTED_WHATEVER_THEIR_LIFETIME.has(this.#model);
+    const listKey = (expiresAt === undefined || listedWhateverItsLifetime) && this.#keys.list(this.#model);
+    const expiringKey = listedWhateverItsLifetime && this.#keys.listExpiring(this.#model);
     const listedKey = listed && this.#keys.listedBy(this.#model, listed);
-    const written = [recordKey, grantIndex, uidKey, userCodeKey, expiresAt === undefined && listKey, listedKey].filter((key) => typeof key === 'string');
+    const written = [recordKey, grantIndex, uidKey, userCodeKey, listKey, expiringKey, listedKey].filter((key) => typeof key === 'string');
     await this.#redis.runDurable(written, async (client, alsoWrote) => {
       // Lookup entries before the record: one whose record is missing is skipped when read, while
       // a record missing from its grant's index would survive revokeByGrantId.
@@ -179,17 +203,27 @@ export class RedisModelStore implements ModelStore {
       if (grantIndex) lookups.push(addGrantMember.run(client, [grantIndex], [id, expiresAt ?? '+inf']));
       if (uidKey) lookups.push(setLookup(client, uidKey, id, expiresAt));
       if (userCodeKey) lookups.push(setLookup(client, userCodeKey, id, expiresAt));
-      if (expiresAt === undefined) lookups.push(client.zadd(listKey, 'NX', systemClock(), id));
+      if (listKey) lookups.push(client.zadd(listKey, 'NX', systemClock(), id));
       // Scored by expiry, like a grant's index: the entry goes with the record, the key with its last member.
       if (listedKey) lookups.push(addGrantMember.run(client, [listedKey], [id, expiresAt ?? '+inf']));
+      if (expiringKey && expiresAt !== undefined) lookups.push(this.#indexExpiring(client, expiringKey, id, expiresAt));
+      // Kept without a lifetime now (a client whose probation ended): not to leave list() at its old expiry.
+      if (expiringKey && expiresAt === undefined) lookups.push(client.zrem(expiringKey, id));
       await Promise.all(lookups);
       const previousTtl = await upsertRecord.run(client, [recordKey], [record, expiresAt ?? '', grantId ?? '']);
       // Kept without a lifetime before, with one now: no longer one of the records list() shows.
-      if (expiresAt !== undefined && previousTtl === -1) {
-        await client.zrem(listKey, id);
-        alsoWrote([listKey]);
+      if (expiresAt !== undefined && previousTtl === -1 && !listedWhateverItsLifetime) {
+        const unlisted = this.#keys.list(this.#model);
+        await client.zrem(unlisted, id);
+        alsoWrote([unlisted]);
       }
     });
+  }
+
+  /** Indexes a listed record with a lifetime, and takes the records that have expired out of list(). */
+  async #indexExpiring(client: RedisClient, expiringKey: string, id: string, expiresAt: number): Promise<void> {
+    const expired = await addExpiringListed.run(client, [expiringKey], [id, expiresAt]) as string[];
+    if (expired.length) await client.zrem(this.#keys.list(this.#model), ...expired);
   }
 
   find(id: string) {
@@ -319,9 +353,8 @@ export class RedisModelStore implements ModelStore {
   }
 
   /**
-   * The records kept without a lifetime (clients: what the admin CLI lists), oldest first. Records
-   * with a lifetime are not indexed for listing: that would be one more write per token to one
-   * key shared by every instance, for a list nobody asks for.
+   * The records kept without a lifetime, and every live client (LISTED_WHATEVER_THEIR_LIFETIME),
+   * oldest first.
    */
   list() {
     return this.#redis.run(async (client) => {
@@ -329,8 +362,9 @@ export class RedisModelStore implements ModelStore {
       const ids = await client.zrange(index, 0, '-1');
       const payloads = await Promise.all(ids.map((id) => this.#read(client, id)));
       const gone = ids.filter((_, i) => payloads[i] === undefined);
-      // Left behind by an upsert that failed after indexing; cleaned here, where it is noticed.
+      // Expired, or left behind by an upsert that failed after indexing; cleaned here, where it is noticed.
       if (gone.length) await client.zrem(index, ...gone);
+      if (gone.length && LISTED_WHATEVER_THEIR_LIFETIME.has(this.#model)) await client.zrem(this.#keys.listExpiring(this.#model), ...gone);
       return ids.flatMap((id, i) => payloads[i] ? [{ id, payload: payloads[i] }] : []);
     });
   }
@@ -376,7 +410,8 @@ export class RedisModelStore implements ModelStore {
     if (uid) steps.push(deleteLookup.run(client, [this.#keys.uid(this.#model, uid)], [id]));
     if (userCode) steps.push(deleteLookup.run(client, [this.#keys.userCode(this.#model, userCode)], [id]));
     if (grantId && removeFromGrantIndex) steps.push(client.zrem(this.#keys.grant(this.#model, grantId), id));
-    if (ttl === -1) steps.push(client.zrem(this.#keys.list(this.#model), id));
+    if (ttl === -1 || LISTED_WHATEVER_THEIR_LIFETIME.has(this.#model)) steps.push(client.zrem(this.#keys.list(this.#model), id));
+    if (LISTED_WHATEVER_THEIR_LIFETIME.has(this.#model)) steps.push(client.zrem(this.#keys.listExpiring(this.#model), id));
     if (listed) steps.push(client.zrem(this.#keys.listedBy(this.#model, listed), id));
     await Promise.all(steps);
   }

@@ -380,6 +380,18 @@ for (const backend of BACKENDS) {
         expect((await store.revocations.changesSince(0)).entries.map((e) => e.key)).to.deep.equal(['token:short', 'token:long']);
         const apiKey = (id: string, expiresAt: number): ApiKeyRecord => ({ id, workspaceId: 'ws_1', name: `key ${id}`, digest: `digest-${id}`, hint: 'wsk_Ab', createdAt: now(), expiresAt });
         await store.apiKeys.create(apiKey('short', now() + 1));
+        // Every client is listed: one on probation (a lifetime until first used) too, and one whose probation ended after its old expiry.
+        const clients = store.model('Client');
+        const listedClients = async () => (await clients.list()).map(({ id }) => id);
+        await clients.upsert('kept', { client_id: 'kept' }, undefined);
+        await clients.upsert('on-probation', { client_id: 'on-probation' }, 60);
+        await clients.upsert('lapsing', { client_id: 'lapsing' }, 2);
+        await clients.upsert('used', { client_id: 'used' }, 2);
+        await clients.upsert('used', { client_id: 'used', used: true }, undefined);
+        await clients.upsert('deleted', { client_id: 'deleted' }, 60);
+        await clients.destroy('deleted');
+        // Order aside: clients stored in the same millisecond are listed in id order on Redis.
+        expect(await listedClients(), 'clients listed, with a lifetime or not').to.have.members(['kept', 'on-probation', 'lapsing', 'used']);
         await store.apiKeys.create(apiKey('long', now() + 60));
         expect(await store.model('ReplayDetection').insertNew('jti-short', { iss: 'client-1' }, 1)).to.equal(true);
         const keyedRecord = (id: string) => ({ id, createdAt: new Date().toISOString(), updatedAt: new Date().toISOString(), values: {} });
@@ -394,6 +406,8 @@ for (const backend of BACKENDS) {
 
         expect(await codes.find('c1'), 'an expired record').to.equal(undefined);
         expect(await codes.list(), 'expired records listed').to.deep.equal([]);
+        await clients.upsert('registered-later', { client_id: 'registered-later' }, 60);
+        expect(await listedClients(), 'clients listed once one has expired').to.have.members(['kept', 'on-probation', 'used', 'registered-later']);
         expect(await codes.consume('c1'), 'an expired record consumed').to.equal(undefined);
         expect(await codes.find('c1'), 'an expired record, once its consumption was refused').to.equal(undefined);
         expect(await initialAccessTokens.countUse('t1', 5), 'a use of an expired record').to.equal(0);
