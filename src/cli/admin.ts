@@ -3,7 +3,7 @@ import { rm } from 'node:fs/promises';
 import { parseArgs } from 'node:util';
 
 import { openStore, sqliteFile } from '../../adapters/index.ts';
-import { StoreOpenError, type Store } from '../../adapters/store.ts';
+import { BackendUnavailableError, StoreOpenError, type Store } from '../../adapters/store.ts';
 import { AccountError, Accounts } from '../accounts/accounts.ts';
 import { ConfigError, loadConfig, type Config } from '../../config/index.ts';
 import { createLogger } from '../shared/logger.ts';
@@ -230,6 +230,10 @@ async function run(argv: string[]): Promise<number> {
     return 0;
   } catch (error) {
     if (error instanceof UsageError) return usageError(error.message, positionals);
+    if (error instanceof BackendUnavailableError) {
+      process.stderr.write(`error: ${unansweredStore(command, error)}\n`);
+      return 1;
+    }
     if (REFUSALS.some((type) => error instanceof type)) {
       process.stderr.write(`error: ${(error as Error).message}\n`);
       if (error instanceof QuickstartError && made.storeFile) await takeBack(store, made.storeFile, made.keyFile);
@@ -239,6 +243,16 @@ async function run(argv: string[]): Promise<number> {
   } finally {
     await store.close();
   }
+}
+
+/**
+ * The store failing mid-command, for the operator. A change may have been made though its answer
+ * did not come, or its replicas did not confirm it (REDIS_WAIT_REPLICAS): the primary holds it.
+ * Run again, a create would make a second workspace or API key.
+ */
+function unansweredStore(command: Command, error: BackendUnavailableError): string {
+  if (command.name.endsWith(' list')) return `the store did not answer: ${error.message}`;
+  return `the store did not confirm the change (${error.message}); it may have been made all the same: check, with the list command, before running this again`;
 }
 
 /** What a first run made before anything was asked of it: the store's file, and the key file, if it made them. */

@@ -824,6 +824,23 @@ describe('admin CLI', function () {
       }
     });
 
+    it('says a change the store did not confirm may have been made all the same (REDIS_WAIT_REPLICAS, no replica to confirm it), to be checked before it is run again', async () => {
+      const redis = await startRedis();
+      const onRedis = await startServer({ store: redis.url, env: { KEY_ENCRYPTION_KEY: Buffer.alloc(32, 7).toString('base64url') } });
+      try {
+        const unconfirmed = { ...onRedis.env, REDIS_WAIT_REPLICAS: '1', REDIS_WAIT_TIMEOUT: '100ms' };
+        const created = await runAdmin(unconfirmed, ['workspace', 'create', '--name', 'Unconfirmed Inc', '--json']);
+        outputs.push(created.stdout, created.stderr);
+        expect([created.code, created.stdout], created.stderr).to.deep.equal([1, '']);
+        expect(created.stderr).to.match(/^error: the store did not confirm the change \(1 Redis replica \(REDIS_WAIT_REPLICAS\) did not confirm within 100 ms.*\); it may have been made all the same: check, with the list command, before running this again\n$/);
+        const listed = await runAdmin(onRedis.env, ['workspace', 'list', '--json']);
+        expect((JSON.parse(listed.stdout) as Array<{ name: string }>).map(({ name }) => name), 'what the message warns of').to.include('Unconfirmed Inc');
+      } finally {
+        await onRedis.stop();
+        await redis.stop();
+      }
+    });
+
     it('user set-password, user delete and member remove change nothing when the engine cannot start (no key-encryption key to open the keys)', async () => {
       const client = await codeClient();
       const user = await person(workspace.id, 'member', 'untouched');
