@@ -394,7 +394,10 @@ export interface Store {
    * each worker counts alone).
    */
   rateLimiter(rule: RateLimitRule): RateLimiterAbstract;
-  /** Resolves when the backend answers; rejects with BackendUnavailableError when it does not. */
+  /**
+   * Resolves when the backend answers (Redis: and takes writes); rejects with
+   * BackendUnavailableError when it does not, its `refusal` saying why when the backend answered.
+   */
   ping(): Promise<void>;
   /**
    * Resolves once every write made so far is durable; rejects with BackendUnavailableError when
@@ -452,6 +455,13 @@ export class LastAdminError extends Error {
 /** The backend cannot be reached; the HTTP layer answers 503. */
 export class BackendUnavailableError extends Error {
   override name = 'BackendUnavailableError';
+  /** The backend's own word for why it refused, when it answered (Redis: READONLY, OOM, NOREPLICAS...). */
+  readonly refusal: string | undefined;
+
+  constructor(message: string, options?: ErrorOptions & { refusal?: string | undefined }) {
+    super(message, options);
+    this.refusal = options?.refusal;
+  }
 }
 
 /**

@@ -280,7 +280,8 @@ export function mapped(error: unknown): unknown {
   if (error instanceof TypeError || error instanceof SyntaxError || error instanceof RangeError || error instanceof ReferenceError) return error;
   if (error.name === 'ReplyError' && !isUnavailableReply(error)) return error;
   const reason = refusedTransaction(error)?.message ?? error.message;
-  return new BackendUnavailableError(`Redis store unavailable: ${reason}`, { cause: error });
+  const refusal = error.name === 'ReplyError' ? UNAVAILABLE_REPLY.exec(reason)?.[1] : undefined;
+  return new BackendUnavailableError(`Redis store unavailable: ${reason}`, { cause: error, refusal });
 }
 
 function isUnavailableReply(error: Error): boolean {

@@ -126,6 +126,11 @@ export class RedisKeys {
     return `${this.#prefix}rl:${name}`;
   }
 
+  /** String: written and deleted in one transaction by /readyz's check that Redis takes writes; never left behind. */
+  readiness(): string {
+    return `${this.#prefix}readiness`;
+  }
+
   /** Hash: name -> value. No TTL. */
   settings(): string {
     return `${this.#prefix}settings`;

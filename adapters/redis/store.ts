@@ -11,6 +11,7 @@ import { RedisSettingStore } from './settings.ts';
 import type { Logger } from '../../src/shared/logger.ts';
 import type { ModelStore, ReplicaWait, Store } from '../store.ts';
 
+
 export interface RedisStoreOptions {
   /** Starts every key, so several services (or tests) can share one Redis. Default `oauth:`. */
   keyPrefix?: string;
@@ -52,7 +53,11 @@ export function openRedisStore(url: string, options: RedisStoreOptions = {}): St
     apiKeys: new RedisApiKeyStore(redis, keys),
     rateLimiter: redisRateLimiters(client, keys),
     async ping() {
-      await redis.run((client) => client.ping());
+      // A write, not PING: a Redis that answers but refuses writes (a replica the URL still names
+      // after a failover, one out of memory or short of min-replicas-to-write) serves no sign-in
+      // and no token. Written and deleted in one transaction, so nothing stays; refused, it is
+      // discarded whole. Not waited for by replicas: it checks the node, not the replication.
+      await redis.run((client) => client.multi().set(keys.readiness(), '1').del(keys.readiness()).exec());
     },
     // Each write is acknowledged before its promise resolves (with REDIS_WAIT_REPLICAS, once replicas hold it): nothing is pending.
     committed: () => Promise.resolve(),

@@ -1,7 +1,7 @@
 import type { JWK } from 'jose';
 import type { Context, Middleware } from 'koa';
 
-import type { Store } from '../../adapters/store.ts';
+import { BackendUnavailableError, type Store } from '../../adapters/store.ts';
 import { noStore } from '../shared/no_store.ts';
 
 /** Paths polled by load balancers and orchestrators: answered cheaply, logged at debug level only. */
@@ -46,7 +46,8 @@ export function health(readiness: () => Promise<Readiness>): Middleware {
 export function serviceReadiness(store: Store, jwks: { keys: JWK[] }): () => Promise<Readiness> {
   const keys = canSign(jwks) ? 'loaded' : 'missing';
   return async () => {
-    if (!await storeAnswers(store)) return { store: 'unavailable', keys, problem: `the ${storeName(store)} store is not answering` };
+    const problem = await storeProblem(store);
+    if (problem) return { store: 'unavailable', keys, problem: `the ${storeName(store)} store ${problem}` };
     return keys === 'loaded' ? { store: 'ok', keys } : { store: 'ok', keys, problem: 'no signing keys are loaded' };
   };
 }
@@ -71,11 +72,18 @@ function answerReadiness(ctx: Context, { problem, ...checks }: Readiness): void 
   ctx.body = { status: 'not ready', ...checks, error: 'temporarily_unavailable', error_description: problem };
 }
 
-async function storeAnswers(store: Store): Promise<boolean> {
+/** What is wrong with the store, in words that follow its name: undefined when it answers (and, Redis, takes writes). */
+async function storeProblem(store: Store): Promise<string | undefined> {
+  const notAnswering = 'is not answering';
   let timer: NodeJS.Timeout | undefined;
-  const timedOut = new Promise<false>((resolve) => { timer = setTimeout(() => resolve(false), READY_TIMEOUT_MS); });
+  const timedOut = new Promise<string>((resolve) => { timer = setTimeout(() => resolve(notAnswering), READY_TIMEOUT_MS); });
+  const checked = store.ping().then(() => undefined, (error: unknown) => {
+    // Only the store's own word for it: the rest of its message is for the log, not a public probe.
+    const refusal = error instanceof BackendUnavailableError ? error.refusal : undefined;
+    return refusal ? `answers but refuses what the service asks of it (${refusal})` : notAnswering;
+  });
   try {
-    return await Promise.race([store.ping().then(() => true, () => false), timedOut]);
+    return await Promise.race([checked, timedOut]);
   } finally {
     clearTimeout(timer);
   }

@@ -5,7 +5,7 @@ import { expect } from 'chai';
 
 import { codeRequest, exchangeCode, management, postCredentials, register, registerClient, tokenRequest } from '../support/oauth.ts';
 import type { RedisClient } from '../../adapters/redis/connection.ts';
-import { rawRedis, startRedis, type RedisServer } from '../support/redis.ts';
+import { rawRedis, redisCli, startRedis, type RedisServer } from '../support/redis.ts';
 import { seedUser, startServer, type TestServer } from '../support/server.ts';
 import { UserAgent, authorize, field, formAction } from '../support/user_agent.ts';
 import { eventually, sleep } from '../support/wait.ts';
@@ -104,6 +104,39 @@ describe('a Redis outage', function () {
     while ((await fetch(`${server.origin}/readyz`)).status !== 200) {
       if (Date.now() > deadline) throw new Error('not ready again after Redis resumed');
       await new Promise((resolve) => setTimeout(resolve, 200));
+    }
+  });
+
+  it('is not ready while Redis answers but refuses writes (a master demoted to a replica, too few replicas for min-replicas-to-write, out of memory), saying so; ready again once it takes them', async () => {
+    const readiness = async () => {
+      const response = await fetch(`${server.origin}/readyz`);
+      return { status: response.status, body: await response.json() as Record<string, unknown> };
+    };
+    const untilReady = async () => {
+      const deadline = Date.now() + 15_000;
+      while ((await readiness()).status !== 200) {
+        if (Date.now() > deadline) throw new Error('not ready again once Redis took writes');
+        await new Promise((resolve) => setTimeout(resolve, 200));
+      }
+    };
+    const refusals: Array<[string[], string[], string]> = [
+      // A master nothing answers at: the demoted one stays a replica, refusing writes.
+      [['REPLICAOF', '127.0.0.1', '9'], ['REPLICAOF', 'NO', 'ONE'], 'READONLY'],
+      [['CONFIG', 'SET', 'min-replicas-to-write', '1'], ['CONFIG', 'SET', 'min-replicas-to-write', '0'], 'NOREPLICAS'],
+      // Full, under the default noeviction policy.
+      [['CONFIG', 'SET', 'maxmemory', '1'], ['CONFIG', 'SET', 'maxmemory', '0'], 'OOM'],
+    ];
+    for (const [refuse, restore, word] of refusals) {
+      await redisCli(redis.port, ...refuse);
+      try {
+        const refused = await readiness();
+        expect(refused.status, word).to.equal(503);
+        expect(refused.body, word).to.include({ status: 'not ready', store: 'unavailable', error_description: `the Redis store answers but refuses what the service asks of it (${word})` });
+        expect((await fetch(`${server.origin}/healthz`)).status, `${word}: alive all the same`).to.equal(200);
+      } finally {
+        await redisCli(redis.port, ...restore);
+      }
+      await untilReady();
     }
   });
 
