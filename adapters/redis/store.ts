@@ -11,7 +11,6 @@ import { RedisSettingStore } from './settings.ts';
 import type { Logger } from '../../src/shared/logger.ts';
 import type { ModelStore, ReplicaWait, Store } from '../store.ts';
 
-
 export interface RedisStoreOptions {
   /** Starts every key, so several services (or tests) can share one Redis. Default `oauth:`. */
   keyPrefix?: string;
