@@ -309,6 +309,11 @@ function checkRedirectUriList(field: string, uris: unknown): void {
     }
     if (uri.includes('#')) throw new errors.InvalidClientMetadata(`${field} must not contain a fragment; remove '#...' from '${uri}'`);
     if (uri.includes('*')) throw new errors.InvalidClientMetadata(`${field} must not contain wildcards; register every exact URI ('${uri}')`);
+    // A browser sent to one sends it percent-encoded, so it would come back as another URI than
+    // the one registered (RFC 6749 section 3.1.2: an absolute URI as RFC 3986 writes it).
+    if (!RFC_3986_URI.test(uri)) {
+      throw new errors.InvalidClientMetadata(`${field} must be written in the characters of RFC 3986, others percent-encoded as %XX (a host in punycode, xn--...); '${uri}' is not`);
+    }
     const host = url.protocol === 'http:' || url.protocol === 'https:' ? writtenHost(uri) : undefined;
     if (host === '') {
       throw new errors.InvalidClientMetadata(`${field} must name a host after '${url.protocol}//'; '${uri}' names none`);
@@ -326,6 +331,9 @@ function checkRedirectUriList(field: string, uris: unknown): void {
     }
   }
 }
+
+/** Only RFC 3986's characters (unreserved, reserved), and `%` only before two hex digits. */
+const RFC_3986_URI = /^(?:[A-Za-z0-9\-._~:/?#[\]@!$&'()*+,;=]|%[0-9A-Fa-f]{2})*$/;
 
 /** The host of an http or https URI as written (writtenAuthority, without userinfo and port): '' when none is written. */
 function writtenHost(uri: string): string {

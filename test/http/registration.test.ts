@@ -459,6 +459,10 @@ describe('client registration', () => {
       ['loopback written as 127.1', 'http://127.1/cb', /write loopback as 127\.0\.0\.1, \[::1\] or localhost/],
       ['loopback written in hexadecimal', 'http://0x7f000001:8080/cb', /write loopback as/],
       ['the IPv6 loopback written in full', 'http://[0:0:0:0:0:0:0:1]/cb', /write loopback as/],
+      ['a character RFC 3986 does not allow', 'https://app.example.com/cb\u00fc', /characters of RFC 3986/],
+      ['an angle bracket', 'https://app.example.com/cb<x>', /characters of RFC 3986/],
+      ['a percent sign before no two hex digits', 'https://app.example.com/cb%zz', /characters of RFC 3986/],
+      ['a quote', 'https://app.example.com/c"b', /characters of RFC 3986/],
     ];
     for (const [label, uri, description] of refused) {
       it(`refuses ${label} (${uri}) with 400 invalid_redirect_uri saying what to fix`, async () => {
