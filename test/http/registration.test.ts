@@ -510,6 +510,23 @@ describe('client registration', () => {
       await expectRefusal(response, 400, 'invalid_client_metadata', /initial access token/i);
     });
 
+    it('refuses an initial or registration access token sent in the URL with 400 invalid_request and its Bearer challenge (RFC 6750 2.3, 3), registering nothing', async () => {
+      const iat = await initialAccessToken(server, admin.workspaces[0]!.id);
+      const before = (await server.admin(['client', 'list', '--json'])).stdout;
+      const registration = await fetch(`${server.issuer}/oauth/register?access_token=${encodeURIComponent(iat)}`, {
+        method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ client_name: 'Token In The URL', grant_types: ['client_credentials'], redirect_uris: [] }),
+      });
+      expect(registration.headers.get('www-authenticate')).to.match(/^Bearer error="invalid_request", error_description="send the access token in the Authorization header/);
+      await expectRefusal(registration, 400, 'invalid_request', /Authorization header/);
+      expect((await server.admin(['client', 'list', '--json'])).stdout, 'no client registered').to.equal(before);
+      expect((await register(server.issuer, { client_name: 'Token In The Header', grant_types: ['client_credentials'], redirect_uris: [] }, iat)).status, 'the token, unused, in the header').to.equal(201);
+
+      const own = await registerClient(server.issuer);
+      const read = await fetch(`${own.registration_client_uri}?access_token=${encodeURIComponent(own.registration_access_token)}`);
+      expect(read.headers.get('www-authenticate')).to.match(/^Bearer error="invalid_request"/);
+      await expectRefusal(read, 400, 'invalid_request', /Authorization header/);
+    });
+
     it('refuses grant_types and response_types that contradict each other, or leave no grant to get a token with (RFC 7591 2.1)', async () => {
       const iat = await initialAccessToken(server, admin.workspaces[0]!.id);
       const cases: Array<[Json, string | undefined, RegExp]> = [

@@ -9,6 +9,7 @@ import { REGISTRATION_BODY_MAX } from '../../clients/registration_hygiene.ts';
 import { bearerCors } from '../../resource/cors.ts';
 import { HttpError } from '../../shared/http_error.ts';
 import { peekBody, replaceBody } from '../request_body.ts';
+import { refuseTokenInQuery } from './token_in_query.ts';
 import { hideServerKeptMetadata, registrationBodyTyped, registrationBodyLimit, registrationTooLarge } from './registration.ts';
 
 /**
@@ -17,7 +18,8 @@ import { hideServerKeptMetadata, registrationBodyTyped, registrationBodyLimit, r
  *
  * Before the engine:
  * 1. CORS: a browser-based client that registered from its page manages its registration from
- *    there too (the credential is the registration access token, never a cookie);
+ *    there too (the credential is the registration access token, never a cookie); the token in
+ *    the URL is refused with its challenge (token_in_query.ts);
  * 2. a body over the registration limit is refused before anything reads it, and one without a
  *    Content-Type for that (registration.ts);
  * 3. an update's `client_secret` is checked against the stored hash (checkSecretOnUpdate).
@@ -29,7 +31,7 @@ import { hideServerKeptMetadata, registrationBodyTyped, registrationBodyLimit, r
  * 6. nor what the server keeps about the client (registration.ts).
  */
 export function clientManagementEndpoint(clients: ModelStore, registrationAccessTokens: ModelStore): Middleware[] {
-  return [bearerCors('GET, PUT, DELETE'), registrationBodyLimit, registrationBodyTyped, hideStoredSecret, hideServerKeptMetadata, giveBackTokenClaim(registrationAccessTokens), checkSecretOnUpdate(clients)];
+  return [bearerCors('GET, PUT, DELETE'), refuseTokenInQuery, registrationBodyLimit, registrationBodyTyped, hideStoredSecret, hideServerKeptMetadata, giveBackTokenClaim(registrationAccessTokens), checkSecretOnUpdate(clients)];
 }
 
 /** Once answered, the registration access token's claim is given back: only a failed request's token is still there to take it. */

@@ -12,6 +12,7 @@ import { bearerCors } from '../../resource/cors.ts';
 import { HttpError } from '../../shared/http_error.ts';
 import { undoRegistrationWrites } from '../../engine/registration_writes.ts';
 import { discardBody, peekBody, typedBody } from '../request_body.ts';
+import { refuseTokenInQuery } from './token_in_query.ts';
 
 export interface RegistrationEndpointDependencies {
   provider: Provider;
@@ -25,6 +26,7 @@ export interface RegistrationEndpointDependencies {
  *
  * Before the engine:
  * 1. CORS: browser-based clients (MCP hosts running in a page) register from another origin;
+ *    an initial access token in the URL is refused (token_in_query.ts);
  * 2. a body over REGISTRATION_BODY_MAX is refused before anything parses it, and one sent without
  *    a Content-Type (which the engine would read as no body) is refused for that;
  * 3. the rate limit: registrations per client address (src/rate_limits/);
@@ -38,7 +40,10 @@ export interface RegistrationEndpointDependencies {
  */
 export function registrationEndpoint({ provider, accounts, rateLimits }: RegistrationEndpointDependencies): { preflight: Middleware; post: Middleware[] } {
   const cors = bearerCors('POST');
-  return { preflight: cors, post: [cors, registrationBodyLimit, registrationBodyTyped, rateLimits.registration, hideServerKeptMetadata, undoFailedRegistration(provider), registrationWorkspace(provider, accounts)] };
+  return {
+    preflight: cors,
+    post: [cors, refuseTokenInQuery, registrationBodyLimit, registrationBodyTyped, rateLimits.registration, hideServerKeptMetadata, undoFailedRegistration(provider), registrationWorkspace(provider, accounts)],
+  };
 }
 
 /** Registration and RFC 7592 update bodies are JSON. */
