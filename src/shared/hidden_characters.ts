@@ -52,7 +52,15 @@ export function hasControlCharacter(text: string): boolean {
   return /[\p{Cc}\u2028\u2029]/u.test(text);
 }
 
-/** Whether `text` shows nothing at all: spaces, control characters and the characters above only. */
+/**
+ * What draws nothing where it stands alone: white space, control and format characters, every code
+ * point Unicode says to show nothing for unless it is supported (Default_Ignorable_Code_Point: the
+ * joiners, variation selectors, tags, fillers and the code points kept for more of them), and the
+ * blank Braille pattern.
+ */
+const DRAWS_NOTHING = /^[\p{White_Space}\p{Cc}\p{Cf}\p{Default_Ignorable_Code_Point}\u2800]*$/u;
+
+/** Whether `text` shows nothing at all: made only of characters that draw nothing (the joiners included, which need a character to join). */
 export function showsNothing(text: string): boolean {
-  return withoutHiddenCharacters(text).replace(/[\p{Cc}\u2028\u2029]/gu, '').trim() === '';
+  return DRAWS_NOTHING.test(text);
 }

@@ -523,6 +523,21 @@ describe('data API', function () {
       expect(kept.body.data.company.name).to.equal('\u200bAcme');
     });
 
+    it('refuses a required text of any other characters that draw nothing alone: joiners, variation selectors, tags, format characters, fillers, the blank Braille pattern', async () => {
+      const drawNothing = ['\u200d', '\u200c', '\u034f', '\u180b', '\ufe00', '\ufe0f', '\u{e0100}', '\u{e0041}', '\u2800', '\u{1d173}', '\u17b4', '\u2065', '\u200d\u2800 '];
+      for (const name of drawNothing) {
+        const refused = await api<ErrorBody>(server, '/rest/companies', { credential: keyC, json: { name } });
+        expect([refused.status, refused.body.error], JSON.stringify(name)).to.deep.equal([400, 'invalid_request']);
+        expect(refused.body.error_description, JSON.stringify(name)).to.match(/^name: required, cannot be empty/);
+      }
+      // What they join or vary is shown: kept as sent.
+      for (const name of ['\u{1f469}\u200d\u{1f4bb}', '\u2764\ufe0f', '\u0645\u200c\u0634']) {
+        const kept = await api<{ data: { company: Company } }>(server, '/rest/companies', { credential: keyC, json: { name } });
+        expect(kept.status, JSON.stringify(name)).to.equal(201);
+        expect(kept.body.data.company.name).to.equal(name);
+      }
+    });
+
     it('reads a body in a content coding named in any case (RFC 9110 section 8.4.1)', async () => {
       for (const coding of ['GZIP', ' Gzip ']) {
         const created = await api<{ data: { company: Company } }>(server, '/rest/companies', {
