@@ -58,29 +58,49 @@ export function rememberEngineRefusal(ctx: Context, error: unknown): void {
 export function errorMapping(logger: Logger): Middleware {
   return async (ctx, next) => {
     try {
-      await next();
-      if (isEngineBodyTooLarge(ctx)) answerTooLarge(ctx);
-      const engineError: unknown = ctx.state.engineError;
-      if (engineError instanceof HttpError && ctx.status >= 500) {
-        // A refusal from below the engine (its storage adapter): answered as thrown, nothing failed.
-        await answer(ctx, engineError);
-      } else if (engineError !== undefined && ctx.status >= 500) {
-        if (isBackendOutage(engineError)) await answerOutageIn(ctx);
-        logServerError(logger, ctx, engineError);
-      }
-      if (ctx.status >= 400) finishEngineErrorBody(ctx);
-    } catch (error) {
-      if (isBackendOutage(error)) {
-        await answerOutageIn(ctx);
-        logServerError(logger, ctx, error);
-        return;
-      }
-      const refusal = asRefusal(error);
-      // Logged with the status it is answered with: what the request had reached when it failed is no answer.
-      if (!refusal) logServerError(logger, ctx, error, 500);
-      await answer(ctx, refusal ?? new HttpError(500, 'server_error', 'the server could not complete the request'));
+      await mapErrors(ctx, next, logger);
+    } finally {
+      exposeRetryAfter(ctx);
     }
   };
+}
+
+async function mapErrors(ctx: Context, next: () => Promise<unknown>, logger: Logger): Promise<void> {
+  try {
+    await next();
+    if (isEngineBodyTooLarge(ctx)) answerTooLarge(ctx);
+    const engineError: unknown = ctx.state.engineError;
+    if (engineError instanceof HttpError && ctx.status >= 500) {
+      // A refusal from below the engine (its storage adapter): answered as thrown, nothing failed.
+      await answer(ctx, engineError);
+    } else if (engineError !== undefined && ctx.status >= 500) {
+      if (isBackendOutage(engineError)) await answerOutageIn(ctx);
+      logServerError(logger, ctx, engineError);
+    }
+    if (ctx.status >= 400) finishEngineErrorBody(ctx);
+  } catch (error) {
+    if (isBackendOutage(error)) {
+      await answerOutageIn(ctx);
+      logServerError(logger, ctx, error);
+      return;
+    }
+    const refusal = asRefusal(error);
+    // Logged with the status it is answered with: what the request had reached when it failed is no answer.
+    if (!refusal) logServerError(logger, ctx, error, 500);
+    await answer(ctx, refusal ?? new HttpError(500, 'server_error', 'the server could not complete the request'));
+  }
+}
+
+/**
+ * A browser client reads Retry-After, which every 429 and 503 carries, only when CORS exposes it:
+ * exposed on every answer a page on another origin may read (Access-Control-Allow-Origin set).
+ */
+function exposeRetryAfter(ctx: Context): void {
+  if (!ctx.response.get('Retry-After') || !ctx.response.get('Access-Control-Allow-Origin')) return;
+  // Koa answers undefined for a header not set, whatever its types say.
+  const exposed = String(ctx.response.get('Access-Control-Expose-Headers') ?? '');
+  if (exposed.split(',').some((name) => name.trim().toLowerCase() === 'retry-after')) return;
+  ctx.set('Access-Control-Expose-Headers', exposed ? `${exposed}, Retry-After` : 'Retry-After');
 }
 
 /** An HttpError, or a 4xx that a library (the body parser) threw for the client to see, as one. */

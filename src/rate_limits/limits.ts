@@ -222,7 +222,6 @@ function dataApiLimit(perCredential: Counter, credentialOf: RequestKeys['dataApi
     if (wait === undefined) return next();
     throw new HttpError(429, 'too_many_requests', `too many requests with this credential (${describe(perCredential)}); retry after ${inWords(wait)}`, {
       'Retry-After': String(wait),
-      'Access-Control-Expose-Headers': exposedWithRetryAfter(ctx),
     });
   };
 }
@@ -235,7 +234,6 @@ function failedCredentialLimit(perAddress: Counter, addressOf: AddressOf): Faile
       return new HttpError(429, refusal.code, `${refusal.description}; too many failed credentials from this address (${describe(perAddress)}); retry after ${inWords(wait)}`, {
         ...refusal.headers,
         'Retry-After': String(wait),
-        ...(ctx.response.get('Access-Control-Allow-Origin') ? { 'Access-Control-Expose-Headers': exposedWithRetryAfter(ctx) } : {}),
       });
     },
   };
@@ -267,20 +265,11 @@ function introspectionLimit(failedCredentials: FailedCredentials): Middleware {
  */
 function oauthRefusal(ctx: Context, wait: number, description: string): HttpError {
   const headers: Record<string, string> = { 'Retry-After': String(wait) };
-  // A browser client reads the refusal and its Retry-After (the token endpoint's own CORS comes
-  // from the engine, which is not reached); nothing in it is for one origin only, and no cookie
-  // goes to these endpoints.
-  if (ctx.get('Origin')) {
-    if (!ctx.response.get('Access-Control-Allow-Origin')) headers['Access-Control-Allow-Origin'] = '*';
-    headers['Access-Control-Expose-Headers'] = exposedWithRetryAfter(ctx);
-  }
+  // A browser client reads the refusal, and its Retry-After, which the host's error mapping
+  // exposes (the token endpoint's own CORS comes from the engine, which is not reached); nothing
+  // in it is for one origin only, and no cookie goes to these endpoints.
+  if (ctx.get('Origin') && !ctx.response.get('Access-Control-Allow-Origin')) headers['Access-Control-Allow-Origin'] = '*';
   return new HttpError(429, 'temporarily_unavailable', `${description}; retry after ${inWords(wait)}`, headers);
-}
-
-/** A browser client may read Retry-After only if CORS exposes it. */
-function exposedWithRetryAfter(ctx: Context): string {
-  const exposed = ctx.response.get('Access-Control-Expose-Headers');
-  return exposed ? `${exposed}, Retry-After` : 'Retry-After';
 }
 
 function describe({ rule }: Counter): string {

@@ -6,6 +6,7 @@ import { expect } from 'chai';
 import { codeRequest, exchangeCode, management, postCredentials, register, registerClient, tokenRequest } from '../support/oauth.ts';
 import type { RedisClient } from '../../adapters/redis/connection.ts';
 import { rawRedis, redisCli, startRedis, type RedisServer } from '../support/redis.ts';
+import { createApiKey } from '../support/data_api.ts';
 import { seedUser, startServer, type TestServer } from '../support/server.ts';
 import { UserAgent, authorize, field, formAction } from '../support/user_agent.ts';
 import { eventually, sleep } from '../support/wait.ts';
@@ -284,6 +285,30 @@ describe('the embedded store while another process holds its write lock', functi
       const stored = await management(client.registration_client_uri, client.registration_access_token);
       expect(stored.status, 'the client was stored').to.equal(200);
       expect(await stored.json()).to.include({ client_name: 'Waits Its Turn' });
+    } finally {
+      if (other.isTransaction) other.exec('ROLLBACK');
+      other.close();
+    }
+  });
+
+  it('lets a browser client read the Retry-After of a 503 (CORS exposes it): registration and the data API', async () => {
+    const user = await seedUser(server);
+    const { key } = await createApiKey(server, user.workspaces[0]!.id);
+    const other = new DatabaseSync(server.store.replace(/^sqlite:/, ''));
+    try {
+      other.exec('BEGIN IMMEDIATE');
+      const fromPage = { origin: 'https://app.example', 'content-type': 'application/json' };
+      const answers = await Promise.all([
+        fetch(`${server.issuer}/oauth/register`, { method: 'POST', headers: fromPage, body: JSON.stringify({ client_name: 'From A Page', redirect_uris: ['https://app.example/cb'] }) }),
+        fetch(`${server.issuer}/rest/companies`, { method: 'POST', headers: { ...fromPage, authorization: `Bearer ${key}` }, body: JSON.stringify({ name: 'From A Page' }) }),
+      ]);
+      for (const [i, answer] of answers.entries()) {
+        expect(answer.status, `answer ${i}`).to.equal(503);
+        expect(answer.headers.get('retry-after'), `answer ${i}`).to.match(/^\d+$/);
+        expect(answer.headers.get('access-control-allow-origin'), `answer ${i}`).to.equal('*');
+        const exposed = (answer.headers.get('access-control-expose-headers') ?? '').split(',').map((name) => name.trim().toLowerCase());
+        expect(exposed, `answer ${i}`).to.include('retry-after');
+      }
     } finally {
       if (other.isTransaction) other.exec('ROLLBACK');
       other.close();
