@@ -512,6 +512,34 @@ describe('data API', function () {
       expect(next.status, 'the parameters a list takes still work').to.equal(200);
     });
 
+    it('refuses query parameters on a request that takes none (a create, a read, an update, a delete, the Metadata API), changing nothing, rather than doing it as if they were not there', async () => {
+      const company = await createCompany(keyC, 'Not Dry');
+      const attempts: Array<[string, string, Record<string, unknown> | undefined]> = [
+        ['POST', '/rest/companies?upsert=true', { name: 'Upserted' }],
+        ['GET', `/rest/companies/${company.id}?fields=name`, undefined],
+        ['PATCH', `/rest/companies/${company.id}?dryRun=true`, { city: 'Dry Run' }],
+        ['DELETE', `/rest/companies/${company.id}?dryRun=true`, undefined],
+        ['GET', '/rest/metadata/objects?limit=1', undefined],
+        ['GET', '/rest/metadata/objects/companies?expand=fields', undefined],
+      ];
+      for (const [method, path, json] of attempts) {
+        const refused = await api<ErrorBody>(server, path, { credential: keyC, method, ...(json ? { json } : {}) });
+        expect([refused.status, refused.body.error], `${method} ${path}`).to.deep.equal([400, 'invalid_request']);
+        expect(refused.body.error_description, `${method} ${path}`).to.match(/this request takes no query parameters/);
+      }
+      const kept = await api<{ data: { company: Company } }>(server, `/rest/companies/${company.id}`, { credential: keyC });
+      expect(kept.status, 'not deleted').to.equal(200);
+      expect(kept.body.data.company.city ?? null, 'not changed').to.equal(null);
+      const names: string[] = [];
+      for (let cursor = ''; ;) {
+        const page = await api<ListBody<'companies', Company>>(server, `/rest/companies?limit=100${cursor && `&starting_after=${cursor}`}`, { credential: keyC });
+        names.push(...page.body.data.companies.map(({ name }) => name));
+        if (!page.body.pageInfo.hasNextPage) break;
+        cursor = page.body.pageInfo.endCursor!;
+      }
+      expect(names, 'nothing created').to.include('Not Dry').and.not.include('Upserted');
+    });
+
     it('refuses a required text that shows nothing: spaces, control or invisible characters only', async () => {
       for (const name of ['', '   ', '\u00a0\u3000', '\u200b', '\u0000', '\u00ad\u2060', '\u180e', '\ufeff ']) {
         const refused = await api<ErrorBody>(server, '/rest/companies', { credential: keyC, json: { name } });
