@@ -17,6 +17,9 @@ export function recordId(value: unknown): string | undefined {
   return typeof value === 'string' && UUID.test(value) ? value.toLowerCase() : undefined;
 }
 
+/** The most of an unknown field's name an error repeats, as of an unknown object's or id. */
+const NAME_SHOWN_MAX = 64;
+
 /**
  * Checks a create (`creating`) or update body against the object's fields and returns the
  * changes it asks for; every problem is named in one 400, so a developer fixes them in one go.
@@ -30,7 +33,8 @@ export function validateBody(object: ObjectDefinition, body: unknown, creating: 
   const changes: Changes = {};
   for (const [name, value] of Object.entries(body)) {
     const field = fields.get(name);
-    if (!field) problems.push(`${name}: no such field on ${object.namePlural}`);
+    // Named as far as it can be a field's name: a 20,000-character key is not sent back whole.
+    if (!field) problems.push(`${name.slice(0, NAME_SHOWN_MAX)}${name.length > NAME_SHOWN_MAX ? '...' : ''}: no such field on ${object.namePlural}`);
     else if (field.readOnly) problems.push(`${name}: set by the server, cannot be given`);
     else {
       const problem = checkValue(field, value);

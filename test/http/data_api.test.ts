@@ -551,6 +551,13 @@ describe('data API', function () {
       expect(kept.body.data.company.name).to.equal('\u200bAcme');
     });
 
+    it('names an unknown field back only as far as a name goes: a 20,000-character one is cut short, not repeated whole', async () => {
+      const name = 'x'.repeat(20_000);
+      const refused = await api<ErrorBody>(server, '/rest/companies', { credential: keyC, json: { name: 'Acme', [name]: 1 } });
+      expect([refused.status, refused.body.error]).to.deep.equal([400, 'invalid_request']);
+      expect(refused.body.error_description).to.equal(`${'x'.repeat(64)}...: no such field on companies`);
+    });
+
     it('refuses a required text of any other characters that draw nothing alone: joiners, variation selectors, tags, format characters, fillers, the blank Braille pattern', async () => {
       const drawNothing = ['\u200d', '\u200c', '\u034f', '\u180b', '\ufe00', '\ufe0f', '\u{e0100}', '\u{e0041}', '\u2800', '\u{1d173}', '\u17b4', '\u2065', '\u200d\u2800 '];
       for (const name of drawNothing) {
