@@ -1,22 +1,36 @@
+import { digest } from '../shared/digest.ts';
 import { invalidRequest } from '../shared/http_error.ts';
 
 export const DEFAULT_PAGE_SIZE = 20;
 export const MAX_PAGE_SIZE = 100;
 
-/**
- * A cursor names a position in one object's list. Opaque to clients (base64url), bound to the
- * object so a cursor from another list is refused rather than silently misread.
- */
-export function encodeCursor(object: string, position: number): string {
-  return Buffer.from(`${object}:${position}`).toString('base64url');
+/** A list a cursor is of: one object's records in one workspace. */
+export interface CursorList {
+  workspaceId: string;
+  object: string;
 }
 
-export function decodeCursor(object: string, cursor: string): number {
-  const match = /^([a-z]+):(\d{1,15})$/.exec(Buffer.from(cursor, 'base64url').toString('utf8'));
-  if (!match || match[1] !== object || encodeCursor(object, Number(match[2])) !== cursor) {
+/**
+ * A cursor names a position in one list. Opaque to clients (base64url), bound to the object and
+ * the workspace (by a digest of its id), so a cursor from another list, another workspace's
+ * included, is refused rather than silently read as a position in this one: a client holding
+ * credentials for two workspaces that mixed up their cursors would otherwise get a page short.
+ */
+export function encodeCursor(list: CursorList, position: number): string {
+  return Buffer.from(`${list.object}:${position}:${workspaceTag(list.workspaceId)}`).toString('base64url');
+}
+
+export function decodeCursor(list: CursorList, cursor: string): number {
+  const match = /^([a-z]+):(\d{1,15}):[A-Za-z0-9_-]+$/.exec(Buffer.from(cursor, 'base64url').toString('utf8'));
+  if (!match || match[1] !== list.object || encodeCursor(list, Number(match[2])) !== cursor) {
     throw invalidRequest('starting_after is not a cursor of this list; use the endCursor of the previous page');
   }
   return Number(match[2]);
+}
+
+/** Enough of a digest of the workspace's id to tell one workspace's cursors from another's. */
+function workspaceTag(workspaceId: string): string {
+  return digest(workspaceId).slice(0, 8);
 }
 
 export function pageSize(limit: string | string[] | undefined): number {

@@ -46,7 +46,8 @@ export class CoreApi {
     const limit = pageSize(request.limit);
     const startingAfter = request.startingAfter;
     if (Array.isArray(startingAfter)) throw invalidRequest('give starting_after once');
-    const after = startingAfter === undefined ? 0 : decodeCursor(object.namePlural, startingAfter);
+    const list = { workspaceId, object: object.namePlural };
+    const after = startingAfter === undefined ? 0 : decodeCursor(list, startingAfter);
     const page = await this.#records.list(workspaceId, object.namePlural, after, limit);
     const shown = await this.#present(workspaceId, object, page.records);
     const first = page.records[0];
@@ -55,8 +56,8 @@ export class CoreApi {
       data: { [object.namePlural]: shown },
       pageInfo: {
         hasNextPage: page.hasMore,
-        startCursor: first ? encodeCursor(object.namePlural, first.position) : null,
-        endCursor: last ? encodeCursor(object.namePlural, last.position) : null,
+        startCursor: first ? encodeCursor(list, first.position) : null,
+        endCursor: last ? encodeCursor(list, last.position) : null,
       },
       totalCount: page.total,
     };
