@@ -21,6 +21,8 @@ export interface InteractionDependencies extends ConsentDependencies {
 
 type FormBody = Record<string, unknown>;
 
+const WORKSPACE_NOT_YOURS = 'The workspace you chose is not one of yours, or no longer: nothing was shared with the application. Choose one of your workspaces.';
+
 /** The login and consent pages the engine sends the browser to, and their form handlers. */
 export function interactionRouter(deps: InteractionDependencies): Router {
   const { provider, csrf, basePath } = deps;
@@ -119,7 +121,9 @@ export function interactionRouter(deps: InteractionDependencies): Router {
     const chosen = typeof body.workspace === 'string' ? await deps.accounts.membershipIn(accountId, body.workspace) : undefined;
     if (!chosen) {
       ctx.status = 400;
-      return showConsent(ctx, deps, details, 'Choose one of your workspaces.');
+      // A workspace named that is not the user's: one they were removed from while the page was open, most likely.
+      const named = typeof body.workspace === 'string' && body.workspace !== '';
+      return showConsent(ctx, deps, details, named ? WORKSPACE_NOT_YOURS : 'Choose one of your workspaces.');
     }
     const grantId = await saveGrant(deps, details, accountId, chosen.id);
     await finishInteraction(ctx, provider, { consent: { grantId } }, { mergeWithLastSubmission: true });

@@ -84,6 +84,22 @@ describe('the consent form\'s answers', function () {
     expect(await grantsOfUser(), 'no grant for the deleted application').to.equal(grantsBefore);
   });
 
+  it('says the workspace chosen is no longer the user\'s when they were removed from it while the page was open, and grants nothing there', async () => {
+    const twoPlaces = await seedUser(server, [{ workspace: 'Left Co', role: 'member' }, { workspace: 'Stayed Co' }]);
+    const agent = new UserAgent();
+    const { action, form } = await consentPage(agent, twoPlaces);
+    const store = openStore(server.store);
+    try {
+      await new Accounts(store.accounts).removeMember(twoPlaces.id, twoPlaces.workspaces[0]!.id);
+    } finally {
+      await store.close();
+    }
+    const answer = await agent.request(action, { form: form('allow') });
+    expect(answer.status).to.equal(400);
+    const html = await answer.text();
+    expect(html).to.contain('The workspace you chose is not one of yours, or no longer').and.contain('Stayed Co').and.not.contain('Left Co');
+  });
+
   describe('answered by a user in no workspace', () => {
     it('tells the application access_denied, on the page that lets the user sign out, when their only workspace was deleted before they answered', async () => {
       const loner = await seedUser(server, [{ workspace: 'Soon Gone Co' }]);
