@@ -1,3 +1,4 @@
+import Bourne from '@hapi/bourne';
 import { CallToolRequestSchema, InitializeRequestSchema, JSONRPCMessageSchema, ListToolsRequestSchema, PingRequestSchema } from '@modelcontextprotocol/sdk/types.js';
 
 /**
@@ -40,6 +41,8 @@ const REQUEST_SCHEMAS: Readonly<Record<string, { safeParse(value: unknown): { su
  */
 export function invalidParams(body: unknown, toolNames: ReadonlySet<string>): string | undefined {
   if (typeof body !== 'object' || body === null || Array.isArray(body) || !('id' in body)) return undefined;
+  // Refused as the data API refuses it: the SDK's schemas would drop it without a word.
+  if (holdsPrototypeKey(body)) return 'Invalid params: __proto__: no object has such a field';
   const { method } = body as { method?: unknown };
   const schema = typeof method === 'string' && Object.hasOwn(REQUEST_SCHEMAS, method) ? REQUEST_SCHEMAS[method] : undefined;
   if (!schema) return undefined;
@@ -52,4 +55,14 @@ export function invalidParams(body: unknown, toolNames: ReadonlySet<string>): st
   if (method !== 'tools/call') return undefined;
   const name = String((body as { params?: { name?: unknown } }).params?.name);
   return toolNames.has(name) ? undefined : `Unknown tool: ${name.slice(0, 100)} (the tools are ${[...toolNames].join(', ')})`;
+}
+
+/** Whether a parsed message holds a `__proto__` key anywhere (JSON.parse keeps one as an own property). */
+function holdsPrototypeKey(body: object): boolean {
+  try {
+    Bourne.scan(body, { protoAction: 'error' });
+    return false;
+  } catch {
+    return true;
+  }
 }

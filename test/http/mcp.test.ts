@@ -289,6 +289,17 @@ describe('the MCP endpoint (/mcp)', function () {
     expect((badArguments.body.result as unknown as ToolResult | undefined)?.isError).to.equal(true);
   });
 
+  it('refuses a __proto__ key in a call\'s arguments as the data API does, with -32602 Invalid params under the request\'s id, and creates nothing', async () => {
+    const before = await tool(credentials.key!, 'list_records', { object: 'companies', limit: 100 });
+    const body = '{"jsonrpc":"2.0","id":7,"method":"tools/call","params":{"name":"create_record","arguments":{"object":"companies","fields":{"name":"Proto Co","__proto__":{"admin":true}}}}}';
+    const answer = await send(credentials.key!, body, '2025-11-25');
+    expect(answer.status).to.equal(200);
+    expect(JSON.parse(answer.text)).to.deep.equal({ jsonrpc: '2.0', id: 7, error: { code: -32602, message: 'Invalid params: __proto__: no object has such a field' } });
+    const after = await tool(credentials.key!, 'list_records', { object: 'companies', limit: 100 });
+    const total = (result: ToolResult) => (JSON.parse(result.content[0]!.text) as { totalCount: number }).totalCount;
+    expect(total(after), 'nothing created').to.equal(total(before));
+  });
+
   it('refuses a batch under MCP 2025-06-18 and later, which take one message per request, an empty batch under any version, and one reusing a request id; nothing of a refused batch runs', async () => {
     const { key } = await createApiKey(server, workspace);
     const batch = JSON.stringify([createCompany(1, 'Batched 1'), createCompany(2, 'Batched 2')]);
