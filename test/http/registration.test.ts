@@ -510,6 +510,14 @@ describe('client registration', () => {
       await expectRefusal(response, 400, 'invalid_client_metadata', /initial access token/i);
     });
 
+    it('revokes a registration access token presented at another client\'s URI (RFC 7592 2.1): its own client\'s URI then refuses it too', async () => {
+      const mine = await registerClient(server.issuer);
+      const theirs = await registerClient(server.issuer);
+      await expectRefusal(await management(theirs.registration_client_uri, mine.registration_access_token), 401, 'invalid_token');
+      await expectRefusal(await management(mine.registration_client_uri, mine.registration_access_token), 401, 'invalid_token');
+      expect((await management(theirs.registration_client_uri, theirs.registration_access_token)).status, 'the other client\'s own token').to.equal(200);
+    });
+
     it('refuses an initial or registration access token sent in the URL with 400 invalid_request and its Bearer challenge (RFC 6750 2.3, 3), registering nothing', async () => {
       const iat = await initialAccessToken(server, admin.workspaces[0]!.id);
       const before = (await server.admin(['client', 'list', '--json'])).stdout;
