@@ -61,7 +61,7 @@ function checkValue(field: FieldDefinition, value: unknown): string | undefined 
       if (typeof value !== 'string') return 'must be a string';
       // A lone half of a surrogate pair is no character: stored, it would break every client's JSON
       // parser that reads the record back, or any list holding it (RFC 7493 section 2.1).
-      if (!value.isWellFormed()) return 'must be text: it holds half of a surrogate pair (\\ud800-\\udfff) with no other half';
+      if (!value.isWellFormed()) return 'must be text: it holds half of a surrogate pair (a code unit from U+D800 to U+DFFF) with no other half';
       if (field.required && showsNothing(value)) return 'required, cannot be empty (or hold only spaces, control or invisible characters)';
       if (field.maxLength !== undefined && characters(value) > field.maxLength) return `at most ${field.maxLength} characters`;
       if (field.type === 'EMAIL' && !EMAIL.test(value)) return 'must be an email address';
