@@ -147,7 +147,7 @@ export const SCHEMA = {
   ),
   DPOP_NONCE_REQUIRED: withDefault(
     'off',
-    '`on`: every DPoP proof, at the token endpoint and at the APIs, must carry a nonce this server handed out (`DPoP-Nonce`; a proof without one is answered `use_dpop_nonce` with a fresh nonce). `off`: a proof made within the last 5 minutes is enough, and a nonce is asked for only when its `iat` is not. Nonces bound how long a proof made in advance stays usable. See [DPoP](api-guide.md#dpop-sender-constrained-tokens)',
+    '`on`: every DPoP proof, at the token endpoint and at the APIs, must carry a nonce this server handed out (`DPoP-Nonce`; a proof without one is answered `use_dpop_nonce` with a fresh nonce). `off`: a proof whose `iat` is within 5 minutes of the server clock, either way (the window the engine keeps), is enough, and a nonce is asked for only when it is not. Nonces bound how long a proof made in advance stays usable. See [DPoP](api-guide.md#dpop-sender-constrained-tokens)',
     onOff,
   ),
   FAPI: withDefault(
