@@ -178,10 +178,10 @@ export class MetadataDocuments {
         throw new DocumentNotServed(`${documentHost(url)} answered ${response.status}`);
       }
       const body = await response.text();
-      if (!isWorthKeeping(url, body)) {
+      const failure = whyNotWorthKeeping(url, body);
+      if (failure) {
         // The engine says what is wrong with it; the store keeps only that the fetch failed, so
         // made-up URLs answering junk cost the store nothing but a short-lived mark.
-        const failure = jsonObject(body) === undefined ? 'the document is not JSON' : 'the document names another client_id';
         await this.#documents.upsert(digest(url), { url, failedAt: now, failure } satisfies StoredDocument, failureSeconds);
         return documentResponse(url, body, 0);
       }
@@ -255,13 +255,15 @@ function isWithdrawal(status: number): boolean {
 }
 
 /**
- * Whether a fetched body can be what it was fetched as: a client's metadata document (a JSON
- * object whose client_id is its URL) or a key set (a JSON object with `keys`). Anything else the
- * engine refuses at once; keeping it would let anyone fill the store by naming URLs that answer junk.
+ * Why a fetched body cannot be what it was fetched as, in words whoever named the URL may read;
+ * undefined when it can: a client's metadata document (a JSON object whose client_id is its URL)
+ * or a key set (a JSON object with `keys`). Anything else the engine refuses at once; keeping it
+ * would let anyone fill the store by naming URLs that answer junk.
  */
-function isWorthKeeping(url: string, body: string): boolean {
+function whyNotWorthKeeping(url: string, body: string): string | undefined {
   const fields = jsonObject(body);
-  return fields !== undefined && (fields.client_id === url || Array.isArray(fields.keys));
+  if (fields === undefined) return 'the document is not JSON';
+  return fields.client_id === url || Array.isArray(fields.keys) ? undefined : 'the document names another client_id';
 }
 
 /** The body as a JSON object; undefined when it is not one. */

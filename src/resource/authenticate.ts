@@ -4,7 +4,7 @@ import { isUserToken, type AccessTokenClaims, type AccessTokenVerifier } from '.
 import { looksLikeApiKey } from '../api_keys/format.ts';
 import type { ApiKeys } from '../api_keys/api_keys.ts';
 import type { FailedCredentials } from '../rate_limits/limits.ts';
-import { accessCredential, missingCredential, refusalOf, untakenToken, type Refusal } from './bearer.ts';
+import { accessCredential, missingCredential, refusalOf, takenToken, type Refusal } from './bearer.ts';
 import type { LiveRoles } from './live_roles.ts';
 import type { Principal } from './principal.ts';
 import { dpopChallenge, senderConstraintRefusal, type DpopPolicy } from './sender_constraint.ts';
@@ -55,13 +55,13 @@ export function authenticate({ audience, verifier, apiKeys, liveRoles, resourceM
       return next();
     }
 
-    const claims = await verifier.verify(credential.token, audience);
-    if (!claims) {
+    const taken = takenToken(await verifier.verify(credential.token), audience, 'this API');
+    if (!('claims' in taken)) {
       // A good token for another API was not guessed: it is not counted as a failure.
-      const untaken = await untakenToken(verifier, credential.token, audience, 'this API');
-      if (untaken.forAnotherApi) throw refusal({ status: 401, error: 'invalid_token', description: untaken.description });
-      throw await failed(ctx, untaken.description);
+      if (taken.forAnotherApi) throw refusal({ status: 401, error: 'invalid_token', description: taken.description });
+      throw await failed(ctx, taken.description);
     }
+    const { claims } = taken;
     const unbound = await senderConstraintRefusal(ctx, credential, claims, dpop);
     if (unbound) throw refusal(unbound);
     if (!(claims.scope ?? '').split(' ').includes(DATA_API_SCOPE)) {

@@ -3,7 +3,7 @@ import type { Context } from 'koa';
 import { inErrorDescriptionCharset } from '../shared/error_description.ts';
 import { HttpError } from '../shared/http_error.ts';
 import { isRepeatedHeader } from '../shared/repeated_headers.ts';
-import type { AccessTokenVerifier } from '../tokens/verifier.ts';
+import { isFor, type AccessTokenClaims } from '../tokens/verifier.ts';
 
 /** How an access token is sent: as a bearer token (RFC 6750), or bound to a key and sent with a proof (RFC 9449). */
 export type Scheme = 'Bearer' | 'DPoP';
@@ -64,24 +64,27 @@ export function headerOrFormCredential(ctx: Context, needed: { description: stri
   return typeof form === 'string' && form !== '' ? { scheme: 'Bearer', token: form } : missingCredential(ctx, needed);
 }
 
-/** Why an access token was not taken: `forAnotherApi` when it is a good token this server issued for another API. */
-export interface UntakenToken {
-  description: string;
-  forAnotherApi: boolean;
-}
-
 /**
- * Says why a token that does not verify for `audience` is refused. A good token issued for another
- * API is a client that asked for the wrong `resource` (or none): told so, and how to ask, rather
- * than that its token is invalid. Its holder can read its `aud` anyway. `here` names what refuses.
+ * A token verified for any API (`verified`, from AccessTokenVerifier.verify without an audience)
+ * as the API `audience` takes it: its claims when it is for that API; else why it is refused, and
+ * whether it is a good token this server issued for another API. One of those is a client that
+ * asked for the wrong `resource` (or none): told so, and how to ask, rather than that its token is
+ * invalid (its holder can read its `aud` anyway). `here` names what refuses.
  */
-export async function untakenToken(verifier: AccessTokenVerifier, token: string, audience: string, here: string): Promise<UntakenToken> {
-  const issuedFor = await verifier.issuedFor(token);
-  if (!issuedFor) return { description: 'the access token is invalid, expired or revoked', forAnotherApi: false };
+export function takenToken(verified: AccessTokenClaims | undefined, audience: string, here: string): { claims: AccessTokenClaims } | UntakenToken {
+  if (!verified) return { description: 'the access token is invalid, expired or revoked', forAnotherApi: false };
+  if (isFor(verified, audience)) return { claims: verified };
+  const issuedFor = Array.isArray(verified.aud) ? verified.aud : [verified.aud ?? ''];
   return {
     description: `the access token was issued for ${issuedFor.join(' ').slice(0, 200)}; ${here} takes tokens issued for ${audience}: ask for one with resource=${audience} (RFC 8707)`,
     forAnotherApi: true,
   };
+}
+
+/** Why an access token was not taken: `forAnotherApi` when it is a good token this server issued for another API. */
+export interface UntakenToken {
+  description: string;
+  forAnotherApi: boolean;
 }
 
 /** What an API that takes DPoP-bound tokens says in its challenges (RFC 9449 section 7.1). */

@@ -13,8 +13,7 @@ import { withNormalPercentEncoding } from '../shared/percent_encoding.ts';
 import { idempotencyKeyOf, type IdempotentCreates } from './idempotency.ts';
 import { MetadataApi } from './metadata.ts';
 import { OBJECTS, type ObjectDefinition } from './objects.ts';
-import { refuseUnknownListParameters } from './pagination.ts';
-import { refuseQueryParameters } from './query_parameters.ts';
+import { refuseUnknownListParameters, takesNoQuery } from './query_parameters.ts';
 import { canWriteRecords, type Principal } from './principal.ts';
 import { CoreApi, OBJECT_NAMES } from './records.ts';
 
@@ -52,14 +51,8 @@ export function dataApi(deps: DataApiDependencies): Middleware {
   router.use(authenticate(deps));
   if (deps.rateLimit) router.use(deps.rateLimit);
 
-  router.get('/metadata/objects', (ctx) => {
-    refuseQueryParameters(Object.keys(ctx.query));
-    ctx.body = metadata.list();
-  });
-  router.get('/metadata/objects/:id', (ctx) => {
-    refuseQueryParameters(Object.keys(ctx.query));
-    ctx.body = metadata.get(ctx.params.id!);
-  });
+  router.get('/metadata/objects', takesNoQuery, (ctx) => { ctx.body = metadata.list(); });
+  router.get('/metadata/objects/:id', takesNoQuery, (ctx) => { ctx.body = metadata.get(ctx.params.id!); });
   const readOnly = () => { throw methodNotAllowed(METADATA_METHODS, 'the Metadata API is read-only: the object types and their fields are fixed'); };
   router.all('/metadata/objects', readOnly);
   router.all('/metadata/objects/:id', readOnly);
@@ -73,27 +66,23 @@ export function dataApi(deps: DataApiDependencies): Middleware {
       refuseUnknownListParameters(Object.keys(ctx.query));
       ctx.body = await core.list(principalOf(ctx), object, { limit: ctx.query.limit, startingAfter: ctx.query.starting_after });
     });
-    router.post(collection, json, async (ctx) => {
-      refuseQueryParameters(Object.keys(ctx.query));
+    router.post(collection, json, takesNoQuery, async (ctx) => {
       const created = await core.create(principalOf(ctx), object, ctx.request.body, idempotencyKeyOf(ctx.headers['idempotency-key']));
       ctx.status = 201;
       ctx.set('Location', `${ctx.path.replace(/\/$/, '')}/${created.id}`);
       if (created.replayed) ctx.set('Idempotent-Replayed', 'true');
       ctx.body = created.body;
     });
-    router.get(record, async (ctx) => {
-      refuseQueryParameters(Object.keys(ctx.query));
+    router.get(record, takesNoQuery, async (ctx) => {
       const found = await core.get(principalOf(ctx), object, ctx.params.id!);
       if (answeredByCondition(ctx)) return;
       ctx.body = found;
     });
-    router.patch(record, json, async (ctx) => {
-      refuseQueryParameters(Object.keys(ctx.query));
+    router.patch(record, json, takesNoQuery, async (ctx) => {
       await refuseUnmatchableCondition(ctx, core, object);
       ctx.body = await core.update(principalOf(ctx), object, ctx.params.id!, ctx.request.body);
     });
-    router.delete(record, async (ctx) => {
-      refuseQueryParameters(Object.keys(ctx.query));
+    router.delete(record, takesNoQuery, async (ctx) => {
       await refuseUnmatchableCondition(ctx, core, object);
       ctx.body = await core.delete(principalOf(ctx), object, ctx.params.id!);
     });

@@ -41,18 +41,3 @@ export function pageSize(limit: string | string[] | undefined): number {
   }
   return value;
 }
-
-/** What a list request may say: its page. */
-const LIST_PARAMETERS: ReadonlySet<string> = new Set(['limit', 'starting_after']);
-
-/**
- * Refuses a list request's query parameters other than limit and starting_after. A list is neither
- * filtered nor sorted: a client that sends `filter` or `order_by` (as another API of these paths
- * takes them) would otherwise act on every record believing it had only some.
- */
-export function refuseUnknownListParameters(names: readonly string[]): void {
-  const unknown = names.filter((name) => !LIST_PARAMETERS.has(name));
-  if (!unknown.length) return;
-  const shown = unknown.slice(0, 5).map((name) => name.slice(0, 64)).join(', ');
-  throw invalidRequest(`${shown}: a list takes only limit and starting_after; it is neither filtered nor sorted (records come in the order they were created)`);
-}

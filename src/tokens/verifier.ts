@@ -34,9 +34,9 @@ const VERIFIED_TOKENS_KEPT = 10_000;
 
 /**
  * Checks access tokens this server issued: signature (ES256, our keys), `typ` at+jwt, issuer,
- * expiry, the audience the caller serves, and that no revocation matches it (its grant revoked,
- * its client deleted, its API removed, the token itself revoked). No store read: the revocation
- * list is mirrored in process.
+ * expiry, and that no revocation matches it (its grant revoked, its client deleted, its API
+ * removed, the token itself revoked); the audience is the caller's to check (isFor). No store
+ * read: the revocation list is mirrored in process.
  */
 export class AccessTokenVerifier {
   readonly #keys: ReturnType<typeof createLocalJWKSet>;
@@ -58,23 +58,14 @@ export class AccessTokenVerifier {
   }
 
   /**
-   * The token's claims, or undefined for anything not valid right now, or not for `audience` (the
-   * API asking; without it, any this server issues tokens for: introspection).
+   * The token's claims, or undefined for anything not valid right now, for whichever API it was
+   * issued: the API asking checks that it is one of its own (isFor; src/resource/bearer.ts
+   * takenToken), so that a good token sent to the wrong API can be told so.
    */
-  async verify(token: string, audience?: string): Promise<AccessTokenClaims | undefined> {
+  async verify(token: string): Promise<AccessTokenClaims | undefined> {
     const claims = await this.#decode(token);
-    if (!claims || (audience !== undefined && !isFor(claims, audience)) || await this.#revocations.isRevoked(claims)) return undefined;
+    if (!claims || await this.#revocations.isRevoked(claims)) return undefined;
     return claims;
-  }
-
-  /**
-   * The APIs a token valid right now was issued for (its `aud`), whichever they are; undefined when
-   * it is not valid for any. For telling a client that sent a good token to the wrong API so.
-   */
-  async issuedFor(token: string): Promise<string[] | undefined> {
-    const claims = await this.verify(token);
-    if (!claims) return undefined;
-    return Array.isArray(claims.aud) ? claims.aud : claims.aud === undefined ? [] : [claims.aud];
   }
 
   /** Signature and claims only, ignoring revocation. */

@@ -7,7 +7,7 @@ import type { Accounts } from '../../accounts/accounts.ts';
 import { looksLikeApiKey } from '../../api_keys/format.ts';
 import { PROFILE_CLAIM_NAMES, profileClaims, type ProfileClaims } from '../../accounts/profile.ts';
 import { isUserToken, type AccessTokenVerifier } from '../../tokens/verifier.ts';
-import { headerOrFormCredential, refusalOf, untakenToken, type Refusal } from '../../resource/bearer.ts';
+import { headerOrFormCredential, refusalOf, takenToken, type Refusal } from '../../resource/bearer.ts';
 import { dpopChallenge, senderConstraintRefusal, type DpopPolicy } from '../../resource/sender_constraint.ts';
 import { bearerCors } from '../../resource/cors.ts';
 import type { FailedCredentials } from '../../rate_limits/limits.ts';
@@ -78,14 +78,14 @@ function answer({ verifier, audience, accounts, signed, failedCredentials, dpop 
         description: 'API keys are not accepted here: userinfo needs an OAuth access token issued to a user, with the profile or openid scope',
       });
     }
-    const claims = await verifier.verify(credential.token, audience);
+    const taken = takenToken(await verifier.verify(credential.token), audience, 'userinfo');
     // A token that does not verify counts against the client address; one that does (for this API or
     // another) is never refused by that count.
-    if (!claims) {
-      const untaken = await untakenToken(verifier, credential.token, audience, 'userinfo');
-      const refused = refusal({ status: 401, error: 'invalid_token', description: untaken.description });
-      throw untaken.forAnotherApi ? refused : await failedCredentials.refused(ctx, refused);
+    if (!('claims' in taken)) {
+      const refused = refusal({ status: 401, error: 'invalid_token', description: taken.description });
+      throw taken.forAnotherApi ? refused : await failedCredentials.refused(ctx, refused);
     }
+    const { claims } = taken;
     const unbound = await senderConstraintRefusal(ctx, credential, claims, dpop);
     if (unbound) throw refusal(unbound);
 
