@@ -30,6 +30,14 @@ export interface Chain {
    * rotation is abandoned, and then rotates.
    */
   inDoubt: boolean;
+  /** When the service last handed it a refresh token (Date.now()). */
+  receivedAt: number;
+  /**
+   * Refused as invalid_grant: the store lost the rotations that made its refresh token, and the
+   * service took that token for a reuse (the user signs in again). Only where the load lets the
+   * store lose writes it acknowledged (MixedLoadOptions.writesMayBeLost); the chain is then left alone.
+   */
+  lost: boolean;
 }
 
 /** One registered client of the service's instances, as a drill's load drives it. */
@@ -68,7 +76,7 @@ export async function openChains(count: number, { instances, client, user, next 
 }
 
 export function newChain(tokens: TokenSet): Chain {
-  return { refreshToken: tokens.refresh_token, consumed: [], inFlight: false, inDoubt: false };
+  return { refreshToken: tokens.refresh_token, consumed: [], inFlight: false, inDoubt: false, receivedAt: Date.now(), lost: false };
 }
 
 /** Records a rotation the client received. */
@@ -76,6 +84,7 @@ export function rotated(chain: Chain, tokens: TokenSet): void {
   chain.consumed.push(chain.refreshToken);
   chain.refreshToken = tokens.refresh_token;
   chain.inDoubt = false;
+  chain.receivedAt = Date.now();
 }
 
 /** Steady load: `step` again and again, a few milliseconds apart, until `load.stopped`; what `step` throws once stopped (a dead server's) ends it quietly. */
@@ -101,13 +110,15 @@ export interface Acknowledged {
   revokedAccessTokens: string[];
   /** Ids of data API records created. */
   records: string[];
+  /** When each revocation and record was acknowledged (Date.now()), by token or id. */
+  at: Map<string, number>;
 }
 
 /**
  * mixedLoad against the service: `client` rotates the chains and revokes access tokens with its
  * credentials, and records are created with the workspace's API key `apiKey`.
  */
-export function serviceLoad({ chains, drill, client, apiKey, paused }: { chains: Chain[]; drill: DrillClient; client: RegisteredClient; apiKey: string; paused?: (chain: Chain) => boolean }) {
+export function serviceLoad({ chains, drill, client, apiKey, paused, writesMayBeLost }: { chains: Chain[]; drill: DrillClient; client: RegisteredClient; apiKey: string } & Pick<MixedLoadOptions, 'paused' | 'writesMayBeLost'>) {
   return mixedLoad({
     chains,
     next: drill.next,
@@ -119,6 +130,7 @@ export function serviceLoad({ chains, drill, client, apiKey, paused }: { chains:
       body: JSON.stringify({ name }),
     }),
     paused,
+    writesMayBeLost,
   });
 }
 
@@ -143,6 +155,12 @@ export interface MixedLoadOptions {
   createRecord: (issuer: string, name: string) => Promise<Response>;
   /** While true for a chain, it is left alone (settled before the failure). */
   paused?: (chain: Chain) => boolean;
+  /**
+   * The store may lose the last writes it acknowledged (a Redis with `appendfsync everysec`
+   * killed while its disk is busy): a refresh refused as invalid_grant then marks its chain lost,
+   * to be checked against when its refresh token was received, rather than unexpected.
+   */
+  writesMayBeLost?: boolean;
 }
 
 /**
@@ -157,7 +175,7 @@ export function mixedLoad(options: MixedLoadOptions) {
   const unexpected: string[] = [];
   const refusedAt: number[] = [];
   const writtenAt: number[] = [];
-  const acknowledged: Acknowledged = { revokedAccessTokens: [], records: [] };
+  const acknowledged: Acknowledged = { revokedAccessTokens: [], records: [], at: new Map() };
   const accessTokens: string[] = [];
   /** Chains refused or cut mid-rotation at least once. */
   const doubted = new Set<Chain>();
@@ -168,7 +186,7 @@ export function mixedLoad(options: MixedLoadOptions) {
     if (!isDocumentedRefusal(response, body)) unexpected.push(`${what}: ${response.status} ${JSON.stringify(body)}`);
     refusedAt.push(Date.now());
   };
-  const rotate = (chain: Chain) => untilStopped({ get stopped() { return load.stopped || (options.paused?.(chain) ?? false); } }, async () => {
+  const rotate = (chain: Chain) => untilStopped({ get stopped() { return load.stopped || chain.lost || (options.paused?.(chain) ?? false); } }, async () => {
     chain.inFlight = true;
     const response = await options.refresh(chain.refreshToken).finally(() => {
       chain.inFlight = false;
@@ -178,6 +196,9 @@ export function mixedLoad(options: MixedLoadOptions) {
       rotated(chain, tokens);
       accessTokens.push(tokens.access_token);
       writtenAt.push(Date.now());
+    } else if (options.writesMayBeLost && response.status === 400 && (await response.clone().json() as { error?: string }).error === 'invalid_grant') {
+      chain.lost = true;
+      chain.inDoubt = false;
     } else {
       chain.inDoubt = true;
       doubted.add(chain);
@@ -190,6 +211,7 @@ export function mixedLoad(options: MixedLoadOptions) {
     const response = await options.revoke(next().issuer, token);
     if (response.status === 200) {
       acknowledged.revokedAccessTokens.push(token);
+      acknowledged.at.set(token, Date.now());
       writtenAt.push(Date.now());
       return;
     }
@@ -199,7 +221,9 @@ export function mixedLoad(options: MixedLoadOptions) {
   const createRecords = untilStopped(load, async () => {
     const response = await options.createRecord(next().issuer, `Drill ${acknowledged.records.length}`);
     if (response.status === 201) {
-      acknowledged.records.push((await response.json() as { data: { company: { id: string } } }).data.company.id);
+      const { id } = (await response.json() as { data: { company: { id: string } } }).data.company;
+      acknowledged.records.push(id);
+      acknowledged.at.set(id, Date.now());
       writtenAt.push(Date.now());
       return;
     }
