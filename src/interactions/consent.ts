@@ -9,7 +9,7 @@ import type { ProtectedResource, ProtectedResources } from '../clients/protected
 import { requestedClaimNames } from '../engine/requested_claims.ts';
 import { ENGINE_ROUTES, INTERACTION_PATH } from '../engine/routes.ts';
 import type { GrantWorkspaces } from '../grants/workspaces.ts';
-import { redirectTarget } from '../pages/client_display.ts';
+import { clientDocuments, redirectTarget } from '../pages/client_display.ts';
 import type { CsrfTokens } from '../pages/csrf.ts';
 import { renderPage } from '../pages/render.ts';
 import { describeClaims, SCOPE_DESCRIPTIONS } from '../pages/scope_descriptions.ts';
@@ -66,6 +66,7 @@ export async function showConsent(ctx: Context, deps: ConsentDependencies, detai
   await renderPage(ctx, 'consent', 'Authorize', {
     clientName: client.name,
     client,
+    documents: clientDocuments(client),
     redirectHost: target.label,
     userEmail: user.email,
     signOutUrl: `${basePath}${ENGINE_ROUTES.end_session}`,

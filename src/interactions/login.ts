@@ -3,7 +3,7 @@ import type { Provider } from 'oidc-provider';
 
 import { isVetted } from '../clients/vetting.ts';
 import { INTERACTION_PATH } from '../engine/routes.ts';
-import { clientDisplay, redirectTarget, type ClientDisplay } from '../pages/client_display.ts';
+import { clientDisplay, clientDocuments, redirectTarget, type ClientDisplay } from '../pages/client_display.ts';
 import { renderPage } from '../pages/render.ts';
 import type { CsrfTokens } from '../pages/csrf.ts';
 
@@ -27,6 +27,7 @@ export async function showLogin(ctx: Context, { provider, csrf, basePath }: Logi
   await renderPage(ctx, 'login', 'Sign in', {
     clientName: client.name,
     client,
+    documents: clientDocuments(client),
     action: `${basePath}${INTERACTION_PATH}/${details.uid}/login`,
     csrfToken: csrf.issue(details.uid),
     // OpenID Connect Core 3.1.2.1: login_hint is how the client names the account it expects.

@@ -63,6 +63,26 @@ export function clientDisplay(clientId: string, client: ClientMetadata | undefin
   return display;
 }
 
+/** A document of the application's the pages link to, with the host the link goes to. */
+export interface ClientDocument {
+  label: string;
+  href: string;
+  host: string;
+}
+
+/**
+ * The application's privacy policy and terms of service as the pages link them, each with its
+ * host: an application that registered itself may point them anywhere, so the page says where,
+ * as it does for its website.
+ */
+export function clientDocuments(display: ClientDisplay): ClientDocument[] {
+  const linked: Array<[string, string | undefined]> = [['Privacy policy', display.policyUri], ['Terms of service', display.tosUri]];
+  return linked.flatMap(([label, href]) => {
+    const url = href === undefined ? undefined : URL.parse(href);
+    return url ? [{ label, href: url.href, host: url.host }] : [];
+  });
+}
+
 function webUrl(value: unknown): URL | undefined {
   if (typeof value !== 'string') return undefined;
   const url = URL.parse(value);

@@ -219,6 +219,31 @@ describe('login, consent and error pages: the application\'s logo and documents,
       expect(await page.getByRole('link', { name: 'Privacy policy' }).isVisible()).to.equal(true);
     });
 
+    it('names the host each document link goes to, as the website link does, on the login and consent pages', async function () {
+      const user = await seedUser(server, [{ workspace: 'Document Hosts' }]);
+      const client = await newClient({ policy_uri: 'https://privacy.example/policy', tos_uri: 'https://legal.example.net:8443/terms', client_uri: 'https://app.example/' });
+
+      /** What a reader sees of the links, and what a screen reader says of each document link beside its name. */
+      async function expectHostsNamed(page: Page): Promise<void> {
+        const links = await page.locator('.client-docs-links').innerText();
+        expect(links).to.include('Website (app.example)').and.include('Privacy policy (privacy.example)').and.include('Terms of service (legal.example.net:8443)');
+        for (const [name, host] of [['Privacy policy', 'privacy.example'], ['Terms of service', 'legal.example.net:8443']]) {
+          const link = page.getByRole('link', { name: String(name), exact: true });
+          const description = await link.evaluate((element) => (element.getAttribute('aria-describedby') ?? '').split(' ')
+            .map((id) => document.getElementById(id)?.textContent ?? '').join(' '));
+          expect(description, `${name}: its accessible description`).to.include(String(host));
+        }
+      }
+
+      const page = await open();
+      await page.goto(codeRequest(server.issuer, client.client_id).url);
+      await loginHeading(page).waitFor();
+      await expectHostsNamed(page);
+      await signIn(page, user);
+      await consentHeading(page).waitFor();
+      await expectHostsNamed(page);
+    });
+
     it('never shows one application\'s logo or documents on another\'s pages', async function () {
       const user = await seedUser(server, [{ workspace: 'Two Apps' }]);
       const first = await clientWithDocuments(logos, { client_name: 'First App With Logo' });
