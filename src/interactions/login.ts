@@ -1,16 +1,19 @@
 import type { Context } from 'koa';
 import type { Provider } from 'oidc-provider';
 
+import type { Accounts } from '../accounts/accounts.ts';
 import { isVetted } from '../clients/vetting.ts';
-import { INTERACTION_PATH } from '../engine/routes.ts';
+import { ENGINE_ROUTES, INTERACTION_PATH } from '../engine/routes.ts';
 import { clientDisplay, clientDocuments, redirectTarget, type ClientDisplay } from '../pages/client_display.ts';
 import { renderPage } from '../pages/render.ts';
 import type { CsrfTokens } from '../pages/csrf.ts';
+import { inWords } from '../shared/words.ts';
 
 export type Details = Awaited<ReturnType<Provider['interactionDetails']>>;
 
 export interface LoginPageDependencies {
   provider: Provider;
+  accounts: Accounts;
   csrf: CsrfTokens;
   basePath: string;
 }
@@ -21,9 +24,10 @@ export interface LoginPageDependencies {
  * the first one out once the other has signed in (its sign-out confirmation), then asks the new
  * one for consent, in the same authorization request.
  */
-export async function showLogin(ctx: Context, { provider, csrf, basePath }: LoginPageDependencies, details: Details, form: { email?: string; error?: string; switching?: boolean } = {}) {
+export async function showLogin(ctx: Context, { provider, accounts, csrf, basePath }: LoginPageDependencies, details: Details, form: { email?: string; error?: string; switching?: boolean } = {}) {
   const client = await findClient(provider, details);
-  const email = form.email ?? (form.switching ? '' : loginHint(details));
+  const again = await signInAgain(accounts, details);
+  const email = form.email ?? (form.switching ? '' : loginHint(details) || again?.email || '');
   await renderPage(ctx, 'login', 'Sign in', {
     clientName: client.name,
     client,
@@ -33,10 +37,35 @@ export async function showLogin(ctx: Context, { provider, csrf, basePath }: Logi
     // OpenID Connect Core 3.1.2.1: login_hint is how the client names the account it expects.
     email,
     error: form.error,
-    // After a failed sign-in the email is kept: the password is what to type again, so the cursor waits there.
-    focusPassword: Boolean(form.error && email),
+    // After a failed sign-in the email is kept, and asked again the signed-in user's is there: the password is what to type, so the cursor waits there.
+    focusPassword: Boolean((form.error || again) && email),
     switching: form.switching ?? false,
+    again,
+    userEmail: again?.email,
+    signOutUrl: `${basePath}${ENGINE_ROUTES.end_session}`,
   }, { formAction: redirectTarget(String(details.params.redirect_uri)).formAction, imgSrc: client.logo && [client.logo.origin] });
+}
+
+/** A signed-in user the application asks to sign in again: who, and for a `max_age`, how recent a sign-in it takes. */
+interface SignInAgain {
+  email: string;
+  /** The `max_age` in words, when that is why. */
+  within?: string;
+}
+
+/**
+ * The user already signed in, when the application asks them to sign in again (`prompt=login`, a
+ * `max_age` their sign-in is older than, an `id_token_hint` of someone else's): the page says who
+ * is signed in and that the application asks, or the plain form would read as a lost session.
+ */
+async function signInAgain(accounts: Accounts, details: Details): Promise<SignInAgain | undefined> {
+  const accountId = details.session?.accountId;
+  if (details.prompt.name !== 'login' || !accountId) return undefined;
+  const user = await accounts.getUser(accountId);
+  if (!user) return undefined;
+  const maxAge = Number(details.params.max_age);
+  const tooOld = details.prompt.reasons.includes('max_age') && Number.isInteger(maxAge) && maxAge > 0;
+  return tooOld ? { email: user.email, within: inWords(maxAge) } : { email: user.email };
 }
 
 function loginHint(details: Details): string {

@@ -314,6 +314,43 @@ describe('authorization in a real browser', function () {
     expect(again.url.searchParams.get('code')).to.be.a('string').and.not.equal('');
   });
 
+  it('says on the sign-in page who is signed in and that the application asks them to sign in again (prompt=login, a max_age the sign-in is older than)', async function () {
+    const user = await seedUser(server, [{ workspace: 'Asked Again Co' }]);
+    // OpenID Connect requests: the engine takes max_age only with the openid scope.
+    const scope = 'openid api';
+    const { client, page, capture, auth } = await prepare({ scope });
+    await page.goto(auth.url);
+    await page.getByRole('heading', { level: 1, name: 'Sign in' }).waitFor();
+    expect(await page.locator('main').innerText(), 'no one signed in yet: the plain form').to.not.match(/sign in again|Signed in as/);
+    await fullFlow(page, user, auth, capture);
+    // max_age is in seconds: the sign-in is older than 1 once a second has passed.
+    await new Promise((resolve) => setTimeout(resolve, 2_000));
+
+    // max_age first: signing in again for prompt=login makes the sign-in a new one.
+    const asked = [
+      { overrides: { scope, max_age: '1' }, why: `${client.client_name} asks you to sign in again: it accepts only a sign-in from the last 1 second, and you signed in before that.` },
+      { overrides: { scope, prompt: 'login' }, why: `${client.client_name} asks you to sign in again, although you are already signed in.` },
+    ];
+    for (const { overrides, why } of asked) {
+      const again = authorization(client, overrides);
+      await page.goto(again.url);
+      await page.getByRole('heading', { level: 1, name: 'Sign in' }).waitFor();
+      const main = await page.locator('main').innerText();
+      expect(main, JSON.stringify(overrides)).to.include(why).and.include(`Signed in as ${user.email}`);
+      const signOut = await page.getByRole('link', { name: 'Sign out' }).getAttribute('href');
+      expect(new URL(signOut!, page.url()).pathname).to.equal(new URL(`${server.issuer}/oauth/logout`).pathname);
+      expect(await page.getByLabel('Email').inputValue(), 'the signed-in user\'s email, to sign in again with').to.equal(user.email);
+      expect(await focused(page), 'the password is what to type').to.equal('password');
+      await checkPage(page, `login-again-${Object.keys(overrides)[1]}`);
+
+      await page.getByLabel('Password').fill(user.password);
+      await page.getByRole('button', { name: 'Sign in' }).click();
+      const redirect = await capture.next();
+      expect(redirect.url.searchParams.get('state')).to.equal(again.state);
+      expect(redirect.url.searchParams.get('code')).to.be.a('string');
+    }
+  });
+
   it('answers prompt=select_account with the sign-in page, and goes on as the account signed in with (OpenID Connect Core 3.1.2.1)', async function () {
     const [first, second] = [await seedUser(server, [{ workspace: 'First Account Co' }]), await seedUser(server, [{ workspace: 'Second Account Co' }])];
     const { client, page, capture, auth } = await prepare();
