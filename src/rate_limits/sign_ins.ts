@@ -9,7 +9,12 @@ import { inWords } from '../shared/words.ts';
 export interface SignInRefusal {
   retryAfter: number;
   message: string;
+  /** Which limit refused: a form that checks a password but is no sign-in (a password change) says so in its own words. */
+  limit: SignInLimit;
 }
+
+/** The account locked, the address past its failures, or too many checks of the account at once. */
+export type SignInLimit = 'account' | 'address' | 'concurrent';
 
 /** What a password check found: the user whose password it was, and whose email it named, if anyone's. */
 export interface PasswordCheck<User> {
@@ -81,7 +86,7 @@ export class SignIns {
     const address = this.#guard ? addressKey(clientAddress, this.#guard.limits.ipv6Prefix) : clientAddress;
     const admitted = this.#guard ? await admit(this.#guard, account, address) : { gated: false };
     if ('refused' in admitted) {
-      this.#logger.warn('sign-in refused', { ip: clientAddress, reason: admitted.reason, retry_after: admitted.refused.retryAfter });
+      this.#logger.warn('sign-in refused', { ip: clientAddress, reason: admitted.refused.limit, retry_after: admitted.refused.retryAfter });
       return { refused: admitted.refused };
     }
     let user: User | undefined;
@@ -120,15 +125,15 @@ interface Guard {
   locks: Counter;
 }
 
-type Admission = Admitted | { refused: SignInRefusal; reason: string };
+type Admission = Admitted | { refused: SignInRefusal };
 
 async function admit(guard: Guard, account: string, ip: string): Promise<Admission> {
   const addressWait = await guard.perAddress.take(ip);
-  if (addressWait !== undefined) return { refused: addressLimited(addressWait), reason: 'address' };
+  if (addressWait !== undefined) return { refused: addressLimited(addressWait) };
   const busy = await guard.checking.take(account);
   if (busy !== undefined) {
     await Promise.all([guard.perAddress.giveBack(ip), guard.checking.giveBack(account)]);
-    return { refused: accountBusy(), reason: 'concurrent' };
+    return { refused: accountBusy() };
   }
   const failures = await guard.failures.count(account);
   const gated = failures >= guard.limits.loginFailuresBeforeLock;
@@ -140,7 +145,7 @@ async function admit(guard: Guard, account: string, ip: string): Promise<Admissi
     : await guard.locks.secondsLeft(account);
   if (lockWait === undefined) return { gated };
   await Promise.all([guard.perAddress.giveBack(ip), guard.checking.giveBack(account)]);
-  return { refused: accountLocked(lockWait), reason: 'account' };
+  return { refused: accountLocked(lockWait) };
 }
 
 /**
@@ -177,17 +182,19 @@ function accountLocked(seconds: number): SignInRefusal {
   return {
     retryAfter: seconds,
     message: `Too many sign-in attempts with this email address have failed, so signing in with it is paused for ${inWords(seconds)}. Try again after that.`,
+    limit: 'account',
   };
 }
 
 /** Many checks of one email at once: a burst, not a person; named by what was typed only. */
 function accountBusy(): SignInRefusal {
-  return { retryAfter: 1, message: 'Too many sign-in attempts with this email address are under way at once. Try again in a moment.' };
+  return { retryAfter: 1, message: 'Too many sign-in attempts with this email address are under way at once. Try again in a moment.', limit: 'concurrent' };
 }
 
 function addressLimited(seconds: number): SignInRefusal {
   return {
     retryAfter: seconds,
     message: `Too many sign-in attempts from your network have failed, so signing in from it is paused for ${inWords(seconds)}. Try again after that.`,
+    limit: 'address',
   };
 }

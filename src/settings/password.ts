@@ -2,6 +2,8 @@ import { AccountError, type Accounts } from '../accounts/accounts.ts';
 import { passwordProblem } from '../accounts/passwords.ts';
 import type { UserAccess } from '../engine/user_access.ts';
 import type { SignIns } from '../rate_limits/limits.ts';
+import type { SignInRefusal } from '../rate_limits/sign_ins.ts';
+import { inWords } from '../shared/words.ts';
 import type { User } from '../../adapters/store.ts';
 
 /** The form's fields, as the page names them. */
@@ -48,7 +50,7 @@ export class PasswordChange {
     if (next !== confirmation) return { status: 400, field: 'confirmation', error: 'The new password and its confirmation are not the same. Type it twice alike.' };
 
     const outcome = await this.#signIns.attempt(user.email, clientAddress, () => this.#accounts.authenticate(user.email, current));
-    if (outcome.refused) return { status: 429, field: 'current', error: outcome.refused.message, retryAfter: outcome.refused.retryAfter };
+    if (outcome.refused) return { status: 429, field: 'current', error: passwordNotChecked(outcome.refused), retryAfter: outcome.refused.retryAfter };
     if (outcome.user?.id !== user.id) return { status: 400, field: 'current', error: 'Your current password is not right, so nothing was changed.' };
     // Passwords are one whatever Unicode form they were typed in (hashed composed).
     if (next.normalize('NFC') === current.normalize('NFC')) return { status: 400, field: 'next', error: 'The new password is the one you have now, so nothing was changed. Choose another.' };
@@ -60,5 +62,21 @@ export class PasswordChange {
     }
     await this.#userAccess.endSessions(user.id, sessionId);
     return undefined;
+  }
+}
+
+/**
+ * A sign-in limit's refusal in the words of this page: the user is changing their password, not
+ * signing in, though the failures counted are those of both forms (a lock speaks of either).
+ */
+function passwordNotChecked({ limit, retryAfter }: SignInRefusal): string {
+  const wait = inWords(retryAfter);
+  switch (limit) {
+    case 'account':
+      return `Too many attempts with your password have failed, here or on the sign-in page, so checking it is paused for ${wait}. Your password was not changed; try again after that.`;
+    case 'address':
+      return `Too many password attempts from your network have failed, so checking passwords from it is paused for ${wait}. Your password was not changed; try again after that.`;
+    case 'concurrent':
+      return 'Too many checks of your password are under way at once. Your password was not changed; try again in a moment.';
   }
 }

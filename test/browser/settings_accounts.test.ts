@@ -119,6 +119,21 @@ describe('settings area: your password, and a workspace\'s members', function ()
       expect(await focusedId(page)).to.equal('new-password');
     });
 
+    it('says, once wrong current passwords lock the account, that the password was not changed and for how long it cannot be checked, in words of changing it, not of signing in', async function () {
+      const user = await seedUser(server, [{ workspace: 'Locked Password Ltd' }]);
+      const page = await open();
+      await openSignedIn(page, user, '/password');
+      // The sign-in form's default: a lock after 5 consecutive failures.
+      let status = 0;
+      for (let attempt = 1; attempt <= 5 && status !== 429; attempt += 1) status = await changePassword(page, `wrong password ${attempt}`, 'a-new-long-password');
+      expect(status, 'locked').to.equal(429);
+      const alert = await page.getByRole('alert').innerText();
+      expect(alert).to.match(/^Too many attempts with your password have failed, here or on the sign-in page, so checking it is paused for 1 minute\. Your password was not changed; try again after that\.$/);
+      expect(alert, 'the user is changing a password, not signing in').to.not.match(/sign-in attempts|signing in/);
+      expect(await focusedId(page), 'the field to fix').to.equal('current-password');
+      await checkPage(page, 'settings-password-locked');
+    });
+
     it('refuses a form without this session\'s token (403), and changes nothing', async function () {
       const user = await seedUser(server, [{ workspace: 'Forged Password Ltd' }]);
       const page = await open();
