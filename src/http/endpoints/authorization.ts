@@ -82,7 +82,7 @@ async function heldError(ctx: Context, error: AuthorizationError, issuer: string
   if (params.state) response.state = params.state;
   response.iss = issuer;
   const signOutUrl = oidcOf(ctx)?.session?.accountId ? `${issuer}${ENGINE_ROUTES.end_session}` : undefined;
-  return { clientId: client.clientId, clientName: client.clientName, redirectUri, response, location, signOutUrl };
+  return { clientId: client.clientId, clientName: client.clientName, redirectUri, response, location, signOutUrl, requestValues: requestValues(ctx) };
 }
 
 /**
@@ -116,6 +116,13 @@ function requestParams(ctx: Context): Record<string, string | undefined> {
     return typeof value === 'string' ? value : undefined;
   };
   return { redirect_uri: pick('redirect_uri'), prompt: pick('prompt'), state: pick('state') };
+}
+
+/** Every string the request sent as a parameter's value, and those the engine resolved (a request object's, a pushed request's). */
+function requestValues(ctx: Context): string[] {
+  const oidc = oidcOf(ctx);
+  const sources = [ctx.query, oidc?.params, ctx.method === 'POST' ? oidc?.body : undefined] as Array<Record<string, unknown> | undefined>;
+  return sources.flatMap((source) => Object.values(source ?? {})).flat().filter((value): value is string => typeof value === 'string');
 }
 
 function isSilent(prompt: string | undefined): boolean {
