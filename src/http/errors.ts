@@ -31,10 +31,15 @@ export function answerErrorsAs(format: ErrorFormat): Middleware {
 }
 
 export function isBackendOutage(error: unknown): boolean {
+  return outageIn(error) !== undefined;
+}
+
+/** The store's own error within what a request failed with (the engine may wrap it), if it was an outage. */
+function outageIn(error: unknown): BackendUnavailableError | undefined {
   for (let cause = error; cause instanceof Error; cause = cause.cause) {
-    if (cause instanceof BackendUnavailableError) return true;
+    if (cause instanceof BackendUnavailableError) return cause;
   }
-  return false;
+  return undefined;
 }
 
 /** What the engine caught and answered with a 500 itself; kept so the host can answer 503 for outages. */
@@ -74,14 +79,20 @@ async function mapErrors(ctx: Context, next: () => Promise<unknown>, logger: Log
       // A refusal from below the engine (its storage adapter): answered as thrown, nothing failed.
       await answer(ctx, engineError);
     } else if (engineError !== undefined && ctx.status >= 500) {
-      if (isBackendOutage(engineError)) await answerOutageIn(ctx);
-      logServerError(logger, ctx, engineError);
+      const outage = outageIn(engineError);
+      if (outage) {
+        await answerOutageIn(ctx);
+        logOutage(logger, ctx, outage);
+      } else {
+        logServerError(logger, ctx, engineError);
+      }
     }
     if (ctx.status >= 400) finishEngineErrorBody(ctx);
   } catch (error) {
-    if (isBackendOutage(error)) {
+    const outage = outageIn(error);
+    if (outage) {
       await answerOutageIn(ctx);
-      logServerError(logger, ctx, error);
+      logOutage(logger, ctx, outage);
       return;
     }
     const refusal = asRefusal(error);
@@ -208,6 +219,17 @@ function finishEngineErrorBody(ctx: Context): void {
 function errorBody(ctx: Context, error: string, description: string): { error: string; error_description: string; request_id?: string } {
   const id = requestIdOf(ctx);
   return { error, error_description: inErrorDescriptionCharset(description), ...(id ? { request_id: id } : {}) };
+}
+
+/**
+ * A request the store's outage refused, which the service answered as designed (503, Retry-After):
+ * a warning naming the store's refusal, without a stack, which is for faults of the service's own.
+ * Every request of an outage gets one, so that each 503 answered has its reason in the log.
+ */
+function logOutage(logger: Logger, ctx: Context, outage: BackendUnavailableError): void {
+  logger.warn('request failed', {
+    method: ctx.method, path: loggedPath(ctx.path), status: ctx.status, error: outage.name, detail: outage.message, refusal: outage.refusal,
+  });
 }
 
 function logServerError(logger: Logger, ctx: Context, error: unknown, status = ctx.status): void {

@@ -13,6 +13,12 @@ import { eventually, sleep } from '../support/wait.ts';
 
 const KEY_ENCRYPTION_KEY = Buffer.alloc(32, 9).toString('base64url');
 
+/** The service's log lines (JSON) written for the request with this id. */
+function linesOf(server: TestServer, requestId: string): Array<Record<string, unknown>> {
+  return server.logs().split('\n').filter((line) => line.startsWith('{')).map((line) => JSON.parse(line) as Record<string, unknown>)
+    .filter((line) => line.request_id === requestId);
+}
+
 /** The resident memory of a process, in MiB. */
 async function rssMiB(pid: number): Promise<number> {
   const kib = Number(/VmRSS:\s+(\d+)/.exec(await readFile(`/proc/${pid}/status`, 'utf8'))?.[1]);
@@ -88,6 +94,34 @@ describe('a Redis outage', function () {
     expect(again.status).to.equal(400);
     expect(server.pid(), 'the same process served throughout: it never crashed or restarted').to.equal(pid);
     expect(() => process.kill(pid, 0)).to.not.throw();
+  });
+
+  it('logs each request answered 503 while Redis is down once, as a warning naming why the store refused, with no stack trace (the outage is no fault of the service)', async () => {
+    const client = await registerClient(server.issuer, { client_name: 'Logged Outage App' });
+    await redis.down();
+    let requestIds: string[];
+    try {
+      const answers = [
+        await exchangeCode(server.issuer, client, 'some-code', codeRequest(server.issuer, client.client_id).verifier),
+        await register(server.issuer, { client_name: 'Registered While Down' }),
+      ];
+      expect(answers.map(({ status }) => status)).to.deep.equal([503, 503]);
+      requestIds = answers.map((answer) => answer.headers.get('x-request-id')!);
+      // The log is written asynchronously: the request line (the last of a request's) may come a moment after the answer.
+      await eventually('the requests\' lines', () => requestIds.every((id) => linesOf(server, id).some((line) => line.message === 'request')), 5_000);
+    } finally {
+      await redis.up();
+    }
+    for (const id of requestIds) {
+      const lines = linesOf(server, id);
+      const failed = lines.filter((line) => line.message !== 'request');
+      expect(failed.map(({ level, message }) => [level, message]), JSON.stringify(lines)).to.deep.equal([['warn', 'request failed']]);
+      expect(failed[0], 'the store\'s refusal named').to.include({ status: 503, error: 'BackendUnavailableError' })
+        .and.have.property('detail').that.matches(/Redis/);
+      expect(failed[0], 'no stack: nothing of the service failed').to.not.have.property('stack');
+      expect(lines.filter((line) => line.level === 'error'), 'no error line').to.deep.equal([]);
+    }
+    await eventually('ready again', async () => (await fetch(`${server.origin}/readyz`)).status === 200);
   });
 
   it('while Redis hangs (connections open, nothing answered), /readyz answers 503 at once rather than hang, and /healthz 200', async () => {
