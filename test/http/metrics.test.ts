@@ -1,5 +1,6 @@
 import { randomUUID } from 'node:crypto';
 import { execFileSync } from 'node:child_process';
+import { readdir, readFile } from 'node:fs/promises';
 import { request } from 'node:http';
 import { setTimeout as sleep } from 'node:timers/promises';
 
@@ -261,8 +262,11 @@ for (const where of ['local', 'public'] as const) {
     this.timeout(60_000);
 
     let server: TestServer;
+    /** Seconds since 1970, before the workers started. */
+    let startedAt: number;
 
     before(async () => {
+      startedAt = Date.now() / 1000;
       server = await startServer({ env: { WORKERS: '2', METRICS: where } });
     });
 
@@ -292,6 +296,27 @@ for (const where of ['local', 'public'] as const) {
         expect((await getOnNewConnection(`${server.origin}/metrics`)).status, 'not on the service\'s port').to.equal(404);
         expect(server.logs().match(/"message":"metrics listening"/g), 'one listener, the supervisor\'s').to.have.length(1);
       }
+    });
+
+    it('gives a process\'s limits and start time as one process\'s, not the sum of the workers\' (process_max_fds, process_open_fds, process_start_time_seconds)', async () => {
+      const url = where === 'local' ? server.metrics : `${server.origin}/metrics`;
+      // Both workers serving (each logs that it listens), so that both report.
+      await eventually('two workers listening', () => (server.logs().match(/"message":"listening"/g) ?? []).length >= 2, 10_000, 100);
+      const workers = execFileSync('pgrep', ['-P', String(server.pid())], { encoding: 'utf8' }).trim().split('\n').map(Number);
+      expect(workers).to.have.length(2);
+      const { status, body } = await getOnNewConnection(url);
+      expect(status).to.equal(200);
+      const samples = parseExposition(body);
+      const openFiles = await Promise.all(workers.map(async (pid) => (await readdir(`/proc/${pid}/fd`)).length));
+      const limits = await Promise.all(workers.map(async (pid) => Number(/^Max open files\s+(\d+)/m.exec(await readFile(`/proc/${pid}/limits`, 'utf8'))?.[1])));
+
+      expect(valueOf(samples, 'process_max_fds'), 'a worker\'s limit on open files').to.equal(Math.min(...limits));
+      // The fullest worker's count, give or take the files it opened or closed since (connections).
+      expect(valueOf(samples, 'process_open_fds'), `open files of ${openFiles.join(' and ')}`).to.be.within(1, Math.max(...openFiles) + 5);
+      const started = samples.filter(({ name }) => name === 'process_start_time_seconds');
+      expect(started, 'one start time').to.have.length(1);
+      expect(started[0]!.value, 'when the workers started, in seconds since 1970').to.be.within(startedAt - 5, Date.now() / 1000);
+      expect(valueOf(samples, 'nodejs_version_info', { version: process.version }), 'one Node.js, not one per worker').to.equal(1);
     });
 
     it('keeps a replaced worker\'s counts in the sums, so a counter never goes down', async () => {

@@ -1,13 +1,13 @@
 import cluster, { type Worker } from 'node:cluster';
 
-import { AggregatorRegistry, type Registry } from 'prom-client';
+import { AggregatorRegistry, type Aggregator, type Registry } from 'prom-client';
 
 import type { Logger } from '../../shared/logger.ts';
 
 /**
  * With WORKERS above 1 each worker holds only its own counts. The primary gathers every worker's
  * metrics over the cluster channel and sums them (prom-client's aggregation: counters and
- * histograms summed, the process gauges as each declares): for its own metrics listener
+ * histograms summed, the process gauges as PROCESS_AGGREGATORS says): for its own metrics listener
  * (METRICS=local), or for the worker a scrape of the shared port reached (METRICS=public), which
  * asks the primary. A worker that is replaced leaves its counters and histograms as they were at
  * the last scrape, added to every later sum: a sum never drops (Prometheus would read a drop as a
@@ -78,6 +78,36 @@ function sendTo(worker: Worker, message: Message): void {
 
 const ignore = (): void => {};
 
+/**
+ * prom-client's default metrics that are no amounts to add up over the workers, and how one value
+ * is made of theirs. The rest are summed: CPU seconds, memory and heap bytes, handles, GC time are
+ * the instance's as the sum of its processes'.
+ */
+const PROCESS_AGGREGATORS: Readonly<Record<string, Aggregator>> = {
+  // A limit of each process (every worker inherits the supervisor's): two workers cannot open
+  // twice as many files each. The tightest, should one differ.
+  process_max_fds: 'min',
+  // The fullest worker's, so that process_open_fds / process_max_fds says how near one is to its limit.
+  process_open_fds: 'max',
+  // When the longest-serving worker started (prom-client omits it from sums: a sum of times is no time).
+  process_start_time_seconds: 'min',
+  // The same in every worker.
+  nodejs_version_info: 'first',
+  // How late the slowest worker's event loop runs: an average would hide a worker stuck on a long task.
+  nodejs_eventloop_lag_seconds: 'max',
+  nodejs_eventloop_lag_p50_seconds: 'max',
+  nodejs_eventloop_lag_p90_seconds: 'max',
+  nodejs_eventloop_lag_p99_seconds: 'max',
+};
+
+/** A worker's report with each default process metric set to be aggregated as PROCESS_AGGREGATORS says. */
+function withProcessAggregators(metrics: ReportedMetrics): ReportedMetrics {
+  return metrics.map((metric) => {
+    const aggregator = PROCESS_AGGREGATORS[metric.name];
+    return aggregator ? { ...metric, aggregator } : metric;
+  });
+}
+
 /** A worker's metrics that only ever grow, which a sum keeps once the worker is gone. */
 function cumulative(metrics: ReportedMetrics): ReportedMetrics {
   return metrics.filter((metric) => String(metric.type) === 'counter' || String(metric.type) === 'histogram');
@@ -130,7 +160,7 @@ export function aggregateWorkerMetrics(logger: Logger): () => Promise<string> {
     } else if (message.type === 'metrics:reported') {
       const round = gathering.get(message.id);
       if (!round?.pending.delete(worker)) return;
-      round.reports.set(worker, message.metrics);
+      round.reports.set(worker, withProcessAggregators(message.metrics));
       round.finish();
     } else if (message.type === 'metrics:scrape') {
       gather().then(
