@@ -1,16 +1,17 @@
 import cluster from 'node:cluster';
+import { rmSync } from 'node:fs';
 import { createServer, type Server, type ServerResponse } from 'node:http';
 
 import type Koa from 'koa';
 
-import { openStore } from '../adapters/index.ts';
+import { openStore, type OpenStoreOptions, type Store } from '../adapters/index.ts';
 import { StoreOpenError } from '../adapters/store.ts';
 import { ConfigError, listeningOn, loadConfig, type Config } from '../config/index.ts';
 import { misspelledSettings } from '../config/misspelled.ts';
 import { mootSettings } from '../config/moot.ts';
 import { createLogger, type Logger } from './shared/logger.ts';
 import { STOP_SIGNALS } from './shared/stop_signals.ts';
-import { KeyEncryptionError, loadKeyRing } from './keys/key_encryption.ts';
+import { KeyEncryptionError, loadKeyRing, type KeyRing } from './keys/key_encryption.ts';
 import { KeyConfigError, loadKeys, readJwksFile, type KeyMaterial } from './keys/keys.ts';
 import { watchSigningKeys } from './keys/rotation_watch.ts';
 import { RevocationList } from './tokens/revocation_list.ts';
@@ -77,7 +78,7 @@ async function main(): Promise<void> {
 async function prepare(config: Config, logger: Logger): Promise<void> {
   // The key first: a start it refuses leaves nothing on disk.
   const keyRing = await loadKeyRing(config, logger);
-  const store = openStore(config.store, { ...config.durability, warn: logger.warn });
+  const store = openStoreSealedBy(keyRing, config.store, { ...config.durability, warn: logger.warn });
   try {
     await loadKeys(store.settings, keyRing, config.jwksFile);
     await hintWhenEmpty(store.accounts.countUsers(), config, logger);
@@ -86,6 +87,21 @@ async function prepare(config: Config, logger: Logger): Promise<void> {
     logger.warn(`the ${storeName(store)} store does not answer yet; the workers start and wait for it`, { reason: (error as Error).message });
   } finally {
     await store.close();
+  }
+}
+
+/**
+ * Opens the store the key ring is to seal. The key is read first, so that a key refused leaves no
+ * store made on disk; a store that cannot be opened (STORE a path that is no database) takes back
+ * the key file this start has just made for it: it has sealed nothing, and left there it would be
+ * taken for the key of the store the next start opens, as a key that was already there would be.
+ */
+function openStoreSealedBy(keyRing: KeyRing, url: string, options: OpenStoreOptions): Store {
+  try {
+    return openStore(url, options);
+  } catch (error) {
+    if (keyRing.createdFile) rmSync(keyRing.createdFile, { force: true });
+    throw error;
   }
 }
 
@@ -100,7 +116,7 @@ async function serve(configured: Config, logger: Logger, alone: boolean): Promis
   const metrics = config.metrics ? new Metrics() : undefined;
   const keyRing = await loadKeyRing(config, logger);
   // Alone, this process says what it finds on disk; as a worker, the supervisor has said it.
-  const opened = openStore(config.store, { ...config.durability, warn: alone ? logger.warn : undefined });
+  const opened = openStoreSealedBy(keyRing, config.store, { ...config.durability, warn: alone ? logger.warn : undefined });
   const store = metrics ? instrumentStore(opened, metrics) : opened;
 
   // Alone, this process serves its own metrics listener, ready before the service answers; a worker's are the supervisor's to serve.

@@ -205,6 +205,31 @@ describe('a SQLite store that cannot be opened', function () {
     expect(stderr.trim().split('\n')).to.have.length(1);
   });
 
+  it('leaves no key-encryption key behind that the failed start made for it (alone or as WORKERS\' supervisor)', async () => {
+    const file = join(dir, 'not-a-directory');
+    await writeFile(file, 'not a directory');
+    for (const workers of ['1', '2']) {
+      const home = join(dir, `home-of-a-failed-start-${workers}`);
+      const { code, stderr } = await runUntilExit({
+        STORE: `sqlite:${join(file, 'oauth.sqlite')}`, HOME: home, PORT: '0', METRICS_PORT: '0', WORKERS: workers, LOG_LEVEL: 'silent',
+      });
+      expect([code, stderr.trim().split('\n').length], stderr).to.deep.equal([1, 1]);
+      expect(stderr).to.match(/^configuration error: STORE: /);
+      const keyFile = join(home, '.config', 'workspace-oauth-server', 'key-encryption.key');
+      expect(await stat(keyFile).then(() => 'there', () => 'gone'), `WORKERS=${workers}: ${keyFile}`).to.equal('gone');
+    }
+  });
+
+  it('keeps a key-encryption key that was there before a start that fails on its store', async () => {
+    const home = join(dir, 'home-with-a-key');
+    const keyFile = join(home, '.config', 'workspace-oauth-server', 'key-encryption.key');
+    await mkdir(join(home, '.config', 'workspace-oauth-server'), { recursive: true, mode: 0o700 });
+    await writeFile(keyFile, `${Buffer.alloc(32, 3).toString('base64url')}\n`, { mode: 0o600 });
+    const { code } = await runUntilExit({ STORE: 'sqlite:/proc/no-such-directory/oauth.sqlite', HOME: home, PORT: '0', METRICS_PORT: '0', LOG_LEVEL: 'silent' });
+    expect(code).to.equal(1);
+    expect((await stat(keyFile)).isFile(), 'the key of before').to.equal(true);
+  });
+
   it('is a configuration error, not a hang, when the filesystem refuses its directory although the parent exists (procfs)', async () => {
     const { code, stderr } = await start('/proc/no-such-directory/oauth.sqlite');
     expect(code).to.equal(1);
