@@ -2,7 +2,7 @@ import { homedir } from 'node:os';
 import { isAbsolute, join } from 'node:path';
 
 import { sqliteFile } from '../adapters/index.ts';
-import type { StoreDurability } from '../adapters/store.ts';
+import { StoreOpenError, type StoreDurability } from '../adapters/store.ts';
 import { isRedisUrl } from '../adapters/redis/url.ts';
 import { ConfigError } from './parsers.ts';
 import { read, type Env } from './schema.ts';
@@ -16,6 +16,20 @@ import type { Config, KeyEncryptionKeySource, KeyRotationPolicy, MetricsSettings
 
 export { ConfigError } from './parsers.ts';
 export type { Config, KeyEncryptionKeySource, KeyRotationPolicy, LogLevel, MetadataDocumentSettings, MetricsSettings, PkcePolicy, Rate, RateLimits, RegistrationMode, ServiceIdentity } from './types.ts';
+
+/**
+ * What a configuration error says, after `configuration error: ` (a store that cannot be opened is
+ * STORE's); undefined for an error that is none, a fault of the service's, whose stack is shown.
+ */
+export function configurationProblem(error: unknown): string | undefined {
+  if (error instanceof StoreOpenError) return `STORE: ${error.message}`;
+  return error instanceof ConfigError ? error.message : undefined;
+}
+
+/** The one line the service at start, and the admin CLI, say a configuration error in. */
+export function configurationErrorLine(problem: string): string {
+  return `configuration error: ${problem}`;
+}
 
 export function loadConfig(env: Env = process.env): Config {
   const port = read(env, 'PORT');

@@ -38,6 +38,16 @@ export function misspelledSettings(env: Env): Misspelling[] {
   return found;
 }
 
+/**
+ * Says each of them through `warn` (a logger's), in the words the service at start and the admin
+ * CLI share: one warning a variable, naming the setting likely meant, never its value.
+ */
+export function warnOfMisspelledSettings(env: Env, warn: (message: string, fields: { variable: string; meant: string }) => void): void {
+  for (const { name, meant } of misspelledSettings(env)) {
+    warn(`${name} is not a setting of this service and is ignored; did you mean ${meant}?`, { variable: name, meant });
+  }
+}
+
 function closest(name: string): string {
   let best = KNOWN[0]!;
   for (const known of KNOWN) if (distance(name, known) < distance(name, best)) best = known;

@@ -12,6 +12,11 @@ import type { Rate } from './types.ts';
  * with that name and says what would be accepted. Values that are secrets are never repeated.
  */
 
+/**
+ * A setting that will not do. What else the operator must change before anything can start is one
+ * too (a key-encryption key that opens nothing, a port in use): those errors extend this one, and
+ * the service and the admin CLI say each as configurationErrorLine does.
+ */
 export class ConfigError extends Error {
   override name = 'ConfigError';
 }

@@ -5,14 +5,13 @@ import { createServer, type Server, type ServerResponse } from 'node:http';
 import type Koa from 'koa';
 
 import { openStore, type OpenStoreOptions, type Store } from '../adapters/index.ts';
-import { StoreOpenError } from '../adapters/store.ts';
-import { ConfigError, listeningOn, loadConfig, type Config } from '../config/index.ts';
-import { misspelledSettings } from '../config/misspelled.ts';
+import { configurationErrorLine, configurationProblem, listeningOn, loadConfig, type Config } from '../config/index.ts';
+import { warnOfMisspelledSettings } from '../config/misspelled.ts';
 import { mootSettings } from '../config/moot.ts';
 import { createLogger, type Logger } from './shared/logger.ts';
 import { STOP_SIGNALS } from './shared/stop_signals.ts';
-import { KeyEncryptionError, loadKeyRing, type KeyRing } from './keys/key_encryption.ts';
-import { KeyConfigError, loadKeys, readJwksFile, type KeyMaterial } from './keys/keys.ts';
+import { loadKeyRing, type KeyRing } from './keys/key_encryption.ts';
+import { loadKeys, readJwksFile, type KeyMaterial } from './keys/keys.ts';
 import { watchSigningKeys } from './keys/rotation_watch.ts';
 import { RevocationList } from './tokens/revocation_list.ts';
 import { createService, type ServiceDependencies } from './http/app.ts';
@@ -21,7 +20,7 @@ import { storeName } from './http/health.ts';
 import { aggregateWorkerMetrics } from './http/metrics/cluster.ts';
 import { Metrics } from './http/metrics/metrics.ts';
 import { instrumentStore } from './http/metrics/store.ts';
-import { listen, ListenError } from './http/listen.ts';
+import { listen } from './http/listen.ts';
 import { serveMetrics, stopServingMetrics } from './http/metrics/listener.ts';
 import { quickstartCommand } from './cli/quickstart_command.ts';
 import { startingService, whenStoreAnswers } from './http/starting.ts';
@@ -41,9 +40,7 @@ async function main(): Promise<void> {
   const config = loadConfig();
   const logger = createLogger(config.logLevel, { pid: config.workers > 1 });
   if (cluster.isPrimary) {
-    for (const { name, meant } of misspelledSettings(process.env)) {
-      logger.warn(`${name} is not a setting of this service and is ignored; did you mean ${meant}?`, { variable: name, meant });
-    }
+    warnOfMisspelledSettings(process.env, logger.warn);
     for (const { name, because } of mootSettings(process.env, config)) {
       logger.warn(`${name} has no effect: ${because}`, { variable: name });
     }
@@ -238,15 +235,10 @@ async function hintWhenEmpty(users: Promise<number>, config: Config, logger: Log
   }
 }
 
-/** The one line a configuration error is said in, or undefined for an error that is not one (a bug: its stack is shown). */
-function configurationError(error: unknown): string | undefined {
-  if (error instanceof StoreOpenError) return `configuration error: STORE: ${error.message}`;
-  const known = error instanceof ConfigError || error instanceof KeyConfigError || error instanceof KeyEncryptionError || error instanceof ListenError;
-  return known ? `configuration error: ${error.message}` : undefined;
-}
-
 main().catch((error: unknown) => {
-  const line = configurationError(error);
+  // One line for a configuration error (a key-encryption key or a port is one too); a fault shows its stack.
+  const problem = configurationProblem(error);
+  const line = problem === undefined ? undefined : configurationErrorLine(problem);
   // A worker leaves its line to the supervisor, which says it once for all of them and stops them.
   if (line !== undefined && cluster.isWorker) return stopWorkerOnConfigurationError(line);
   process.stderr.write(`${line ?? (error as Error).stack ?? String(error)}\n`);

@@ -3,9 +3,10 @@ import { rm } from 'node:fs/promises';
 import { parseArgs } from 'node:util';
 
 import { openStore, sqliteFile } from '../../adapters/index.ts';
-import { BackendUnavailableError, StoreOpenError, type Store } from '../../adapters/store.ts';
+import { BackendUnavailableError, type Store } from '../../adapters/store.ts';
 import { AccountError, Accounts } from '../accounts/accounts.ts';
-import { ConfigError, loadConfig, type Config } from '../../config/index.ts';
+import { ConfigError, configurationErrorLine, configurationProblem, loadConfig, type Config } from '../../config/index.ts';
+import { warnOfMisspelledSettings } from '../../config/misspelled.ts';
 import { createLogger } from '../shared/logger.ts';
 import { loadKeyRing } from '../keys/key_encryption.ts';
 import { holdsServiceKeys, loadKeys } from '../keys/keys.ts';
@@ -203,10 +204,11 @@ async function run(argv: string[]): Promise<number> {
   if (unexpected) return usageError(unexpected, positionals);
 
   const config = loadConfig();
+  // As the service warns at start: the CLI would as silently run on what the operator thought changed.
+  warnOfMisspelledSettings(process.env, createLogger(config.logLevel).warn);
   const file = sqliteFile(config.store);
   if (file && !command.createsStore && !existsSync(file)) {
-    process.stderr.write(`configuration error: STORE: there is no SQLite store at ${file}; check STORE and the directory this runs in (the service makes the store at its first start, and so does quickstart)\n`);
-    return 1;
+    throw new ConfigError(`STORE: there is no SQLite store at ${file}; check STORE and the directory this runs in (the service makes the store at its first start, and so does quickstart)`);
   }
   // What quickstart makes for a first run (the SQLite file, the key-encryption key file) is taken
   // back when it refuses, as its records are: it says nothing was written.
@@ -216,8 +218,7 @@ async function run(argv: string[]): Promise<number> {
     // A Redis database (or a SQLite file) no service started on: written to, it would take what the
     // service never reads, and `keys list` would make keys there.
     if (!command.createsStore && !await holdsServiceKeys(store.settings)) {
-      process.stderr.write(`configuration error: STORE: no service has started on this store (it holds none of the keys the service makes at its first start); check STORE (the service makes them at its first start, and so does quickstart)\n`);
-      return 1;
+      throw new ConfigError('STORE: no service has started on this store (it holds none of the keys the service makes at its first start); check STORE (the service makes them at its first start, and so does quickstart)');
     }
     const accounts = new Accounts(store.accounts);
     const withKeys = async () => {
@@ -274,10 +275,9 @@ async function takeBack(store: Store, storeFile: string, keyFile: string | undef
 run(process.argv.slice(2)).then((code) => {
   process.exitCode = code;
 }, (error: unknown) => {
-  // One line, as every refusal: a configuration error in the service's words, anything else as it says.
-  const message = error instanceof ConfigError ? `configuration error: ${error.message}`
-    : error instanceof StoreOpenError ? `configuration error: STORE: ${error.message}`
-      : `error: ${(error as Error).message}`;
-  process.stderr.write(`${message}\n`);
+  // One line, as every refusal: a configuration error in the service's words (a key-encryption key
+  // that opens nothing is one), anything else as it says.
+  const problem = configurationProblem(error);
+  process.stderr.write(`${problem === undefined ? `error: ${(error as Error).message}` : configurationErrorLine(problem)}\n`);
   process.exitCode = 1;
 });

@@ -1,8 +1,10 @@
 import type { Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
 
+import { ConfigError } from '../../config/index.ts';
+
 /** An address the service was told to listen on and could not: a configuration matter, said in one line. */
-export class ListenError extends Error {
+export class ListenError extends ConfigError {
   override name = 'ListenError';
 }
 

@@ -2,7 +2,7 @@ import { createCipheriv, createDecipheriv, createHash, createSecretKey, hkdfSync
 import { readFile, stat, writeFile } from 'node:fs/promises';
 import { dirname } from 'node:path';
 
-import type { Config, KeyEncryptionKeySource } from '../../config/index.ts';
+import { ConfigError, type Config, type KeyEncryptionKeySource } from '../../config/index.ts';
 import { makeDirectories } from '../shared/directories.ts';
 import type { Logger } from '../shared/logger.ts';
 
@@ -19,7 +19,8 @@ const KEY_BYTES = 32;
 const IV_BYTES = 12;
 const TAG_BYTES = 16;
 
-export class KeyEncryptionError extends Error {
+/** A key-encryption key that will not do, or that opens nothing stored: the operator's to change, as a setting. */
+export class KeyEncryptionError extends ConfigError {
   override name = 'KeyEncryptionError';
 }
 

@@ -4,6 +4,7 @@ import { readFile } from 'node:fs/promises';
 import type { JWK } from 'jose';
 
 import type { SettingStore } from '../../adapters/store.ts';
+import { ConfigError } from '../../config/index.ts';
 import { isSealed, type KeyRing } from './key_encryption.ts';
 import { engineJwks } from './rotation.ts';
 import { nowSeconds } from '../shared/clock.ts';
@@ -21,7 +22,8 @@ export interface KeyMaterial {
   keyRing: KeyRing;
 }
 
-export class KeyConfigError extends Error {
+/** A JWKS_FILE that will not do: a configuration error. */
+export class KeyConfigError extends ConfigError {
   override name = 'KeyConfigError';
 }
 

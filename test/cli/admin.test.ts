@@ -786,6 +786,27 @@ describe('admin CLI', function () {
       }
     });
 
+    it('says a key-encryption key that opens nothing, or none where one is needed, in one line as the service does (configuration error: ...)', async () => {
+      for (const [setting, value] of [['KEY_ENCRYPTION_KEY', Buffer.alloc(32, 5).toString('base64url')], ['BASE_URL', 'https://auth.example.com']] as const) {
+        const result = await runAdmin({ ...server.env, [setting]: value }, ['resource-server', 'list']);
+        outputs.push(result.stdout, result.stderr);
+        expect([result.code, result.stdout], `${setting}: ${result.stderr}`).to.deep.equal([1, '']);
+        expect(result.stderr.trimEnd().split('\n'), result.stderr).to.have.length(1);
+        expect(result.stderr, setting).to.match(/^configuration error: .*key-encryption key/);
+      }
+    });
+
+    it('warns of each setting that looks like the service\'s own but is not, once, in the words and the log line of the service at start', async () => {
+      const result = await runAdmin({ ...server.env, LOG_LEVL: 'debug', PROT: '8080' }, ['workspace', 'list', '--json']);
+      outputs.push(result.stdout, result.stderr);
+      expect(result.code, result.stderr).to.equal(0);
+      expect(JSON.parse(result.stdout), 'the output is the list still').to.be.an('array');
+      const lines = result.stderr.trimEnd().split('\n').map((line) => JSON.parse(line) as Record<string, unknown>);
+      expect(lines.map(({ level, variable, meant }) => `${String(level)} ${String(variable)} -> ${String(meant)}`)).to.deep.equal(['warn LOG_LEVL -> LOG_LEVEL', 'warn PROT -> PORT']);
+      expect(lines[0]).to.include({ message: 'LOG_LEVL is not a setting of this service and is ignored; did you mean LOG_LEVEL?' });
+      expect(result.stderr).not.to.include('8080');
+    });
+
     it('refuses a STORE that names no store yet, for every command but quickstart, and makes none (a mistyped STORE is not a new, empty store)', async () => {
       const dir = await mkdtemp(join(tmpdir(), 'no-store-'));
       try {
