@@ -32,8 +32,10 @@ import { KEY_COMMANDS, KeyAdminError } from './key_commands.ts';
  * configured store and prints what it returns (text, or JSON with --json).
  *
  * Manners: `--help` prints the usage (of one command, of a group, or of all); an error is one line
- * on stderr, `error: ...`, and for a command called wrongly one more line pointing to its --help.
- * Exit codes: 0 done, 1 refused (bad input the command found, a store that does not answer), 2
+ * on stderr, `error: ...` (`configuration error: ...` as the service says it), and for a command
+ * called wrongly one more line pointing to its --help; with --json, one JSON object instead
+ * (Failure), so that a script reading JSON gets JSON whatever happens. Exit codes: 0 done, 1
+ * refused (bad input the command found, a store that does not answer, a configuration error), 2
  * called wrongly.
  */
 
@@ -108,17 +110,49 @@ function find([first, second]: string[]): Command | undefined {
   return BY_NAME.get(`${first} ${second}`) ?? BY_NAME.get(first ?? '');
 }
 
-/** What to run `--help` on for usage: the command named, its group, or everything. */
-function pointer(words: string[]): string {
+/** The command that prints the usage: `--help` on the command named, its group, or everything. */
+function helpCommand(words: string[]): string {
   const command = find(words);
   const topic = command?.name ?? (words[0] !== undefined && GROUPS.has(words[0]) ? words[0] : undefined);
-  return `Run "${CLI}${topic ? ` ${topic}` : ''} --help" for usage.`;
+  return `${CLI}${topic ? ` ${topic}` : ''} --help`;
 }
 
-/** How a command was called wrongly, in one line, and where its usage is. */
-function usageError(message: string, words: string[]): number {
-  process.stderr.write(`error: ${message}\n${pointer(words)}\n`);
-  return 2;
+/**
+ * Why a command failed, as it is said: `error` tells a script what kind of failure it was,
+ * `message` is the line a person reads; `usage`, for a command called wrongly, the command that
+ * prints how to call it.
+ */
+interface Failure {
+  error: 'usage_error' | 'refused' | 'store_unavailable' | 'configuration_error' | 'failed';
+  message: string;
+  usage?: string;
+}
+
+/** Says a failure on stderr and gives the exit code: 2 for a command called wrongly, 1 otherwise. */
+type Say = (failure: Failure) => number;
+
+/** With --json one JSON object on one line, for a script; otherwise the line (or two) for a person. */
+function sayFailures(json: boolean): Say {
+  return (failure) => {
+    process.stderr.write(json ? `${JSON.stringify(failure)}\n` : inWords(failure));
+    return failure.error === 'usage_error' ? 2 : 1;
+  };
+}
+
+function inWords({ error, message, usage }: Failure): string {
+  const line = error === 'configuration_error' ? configurationErrorLine(message) : `error: ${message}`;
+  return usage === undefined ? `${line}\n` : `${line}\nRun "${usage}" for usage.\n`;
+}
+
+/** Whether the command line asks for JSON: read before it is parsed, since a line that does not parse is said in JSON too. */
+function wantsJson(argv: string[]): boolean {
+  const end = argv.indexOf('--');
+  return argv.slice(0, end === -1 ? undefined : end).includes('--json');
+}
+
+/** How a command was called wrongly, and where its usage is. */
+function usageError(say: Say, message: string, words: string[]): number {
+  return say({ error: 'usage_error', message, usage: helpCommand(words) });
 }
 
 /**
@@ -172,20 +206,20 @@ function takesSeveral(name: string): boolean {
   return option?.multiple === true;
 }
 
-async function run(argv: string[]): Promise<number> {
+async function run(argv: string[], say: Say): Promise<number> {
   let parsed;
   try {
     parsed = parseArgs({ args: argv, options: OPTIONS, allowPositionals: true, strict: true, tokens: true });
   } catch (error) {
-    return usageError(parseFailure(error as Error & { code?: string }, argv), leadingWords(argv));
+    return usageError(say, parseFailure(error as Error & { code?: string }, argv), leadingWords(argv));
   }
   const { values: options, positionals, tokens } = parsed;
   const repeated = repeatedOption(tokens);
-  if (repeated) return usageError(`--${repeated} given twice`, positionals);
+  if (repeated) return usageError(say, `--${repeated} given twice`, positionals);
   // `admin help [command]` reads as `admin [command] --help`, as git's and npm's do.
   if (options.help || positionals[0] === 'help') {
     const text = help(options.help ? positionals : positionals.slice(1));
-    if (text === undefined) return usageError(`unknown command "${positionals.join(' ')}"`, []);
+    if (text === undefined) return usageError(say, `unknown command "${positionals.join(' ')}"`, []);
     process.stdout.write(`${text}\n`);
     return 0;
   }
@@ -194,14 +228,14 @@ async function run(argv: string[]): Promise<number> {
     const [group] = positionals;
     if (positionals.length === 1 && group !== undefined && GROUPS.has(group)) {
       const subcommands = COMMANDS.filter((c) => c.name.startsWith(`${group} `)).map((c) => c.name.slice(group.length + 1));
-      return usageError(`"${group}" needs one of: ${subcommands.join(', ')}`, positionals);
+      return usageError(say, `"${group}" needs one of: ${subcommands.join(', ')}`, positionals);
     }
-    return usageError(positionals.length ? `unknown command "${positionals.join(' ')}"` : 'no command given', positionals);
+    return usageError(say, positionals.length ? `unknown command "${positionals.join(' ')}"` : 'no command given', positionals);
   }
   const args = positionals.slice(command.name.split(' ').length);
   const unexpected = unexpectedOption(command, options)
     ?? (args.length > (command.arguments ?? 0) ? `unexpected argument "${args[command.arguments ?? 0]}"` : undefined);
-  if (unexpected) return usageError(unexpected, positionals);
+  if (unexpected) return usageError(say, unexpected, positionals);
 
   const config = loadConfig();
   // As the service warns at start: the CLI would as silently run on what the operator thought changed.
@@ -230,15 +264,11 @@ async function run(argv: string[]): Promise<number> {
     process.stdout.write(`${options.json ? JSON.stringify(output.json, null, 2) : output.text}\n`);
     return 0;
   } catch (error) {
-    if (error instanceof UsageError) return usageError(error.message, positionals);
-    if (error instanceof BackendUnavailableError) {
-      process.stderr.write(`error: ${unansweredStore(command, error)}\n`);
-      return 1;
-    }
+    if (error instanceof UsageError) return usageError(say, error.message, positionals);
+    if (error instanceof BackendUnavailableError) return say({ error: 'store_unavailable', message: unansweredStore(command, error) });
     if (REFUSALS.some((type) => error instanceof type)) {
-      process.stderr.write(`error: ${(error as Error).message}\n`);
       if (error instanceof QuickstartError && made.storeFile) await takeBack(store, made.storeFile, made.keyFile);
-      return 1;
+      return say({ error: 'refused', message: (error as Error).message });
     }
     throw error;
   } finally {
@@ -272,12 +302,13 @@ async function takeBack(store: Store, storeFile: string, keyFile: string | undef
   await Promise.all(files.map((path) => rm(path, { force: true })));
 }
 
-run(process.argv.slice(2)).then((code) => {
+const argv = process.argv.slice(2);
+const say = sayFailures(wantsJson(argv));
+run(argv, say).then((code) => {
   process.exitCode = code;
 }, (error: unknown) => {
-  // One line, as every refusal: a configuration error in the service's words (a key-encryption key
-  // that opens nothing is one), anything else as it says.
+  // Said as every refusal is: a configuration error in the service's words (a key-encryption key
+  // that opens nothing is one), anything else as it says, without its stack.
   const problem = configurationProblem(error);
-  process.stderr.write(`${problem === undefined ? `error: ${(error as Error).message}` : configurationErrorLine(problem)}\n`);
-  process.exitCode = 1;
+  process.exitCode = say(problem === undefined ? { error: 'failed', message: (error as Error).message } : { error: 'configuration_error', message: problem });
 });

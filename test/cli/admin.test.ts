@@ -16,7 +16,7 @@ import { api, clientCredentialsToken, createApiKey } from '../support/data_api.t
 import {
   REDIRECT_URI, codeRequest, exchangeCode, introspect, postCredentials, register, registerClient, tokenRequest, type RegisteredClient,
 } from '../support/oauth.ts';
-import { initialAccessToken, registerVettedClient, runAdmin, startServer, type TestServer } from '../support/server.ts';
+import { freePort, initialAccessToken, registerVettedClient, runAdmin, startServer, type TestServer } from '../support/server.ts';
 import { UserAgent, authorize } from '../support/user_agent.ts';
 import { redisCli, startRedis } from '../support/redis.ts';
 import { eventually } from '../support/wait.ts';
@@ -199,6 +199,35 @@ describe('admin CLI', function () {
       expect(lines, result.stderr).to.have.length(2);
       expect(lines[0]).to.match(/^error: /).and.to.match(message);
       expect(lines[1]).to.equal(`Run "npm run admin --${help ? ` ${help}` : ''} --help" for usage.`);
+    }
+  });
+
+  it('with --json, says a failure as one JSON object a script can parse (error, message) on stderr, nothing on stdout, with the exit code it has without', async function () {
+    this.timeout(90_000);
+    const missingStore = join(tmpdir(), `no-store-${randomBytes(4).toString('hex')}`, 'oauth.sqlite');
+    const unreachable = { ...server.env, STORE: `redis://127.0.0.1:${await freePort()}`, KEY_ENCRYPTION_KEY: Buffer.alloc(32, 7).toString('base64url') };
+    const cases: Array<{ env?: Record<string, string>; args: string[]; code: number; error: string; message: RegExp; usage?: string }> = [
+      { args: ['user', 'delete', '--role', 'admin'], code: 2, error: 'usage_error', message: /^user delete does not take --role$/, usage: 'npm run admin -- user delete --help' },
+      { args: ['member', 'remove', '--bogus'], code: 2, error: 'usage_error', message: /^unknown option --bogus$/, usage: 'npm run admin -- member remove --help' },
+      { args: ['frobnicate'], code: 2, error: 'usage_error', message: /^unknown command "frobnicate"$/, usage: 'npm run admin -- --help' },
+      { args: ['iat', 'create', '--workspace', 'ws_nowhere'], code: 1, error: 'refused', message: /ws_nowhere/ },
+      { env: { ...server.env, STORE: `sqlite:${missingStore}` }, args: ['workspace', 'list'], code: 1, error: 'configuration_error', message: /^STORE: there is no SQLite store at / },
+      { env: { ...server.env, PORT: 'abc' }, args: ['workspace', 'list'], code: 1, error: 'configuration_error', message: /^PORT / },
+      { env: { ...server.env, KEY_ENCRYPTION_KEY: Buffer.alloc(32, 5).toString('base64url') }, args: ['resource-server', 'list'], code: 1, error: 'configuration_error', message: /key-encryption key/ },
+      { env: unreachable, args: ['workspace', 'list'], code: 1, error: 'store_unavailable', message: /^the store did not answer: Redis is not reachable/ },
+    ];
+    for (const { env, args, code, error, message, usage } of cases) {
+      const called = [...args, '--json'].join(' ');
+      const result = env ? await runAdmin(env, [...args, '--json']) : await admin([...args, '--json']);
+      outputs.push(result.stdout, result.stderr);
+      expect([result.code, result.stdout], `${called}: ${result.stderr}`).to.deep.equal([code, '']);
+      const lines = result.stderr.trimEnd().split('\n');
+      expect(lines, `${called}: one line`).to.have.length(1);
+      const said = JSON.parse(lines[0]!) as Record<string, unknown>;
+      expect(Object.keys(said).sort(), called).to.deep.equal(usage ? ['error', 'message', 'usage'] : ['error', 'message']);
+      expect(said, called).to.include({ error, ...(usage ? { usage } : {}) });
+      expect(said.message, called).to.be.a('string').and.match(message);
+      expectJsonManners(called, said);
     }
   });
 
@@ -850,7 +879,8 @@ describe('admin CLI', function () {
       const onRedis = await startServer({ store: redis.url, env: { KEY_ENCRYPTION_KEY: Buffer.alloc(32, 7).toString('base64url') } });
       try {
         const unconfirmed = { ...onRedis.env, REDIS_WAIT_REPLICAS: '1', REDIS_WAIT_TIMEOUT: '100ms' };
-        const created = await runAdmin(unconfirmed, ['workspace', 'create', '--name', 'Unconfirmed Inc', '--json']);
+        // Without --json, which says the same in JSON (tested with the other failures).
+        const created = await runAdmin(unconfirmed, ['workspace', 'create', '--name', 'Unconfirmed Inc']);
         outputs.push(created.stdout, created.stderr);
         expect([created.code, created.stdout], created.stderr).to.deep.equal([1, '']);
         expect(created.stderr).to.match(/^error: the store did not confirm the change \(1 Redis replica \(REDIS_WAIT_REPLICAS\) did not confirm within 100 ms.*\); it may have been made all the same: check, with the list command, before running this again\n$/);
