@@ -27,6 +27,11 @@ const MAX_EMAIL_LENGTH = 254;
 const MAX_LOCAL_PART_LENGTH = 64;
 const EMAIL = /^[^\s@]+@[^\s@]+\.[^\s@]+$/;
 
+/** Whether a value has the shape of an email address (whether or not anyone's). */
+export function looksLikeEmail(value: string): boolean {
+  return EMAIL.test(value.trim());
+}
+
 /**
  * Why an email address will not do for a new user (once trimmed), said to whoever gave it;
  * undefined when it will. One that holds a hidden character would be shown as another user's.

@@ -62,7 +62,7 @@ export class ApiKeys {
     const key = generateApiKey();
     const now = this.#seconds();
     const record: ApiKeyRecord = {
-      id: `key_${randomBytes(9).toString('base64url')}`,
+      id: newApiKeyId(),
       workspaceId,
       name: trimmed,
       digest: digest(key),
@@ -123,4 +123,14 @@ export class ApiKeys {
   #seconds(): number {
     return nowSeconds(this.#clock);
   }
+}
+
+/** An API key's id, which lists show and revocation takes (not a secret: the key is another value). */
+function newApiKeyId(): string {
+  return `key_${randomBytes(9).toString('base64url')}`;
+}
+
+/** Whether a value has the shape of an API key's id (newApiKeyId's prefix and characters; mistyped or cut too), whether or not one exists. */
+export function hasApiKeyIdShape(value: string): boolean {
+  return /^key_[A-Za-z0-9_-]{1,24}$/.test(value);
 }

@@ -1,7 +1,8 @@
 import type { ApiKeyRecord } from '../../adapters/store.ts';
 import { DURATION_MAX_DAYS, parseDuration } from '../../config/duration.ts';
-import { ApiKeyError, ApiKeys } from '../api_keys/api_keys.ts';
+import { ApiKeyError, ApiKeys, hasApiKeyIdShape } from '../api_keys/api_keys.ts';
 import { isoTime } from '../shared/clock.ts';
+import { namedBack } from '../shared/named_back.ts';
 import { UsageError, existingWorkspace, required, waitForPropagation, type Command } from './command.ts';
 
 /** The admin CLI's `api-key` commands: a workspace's API keys for the data API. */
@@ -48,7 +49,7 @@ const revoke: Command = {
   async run({ store, args: [keyId] }) {
     if (!keyId) throw new UsageError('name the key: api-key revoke KEY_ID');
     const revoked = await new ApiKeys(store.apiKeys).revoke(keyId);
-    if (!revoked) throw new ApiKeyError(`no API key with id ${keyId}`);
+    if (!revoked) throw new ApiKeyError(`no API key with ${namedBack('id', keyId, hasApiKeyIdShape(keyId))}`);
     // Instances keep a verified key this long.
     await waitForPropagation();
     return { text: `revoked API key ${keyId} ("${revoked.name}")`, json: { revoked: keyId } };

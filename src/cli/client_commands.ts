@@ -1,9 +1,12 @@
 import type { Store } from '../../adapters/store.ts';
 import { AccountError } from '../accounts/accounts.ts';
+import { looksLikeApiKey } from '../api_keys/format.ts';
+import { couldBeClientId } from '../clients/client_ids.ts';
 import { FAPI_METADATA } from '../clients/fapi.ts';
 import { WORKSPACE_METADATA } from '../clients/registration.ts';
 import { INTROSPECTION_AUDIENCE } from '../clients/resource_servers.ts';
 import { nowSeconds } from '../shared/clock.ts';
+import { namedBack } from '../shared/named_back.ts';
 import { revocationEntries } from '../tokens/revocation_list.ts';
 import { UsageError, waitForPropagation, type Command } from './command.ts';
 
@@ -39,13 +42,22 @@ const remove: Command = {
   arguments: 1,
   async run({ store, args: [clientId] }) {
     if (!clientId) throw new UsageError('name the client: client delete CLIENT_ID');
-    if (!await deleteClient(store, clientId)) throw new AccountError(`no client with id ${clientId}`);
+    if (!await deleteClient(store, clientId)) throw new AccountError(`no client with ${namedBack('id', clientId, mayBeClientId(clientId))}`);
     await waitForPropagation();
     return { text: `deleted client ${clientId}`, json: { deleted: clientId } };
   },
 };
 
 export const CLIENT_COMMANDS: readonly Command[] = [list, remove];
+
+/**
+ * Whether a value given for a client id may be one, mistyped included: this server's shape, or a
+ * short value that is no API key. A client secret (512 bits, 86 characters) or an API key pasted
+ * there is not.
+ */
+function mayBeClientId(value: string): boolean {
+  return couldBeClientId(value) || (value.length <= 48 && !looksLikeApiKey(value));
+}
 
 /**
  * Deletes a client and its registration access tokens, and refuses its access tokens, which are

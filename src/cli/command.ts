@@ -5,10 +5,13 @@ import type { parseArgs } from 'node:util';
 
 import { ROLES, type Role, type Store, type User } from '../../adapters/store.ts';
 import { AccountError, isRole, type Accounts } from '../accounts/accounts.ts';
+import { hasIdShape } from '../accounts/ids.ts';
+import { looksLikeEmail } from '../accounts/names.ts';
 import type { Config } from '../../config/index.ts';
 import type { OAuthServer } from '../engine/provider.ts';
 import type { KeyMaterial } from '../keys/keys.ts';
 import { isoTime } from '../shared/clock.ts';
+import { namedBack } from '../shared/named_back.ts';
 import { PROPAGATION_BOUND_MS } from '../shared/propagation.ts';
 
 /**
@@ -123,7 +126,7 @@ export async function stdinPassword(): Promise<string> {
 /** The id given with --workspace, once it is known to name a workspace. */
 export async function existingWorkspace(accounts: Accounts, options: Options): Promise<string> {
   const workspaceId = required(options, 'workspace');
-  if (!await accounts.getWorkspace(workspaceId)) throw new AccountError(`no workspace with id ${workspaceId}`);
+  if (!await accounts.getWorkspace(workspaceId)) throw new AccountError(`no workspace with ${namedBack('id', workspaceId, hasIdShape('ws', workspaceId))}`);
   return workspaceId;
 }
 
@@ -132,12 +135,12 @@ export async function namedUser(accounts: Accounts, options: Options): Promise<U
   if (options.email !== undefined && options.user !== undefined) throw new UsageError('name the user with --email or --user, not both');
   if (options.user !== undefined) {
     const user = await accounts.getUser(required(options, 'user'));
-    if (!user) throw new AccountError(`no user with id ${options.user}`);
+    if (!user) throw new AccountError(`no user with ${namedBack('id', options.user, hasIdShape('usr', options.user))}`);
     return user;
   }
   if (options.email === undefined) throw new UsageError('--email is required (or --user with the user\'s id)');
   const user = await accounts.findUserByEmail(required(options, 'email'));
-  if (!user) throw new AccountError(`no user with email ${options.email}`);
+  if (!user) throw new AccountError(`no user with ${namedBack('email', options.email, looksLikeEmail(options.email))}`);
   return user;
 }
 

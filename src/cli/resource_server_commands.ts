@@ -8,6 +8,7 @@ import {
 import type { OAuthServer } from '../engine/provider.ts';
 import { OAUTH_DISCOVERY_PATH } from '../engine/routes.ts';
 import type { KeyMaterial } from '../keys/keys.ts';
+import { namedBack } from '../shared/named_back.ts';
 import { isoTime, nowSeconds, systemClock } from '../shared/clock.ts';
 import { revocationEntries } from '../tokens/revocation_list.ts';
 import { UsageError, required, waitForPropagation, type Command, type Output } from './command.ts';
@@ -166,7 +167,7 @@ export const RESOURCE_SERVER_COMMANDS: readonly Command[] = [
     async run({ store, engine, args: [resource] }) {
       if (!resource) throw new UsageError('name the API: resource-server delete RESOURCE_URI');
       const deleted = await deleteResourceServer(store, (await engine()).resources, resource);
-      if (!deleted) throw new ResourceError(`no API registered as ${resource} (the data API and /mcp are served here and cannot be deleted)`);
+      if (!deleted) throw new ResourceError(`no API registered as ${namedBack('URI', resource, URL.canParse(resource))} (the data API and /mcp are served here and cannot be deleted)`);
       return deleted;
     },
   },

@@ -1,9 +1,11 @@
 import type { Store, Workspace } from '../../adapters/store.ts';
 import { ApiKeys } from '../api_keys/api_keys.ts';
 import { AccountError } from '../accounts/accounts.ts';
+import { hasIdShape } from '../accounts/ids.ts';
 import { UserAccess } from '../engine/user_access.ts';
 import { OBJECTS } from '../resource/objects.ts';
 import { isoTime } from '../shared/clock.ts';
+import { namedBack } from '../shared/named_back.ts';
 import { deleteClient } from './client_commands.ts';
 import { required, waitForPropagation, type Command, type Output } from './command.ts';
 import { plural } from '../shared/words.ts';
@@ -104,7 +106,7 @@ async function deleteBoundTo(store: Store, access: UserAccess, workspaceId: stri
 async function deleteWhatIsLeft(store: Store, access: UserAccess, workspaceId: string): Promise<Output> {
   const left = await deleteBoundTo(store, access, workspaceId);
   if (!left.clients.length && !left.apiKeys.length && !left.initialAccessTokens && !left.grants && !recordCount(left)) {
-    throw new AccountError(`no workspace with id ${workspaceId}`);
+    throw new AccountError(`no workspace with ${namedBack('id', workspaceId, hasIdShape('ws', workspaceId))}`);
   }
   await waitForPropagation();
   return {

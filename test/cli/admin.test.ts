@@ -1067,6 +1067,32 @@ describe('admin CLI', function () {
 
   // Mocha runs a suite's own tests before its nested suites: this suite comes last.
   describe('secrets', () => {
+    it('repeats no value given where an id, an email or a URI goes that does not look like one (a secret pasted in the wrong place), only its length; one that does is named back', async () => {
+      const workspace = await adminJson<{ id: string }>(['workspace', 'create', '--name', 'Pasted Secrets Ltd']);
+      const apiKey = (await adminJson<{ key: string }>(['api-key', 'create', '--workspace', workspace.id, '--name', 'pasted'])).key;
+      const password = 'Pasted-Password-4455';
+      const pasted: Array<[string[], string]> = [
+        [['api-key', 'revoke', apiKey], apiKey],
+        [['client', 'delete', apiKey], apiKey],
+        [['resource-server', 'delete', password], password],
+        [['user', 'delete', '--user', password], password],
+        [['user', 'delete', '--email', password], password],
+        [['user', 'set-password', '--email', password, '--password-stdin'], password],
+        [['member', 'add', '--workspace', workspace.id, '--email', password, '--role', 'viewer'], password],
+        [['api-key', 'list', '--workspace', apiKey], apiKey],
+        [['iat', 'create', '--workspace', password], password],
+      ];
+      for (const [args, secret] of pasted) {
+        const line = await refused(args, 'long-enough-1\n');
+        expect(line, args.slice(0, 2).join(' ')).to.not.contain(secret);
+        expect(line, args.slice(0, 2).join(' ')).to.contain(`(${secret.length} characters, not repeated`);
+      }
+      // What has the shape of what was asked for is named back, so a mistyped id reads as one.
+      expect(await refused(['api-key', 'revoke', 'key_AAAAAAAAAAAA'])).to.equal('error: no API key with id key_AAAAAAAAAAAA');
+      expect(await refused(['api-key', 'list', '--workspace', 'ws_AAAAAAAAAAAAAAAA'])).to.equal('error: no workspace with id ws_AAAAAAAAAAAAAAAA');
+      expect(await refused(['user', 'delete', '--email', 'nobody-here@example.com'])).to.equal('error: no user with email nobody-here@example.com');
+    });
+
     it('no password ever appears in the CLI output or the server log', () => {
       expect(passwords.length).to.be.greaterThan(3);
       const cli = outputs.join('\n');
