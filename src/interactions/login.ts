@@ -27,7 +27,7 @@ export interface LoginPageDependencies {
 export async function showLogin(ctx: Context, { provider, accounts, csrf, basePath }: LoginPageDependencies, details: Details, form: { email?: string; error?: string; switching?: boolean } = {}) {
   const client = await findClient(provider, details);
   const again = await signInAgain(accounts, details);
-  const email = form.email ?? (form.switching ? '' : loginHint(details) || again?.email || '');
+  const email = form.email ?? (form.switching ? '' : loginHint(details) || (again?.anotherAccount ? '' : again?.email) || '');
   await renderPage(ctx, 'login', 'Sign in', {
     clientName: client.name,
     client,
@@ -46,12 +46,17 @@ export async function showLogin(ctx: Context, { provider, accounts, csrf, basePa
   }, { formAction: redirectTarget(String(details.params.redirect_uri)).formAction, imgSrc: client.logo && [client.logo.origin] });
 }
 
-/** A signed-in user the application asks to sign in again: who, and for a `max_age`, how recent a sign-in it takes. */
+/** A signed-in user the application asks to sign in again: who, and why when the page can say. */
 interface SignInAgain {
   email: string;
   /** The `max_age` in words, when that is why. */
   within?: string;
+  /** The application asks for another account (an `id_token_hint` or a `claims` `sub` of someone else's). */
+  anotherAccount?: true;
 }
+
+/** The engine's reasons for a sign-in that mean the account signed in is not the one the application asks for. */
+const ANOTHER_ACCOUNT_REASONS = ['id_token_hint', 'claims_id_token_sub_value'];
 
 /**
  * The user already signed in, when the application asks them to sign in again (`prompt=login`, a
@@ -63,8 +68,11 @@ async function signInAgain(accounts: Accounts, details: Details): Promise<SignIn
   if (details.prompt.name !== 'login' || !accountId) return undefined;
   const user = await accounts.getUser(accountId);
   if (!user) return undefined;
+  const { reasons } = details.prompt;
+  // Signing in again as the same account would only show this page again.
+  if (reasons.some((reason) => ANOTHER_ACCOUNT_REASONS.includes(reason))) return { email: user.email, anotherAccount: true };
   const maxAge = Number(details.params.max_age);
-  const tooOld = details.prompt.reasons.includes('max_age') && Number.isInteger(maxAge) && maxAge > 0;
+  const tooOld = reasons.includes('max_age') && Number.isInteger(maxAge) && maxAge > 0;
   return tooOld ? { email: user.email, within: inWords(maxAge) } : { email: user.email };
 }
 

@@ -351,6 +351,28 @@ describe('authorization in a real browser', function () {
     }
   });
 
+  it('says on the sign-in page that the application asks for another account than the one signed in (a claims sub of someone else), rather than showing the plain form again after each sign-in', async function () {
+    const [signedIn, asked] = [await seedUser(server, [{ workspace: 'Signed In Co' }]), await seedUser(server, [{ workspace: 'Asked For Co' }])];
+    const scope = 'openid api';
+    const { client, page, capture, auth } = await prepare({ scope });
+    await fullFlow(page, signedIn, auth, capture);
+    const redirected = capture.hits.length;
+
+    const another = authorization(client, { scope, claims: JSON.stringify({ id_token: { sub: { value: asked.id } } }) });
+    const why = `${client.client_name} asks for another account than the one signed in here (${signedIn.email}): sign in with the account it asks for.`;
+    await page.goto(another.url);
+    await page.getByRole('heading', { level: 1, name: 'Sign in' }).waitFor();
+    expect(await page.locator('main').innerText()).to.include(why).and.include(`Signed in as ${signedIn.email}`);
+    expect(await page.getByLabel('Email').inputValue(), 'not the account it does not want').to.equal('');
+    await checkPage(page, 'login-another-account');
+
+    // Signing in again as the account signed in gets the same page, saying the same.
+    await signIn(page, signedIn);
+    await page.getByRole('heading', { level: 1, name: 'Sign in' }).waitFor();
+    expect(await page.locator('main').innerText()).to.include(why);
+    expect(capture.hits, 'nothing more reached the client').to.have.length(redirected);
+  });
+
   it('answers prompt=select_account with the sign-in page, and goes on as the account signed in with (OpenID Connect Core 3.1.2.1)', async function () {
     const [first, second] = [await seedUser(server, [{ workspace: 'First Account Co' }]), await seedUser(server, [{ workspace: 'Second Account Co' }])];
     const { client, page, capture, auth } = await prepare();
