@@ -38,7 +38,7 @@ export class WorkspaceAdmin {
     if (!formId) return { error: 'This form is out of date: no key was created. Create one with the form below.', name: form.request.name, status: 400 };
     const marker = hash('sha256', `api-key-form\n${workspaceId}\n${formId}`, 'base64url');
     if (!await this.#markers.insertNew(marker, { kind: 'ApiKeyForm' }, FORM_MARKER_SECONDS)) {
-      return { error: 'This form was sent before: no key was created again. The keys below are the workspace’s now; create another with the form below if you need it.', name: form.request.name, status: 409 };
+      return { error: sentBefore(form.request.name), name: form.request.name, status: 409 };
     }
     try {
       return await this.#apiKeys.create(workspaceId, form.request.name, form.request.expiresIn);
@@ -64,4 +64,14 @@ export class WorkspaceAdmin {
     const key = await this.#apiKeys.get(keyId);
     return key?.workspaceId === workspaceId ? key : undefined;
   }
+}
+
+/**
+ * The answer to a create form sent again: its first sending created the key (a double click, a
+ * reload of the page that showed it), whose secret only the answer to that sending held, which
+ * this browser may never have shown (a double click's first answer is dropped).
+ */
+function sentBefore(name: string): string {
+  return `This form was sent before, and its first sending created the key “${name}”: no second key was created. `
+    + `The key’s secret was shown only in the answer to that first sending. If you did not copy it, revoke “${name}” (it is in the list below) and create another.`;
 }
