@@ -11,7 +11,7 @@ export interface HtmlPolicy {
    */
   imgSrc?: readonly string[];
   /**
-   * The one script file the page may load, as a full URL (the settings area's copy button), as
+   * The one script file the page may load, as a full URL (the settings area's script), as
    * SCRIPT_URL checks it. Without it the page loads no script file.
    */
   scriptSrc?: string;

@@ -7,7 +7,7 @@ import { renderPage } from '../pages/render.ts';
 import { ENGINE_ROUTES } from '../engine/routes.ts';
 import { MAX_NAME_LENGTH, type ApiKeys, type NewApiKey } from '../api_keys/api_keys.ts';
 import { DEFAULT_EXPIRY, EXPIRY_CHOICES, newFormId, type ApiKeyFormRefusal } from './api_key_form.ts';
-import { COPY_SCRIPT_PATH } from './assets.ts';
+import { SETTINGS_SCRIPT_PATH } from './assets.ts';
 import type { ConnectedApp, ConnectedApps } from './connected_apps.ts';
 import { article, ROLE_DESCRIPTIONS } from './members.ts';
 import type { PasswordRefusal } from './password.ts';
@@ -114,6 +114,15 @@ export class SettingsPages {
     });
   }
 
+  /**
+   * The password form sent again after its first sending changed the password and renewed this
+   * browser's session, whose new id the browser missed (src/settings/renewed_sessions.ts): it is
+   * signed out, and told why. For no user (there is no session), so with no script and no form.
+   */
+  async passwordChangedBefore(ctx: Context): Promise<void> {
+    await renderPage(ctx, 'settings_password_changed', 'Your password was changed', { settingsPage: true, home: this.#home });
+  }
+
   /** An admin's page of a workspace's members: each one's name, email and role, and the ways to change them. */
   async members(ctx: Context, user: User, workspace: WorkspaceRef, members: Member[], form: { done?: unknown; error?: string }): Promise<void> {
     const page = `${this.#home}/workspaces/${workspace.id}/members`;
@@ -209,16 +218,14 @@ export class SettingsPages {
     });
   }
 
-  /** The new key, shown this once, with a copy button (public/settings_copy.js; selectable by hand without it). */
+  /** The new key, shown this once, with a copy button (public/settings.js; selectable by hand without it). */
   async keyCreated(ctx: Context, user: User, workspace: WorkspaceRef, { key, record }: NewApiKey): Promise<void> {
-    const scriptUrl = `${this.#deps.issuer}${SETTINGS_PATH}${COPY_SCRIPT_PATH}`;
     await this.#render(ctx, 'settings_key_created', 'API key created', user, {
       workspace,
       key,
       created: shownKey(record),
       back: `${this.#home}/workspaces/${workspace.id}`,
-      scriptUrl,
-    }, scriptUrl);
+    });
   }
 
   /** Revoking an application's access, asked once more. */
@@ -266,20 +273,30 @@ export class SettingsPages {
     });
   }
 
-  /** A confirmation page (views/settings_confirm.ejs). */
+  /**
+   * A confirmation page (views/settings_confirm.ejs). Its form carries an id of its own, by which a
+   * second sending of it is answered as the first was (src/settings/sent_forms.ts).
+   */
   async confirm(ctx: Context, user: User, csrfToken: string, confirmation: Confirmation): Promise<void> {
-    await this.#render(ctx, 'settings_confirm', confirmation.title, user, { ...confirmation, csrfToken });
+    const fields = { ...confirmation.fields, form_id: newFormId() };
+    await this.#render(ctx, 'settings_confirm', confirmation.title, user, { ...confirmation, fields, csrfToken });
   }
 
-  async #render(ctx: Context, view: string, title: string, user: User, data: Record<string, unknown>, scriptSrc?: string): Promise<void> {
+  /**
+   * Every settings page loads the settings script (public/settings.js: copy buttons, forms sent
+   * once), named by its full URL in the page's `script-src`; each works without it.
+   */
+  async #render(ctx: Context, view: string, title: string, user: User, data: Record<string, unknown>): Promise<void> {
+    const scriptUrl = `${this.#deps.issuer}${SETTINGS_PATH}${SETTINGS_SCRIPT_PATH}`;
     await renderPage(ctx, view, title, {
       ...data,
       settingsPage: true,
+      settingsScript: scriptUrl,
       userEmail: user.email,
       home: this.#home,
       // Sign-out is the engine's RP-initiated logout page (src/interactions/logout.ts), as on the consent page.
       signOutUrl: `${this.#deps.basePath}${ENGINE_ROUTES.end_session}`,
-    }, { formAction: [], ...(scriptSrc ? { scriptSrc } : {}) });
+    }, { formAction: [], scriptSrc: scriptUrl });
   }
 }
 

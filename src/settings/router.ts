@@ -1,7 +1,7 @@
 import { setTimeout as sleep } from 'node:timers/promises';
 
 import Router from '@koa/router';
-import type { Context } from 'koa';
+import type { Context, Next } from 'koa';
 import type { Provider } from 'oidc-provider';
 
 import type { Store } from '../../adapters/store.ts';
@@ -12,10 +12,10 @@ import type { GrantActivity } from '../grants/activity.ts';
 import type { GrantWorkspaces } from '../grants/workspaces.ts';
 import { PROPAGATION_BOUND_MS } from '../shared/propagation.ts';
 import type { ApiKeys } from '../api_keys/api_keys.ts';
-import { renewSessionId } from '../engine/session_renewal.ts';
+import { renewSessionId, sessionIdInCookie } from '../engine/session_renewal.ts';
 import type { UserAccess } from '../engine/user_access.ts';
 import type { SignIns } from '../rate_limits/limits.ts';
-import { copyScript, COPY_SCRIPT_PATH } from './assets.ts';
+import { settingsScript, SETTINGS_SCRIPT_PATH } from './assets.ts';
 import { ConnectedApps } from './connected_apps.ts';
 import { formBody, PASSWORD_FORM_LIMIT } from '../pages/form_body.ts';
 import { adminOf, settingsGuards, signedInOf } from './guards.ts';
@@ -23,6 +23,8 @@ import { noSuchRole, roleOf, WorkspaceMembers, type MemberChange } from './membe
 import { SettingsPages } from './pages.ts';
 import { PasswordChange } from './password.ts';
 import { signedIn } from './session.ts';
+import { RenewedSessions } from './renewed_sessions.ts';
+import { SentForms } from './sent_forms.ts';
 import { SettingsSignIn } from './sign_in.ts';
 import { SETTINGS_PATH } from '../clients/first_party.ts';
 import { WorkspaceAdmin } from './workspace_admin.ts';
@@ -68,13 +70,40 @@ export function settingsRouter(dependencies: SettingsDependencies): Router {
   const pages = new SettingsPages({ ...dependencies, connectedApps, clients: store.model('Client') });
   const admin = new WorkspaceAdmin({ apiKeys: dependencies.apiKeys, markers: store.model('ReplayDetection') });
   const members = new WorkspaceMembers(dependencies);
+  const sentForms = new SentForms(store.model('ReplayDetection'));
+  const renewedSessions = new RenewedSessions(store.model('ReplayDetection'));
   const passwords = new PasswordChange(dependencies);
   const { requireSignIn, checkForm, requireAdmin, formToken } = settingsGuards({ provider, accounts, csrf: new CsrfTokens(dependencies.csrfKey), signIn });
   const form = formBody();
   const passwordForm = formBody(PASSWORD_FORM_LIMIT);
   const router = new Router({ prefix: home });
 
-  router.get(COPY_SCRIPT_PATH, copyScript);
+  /**
+   * After a revocation or a change of membership: this instance applies it at once, every other
+   * within PROPAGATION_BOUND_MS (the revocation list, the API key cache, live roles); the answer
+   * waits that long (as the admin CLI does), so "revoked" on the page means revoked everywhere.
+   * The form is marked as having made its change first, for a second sending of it (answerRepeat).
+   */
+  const doneEverywhere = async (ctx: Context, path: string, done: string): Promise<void> => {
+    const location = `${path}?done=${done}`;
+    await sentForms.record(signedInOf(ctx).user.id, ctx.path, ctx.request.body as FormBody, location);
+    await answerWhenEverywhere(ctx, location);
+  };
+
+  /**
+   * A confirmation form sent again once its change was made (a double click without JavaScript, a
+   * retry): answered as its first sending was, where the change would now be refused as already
+   * made (a key or member gone, a role already so, an admin role given up). Before requireAdmin,
+   * which would refuse an admin who stepped down or left with the first sending.
+   */
+  const answerRepeat = async (ctx: Context, next: Next): Promise<void> => {
+    const location = await sentForms.answerOf(signedInOf(ctx).user.id, ctx.path, ctx.request.body as FormBody);
+    // The first sending may still be waiting for its change to reach every instance: so does this one.
+    if (location) return answerWhenEverywhere(ctx, location);
+    await next();
+  };
+
+  router.get(SETTINGS_SCRIPT_PATH, settingsScript);
 
   router.get('/callback', async (ctx) => {
     // A response this browser did not ask for (or a sign-in overtaken by one in another tab): a
@@ -96,7 +125,7 @@ export function settingsRouter(dependencies: SettingsDependencies): Router {
     return pages.confirmAppRevocation(ctx, user, app, formToken(ctx));
   });
 
-  router.post('/applications/revoke', requireSignIn, form, checkForm, async (ctx) => {
+  router.post('/applications/revoke', requireSignIn, form, checkForm, answerRepeat, async (ctx) => {
     const grantId = (ctx.request.body as FormBody).grant;
     if (typeof grantId !== 'string' || !await connectedApps.revoke(signedInOf(ctx).user.id, grantId)) throw noSuchApp();
     await doneEverywhere(ctx, home, 'app-revoked');
@@ -104,9 +133,17 @@ export function settingsRouter(dependencies: SettingsDependencies): Router {
 
   router.get('/password', requireSignIn, (ctx) => pages.password(ctx, signedInOf(ctx).user, formToken(ctx)));
 
-  router.post('/password', requireSignIn, passwordForm, checkForm, async (ctx) => {
+  /** The password form sent again with a session cookie its first sending's password change renewed: signed out, and told why. */
+  const passwordChangedBefore = async (ctx: Context, next: Next): Promise<void> => {
+    if (await renewedSessions.renewed(sessionIdInCookie(provider, ctx))) return pages.passwordChangedBefore(ctx);
+    await next();
+  };
+
+  router.post('/password', passwordChangedBefore, requireSignIn, passwordForm, checkForm, async (ctx) => {
     const { user, sessionId } = signedInOf(ctx);
     const refusal = await passwords.change(user, sessionId, ctx.request.body as FormBody, ctx.ip);
+    // Refused (the current password is the new one now) because the first sending of this form changed it meanwhile.
+    if (refusal && await renewedSessions.renewed(sessionId)) return pages.passwordChangedBefore(ctx);
     if (refusal) {
       ctx.status = refusal.status;
       if (refusal.retryAfter !== undefined) ctx.set('Retry-After', String(refusal.retryAfter));
@@ -115,7 +152,9 @@ export function settingsRouter(dependencies: SettingsDependencies): Router {
     // The other sessions are deleted from the store, which every instance reads: nothing to wait for.
     // This one stays signed in under a new id: a copy of its cookie, which may be why the
     // password is being changed, signs no one in.
-    await renewSessionId(provider, ctx);
+    await renewedSessions.record(sessionId);
+    // Renewed already by a first sending of this form, which this one overtook after the session was read.
+    if (!await renewSessionId(provider, ctx)) return pages.passwordChangedBefore(ctx);
     ctx.status = 303;
     ctx.redirect(`${home}?done=password-changed`);
   });
@@ -150,7 +189,7 @@ export function settingsRouter(dependencies: SettingsDependencies): Router {
     return pages.confirmKeyRevocation(ctx, signedIn.user, workspace, key, formToken(ctx));
   });
 
-  router.post('/workspaces/:workspaceId/api-keys/revoke', requireSignIn, requireAdmin, form, checkForm, async (ctx) => {
+  router.post('/workspaces/:workspaceId/api-keys/revoke', requireSignIn, form, checkForm, answerRepeat, requireAdmin, async (ctx) => {
     const { workspace } = adminOf(ctx);
     const keyId = (ctx.request.body as FormBody).key;
     if (typeof keyId !== 'string' || !await admin.revokeKey(workspace.id, keyId)) throw noSuchKey();
@@ -199,7 +238,7 @@ export function settingsRouter(dependencies: SettingsDependencies): Router {
     return pages.confirmRoleChange(ctx, signedIn.user, workspace, checked.done, role, formToken(ctx));
   });
 
-  router.post('/workspaces/:workspaceId/members/:userId/role', requireSignIn, requireAdmin, form, checkForm, async (ctx) => {
+  router.post('/workspaces/:workspaceId/members/:userId/role', requireSignIn, form, checkForm, answerRepeat, requireAdmin, async (ctx) => {
     const { workspace } = adminOf(ctx);
     const userId = String(ctx.params.userId);
     const chosen = (ctx.request.body as FormBody).role;
@@ -216,7 +255,7 @@ export function settingsRouter(dependencies: SettingsDependencies): Router {
     return pages.confirmRemoval(ctx, signedIn.user, workspace, checked.done, formToken(ctx));
   });
 
-  router.post('/workspaces/:workspaceId/members/:userId/remove', requireSignIn, requireAdmin, form, checkForm, async (ctx) => {
+  router.post('/workspaces/:workspaceId/members/:userId/remove', requireSignIn, form, checkForm, answerRepeat, requireAdmin, async (ctx) => {
     const { workspace } = adminOf(ctx);
     const change = await members.remove(workspace.id, String(ctx.params.userId));
     return afterChange(ctx, change, 'removal');
@@ -228,13 +267,9 @@ export function settingsRouter(dependencies: SettingsDependencies): Router {
 const noSuchApp = () => new HttpError(404, 'not_found', 'You have not allowed this application, or its access was already revoked.');
 const noSuchKey = () => new HttpError(404, 'not_found', 'This workspace has no such API key: it may have been revoked already, or have expired.');
 
-/**
- * After a revocation or a change of membership: this instance applies it at once, every other
- * within PROPAGATION_BOUND_MS (the revocation list, the API key cache, live roles); the answer
- * waits that long (as the admin CLI does), so "revoked" on the page means revoked everywhere.
- */
-async function doneEverywhere(ctx: Context, path: string, done: string): Promise<void> {
+/** Redirects to `location` once a change made on this instance has reached every other (PROPAGATION_BOUND_MS). */
+async function answerWhenEverywhere(ctx: Context, location: string): Promise<void> {
   await sleep(PROPAGATION_BOUND_MS);
   ctx.status = 303;
-  ctx.redirect(`${path}?done=${done}`);
+  ctx.redirect(location);
 }

@@ -2,7 +2,7 @@ import { expect } from 'chai';
 import type { Page, Request } from 'playwright-core';
 
 import { openStore } from '../../adapters/index.ts';
-import { browserForSuite, captureRedirect, recordRequests, signIn } from '../support/browser.ts';
+import { answerLate, browserForSuite, captureRedirect, clickTwice, postsTo, recordRequests, sendFormCopy, signIn } from '../support/browser.ts';
 import { api, clientCredentialsToken, createApiKey } from '../support/data_api.ts';
 import { REDIRECT_URI, codeRequest, exchangeCode, postCredentials, registerClient, tokenRequest, type RegisteredClient } from '../support/oauth.ts';
 import { PHONE, checkPage } from '../support/page_audit.ts';
@@ -400,10 +400,79 @@ describe('settings area in a real browser', function () {
       const again = await page.reload();
       expect(again!.request().method(), 'the browser sent the form again').to.equal('POST');
       expect(again!.status()).to.equal(409);
-      await page.getByRole('alert').filter({ hasText: 'no key was created' }).waitFor();
+      await page.getByRole('alert').filter({ hasText: 'its first sending created the key “nightly export”: no second key was created' }).waitFor();
       const keys = page.getByRole('list', { name: 'API keys' }).getByRole('listitem').filter({ hasText: 'nightly export' });
       expect(await keys.count(), 'one key, the one shown').to.equal(1);
       await checkPage(page, 'settings-key-form-sent-again');
+    });
+
+    it('sends the create form once when its button is clicked twice, 80 ms apart: one POST, and the page shows the key it made', async function () {
+      const admin = await seedUser(server, [{ workspace: 'Double Click Ltd' }]);
+      const page = await open();
+      await openSettings(page, admin);
+      await page.goto(`${settingsUrl()}/workspaces/${admin.workspaces[0]!.id}`);
+      const posts = postsTo(page, `/settings/workspaces/${admin.workspaces[0]!.id}/api-keys`);
+      await page.getByLabel('Name').fill('clicked twice');
+      // A server slower to answer than the two clicks are apart.
+      await answerLate(page, '**/api-keys', 300);
+      await clickTwice(page, page.getByRole('button', { name: 'Create key' }));
+      await page.getByRole('heading', { level: 1, name: 'API key created' }).waitFor();
+      expect(await page.getByLabel(/The key “clicked twice”/).inputValue()).to.match(/^wsk_/);
+      expect(posts().length, 'the form was sent once').to.equal(1);
+      const keys = await server.admin(['api-key', 'list', '--workspace', admin.workspaces[0]!.id]);
+      expect(keys.stdout.match(/clicked twice/g)?.length, 'one key made').to.equal(1);
+    });
+
+    it('keeps the name and value of the button that sent a form, sends nothing more while it is under way, and sends again after a return from the back/forward cache', async function () {
+      const admin = await seedUser(server, [{ workspace: 'Submitter Ltd' }]);
+      const page = await open();
+      await openSettings(page, admin);
+      await page.goto(`${settingsUrl()}/workspaces/${admin.workspaces[0]!.id}`);
+      // The answer is held back (204: the browser stays on the page), as a slow one would be.
+      const bodies: string[] = [];
+      await page.route('**/api-keys', (route) => {
+        bodies.push(route.request().postData() ?? '');
+        return route.fulfill({ status: 204 });
+      });
+      const button = page.getByRole('button', { name: 'Create key' });
+      await button.evaluate((element: HTMLButtonElement) => { element.name = 'intent'; element.value = 'create'; });
+      await page.getByLabel('Name').fill('held back');
+      await button.click();
+      await page.waitForFunction(() => (document.querySelector('form.create-key button') as HTMLButtonElement).disabled);
+      for (let wait = 0; wait < 50 && bodies.length < 1; wait += 1) await sleep(20);
+      expect(bodies, 'sent once, with its button').to.have.length(1);
+      expect(new URLSearchParams(bodies[0]).get('intent')).to.equal('create');
+      await page.getByLabel('Name').press('Enter');
+      await sleep(300);
+      expect(bodies, 'nothing more while it is under way').to.have.length(1);
+
+      await page.evaluate(() => window.dispatchEvent(new PageTransitionEvent('pageshow', { persisted: true })));
+      expect(await button.isEnabled(), 'enabled again').to.equal(true);
+      await button.click();
+      await page.waitForFunction(() => (document.querySelector('form.create-key button') as HTMLButtonElement).disabled);
+      for (let wait = 0; wait < 50 && bodies.length < 2; wait += 1) await sleep(20);
+      expect(bodies, 'sent again after the page was shown again').to.have.length(2);
+      expect(new URLSearchParams(bodies[1]).get('intent')).to.equal('create');
+    });
+
+    it('names the key a first sending of the create form made when the form comes again (its first answer lost), and says to revoke it if its secret was not copied', async function () {
+      const admin = await seedUser(server, [{ workspace: 'Lost Answer Ltd' }]);
+      const page = await open({ javaScriptEnabled: false });
+      await openSettings(page, admin);
+      await page.goto(`${settingsUrl()}/workspaces/${admin.workspaces[0]!.id}`);
+      await page.getByLabel('Name').fill('lost answer');
+      const first = await sendFormCopy(page, page.locator('form.create-key'));
+      expect(first.status, 'the first sending made the key').to.equal(200);
+      const again = page.waitForResponse((response) => response.request().method() === 'POST');
+      await page.getByRole('button', { name: 'Create key' }).click();
+      expect((await again).status()).to.equal(409);
+      const alert = await page.getByRole('alert').innerText();
+      expect(alert).to.include('its first sending created the key “lost answer”')
+        .and.to.include('shown only in the answer to that first sending')
+        .and.to.include('If you did not copy it, revoke “lost answer” (it is in the list below) and create another');
+      expect(alert).to.not.match(/no key was created(?! again)/i);
+      const keys = page.getByRole('list', { name: 'API keys' }).getByRole('listitem').filter({ hasText: 'lost answer' });
+      expect(await keys.count(), 'the one key, listed').to.equal(1);
     });
 
     it('without JavaScript still gets the key, in a field to copy by hand, and no copy button', async function () {
@@ -516,6 +585,25 @@ describe('settings area in a real browser', function () {
       expect((await api(server, '/rest/companies', { credential: key })).status, 'the kept key works').to.equal(200);
       await revokeKey(page, 'careful key');
       expect((await api(server, '/rest/companies', { credential: key })).status).to.equal(401);
+    });
+
+    it('ends a confirmation sent twice (its first answer lost) where one sending ends: the key revoked, not "no such API key"', async function () {
+      const admin = await seedUser(server, [{ workspace: 'Revoked Twice Ltd' }]);
+      const workspaceId = admin.workspaces[0]!.id;
+      const { key } = await createApiKey(server, workspaceId, { name: 'revoked twice' });
+      const page = await open({ javaScriptEnabled: false });
+      await openSettings(page, admin);
+      await page.goto(`${settingsUrl()}/workspaces/${workspaceId}`);
+      await page.getByRole('button', { name: 'Revoke the key revoked twice' }).click();
+      await page.getByRole('heading', { level: 1, name: 'Revoke the API key “revoked twice”?' }).waitFor();
+      const first = await sendFormCopy(page, page.locator('form.confirm'));
+      expect(first.status).to.equal(303);
+      expect((await api(server, '/rest/companies', { credential: key })).status, 'revoked by the first sending').to.equal(401);
+
+      await page.getByRole('button', { name: 'Revoke the key', exact: true }).click();
+      await page.getByRole('status').filter({ hasText: 'API key revoked' }).waitFor();
+      expect(new URL(page.url()).pathname).to.equal(`/settings/workspaces/${workspaceId}`);
+      expect(await page.getByRole('list', { name: 'API keys' }).count()).to.equal(0);
     });
 
     it('shows after a form only a sentence of its own: ?done= naming anything else, an inherited property of every object included, shows nothing', async function () {

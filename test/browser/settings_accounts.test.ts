@@ -1,7 +1,7 @@
 import { expect } from 'chai';
 import type { Locator, Page } from 'playwright-core';
 
-import { browserForSuite, signIn } from '../support/browser.ts';
+import { answerLate, browserForSuite, clickTwice, postsTo, sendFormCopy, signIn } from '../support/browser.ts';
 import { api, memberOf, userAccessToken } from '../support/data_api.ts';
 import { registerClient } from '../support/oauth.ts';
 import { PHONE, checkPage } from '../support/page_audit.ts';
@@ -134,6 +134,46 @@ describe('settings area: your password, and a workspace\'s members', function ()
       await checkPage(page, 'settings-password-locked');
     });
 
+    it('sends the form once when "Change password" is clicked twice, 80 ms apart: the page says the password was changed, and this browser stays signed in', async function () {
+      const user = await seedUser(server, [{ workspace: 'Double Password Ltd' }]);
+      const page = await open();
+      await openSignedIn(page, user, '/password');
+      const posts = postsTo(page, '/settings/password');
+      await page.getByLabel('Current password').fill(user.password);
+      await page.getByLabel('New password', { exact: true }).fill('a-new-long-password');
+      await page.getByLabel('New password, again').fill('a-new-long-password');
+      // A server slower to answer than the two clicks are apart.
+      await answerLate(page, '**/settings/password', 300);
+      await clickTwice(page, page.getByRole('button', { name: 'Change password' }));
+      await heading(page, 'Settings').waitFor();
+      expect(await page.getByRole('status').innerText()).to.include('Password changed');
+      expect(posts().length, 'the form was sent once').to.equal(1);
+      await page.goto(settingsUrl());
+      await heading(page, 'Settings').waitFor();
+    });
+
+    it('says the password was changed when the form comes again after its first sending changed it (its answer, with this browser\'s new session, lost), and asks to sign in with the new one', async function () {
+      const user = await seedUser(server, [{ workspace: 'Lost Session Ltd' }]);
+      const page = await open();
+      await openSignedIn(page, user, '/password');
+      await page.getByLabel('Current password').fill(user.password);
+      await page.getByLabel('New password', { exact: true }).fill('a-new-long-password');
+      await page.getByLabel('New password, again').fill('a-new-long-password');
+      const first = await sendFormCopy(page, page.locator('form'));
+      expect(first.status, 'the first sending changed it').to.equal(303);
+
+      await page.getByRole('button', { name: 'Change password' }).click();
+      await heading(page, 'Your password was changed').waitFor();
+      expect(await page.locator('main').innerText()).to.include('its first sending changed your password').and.to.include('Sign in again with your new password');
+      await checkPage(page, 'settings-password-sent-twice');
+      await page.getByRole('link', { name: 'Sign in' }).click();
+      await heading(page, 'Sign in').waitFor();
+      await signIn(page, user);
+      expect(await page.getByRole('alert').innerText(), 'the old password').to.include('not right');
+      await signIn(page, user, 'a-new-long-password');
+      await heading(page, 'Settings').waitFor();
+    });
+
     it('refuses a form without this session\'s token (403), and changes nothing', async function () {
       const user = await seedUser(server, [{ workspace: 'Forged Password Ltd' }]);
       const page = await open();
@@ -207,6 +247,60 @@ describe('settings area: your password, and a workspace\'s members', function ()
       expect(await card(page, member).count()).to.equal(0);
       const refused = await api(server, '/rest/companies', { credential: token });
       expect(refused.status, 'the grant it allowed for the workspace is revoked').to.equal(401);
+    });
+
+    it('sends a confirmation once when its button is clicked twice, 80 ms apart: the member is removed, and the page says so', async function () {
+      const admin = await seedUser(server, [{ workspace: 'Double Remove Ltd' }]);
+      const workspaceId = admin.workspaces[0]!.id;
+      const member = await memberOf(server, workspaceId, 'member');
+      const page = await open();
+      await openSignedIn(page, admin, `/workspaces/${workspaceId}/members`);
+      await card(page, member).getByRole('button', { name: `Remove ${member.name} from the workspace` }).click();
+      await heading(page, `Remove ${member.name} from Double Remove Ltd?`).waitFor();
+      const posts = postsTo(page, `/settings/workspaces/${workspaceId}/members/${member.id}/remove`);
+      // The answer waits 2 s for the change to reach every instance: the second click finds the page still there.
+      await clickTwice(page, page.getByRole('button', { name: 'Remove them from the workspace' }));
+      await page.getByRole('status').filter({ hasText: 'Member removed' }).waitFor();
+      expect(posts().length, 'the form was sent once').to.equal(1);
+      expect(await page.getByRole('alert').count(), 'no failure shown').to.equal(0);
+    });
+
+    it('ends a role change or a removal sent twice (its first answer lost) where one sending ends, not on "no such member" or "already their role"', async function () {
+      const admin = await seedUser(server, [{ workspace: 'Sent Twice Ltd' }]);
+      const workspaceId = admin.workspaces[0]!.id;
+      const [member, other] = [await memberOf(server, workspaceId, 'member'), await memberOf(server, workspaceId, 'member')];
+      const page = await open({ javaScriptEnabled: false });
+      await openSignedIn(page, admin, `/workspaces/${workspaceId}/members`);
+
+      await card(page, member).getByLabel(/^New role/).selectOption('viewer');
+      await card(page, member).getByRole('button', { name: /^Change role/ }).click();
+      expect((await sendFormCopy(page, page.locator('form.confirm'))).status, 'the first sending').to.equal(303);
+      await page.getByRole('button', { name: 'Make them a viewer' }).click();
+      await page.getByRole('status').waitFor();
+      expect(await page.getByRole('status').innerText()).to.include('Role changed');
+      expect(await roleOn(page, member)).to.equal('viewer');
+
+      await card(page, other).getByRole('button', { name: `Remove ${other.name} from the workspace` }).click();
+      expect((await sendFormCopy(page, page.locator('form.confirm'))).status, 'the first sending').to.equal(303);
+      const second = page.waitForResponse((response) => response.request().method() === 'POST');
+      await page.getByRole('button', { name: 'Remove them from the workspace' }).click();
+      expect((await second).status(), 'answered as the first was').to.equal(303);
+      await page.getByRole('status').waitFor();
+      expect(await page.getByRole('status').innerText()).to.include('Member removed');
+      expect(await page.getByRole('alert').count(), 'no failure shown').to.equal(0);
+      expect(await card(page, other).count()).to.equal(0);
+
+      // An admin who stepped down with the first sending is not refused as no admin by the second.
+      await card(page, member).getByLabel(/^New role/).selectOption('admin');
+      await card(page, member).getByRole('button', { name: /^Change role/ }).click();
+      await page.getByRole('button', { name: 'Make them an admin' }).click();
+      await page.getByRole('status').waitFor();
+      await card(page, admin).getByLabel(/^New role/).selectOption('member');
+      await card(page, admin).getByRole('button', { name: /^Change role/ }).click();
+      expect((await sendFormCopy(page, page.locator('form.confirm'))).status, 'the first sending').to.equal(303);
+      await page.getByRole('button', { name: 'Make me a member' }).click();
+      await heading(page, 'Settings').waitFor();
+      expect(await page.getByRole('status').innerText()).to.include('you no longer manage that workspace');
     });
 
     it('never takes away the last admin: the reason is on the page (409), and nothing changes', async function () {

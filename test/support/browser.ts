@@ -1,4 +1,4 @@
-import { chromium, type Browser, type BrowserContext, type BrowserContextOptions, type Page, type Request } from 'playwright-core';
+import { chromium, type Browser, type BrowserContext, type BrowserContextOptions, type Locator, type Page, type Request } from 'playwright-core';
 
 /**
  * The system's Debian Chromium driven by playwright-core (no browser downloads). Background
@@ -151,4 +151,46 @@ export async function signIn(page: Page, user: { email: string; password: string
   await page.getByLabel('Email').fill(user.email);
   await page.getByLabel('Password').fill(password);
   await page.getByRole('button', { name: 'Sign in' }).click();
+}
+
+/**
+ * Sends a copy of the page's form as the browser would, with its cookies, from outside the
+ * browser, which never sees the answer: the first of two sendings of a form whose first answer the
+ * browser dropped (a double click without JavaScript). The browser's cookies stay as they were.
+ */
+export async function sendFormCopy(page: Page, form: Locator): Promise<Response> {
+  const { action, body } = await form.evaluate((element: HTMLFormElement) => ({
+    action: element.action,
+    body: new URLSearchParams([...new FormData(element)].map(([name, value]) => [name, String(value)])).toString(),
+  }));
+  const cookies = (await page.context().cookies(action)).map(({ name, value }) => `${name}=${value}`).join('; ');
+  return fetch(action, { method: 'POST', headers: { 'content-type': 'application/x-www-form-urlencoded', cookie: cookies }, body, redirect: 'manual' });
+}
+
+/** The POSTs the page makes to `path` from now on, as they are when called. */
+export function postsTo(page: Page, path: string): () => Request[] {
+  const requests = recordRequests(page);
+  return () => requests.filter((request) => request.method() === 'POST' && new URL(request.url()).pathname === path);
+}
+
+/**
+ * Clicks the element twice, `gapMs` apart, with the mouse where it was at the first click, as a
+ * person's double click on a button whose page is still waiting for its answer.
+ */
+export async function clickTwice(page: Page, target: Locator, gapMs = 80): Promise<void> {
+  const box = await target.boundingBox();
+  if (!box) throw new Error('nothing to click');
+  const [x, y] = [box.x + box.width / 2, box.y + box.height / 2];
+  await page.mouse.click(x, y);
+  await new Promise((resolve) => setTimeout(resolve, gapMs));
+  await page.mouse.click(x, y);
+}
+
+/** Holds each request to `url` back `ms` before it goes on, as a slow server would answer late. */
+export async function answerLate(page: Page, url: string, ms: number): Promise<void> {
+  await page.route(url, async (route) => {
+    await new Promise((resolve) => setTimeout(resolve, ms));
+    // The browser may have given up on it meanwhile (a second sending replaced it).
+    await route.continue().catch(() => undefined);
+  });
 }

@@ -1,0 +1,51 @@
+// The settings area's one script (served by the service itself; the pages run no other script).
+// Every page works without it: it adds copy buttons, and keeps a form from being sent twice.
+
+// Copy buttons. A button[data-copy] is hidden in the page and shown here: without this script the
+// value stays in its read-only field, to be selected and copied by hand. The button copies the
+// value of the field it names and says in the status region it names whether that worked.
+for (const button of document.querySelectorAll('button[data-copy]')) {
+  const field = document.getElementById(button.dataset.copy);
+  const status = document.getElementById(button.dataset.status);
+  if (!field || !status) continue;
+  button.hidden = false;
+  button.addEventListener('click', async () => {
+    try {
+      await navigator.clipboard.writeText(field.value);
+      status.textContent = 'Copied.';
+    } catch {
+      field.focus();
+      field.select();
+      status.textContent = 'Could not copy: the key is selected, copy it with Ctrl+C (⌘C on a Mac).';
+    }
+  });
+}
+
+// A form is sent once: a second submission (a double click, Enter pressed again) while the first
+// is under way is not sent, so a change is not made twice, nor its answer (a new key's secret,
+// the new session of a password change) lost to a second request the browser would show instead.
+const sending = new WeakSet();
+
+document.addEventListener('submit', (event) => {
+  const form = event.target;
+  if (!(form instanceof HTMLFormElement)) return;
+  if (sending.has(form)) {
+    event.preventDefault();
+    return;
+  }
+  sending.add(form);
+  // Disabled only once the browser has built the form data, which follows this event: a submit
+  // button disabled now would leave its name and value out of what is sent.
+  setTimeout(() => {
+    for (const button of form.querySelectorAll('button[type="submit"], button:not([type]), input[type="submit"]')) button.disabled = true;
+  });
+});
+
+// Back to a page kept in the back/forward cache, its forms may be sent again.
+window.addEventListener('pageshow', (event) => {
+  if (!event.persisted) return;
+  for (const form of document.forms) {
+    sending.delete(form);
+    for (const button of form.querySelectorAll('button[type="submit"], button:not([type]), input[type="submit"]')) button.disabled = false;
+  }
+});
