@@ -3,7 +3,7 @@ import { decodeJwt } from 'jose';
 import * as oauth from 'oauth4webapi';
 import type { Page, Response as PageResponse } from 'playwright-core';
 
-import { browserForSuite, type CapturedRequest, captureRedirect, recordRequests, type RedirectCapture, signIn } from '../support/browser.ts';
+import { browserForSuite, type CapturedRequest, captureRedirect, focusedElement, recordRequests, type RedirectCapture, signIn } from '../support/browser.ts';
 import { checkPage } from '../support/page_audit.ts';
 import { REDIRECT_URI, codeRequest, registerClient, type CodeRequest, type RegisteredClient } from '../support/oauth.ts';
 import { registerVettedClient, seedUser, startServer, type SeededUser, type TestServer } from '../support/server.ts';
@@ -79,11 +79,10 @@ describe('authorization in a real browser', function () {
   }
 
   /** What the focused element is: its id, or a button's value, or its tag. */
-  const focused = (page: Page) => page.evaluate(() => {
-    const element = document.activeElement;
-    if (!element) return '';
-    return element.id || element.getAttribute('value') || element.tagName.toLowerCase();
-  });
+  const focused = async (page: Page) => {
+    const element = await focusedElement(page);
+    return element ? element.id || element.value || element.tag : '';
+  };
 
   async function tabUntil(page: Page, target: string, maxTabs: number): Promise<void> {
     for (let i = 0; i < maxTabs && await focused(page) !== target; i += 1) await page.keyboard.press('Tab');

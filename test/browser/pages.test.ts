@@ -6,7 +6,7 @@ import type { Page, Response as PageResponse } from 'playwright-core';
 
 import { clientDisplay } from '../../src/pages/client_display.ts';
 import { cspOrigin, htmlContentSecurityPolicy } from '../../src/pages/csp.ts';
-import { browserForSuite, captureRedirect, signIn } from '../support/browser.ts';
+import { browserForSuite, captureRedirect, focusedElement, signIn } from '../support/browser.ts';
 import { REDIRECT_URI, codeRequest, registerClient, type RegisteredClient } from '../support/oauth.ts';
 import { PHONE, axeViolations, checkPage, imagesSettled } from '../support/page_audit.ts';
 import { startDocumentServer, type DocumentServer } from '../support/document_server.ts';
@@ -131,7 +131,7 @@ describe('login, consent and error pages: the application\'s logo and documents,
     ...metadata,
   });
 
-  const focusedId = (page: Page) => page.evaluate(() => document.activeElement?.id);
+  const focusedId = async (page: Page) => (await focusedElement(page))?.id;
   const loginHeading = (page: Page) => page.getByRole('heading', { level: 1, name: 'Sign in' });
   const consentHeading = (page: Page) => page.getByRole('heading', { level: 1, name: /^Authorize\b/ });
 

@@ -1,7 +1,7 @@
 import { expect } from 'chai';
 import type { Locator, Page } from 'playwright-core';
 
-import { answerLate, browserForSuite, clickTwice, postsTo, sendFormCopy, signIn } from '../support/browser.ts';
+import { answerLate, browserForSuite, clickTwice, focusedElement, postsTo, sendFormCopy, signIn } from '../support/browser.ts';
 import { api, memberOf, userAccessToken } from '../support/data_api.ts';
 import { registerClient } from '../support/oauth.ts';
 import { PHONE, checkPage } from '../support/page_audit.ts';
@@ -29,7 +29,7 @@ describe('settings area: your password, and a workspace\'s members', function ()
 
   const settingsUrl = () => `${server.issuer}/settings`;
   const heading = (page: Page, name: string | RegExp) => page.getByRole('heading', { level: 1, name });
-  const focusedId = (page: Page) => page.evaluate(() => document.activeElement?.id);
+  const focusedId = async (page: Page) => (await focusedElement(page))?.id;
 
   /** Opens `path` of the settings area, signing in on the way (with `password`, the user's own by default). */
   async function openSignedIn(page: Page, user: SeededUser, path = '', password = user.password): Promise<void> {
@@ -41,10 +41,14 @@ describe('settings area: your password, and a workspace\'s members', function ()
 
   describe('changing your password', function () {
     /** Fills the password form and submits it; resolves the status of the answer. */
-    async function changePassword(page: Page, current: string, next: string, again = next): Promise<number> {
+    async function fillPasswordForm(page: Page, current: string, next: string, again = next): Promise<void> {
       await page.getByLabel('Current password').fill(current);
       await page.getByLabel('New password', { exact: true }).fill(next);
       await page.getByLabel('New password, again').fill(again);
+    }
+
+    async function changePassword(page: Page, current: string, next: string, again = next): Promise<number> {
+      await fillPasswordForm(page, current, next, again);
       const answer = page.waitForResponse((response) => response.request().method() === 'POST');
       await page.getByRole('button', { name: 'Change password' }).click();
       return (await answer).status();
@@ -139,9 +143,7 @@ describe('settings area: your password, and a workspace\'s members', function ()
       const page = await open();
       await openSignedIn(page, user, '/password');
       const posts = postsTo(page, '/settings/password');
-      await page.getByLabel('Current password').fill(user.password);
-      await page.getByLabel('New password', { exact: true }).fill('a-new-long-password');
-      await page.getByLabel('New password, again').fill('a-new-long-password');
+      await fillPasswordForm(page, user.password, 'a-new-long-password');
       // A server slower to answer than the two clicks are apart.
       await answerLate(page, '**/settings/password', 300);
       await clickTwice(page, page.getByRole('button', { name: 'Change password' }));
@@ -156,9 +158,7 @@ describe('settings area: your password, and a workspace\'s members', function ()
       const user = await seedUser(server, [{ workspace: 'Lost Session Ltd' }]);
       const page = await open();
       await openSignedIn(page, user, '/password');
-      await page.getByLabel('Current password').fill(user.password);
-      await page.getByLabel('New password', { exact: true }).fill('a-new-long-password');
-      await page.getByLabel('New password, again').fill('a-new-long-password');
+      await fillPasswordForm(page, user.password, 'a-new-long-password');
       const first = await sendFormCopy(page, page.locator('form'));
       expect(first.status, 'the first sending changed it').to.equal(303);
 

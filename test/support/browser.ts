@@ -194,3 +194,16 @@ export async function answerLate(page: Page, url: string, ms: number): Promise<v
     await route.continue().catch(() => undefined);
   });
 }
+
+/**
+ * The element that has the focus, once the page's `autofocus` has been applied: the browser does
+ * that when it next renders, not when the page loads, so a read right after a navigation may find
+ * the body focused still (it did, under a busy machine's load). Two animation frames later it has.
+ */
+export async function focusedElement(page: Page): Promise<{ id: string; value: string | null; tag: string } | undefined> {
+  return page.evaluate(async () => {
+    await new Promise((resolve) => requestAnimationFrame(() => requestAnimationFrame(resolve)));
+    const element = document.activeElement;
+    return element ? { id: element.id, value: element.getAttribute('value'), tag: element.tagName.toLowerCase() } : undefined;
+  });
+}
