@@ -5,9 +5,9 @@ import { parseArgs } from 'node:util';
 import { openStore, sqliteFile } from '../../adapters/index.ts';
 import { BackendUnavailableError, type Store } from '../../adapters/store.ts';
 import { AccountError, Accounts } from '../accounts/accounts.ts';
-import { ConfigError, configurationErrorLine, configurationProblem, loadConfig, type Config } from '../../config/index.ts';
+import { ConfigError, configurationErrorLine, configurationProblem, loadConfig, type Config, type LogLevel } from '../../config/index.ts';
 import { warnOfMisspelledSettings } from '../../config/misspelled.ts';
-import { createLogger } from '../shared/logger.ts';
+import { createLogger, type Logger } from '../shared/logger.ts';
 import { loadKeyRing } from '../keys/key_encryption.ts';
 import { holdsServiceKeys, loadKeys } from '../keys/keys.ts';
 import { RevocationList } from '../tokens/revocation_list.ts';
@@ -176,11 +176,20 @@ function leadingWords(argv: string[]): string[] {
 }
 
 /** The engine, configured as the service configures it, for the models only it can write. */
-async function engine(config: Config, store: Store, accounts: Accounts) {
-  const keys = await loadKeys(store.settings, await loadKeyRing(config, createLogger('error')), config.jwksFile);
+async function engine(config: Config, store: Store, accounts: Accounts, logger: Logger) {
+  const keys = await loadKeys(store.settings, await loadKeyRing(config, logger), config.jwksFile);
   // Not started: the CLI only writes records and revocations, it never verifies a token.
   const revocations = new RevocationList(store.revocations);
   return { ...buildProvider({ config, store, accounts, keys, revocations }), keys };
+}
+
+/**
+ * The CLI logs what the service would warn of at start (a key-encryption key file other users can
+ * read, one kept beside the database, one just created), as the service does, on stderr; not its
+ * info lines, which a command's own output says better. LOG_LEVEL=error or silent still hushes it.
+ */
+function warningsAtLeast(level: LogLevel): LogLevel {
+  return level === 'error' || level === 'silent' ? level : 'warn';
 }
 
 /** Whether the options given are all ones the command takes; the message saying which is not, otherwise. */
@@ -238,8 +247,9 @@ async function run(argv: string[], say: Say): Promise<number> {
   if (unexpected) return usageError(say, unexpected, positionals);
 
   const config = loadConfig();
+  const logger = createLogger(warningsAtLeast(config.logLevel));
   // As the service warns at start: the CLI would as silently run on what the operator thought changed.
-  warnOfMisspelledSettings(process.env, createLogger(config.logLevel).warn);
+  warnOfMisspelledSettings(process.env, logger.warn);
   const file = sqliteFile(config.store);
   if (file && !command.createsStore && !existsSync(file)) {
     throw new ConfigError(`STORE: there is no SQLite store at ${file}; check STORE and the directory this runs in (the service makes the store at its first start, and so does quickstart)`);
@@ -256,11 +266,11 @@ async function run(argv: string[], say: Say): Promise<number> {
     }
     const accounts = new Accounts(store.accounts);
     const withKeys = async () => {
-      const built = await engine(config, store, accounts);
+      const built = await engine(config, store, accounts, logger);
       made.keyFile = built.keys.keyRing.createdFile;
       return built;
     };
-    const output = await command.run({ config, store, accounts, options, args, engine: withKeys });
+    const output = await command.run({ config, store, accounts, options, args, logger, engine: withKeys });
     process.stdout.write(`${options.json ? JSON.stringify(output.json, null, 2) : output.text}\n`);
     return 0;
   } catch (error) {

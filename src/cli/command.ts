@@ -10,6 +10,7 @@ import { looksLikeEmail } from '../accounts/names.ts';
 import type { Config } from '../../config/index.ts';
 import type { OAuthServer } from '../engine/provider.ts';
 import type { KeyMaterial } from '../keys/keys.ts';
+import type { Logger } from '../shared/logger.ts';
 import { isoTime } from '../shared/clock.ts';
 import { namedBack } from '../shared/named_back.ts';
 import { PROPAGATION_BOUND_MS } from '../shared/propagation.ts';
@@ -68,6 +69,8 @@ export interface CommandContext {
   options: Options;
   /** The positional arguments after the command's name. */
   args: string[];
+  /** Warnings of what the command loads (a key file others can read), on stderr as the service logs them. */
+  logger: Logger;
   /** The engine, configured as the service configures it, for the records only it can write. */
   engine: () => Promise<OAuthServer & { keys: KeyMaterial }>;
 }

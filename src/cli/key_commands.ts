@@ -1,8 +1,8 @@
 import { setTimeout as sleep } from 'node:timers/promises';
 
 import type { Store } from '../../adapters/store.ts';
-import { loadConfig, type Config } from '../../config/index.ts';
-import { createLogger, type Logger } from '../shared/logger.ts';
+import type { Config } from '../../config/index.ts';
+import type { Logger } from '../shared/logger.ts';
 import { loadKeyRing } from '../keys/key_encryption.ts';
 import { KEY_SET_POLL_MS, keyStatuses, newKeys, RotationPendingError, type KeyStatus } from '../keys/rotation.ts';
 import { isoTime, nowSeconds } from '../shared/clock.ts';
@@ -101,13 +101,13 @@ export const KEY_COMMANDS: readonly Command[] = [
       + 'replace verify for KEY_RETENTION after that. --now: they sign as soon as every instance has them.\n'
       + 'Returns once every instance publishes them.',
     options: ['now'],
-    run: ({ store, options }) => rotateSigningKeys(store, loadConfig(), createLogger('error'), options.now === true),
+    run: ({ store, config, logger, options }) => rotateSigningKeys(store, config, logger, options.now === true),
   },
   {
     name: 'keys list',
     synopsis: '',
     description: 'Every signing key with its state and dates (or the keys of JWKS_FILE).',
     options: [],
-    run: ({ store }) => listSigningKeys(store, loadConfig(), createLogger('error')),
+    run: ({ store, config, logger }) => listSigningKeys(store, config, logger),
   },
 ];

@@ -1,5 +1,5 @@
 import { randomBytes } from 'node:crypto';
-import { mkdtemp, readdir, rm } from 'node:fs/promises';
+import { chmod, mkdtemp, readdir, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { DatabaseSync } from 'node:sqlite';
@@ -834,6 +834,27 @@ describe('admin CLI', function () {
       expect(lines.map(({ level, variable, meant }) => `${String(level)} ${String(variable)} -> ${String(meant)}`)).to.deep.equal(['warn LOG_LEVL -> LOG_LEVEL', 'warn PROT -> PORT']);
       expect(lines[0]).to.include({ message: 'LOG_LEVL is not a setting of this service and is ignored; did you mean LOG_LEVEL?' });
       expect(result.stderr).not.to.include('8080');
+    });
+
+    it('warns, as the service does at start, of a key-encryption key file other users can read; its info lines stay out of the output', async () => {
+      const keyFile = join(server.env.HOME!, '.config', 'workspace-oauth-server', 'key-encryption.key');
+      await chmod(keyFile, 0o644);
+      try {
+        for (const args of [['keys', 'list', '--json'], ['resource-server', 'list', '--json']]) {
+          const result = await runAdmin(server.env, args);
+          outputs.push(result.stdout, result.stderr);
+          expect(result.code, result.stderr).to.equal(0);
+          expect(JSON.parse(result.stdout), 'the output is the list still').to.be.an('array');
+          const lines = result.stderr.trimEnd().split('\n').map((line) => JSON.parse(line) as Record<string, unknown>);
+          expect(lines.map(({ level, message, file, mode }) => [level, message, file, mode]), args.join(' ')).to.deep.equal([
+            ['warn', 'the key-encryption key file can be read by other users; make it owner-only (chmod 600)', keyFile, '0644'],
+          ]);
+        }
+      } finally {
+        await chmod(keyFile, 0o600);
+      }
+      const quiet = await runAdmin(server.env, ['keys', 'list', '--json']);
+      expect([quiet.code, quiet.stderr], 'an owner-only file: nothing to say').to.deep.equal([0, '']);
     });
 
     it('refuses a STORE that names no store yet, for every command but quickstart, and makes none (a mistyped STORE is not a new, empty store)', async () => {
