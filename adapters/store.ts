@@ -98,9 +98,11 @@ export const COMPLETION_MARK_SECONDS = 300;
  * The payload field each model's records can be listed by (ModelStore.listBy): a grant by its user
  * (the settings area's connected applications), a client by the workspace it is bound to, a
  * sign-in session by its user and a grant's workspace binding and an initial access token by their
- * workspace (what ending a user's access or deleting a workspace must find). Every backend indexes
+ * workspace (what ending a user's access or deleting a workspace must find), an invitation by its
+ * workspace (the members page lists those pending, src/settings/invitations.ts). Every backend indexes
  * these models, and only these: an index entry is a write, and each of these is stored at sign-in,
- * consent, registration or by the operator, never per token. An entry lives and goes with its record.
+ * consent, registration, by an admin or by the operator, never per token. An entry lives and goes
+ * with its record.
  */
 export const LISTED_BY: Readonly<Record<string, string>> = {
   Grant: 'accountId',
@@ -109,6 +111,8 @@ export const LISTED_BY: Readonly<Record<string, string>> = {
   Session: 'accountId',
   GrantWorkspace: 'workspaceId',
   InitialAccessToken: 'workspaceId',
+  // Listed since it was first stored: no store holds one it has not indexed, so LISTED_BY_VERSION stays.
+  Invitation: 'workspaceId',
 };
 
 /**

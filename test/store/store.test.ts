@@ -329,9 +329,15 @@ for (const backend of BACKENDS) {
         await store.model('Session').upsert('s2', { uid: 'u2' }, 60);
         await store.model('GrantWorkspace').upsert('g1', { grantId: 'g1', workspaceId: 'ws_1' }, 60);
         await store.model('InitialAccessToken').upsert('iat1', { workspaceId: 'ws_1', maxUses: 1 }, 60);
+        await store.model('Invitation').upsert('inv1', { workspaceId: 'ws_1', role: 'member' }, 60);
+        await store.model('Invitation').upsert('inv2', { workspaceId: 'ws_2', role: 'admin' }, 60);
         expect(await ids('Session', 'usr_1')).to.deep.equal(['s1']);
         expect(await ids('GrantWorkspace', 'ws_1')).to.deep.equal(['g1']);
         expect(await ids('InitialAccessToken', 'ws_1')).to.deep.equal(['iat1']);
+        expect(await ids('Invitation', 'ws_1'), 'a workspace\'s invitations').to.deep.equal(['inv1']);
+        await store.model('Invitation').destroy('inv1');
+        expect(await ids('Invitation', 'ws_1')).to.deep.equal([]);
+        expect(await ids('Invitation', 'ws_2')).to.deep.equal(['inv2']);
         await store.model('Session').destroy('s1');
         expect(await ids('Session', 'usr_1')).to.deep.equal([]);
 
