@@ -1,5 +1,6 @@
 // The settings area's one script (served by the service itself; the pages run no other script).
-// Every page works without it: it adds copy buttons, and keeps a form from being sent twice.
+// Every page works without it: it adds copy buttons (a new key's, a new invitation link's), and
+// keeps a form from being sent twice.
 
 // Copy buttons. A button[data-copy] is hidden in the page and shown here: without this script the
 // value stays in its read-only field, to be selected and copied by hand. The button copies the
@@ -16,7 +17,7 @@ for (const button of document.querySelectorAll('button[data-copy]')) {
     } catch {
       field.focus();
       field.select();
-      status.textContent = 'Could not copy: the key is selected, copy it with Ctrl+C (⌘C on a Mac).';
+      status.textContent = 'Could not copy: it is selected, copy it with Ctrl+C (⌘C on a Mac).';
     }
   });
 }

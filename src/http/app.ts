@@ -152,7 +152,7 @@ export function createService({ config, store, keys, revocations, logger, metric
   });
   const settings = settingsRouter({
     provider, accounts, store, grantWorkspaces, grantActivity, apiKeys, csrfKey: keys.cookieKeys[0]!, issuer, basePath,
-    userAccess: new UserAccess({ provider, store, grantWorkspaces }), signIns: rateLimits.signIns,
+    userAccess: new UserAccess({ provider, store, grantWorkspaces }), signIns: rateLimits.signIns, logger,
   });
   const pages = (router: Router) => compose([answerErrorsAs('page'), router.routes() as Middleware, noSuchPage]);
   const site = siteOf(config.service, issuer);

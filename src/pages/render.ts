@@ -30,6 +30,12 @@ interface ErrorText {
 const ERROR_TEXTS: Record<string, ErrorText> = {
   access_denied: { heading: 'Not allowed', message: 'You are not allowed to do this.', next: '' },
   not_found: { heading: 'Not found', message: 'There is nothing at this address.', next: '' },
+  // A settings invitation link that is unknown, expired, used, cancelled or void: which of these is not said.
+  invalid_invitation: {
+    heading: 'This invitation is not valid',
+    message: 'This invitation link is not valid any more: it expired, was used or was cancelled.',
+    next: 'Ask the workspace admin for a new one.',
+  },
   invalid_client: {
     heading: 'Unknown application',
     message: 'The application that sent you here is not registered with this server. Nothing was shared with it.',

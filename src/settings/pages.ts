@@ -4,11 +4,13 @@ import type { ApiKeyRecord, ModelStore, Role, User } from '../../adapters/store.
 import type { Accounts, Member } from '../accounts/accounts.ts';
 import { MIN_PASSWORD_LENGTH } from '../accounts/passwords.ts';
 import { renderPage } from '../pages/render.ts';
+import { plural } from '../shared/words.ts';
 import { ENGINE_ROUTES } from '../engine/routes.ts';
 import { MAX_NAME_LENGTH, type ApiKeys, type NewApiKey } from '../api_keys/api_keys.ts';
 import { DEFAULT_EXPIRY, EXPIRY_CHOICES, newFormId, type ApiKeyFormRefusal } from './api_key_form.ts';
 import { SETTINGS_SCRIPT_PATH } from './assets.ts';
 import type { ConnectedApp, ConnectedApps } from './connected_apps.ts';
+import { INVITATION_LIFETIME_SECONDS, type Invitation, type NewInvitation, type OpenInvitation } from './invitations.ts';
 import { article, ROLE_DESCRIPTIONS } from './members.ts';
 import type { PasswordRefusal } from './password.ts';
 import { SETTINGS_PATH } from '../clients/first_party.ts';
@@ -40,7 +42,14 @@ const DONE: Record<string, string> = {
   'member-removed': 'Member removed. They no longer reach this workspace, and the applications they allowed for it lost their access.',
   'left-admin': 'Your role changed: you no longer manage that workspace.',
   'left-workspace': 'You left the workspace. The applications you allowed for it lost their access.',
+  'invitation-cancelled': 'Invitation cancelled. Its link no longer works.',
+  'invitation-accepted': 'You joined the workspace: it is under Your workspaces below.',
 };
+
+const DAY_SECONDS = 24 * 60 * 60;
+
+/** The role an invitation is for unless the admin chooses another. */
+const DEFAULT_INVITED_ROLE: Role = 'member';
 
 /** One line of what a confirmation page shows of the thing about to change: a time, or words. */
 interface Fact {
@@ -123,9 +132,13 @@ export class SettingsPages {
     await renderPage(ctx, 'settings_password_changed', 'Your password was changed', { settingsPage: true, home: this.#home });
   }
 
-  /** An admin's page of a workspace's members: each one's name, email and role, and the ways to change them. */
-  async members(ctx: Context, user: User, workspace: WorkspaceRef, members: Member[], form: { done?: unknown; error?: string }): Promise<void> {
+  /**
+   * An admin's page of a workspace's members: each one's name, email and role, and the ways to
+   * change them; the form that invites someone, and the invitations pending.
+   */
+  async members(ctx: Context, user: User, workspace: WorkspaceRef, members: Member[], invitations: Invitation[], csrfToken: string, form: { done?: unknown; error?: string }): Promise<void> {
     const page = `${this.#home}/workspaces/${workspace.id}/members`;
+    const invitedBy = await this.#inviters(invitations, members);
     await this.#render(ctx, 'settings_members', `${workspace.name}: members`, user, {
       workspace,
       message: doneMessage(form.done),
@@ -142,6 +155,73 @@ export class SettingsPages {
         roleAction: `${page}/${member.user.id}/role`,
         removeAction: `${page}/${member.user.id}/remove`,
       })),
+      csrfToken,
+      inviteAction: `${this.#home}/workspaces/${workspace.id}/invitations`,
+      invitedRole: DEFAULT_INVITED_ROLE,
+      invitationLifetime: plural(INVITATION_LIFETIME_SECONDS / DAY_SECONDS, 'day'),
+      // Each form shown makes at most one invitation: sent again (a reload), it makes none.
+      formId: newFormId(),
+      invitations: invitations.map((invitation) => ({
+        ...shownInvitation(invitation, invitedBy.get(invitation.invitedBy)),
+        // Asks first (GET: a confirmation page), so this form carries no token.
+        cancelAction: `${this.#home}/workspaces/${workspace.id}/invitations/${invitation.id}/cancel`,
+      })),
+    });
+  }
+
+  /** The new invitation's link, shown this once, with a copy button (public/settings.js; selectable by hand without it). */
+  async invitationCreated(ctx: Context, user: User, workspace: WorkspaceRef, { invitation, secret }: NewInvitation): Promise<void> {
+    await this.#render(ctx, 'settings_invitation_created', 'Invitation link created', user, {
+      workspace,
+      link: `${this.#deps.issuer}${SETTINGS_PATH}/invitations/${secret}`,
+      invitation: shownInvitation(invitation, { email: user.email, admin: true }),
+      article: article(invitation.role),
+      back: `${this.#home}/workspaces/${workspace.id}/members`,
+    });
+  }
+
+  /** Cancelling a pending invitation, asked once more. */
+  async confirmInvitationCancel(ctx: Context, user: User, workspace: WorkspaceRef, invitation: Invitation, csrfToken: string): Promise<void> {
+    const page = `${this.#home}/workspaces/${workspace.id}/members`;
+    const shown = shownInvitation(invitation, (await this.#inviters([invitation], await this.#deps.accounts.listMembers(workspace.id))).get(invitation.invitedBy));
+    await this.confirm(ctx, user, csrfToken, {
+      title: `Cancel this invitation to ${workspace.name}?`,
+      explanation: [
+        'Its link stops working at once: whoever has it can no longer join the workspace with it. To invite them again, create a new link.',
+      ],
+      facts: [
+        { term: 'Role', text: invitation.role },
+        { term: 'Invited by', text: shown.invitedBy },
+        { term: 'Created', text: 'Unknown', time: shown.created },
+        { term: 'Expires', text: 'Unknown', time: shown.expires },
+      ],
+      action: `${this.#home}/workspaces/${workspace.id}/invitations/${invitation.id}/cancel`,
+      fields: {},
+      confirm: 'Cancel the invitation',
+      cancel: { href: page, label: 'Keep the invitation' },
+    });
+  }
+
+  /**
+   * An invitation link opened by a signed-in user: who invites them to which workspace with which
+   * role, and the form that accepts it. Or, for a member of the workspace already, that they are.
+   */
+  async invitation(ctx: Context, user: User, open: OpenInvitation, csrfToken: string, already?: Role): Promise<void> {
+    const { invitation, workspace, inviter } = open;
+    const title = already ? `You are already a member of ${workspace.name}` : `${inviter.email} invited you to join ${workspace.name} as ${article(invitation.role)} ${invitation.role}`;
+    await this.#render(ctx, 'settings_invitation', title, user, {
+      heading: title,
+      workspaceName: workspace.name,
+      role: invitation.role,
+      article: article(invitation.role),
+      description: ROLE_DESCRIPTIONS[invitation.role],
+      inviter: inviter.email,
+      expires: shownTime(invitation.expiresAt),
+      already,
+      csrfToken,
+      action: ctx.path,
+      // Sent twice (a double click without JavaScript, a retry), the form is answered as its first sending was.
+      formId: newFormId(),
     });
   }
 
@@ -282,6 +362,17 @@ export class SettingsPages {
     await this.#render(ctx, 'settings_confirm', confirmation.title, user, { ...confirmation, fields, csrfToken });
   }
 
+  /** The admins who made these invitations, by user id: a member's email, or a former member's (no longer an admin, then). */
+  async #inviters(invitations: Invitation[], members: Member[]): Promise<Map<string, Inviter>> {
+    const inviters = new Map<string, Inviter>();
+    for (const id of new Set(invitations.map(({ invitedBy }) => invitedBy))) {
+      const member = members.find(({ user }) => user.id === id);
+      const user = member?.user ?? await this.#deps.accounts.getUser(id);
+      if (user) inviters.set(id, { email: user.email, admin: member?.role === 'admin' });
+    }
+    return inviters;
+  }
+
   /**
    * Every settings page loads the settings script (public/settings.js: copy buttons, forms sent
    * once), named by its full URL in the page's `script-src`; each works without it.
@@ -298,6 +389,24 @@ export class SettingsPages {
       signOutUrl: `${this.#deps.basePath}${ENGINE_ROUTES.end_session}`,
     }, { formAction: [], scriptSrc: scriptUrl });
   }
+}
+
+/** The inviter as the members page names them, and whether their links still work (they are an admin of the workspace still). */
+interface Inviter {
+  email: string;
+  admin: boolean;
+}
+
+function shownInvitation(invitation: Invitation, inviter: Inviter | undefined) {
+  return {
+    id: invitation.id,
+    role: invitation.role,
+    invitedBy: inviter?.email ?? 'A deleted user',
+    // Void: its link adds no one (src/settings/invitations.ts), which the list says.
+    void: !inviter?.admin,
+    created: shownTime(invitation.createdAt),
+    expires: shownTime(invitation.expiresAt),
+  };
 }
 
 function doneMessage(done: unknown): string | undefined {

@@ -8,6 +8,7 @@ import type { Store } from '../../adapters/store.ts';
 import type { Accounts, Member } from '../accounts/accounts.ts';
 import { CsrfTokens } from '../pages/csrf.ts';
 import { HttpError } from '../shared/http_error.ts';
+import type { Logger } from '../shared/logger.ts';
 import type { GrantActivity } from '../grants/activity.ts';
 import type { GrantWorkspaces } from '../grants/workspaces.ts';
 import { PROPAGATION_BOUND_MS } from '../shared/propagation.ts';
@@ -19,6 +20,7 @@ import { settingsScript, SETTINGS_SCRIPT_PATH } from './assets.ts';
 import { ConnectedApps } from './connected_apps.ts';
 import { formBody, PASSWORD_FORM_LIMIT } from '../pages/form_body.ts';
 import { adminOf, settingsGuards, signedInOf } from './guards.ts';
+import { INVITATION_MODEL, WorkspaceInvitations } from './invitations.ts';
 import { noSuchRole, roleOf, WorkspaceMembers, type MemberChange } from './members.ts';
 import { SettingsPages } from './pages.ts';
 import { PasswordChange } from './password.ts';
@@ -45,6 +47,8 @@ export interface SettingsDependencies {
   signIns: SignIns;
   issuer: string;
   basePath: string;
+  /** The audit lines: invitations made, cancelled and accepted (never a link's secret). */
+  logger: Logger;
 }
 
 type FormBody = Record<string, unknown>;
@@ -56,10 +60,11 @@ export function inSettingsArea(basePath: string): (path: string) => boolean {
 }
 
 /**
- * The settings area, `{issuer}/settings`: every user's connected applications, and for a
- * workspace admin the workspace's API keys and the clients bound to it. Server-rendered pages
- * behind the engine's own sign-in; every form is a POST carrying a token bound to the session,
- * answered with a redirect (303) to the page it came from, except the one that shows a new key.
+ * The settings area, `{issuer}/settings`: every user's connected applications and password, the
+ * invitation links they are sent, and for a workspace admin the workspace's API keys, the clients
+ * bound to it, its members and the invitations to it. Server-rendered pages behind the engine's own
+ * sign-in; every form is a POST carrying a token bound to the session, answered with a redirect
+ * (303) to the page it came from, except those that show a new key or invitation link once.
  * Whatever cannot be undone is asked first on a confirmation page of its own (a GET).
  */
 export function settingsRouter(dependencies: SettingsDependencies): Router {
@@ -70,6 +75,8 @@ export function settingsRouter(dependencies: SettingsDependencies): Router {
   const pages = new SettingsPages({ ...dependencies, connectedApps, clients: store.model('Client') });
   const admin = new WorkspaceAdmin({ apiKeys: dependencies.apiKeys, markers: store.model('ReplayDetection') });
   const members = new WorkspaceMembers(dependencies);
+  const invitations = new WorkspaceInvitations({ invitations: store.model(INVITATION_MODEL), marks: store.model('ReplayDetection'), accounts });
+  const { logger } = dependencies;
   const sentForms = new SentForms(store.model('ReplayDetection'));
   const renewedSessions = new RenewedSessions(store.model('ReplayDetection'));
   const passwords = new PasswordChange(dependencies);
@@ -88,6 +95,14 @@ export function settingsRouter(dependencies: SettingsDependencies): Router {
     const location = `${path}?done=${done}`;
     await sentForms.record(signedInOf(ctx).user.id, ctx.path, ctx.request.body as FormBody, location);
     await answerWhenEverywhere(ctx, location);
+  };
+
+  /** As doneEverywhere, for a change every instance reads from the store at once: nothing to wait for. */
+  const doneNow = async (ctx: Context, path: string, done: string): Promise<void> => {
+    const location = `${path}?done=${done}`;
+    await sentForms.record(signedInOf(ctx).user.id, ctx.path, ctx.request.body as FormBody, location);
+    ctx.status = 303;
+    ctx.redirect(location);
   };
 
   /**
@@ -181,6 +196,12 @@ export function settingsRouter(dependencies: SettingsDependencies): Router {
     ctx.redirect(`${home}/workspaces/${encodeURIComponent(ctx.params.workspaceId!)}`);
   });
 
+  // Where a new invitation's link was shown, opened again: the link is not shown twice.
+  router.get('/workspaces/:workspaceId/invitations', (ctx) => {
+    ctx.status = 303;
+    ctx.redirect(`${home}/workspaces/${encodeURIComponent(ctx.params.workspaceId!)}/members`);
+  });
+
   router.get('/workspaces/:workspaceId/api-keys/revoke', requireSignIn, requireAdmin, async (ctx) => {
     const { signedIn, workspace } = adminOf(ctx);
     const keyId = ctx.query.key;
@@ -198,11 +219,17 @@ export function settingsRouter(dependencies: SettingsDependencies): Router {
 
   const membersPage = (workspaceId: string) => `${home}/workspaces/${workspaceId}/members`;
 
+  /** The members page: its members, the form that invites someone, the invitations pending. */
+  const showMembers = async (ctx: Context, form: { done?: unknown; error?: string }) => {
+    const { signedIn, workspace } = adminOf(ctx);
+    const [list, pending] = await Promise.all([members.list(workspace.id), invitations.pending(workspace.id)]);
+    return pages.members(ctx, signedIn.user, workspace, list, pending, formToken(ctx), form);
+  };
+
   /** The members page again, saying why a change was refused (a 409 for the last admin). */
   const refusedOnMembersPage = async (ctx: Context, refusal: { status: number; error: string }) => {
-    const { signedIn, workspace } = adminOf(ctx);
     ctx.status = refusal.status;
-    return pages.members(ctx, signedIn.user, workspace, await members.list(workspace.id), { error: refusal.error });
+    return showMembers(ctx, { error: refusal.error });
   };
 
   /**
@@ -223,10 +250,7 @@ export function settingsRouter(dependencies: SettingsDependencies): Router {
     ctx.redirect(`${membersPage(workspaceId)}?done=role-unchanged`);
   };
 
-  router.get('/workspaces/:workspaceId/members', requireSignIn, requireAdmin, async (ctx) => {
-    const { signedIn, workspace } = adminOf(ctx);
-    return pages.members(ctx, signedIn.user, workspace, await members.list(workspace.id), { done: ctx.query.done });
-  });
+  router.get('/workspaces/:workspaceId/members', requireSignIn, requireAdmin, (ctx) => showMembers(ctx, { done: ctx.query.done }));
 
   router.get('/workspaces/:workspaceId/members/:userId/role', requireSignIn, requireAdmin, async (ctx) => {
     const { signedIn, workspace } = adminOf(ctx);
@@ -261,11 +285,67 @@ export function settingsRouter(dependencies: SettingsDependencies): Router {
     return afterChange(ctx, change, 'removal');
   });
 
+  router.post('/workspaces/:workspaceId/invitations', requireSignIn, requireAdmin, form, checkForm, async (ctx) => {
+    const { signedIn, workspace } = adminOf(ctx);
+    const created = await invitations.createFromForm(workspace.id, signedIn.user.id, ctx.request.body as FormBody);
+    if ('refused' in created) return refusedOnMembersPage(ctx, created.refused);
+    const { invitation } = created;
+    logger.info('invitation created', { workspace_id: workspace.id, invitation_id: invitation.id, role: invitation.role, invited_by: signedIn.user.id });
+    // The link is shown this once, on this response; its secret is never in a log or a later page.
+    return pages.invitationCreated(ctx, signedIn.user, workspace, created);
+  });
+
+  router.get('/workspaces/:workspaceId/invitations/:invitationId/cancel', requireSignIn, requireAdmin, async (ctx) => {
+    const { signedIn, workspace } = adminOf(ctx);
+    const invitation = await invitations.find(workspace.id, String(ctx.params.invitationId));
+    if (!invitation) throw noSuchInvitation();
+    return pages.confirmInvitationCancel(ctx, signedIn.user, workspace, invitation, formToken(ctx));
+  });
+
+  router.post('/workspaces/:workspaceId/invitations/:invitationId/cancel', requireSignIn, form, checkForm, answerRepeat, requireAdmin, async (ctx) => {
+    const { signedIn, workspace } = adminOf(ctx);
+    const cancelled = await invitations.cancel(workspace.id, String(ctx.params.invitationId));
+    if (!cancelled) throw noSuchInvitation();
+    logger.info('invitation cancelled', { workspace_id: workspace.id, invitation_id: cancelled.id, cancelled_by: signedIn.user.id });
+    // Every instance reads invitations from the store: nothing to wait for.
+    await doneNow(ctx, membersPage(workspace.id), 'invitation-cancelled');
+  });
+
+  // An invitation link: signed in (the settings area's sign-in brings the browser back here), the
+  // invitation and the form that accepts it; for a member already, that they are.
+  router.get('/invitations/:secret', requireSignIn, async (ctx) => {
+    const { user } = signedInOf(ctx);
+    const open = await invitations.open(String(ctx.params.secret));
+    if (!open) throw invalidInvitation();
+    const role = await accounts.roleIn(user.id, open.workspace.id);
+    return pages.invitation(ctx, user, open, formToken(ctx), role);
+  });
+
+  router.post('/invitations/:secret', requireSignIn, form, checkForm, answerRepeat, async (ctx) => {
+    const { user } = signedInOf(ctx);
+    const accepted = await invitations.accept(String(ctx.params.secret), user.id);
+    if ('invalid' in accepted) throw invalidInvitation();
+    if ('alreadyMember' in accepted) {
+      ctx.status = 409;
+      return pages.invitation(ctx, user, accepted.alreadyMember, formToken(ctx), accepted.role);
+    }
+    const { invitation } = accepted.joined;
+    logger.info('invitation accepted', {
+      workspace_id: invitation.workspaceId, invitation_id: invitation.id, role: invitation.role, invited_by: invitation.invitedBy, user_id: user.id,
+    });
+    // A new membership: the user holds no token for the workspace yet, and the pages and the consent page
+    // read memberships from the store, so nothing to wait for.
+    await doneNow(ctx, home, 'invitation-accepted');
+  });
+
   return router;
 }
 
 const noSuchApp = () => new HttpError(404, 'not_found', 'You have not allowed this application, or its access was already revoked.');
 const noSuchKey = () => new HttpError(404, 'not_found', 'This workspace has no such API key: it may have been revoked already, or have expired.');
+const noSuchInvitation = () => new HttpError(404, 'not_found', 'This workspace has no such pending invitation: it may have been cancelled or accepted already, or have expired.');
+/** Unknown, expired, used, cancelled or void: which of these is not said (the link's holder learns nothing more from it). */
+const invalidInvitation = () => new HttpError(410, 'invalid_invitation', 'This invitation link is not valid any more: it expired, was used or was cancelled. Ask the workspace admin for a new one.');
 
 /** Redirects to `location` once a change made on this instance has reached every other (PROPAGATION_BOUND_MS). */
 async function answerWhenEverywhere(ctx: Context, location: string): Promise<void> {

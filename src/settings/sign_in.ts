@@ -10,8 +10,8 @@ import { CALLBACK_PATH, SETTINGS_CLIENT_ID, SETTINGS_PATH, SETTINGS_SCOPE } from
 const STATE_COOKIE = 'settings_sign_in';
 /** As long as a login page may stay open (LIFETIMES.Interaction). */
 const STATE_MAX_AGE_MS = 10 * 60 * 1000;
-/** Pages a sign-in may return to: the settings area's own pages, nothing else (no open redirect). */
-const RETURNABLE = /^\/settings(?:\/password|\/workspaces\/[A-Za-z0-9_-]{1,64}(?:\/members)?)?$/;
+/** Pages a sign-in may return to: the settings area's own pages (an invitation link's too), nothing else (no open redirect). */
+const RETURNABLE = /^\/settings(?:\/password|\/workspaces\/[A-Za-z0-9_-]{1,64}(?:\/members)?|\/invitations\/[A-Za-z0-9_-]{43})?$/;
 
 interface SignInState {
   state: string;

@@ -11,7 +11,7 @@ import { seedUser, startServer, type SeededUser, type TestServer } from '../supp
  * The settings area's account pages in Chromium against the real server: a user changing their
  * own password (the other sessions end, this one stays), and a workspace admin's members page
  * (roles changed and members removed through confirmation pages that need no JavaScript, never
- * the last admin, only for the workspace's own admins).
+ * the last admin, only for the workspace's own admins), and invitation links to it.
  */
 describe('settings area: your password, and a workspace\'s members', function () {
   this.timeout(60_000);
@@ -386,6 +386,51 @@ describe('settings area: your password, and a workspace\'s members', function ()
       expect((await ownerPage.request.post(`${members}/${target.id}/remove`, { form: {}, maxRedirects: 0 })).status()).to.equal(403);
       await ownerPage.reload();
       expect(await roleOn(ownerPage, target), 'nothing changed').to.equal('member');
+    });
+
+    it('invites someone by a link shown once: another user opens it, signs in, accepts and is a member; the link then works no more', async function () {
+      const admin = await seedUser(server, [{ workspace: 'Invited Ltd' }]);
+      const workspaceId = admin.workspaces[0]!.id;
+      const invitee = await seedUser(server, []);
+      const page = await open();
+      await openSignedIn(page, admin, `/workspaces/${workspaceId}/members`);
+      expect(await page.getByText('No invitation is pending.').count()).to.equal(1);
+      expect(await page.getByLabel('Role', { exact: true }).inputValue(), 'the role offered first').to.equal('member');
+      await page.getByRole('button', { name: 'Create invitation link' }).click();
+      await heading(page, 'Invitation link created').waitFor();
+      const link = await page.getByLabel('The link to join Invited Ltd as a member').inputValue();
+      expect(link).to.match(new RegExp(`^${settingsUrl()}/invitations/[A-Za-z0-9_-]{43}$`));
+      expect(await page.locator('main').innerText()).to.include('only time it is shown').and.to.include('works once, for someone who has an account on this server');
+      await page.getByRole('button', { name: 'Copy link' }).waitFor({ state: 'visible' });
+      await checkPage(page, 'settings-invitation-created');
+      await page.getByRole('link', { name: 'Done: back to the members of Invited Ltd' }).click();
+      const pending = page.getByRole('list', { name: 'Pending invitations' }).getByRole('listitem');
+      expect(await pending.count()).to.equal(1);
+      expect(await pending.innerText()).to.include('To join as member').and.to.include(admin.email);
+      expect(await page.locator('main').innerText(), 'the link is not shown again').to.not.include(link);
+
+      // Another browser, not signed in: the link leads through the sign-in, and back to itself.
+      const theirs = await open();
+      await theirs.goto(link);
+      await heading(theirs, 'Sign in').waitFor();
+      await signIn(theirs, invitee);
+      await theirs.waitForURL(link);
+      await heading(theirs, `${admin.email} invited you to join Invited Ltd as a member`).waitFor();
+      await checkPage(theirs, 'settings-invitation');
+      await theirs.getByRole('button', { name: 'Accept the invitation' }).click();
+      await heading(theirs, 'Settings').waitFor();
+      expect(await theirs.getByRole('status').innerText()).to.include('You joined the workspace');
+      expect(await theirs.getByRole('heading', { level: 3, name: /^Invited Ltd/ }).innerText()).to.include('(member)');
+
+      await page.reload();
+      expect(await roleOn(page, invitee), 'listed as a member').to.equal('member');
+      expect(await pending.count(), 'used up').to.equal(0);
+
+      const again = await theirs.goto(link);
+      expect(again!.status()).to.equal(410);
+      await heading(theirs, 'This invitation is not valid').waitFor();
+      expect(await theirs.locator('main').innerText()).to.include('This invitation link is not valid any more: it expired, was used or was cancelled. Ask the workspace admin for a new one.');
+      expect(await theirs.getByRole('link', { name: 'Back to settings' }).count()).to.equal(1);
     });
   });
 });

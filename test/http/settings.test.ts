@@ -1,17 +1,22 @@
+import { hash } from 'node:crypto';
+import { readFile } from 'node:fs/promises';
 import { setTimeout as sleep } from 'node:timers/promises';
 
 import { expect } from 'chai';
 
-import { openStore } from '../../adapters/index.ts';
+import { openStore, sqliteFile } from '../../adapters/index.ts';
 import type { Store } from '../../adapters/store.ts';
+import { Accounts } from '../../src/accounts/accounts.ts';
+import { INVITATION_MODEL, MAX_PENDING_INVITATIONS, WorkspaceInvitations } from '../../src/settings/invitations.ts';
+import { memberOf } from '../support/data_api.ts';
 import { codeRequest, exchangeCode, postCredentials, registerClient, tokenRequest, type RegisteredClient } from '../support/oauth.ts';
 import { seedUser, startServer, type SeededUser, type TestServer } from '../support/server.ts';
-import { UserAgent, authorize } from '../support/user_agent.ts';
+import { UserAgent, authorize, field } from '../support/user_agent.ts';
 
 /**
  * What the settings area keeps, seen in the store the server writes to (its SQLite file), through
- * real HTTP: a grant's last use written at most once a minute and removed with the grant, and the
- * settings area's own sign-in leaving no code behind.
+ * real HTTP: a grant's last use written at most once a minute and removed with the grant, the
+ * settings area's own sign-in leaving no code behind, and invitation links (a digest kept, used once).
  */
 describe('settings area: what it stores', function () {
   this.timeout(30_000);
@@ -158,5 +163,200 @@ describe('settings area: what it stores', function () {
     expect(askedConsent.searchParams.get('error')).to.equal('access_denied');
     const signIn = await untilCallback({ scope: 'openid' });
     expect(signIn.searchParams.get('code'), 'signing in still works').to.be.a('string');
+  });
+
+  describe('invitation links', function () {
+    const INVALID = 'This invitation link is not valid any more: it expired, was used or was cancelled. Ask the workspace admin for a new one.';
+    const membersUrl = (workspaceId: string) => `${server.issuer}/settings/workspaces/${workspaceId}/members`;
+
+    /** A token of the agent's session, from the password page. */
+    async function sessionToken(agent: UserAgent): Promise<string> {
+      return field(await (await agent.request(`${server.issuer}/settings/password`)).text(), 'csrf')!;
+    }
+
+    /** The members page's invitation form sent by a signed-in admin: the answer, and the link it shows. */
+    async function invite(agent: UserAgent, workspaceId: string, role = 'member'): Promise<{ response: Response; html: string; link: string | undefined; form: Record<string, string> }> {
+      const page = await (await agent.request(membersUrl(workspaceId))).text();
+      const [, action, csrf, formId] = /<form class="create-invitation" method="post" action="([^"]+)">[\s\S]*?name="csrf" value="([^"]*)"[\s\S]*?name="form_id" value="([^"]*)"/.exec(page)!;
+      const form = { csrf: csrf!, form_id: formId!, role };
+      const response = await agent.request(new URL(action!, server.origin).href, { form });
+      const html = await response.clone().text();
+      return { response, html, link: /<textarea id="new-link"[^>]*>([^<]+)<\/textarea>/.exec(html)?.[1], form };
+    }
+
+    /** Opens the link signed in, and sends its accept form as it is shown; the page, and the answer to the form. */
+    async function accept(agent: UserAgent, link: string): Promise<{ page: Response; html: string; answer?: Response }> {
+      const page = await agent.request(link);
+      const html = await page.clone().text();
+      const [csrf, formId] = [field(html, 'csrf'), field(html, 'form_id')];
+      if (!csrf || !formId) return { page, html };
+      return { page, html, answer: await agent.request(link, { form: { csrf, form_id: formId } }) };
+    }
+
+    const roleIn = (userId: string, workspaceId: string) => inStore((store) => new Accounts(store.accounts).roleIn(userId, workspaceId));
+
+    /** Every byte the server's SQLite store has on disk: the database and its write-ahead log. */
+    async function storeBytes(): Promise<string> {
+      const file = sqliteFile(server.store)!;
+      const parts = await Promise.all([file, `${file}-wal`].map((path) => readFile(path).catch(() => Buffer.alloc(0))));
+      return Buffer.concat(parts).toString('latin1');
+    }
+
+    it('is for the workspace\'s admins only: a member gets 403 and someone of another workspace 404, and no invitation is made', async function () {
+      const admin = await seedUser(server, [{ workspace: 'Invite Guarded Ltd' }]);
+      const workspaceId = admin.workspaces[0]!.id;
+      const stranger = await seedUser(server, [{ workspace: 'Invite Stranger Ltd' }]);
+      for (const [who, status] of [[await memberOf(server, workspaceId, 'member'), 403], [stranger, 404]] as const) {
+        const { agent } = await signInToSettings(who);
+        const csrf = await sessionToken(agent);
+        const posted = await agent.request(`${server.issuer}/settings/workspaces/${workspaceId}/invitations`, { form: { csrf, form_id: 'A'.repeat(22), role: 'admin' } });
+        expect(posted.status, who.email).to.equal(status);
+      }
+      expect(await inStore((store) => store.model(INVITATION_MODEL).listBy(workspaceId))).to.deep.equal([]);
+    });
+
+    it('keeps only the digest of a link\'s secret, logs no secret, makes one invitation per form shown, and lets the link add its member once', async function () {
+      const admin = await seedUser(server, [{ workspace: 'Invite Digest Ltd' }]);
+      const workspaceId = admin.workspaces[0]!.id;
+      const { agent } = await signInToSettings(admin);
+      const { response, link, form } = await invite(agent, workspaceId, 'viewer');
+      expect(response.status).to.equal(200);
+      const secret = new URL(link!).pathname.split('/').pop()!;
+      expect(secret).to.match(/^[A-Za-z0-9_-]{43}$/);
+
+      const stored = await inStore((store) => store.model(INVITATION_MODEL).listBy(workspaceId));
+      expect(stored.map(({ id }) => id), 'stored under the secret\'s SHA-256').to.deep.equal([hash('sha256', secret, 'base64url')]);
+      expect(stored[0]!.payload).to.include({ workspaceId, role: 'viewer', invitedBy: admin.id });
+      expect(await storeBytes(), 'the secret is nowhere in the store').to.not.include(secret);
+
+      const again = await agent.request(new URL(`/settings/workspaces/${workspaceId}/invitations`, server.origin).href, { form });
+      expect(again.status, 'the same form sent again').to.equal(409);
+      expect(await again.text()).to.include('its first sending created an invitation: no second one was created');
+      const reload = await agent.request(`${server.issuer}/settings/workspaces/${workspaceId}/invitations`);
+      expect([reload.status, reload.headers.get('location')], 'the link\'s page opened again').to.deep.equal([303, `/settings/workspaces/${workspaceId}/members`]);
+      expect(await inStore((store) => store.model(INVITATION_MODEL).listBy(workspaceId))).to.have.length(1);
+
+      const invitee = await seedUser(server, []);
+      const { agent: theirs } = await signInToSettings(invitee);
+      const { html, answer } = await accept(theirs, link!);
+      expect(html).to.include(`${admin.email} invited you to join Invite Digest Ltd as a viewer`);
+      expect(answer!.status).to.equal(303);
+      expect(answer!.headers.get('location')).to.equal('/settings?done=invitation-accepted');
+      expect(await roleIn(invitee.id, workspaceId)).to.equal('viewer');
+      expect(await inStore((store) => store.model(INVITATION_MODEL).listBy(workspaceId)), 'used up').to.deep.equal([]);
+
+      const later = await seedUser(server, []);
+      const { agent: latecomer } = await signInToSettings(later);
+      const used = await latecomer.request(link!);
+      expect(used.status).to.equal(410);
+      expect(await used.text()).to.include(INVALID);
+
+      await sleep(100);
+      const logs = server.logs();
+      const lines = logs.split('\n').filter((line) => line.startsWith('{')).map((line) => JSON.parse(line) as Record<string, unknown>);
+      expect(lines.find(({ message }) => message === 'invitation created'), 'created').to.include({ workspace_id: workspaceId, role: 'viewer', invited_by: admin.id });
+      expect(lines.find(({ message }) => message === 'invitation accepted'), 'accepted').to.include({ workspace_id: workspaceId, user_id: invitee.id, invited_by: admin.id });
+      expect(logs, 'no log line holds the secret').to.not.include(secret);
+    });
+
+    it('adds one member when two people accept the same link at once: the other is told it is not valid any more', async function () {
+      const admin = await seedUser(server, [{ workspace: 'Invite Race Ltd' }]);
+      const workspaceId = admin.workspaces[0]!.id;
+      const { link } = await invite((await signInToSettings(admin)).agent, workspaceId);
+      const people = [await seedUser(server, []), await seedUser(server, [])];
+      const forms = await Promise.all(people.map(async (person) => {
+        const { agent } = await signInToSettings(person);
+        const html = await (await agent.request(link!)).text();
+        return { agent, form: { csrf: field(html, 'csrf')!, form_id: field(html, 'form_id')! } };
+      }));
+      const answers = await Promise.all(forms.map(({ agent, form }) => agent.request(link!, { form })));
+      expect(answers.map(({ status }) => status).sort()).to.deep.equal([303, 410]);
+      const roles = await Promise.all(people.map((person) => roleIn(person.id, workspaceId)));
+      expect(roles.filter((role) => role === 'member'), 'one membership').to.have.length(1);
+    });
+
+    it('cancels an invitation after asking: its link is refused (410) and the list no longer shows it', async function () {
+      const admin = await seedUser(server, [{ workspace: 'Invite Cancelled Ltd' }]);
+      const workspaceId = admin.workspaces[0]!.id;
+      const { agent } = await signInToSettings(admin);
+      const { link } = await invite(agent, workspaceId);
+      const page = await (await agent.request(membersUrl(workspaceId))).text();
+      const cancelAction = /<form class="inline" method="get" action="([^"]+\/cancel)">/.exec(page)![1]!;
+      const confirmation = await agent.request(new URL(cancelAction, server.origin).href);
+      const asked = await confirmation.text();
+      expect(confirmation.status).to.equal(200);
+      expect(asked).to.include('Cancel this invitation to Invite Cancelled Ltd?');
+      const cancelled = await agent.request(new URL(cancelAction, server.origin).href, { form: { csrf: field(asked, 'csrf')!, form_id: field(asked, 'form_id')! } });
+      expect([cancelled.status, cancelled.headers.get('location')]).to.deep.equal([303, `/settings/workspaces/${workspaceId}/members?done=invitation-cancelled`]);
+      const after = await (await agent.request(new URL(cancelled.headers.get('location')!, server.origin).href)).text();
+      expect(after).to.include('Invitation cancelled. Its link no longer works.').and.to.include('No invitation is pending.');
+      expect((await agent.request(new URL(cancelAction, server.origin).href)).status, 'nothing left to cancel').to.equal(404);
+
+      const { agent: theirs } = await signInToSettings(await seedUser(server, []));
+      const refused = await theirs.request(link!);
+      expect(refused.status).to.equal(410);
+      expect(await refused.text()).to.include(INVALID);
+      await sleep(100);
+      expect(server.logs()).to.match(/"message":"invitation cancelled"/);
+    });
+
+    it('refuses an expired link, and one whose admin was demoted since; tells a member they are one already, and keeps the link for someone else', async function () {
+      const admin = await seedUser(server, [{ workspace: 'Invite Refused Ltd' }]);
+      const workspaceId = admin.workspaces[0]!.id;
+      const demoted = await memberOf(server, workspaceId, 'admin');
+      // Made 8 days ago (the module on the server's store, with its clock moved back): expired a day ago.
+      const made = (days: number, by: string) => inStore(async (store) => {
+        const invitations = new WorkspaceInvitations({
+          invitations: store.model(INVITATION_MODEL), marks: store.model('ReplayDetection'), accounts: new Accounts(store.accounts), clock: () => Date.now() - days * 86_400_000,
+        });
+        const created = await invitations.create(workspaceId, 'member', by);
+        if ('refused' in created) throw new Error(created.refused.error);
+        return `${server.issuer}/settings/invitations/${created.secret}`;
+      });
+      const [expired, byDemoted, current] = [await made(8, admin.id), await made(0, demoted.id), await made(0, admin.id)];
+      const demotion = await server.admin(['member', 'set-role', '--workspace', workspaceId, '--user', demoted.id, '--role', 'member']);
+      expect(demotion.code, demotion.stderr).to.equal(0);
+
+      const invitee = await seedUser(server, []);
+      const { agent } = await signInToSettings(invitee);
+      const csrf = await sessionToken(agent);
+      for (const [name, link] of [['expired', expired], ['made by an admin since demoted', byDemoted]] as const) {
+        const opened = await agent.request(link);
+        expect(opened.status, name).to.equal(410);
+        expect(await opened.text(), name).to.include(INVALID);
+        const posted = await agent.request(link, { form: { csrf, form_id: 'B'.repeat(22) } });
+        expect(posted.status, `${name}: accepted all the same`).to.equal(410);
+      }
+      expect(await roleIn(invitee.id, workspaceId), 'not a member').to.equal(undefined);
+
+      const viewer = await memberOf(server, workspaceId, 'viewer');
+      const { agent: member } = await signInToSettings(viewer);
+      const { page, html } = await accept(member, current);
+      expect(page.status).to.equal(200);
+      expect(html).to.include('You are already a member of Invite Refused Ltd').and.to.include('Your role there stays viewer');
+      const posted = await member.request(current, { form: { csrf: await sessionToken(member), form_id: 'C'.repeat(22) } });
+      expect(posted.status, 'accepted all the same').to.equal(409);
+      expect(await posted.text()).to.include('You are already a member of Invite Refused Ltd');
+      expect(await roleIn(viewer.id, workspaceId), 'role unchanged').to.equal('viewer');
+
+      const { answer } = await accept(agent, current);
+      expect(answer?.status, 'the link still works for someone else').to.equal(303);
+      expect(await roleIn(invitee.id, workspaceId)).to.equal('member');
+    });
+
+    it(`makes no more than ${MAX_PENDING_INVITATIONS} pending invitations per workspace, and says so`, async function () {
+      const admin = await seedUser(server, [{ workspace: 'Invite Cap Ltd' }]);
+      const workspaceId = admin.workspaces[0]!.id;
+      await inStore(async (store) => {
+        const invitations = new WorkspaceInvitations({ invitations: store.model(INVITATION_MODEL), marks: store.model('ReplayDetection'), accounts: new Accounts(store.accounts) });
+        for (let made = 0; made < MAX_PENDING_INVITATIONS; made += 1) await invitations.create(workspaceId, 'member', admin.id);
+      });
+      const { agent } = await signInToSettings(admin);
+      const { response, html, link } = await invite(agent, workspaceId);
+      expect(response.status).to.equal(409);
+      expect(link).to.equal(undefined);
+      expect(html).to.include(`this workspace has ${MAX_PENDING_INVITATIONS} pending invitations, the most it may have`);
+      expect(await inStore((store) => store.model(INVITATION_MODEL).listBy(workspaceId))).to.have.length(MAX_PENDING_INVITATIONS);
+    });
   });
 });
