@@ -46,9 +46,12 @@ export interface NewUser {
 /** Workspaces, users and memberships: the identity model behind logins and tokens. */
 export class Accounts {
   readonly #store: AccountStore;
+  readonly #serviceName: string | undefined;
 
-  constructor(store: AccountStore) {
+  /** `serviceName`: SERVICE_NAME, which a new password may not be. */
+  constructor(store: AccountStore, { serviceName }: { serviceName?: string } = {}) {
     this.#store = store;
+    this.#serviceName = serviceName;
   }
 
   async createWorkspace(name: string): Promise<Workspace> {
@@ -71,8 +74,8 @@ export class Accounts {
   /** Creates a user who belongs to a workspace; checks everything first, so a refusal writes nothing. */
   async createMember(input: NewUser, workspaceId: string, role: string): Promise<{ user: User; membership: Membership }> {
     if (!isRole(role)) throw new AccountError(`role must be one of ${ROLES.join(', ')}, got "${role}"`);
-    await this.#existingWorkspace(workspaceId);
-    const user = await this.createUser(input);
+    const workspace = await this.#existingWorkspace(workspaceId);
+    const user = await this.createUser(input, workspace.name);
     return { user, membership: await this.addMember(user.id, workspaceId, role) };
   }
 
@@ -87,14 +90,15 @@ export class Accounts {
     return workspace;
   }
 
-  async createUser(input: NewUser): Promise<User> {
+  /** Creates a user; `workspaceName`, that of the workspace they are made for, is one more word their password may not be. */
+  async createUser(input: NewUser, workspaceName?: string): Promise<User> {
     const email = normalEmail(input.email);
     const problem = emailProblem(email)
       ?? nameProblem('a user', input.name)
       ?? (input.givenName === undefined ? undefined : namePartProblem('a given name', input.givenName))
       ?? (input.familyName === undefined ? undefined : namePartProblem('a family name', input.familyName));
     if (problem) throw new AccountError(problem);
-    checkPassword(input.password);
+    this.#checkPassword(input.password, { ...input, email }, workspaceName);
     // The store refuses the same address in the same form; one stored decomposed before emails were
     // normalised is found here.
     if (await this.#findByEmail(email)) throw new AccountError(`a user with email ${email} already exists`);
@@ -156,7 +160,7 @@ export class Accounts {
 
   /** Replaces the user's password, checked as createUser checks one. */
   async setPassword(userId: string, password: string): Promise<void> {
-    checkPassword(password);
+    this.#checkPassword(password, await this.#existingUser(userId));
     const passwordHash = await hashPassword(password);
     if (!await this.#store.setPasswordHash(userId, passwordHash)) throw new AccountError(`no user with id ${userId}`);
   }
@@ -274,6 +278,23 @@ export class Accounts {
     return new LastAdminRefusal(`${user.email} is the last admin of workspace ${named}: make another member an admin first, or delete the workspace`, user);
   }
 
+  /**
+   * Why `password` will not do as the new password of this user (passwordProblem, told who they are:
+   * their email and names, this service's name and, where known, the workspace's); undefined when it will.
+   */
+  newPasswordProblem(password: string, user: PasswordOwner, workspaceName?: string): string | undefined {
+    return passwordProblem(password, {
+      email: user.email,
+      names: [user.name, user.givenName, user.familyName],
+      serviceNames: [this.#serviceName, workspaceName],
+    });
+  }
+
+  #checkPassword(password: string, user: PasswordOwner, workspaceName?: string): void {
+    const problem = this.newPasswordProblem(password, user, workspaceName);
+    if (problem) throw new AccountError(problem);
+  }
+
   async #existingWorkspace(workspaceId: string): Promise<Workspace> {
     const workspace = await this.#store.getWorkspace(workspaceId);
     if (!workspace) throw new AccountError(`no workspace with id ${workspaceId}`);
@@ -295,10 +316,7 @@ export class Accounts {
   }
 }
 
-function checkPassword(password: string): void {
-  const problem = passwordProblem(password);
-  if (problem) throw new AccountError(problem);
-}
+type PasswordOwner = Pick<User, 'email' | 'name' | 'givenName' | 'familyName'>;
 
 export function isRole(value: string): value is Role {
   return (ROLES as readonly string[]).includes(value);

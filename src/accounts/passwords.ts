@@ -1,4 +1,5 @@
 import { argon2, randomBytes, timingSafeEqual } from 'node:crypto';
+import { createRequire } from 'node:module';
 import { promisify } from 'node:util';
 
 import { hasControlCharacter } from '../shared/hidden_characters.ts';
@@ -15,15 +16,121 @@ export const MIN_PASSWORD_LENGTH = 8;
  */
 export const MAX_PASSWORD_LENGTH = 1024;
 
-/** Why a password will not do, said to the person choosing it; undefined when it will. */
-export function passwordProblem(password: string): string | undefined {
+/**
+ * What is known of the person a password is for: their email address, their names, and the names
+ * of the service and the workspace they sign in to. An attacker guesses these first, so a
+ * password cannot be one of them (NIST SP 800-63B, section 3.1.1.2: context-specific words).
+ */
+export interface PasswordContext {
+  email?: string;
+  /** The user's name, and their given and family names where known. */
+  names?: readonly (string | undefined)[];
+  /** SERVICE_NAME, and the workspace's name where known. */
+  serviceNames?: readonly (string | undefined)[];
+}
+
+/** The product's own word, refused as the service's name is, whatever SERVICE_NAME says. */
+const PRODUCT_WORDS = ['workspace'];
+
+/** What each refusal below ends with: why it matters, and what to do instead. */
+const CHOOSE_ANOTHER = 'which attackers try first: choose another (a few unrelated words make a strong one)';
+
+/**
+ * Why a password will not do, said to the person choosing it; undefined when it will. Only a new
+ * password is checked: one set before a rule was added still signs in.
+ */
+export function passwordProblem(password: string, context: PasswordContext = {}): string | undefined {
   // Characters as a person counts them (code points): an emoji is one, not the two UTF-16 units it takes.
   const characters = [...password].length;
   if (characters < MIN_PASSWORD_LENGTH) return `a password needs at least ${MIN_PASSWORD_LENGTH} characters`;
   if (characters > MAX_PASSWORD_LENGTH) return `a password may have at most ${MAX_PASSWORD_LENGTH} characters`;
   // A line break or another control character cannot be typed into the sign-in form's field.
   if (hasControlCharacter(password)) return 'a password cannot contain a line break, a tab or another control character';
+  return guessableProblem(password, context);
+}
+
+/**
+ * The blocklist NIST SP 800-63B asks for (section 3.1.1.2), and no composition rule (it advises
+ * against them). A password is compared as it is hashed (composed: NFC), ignoring case, and also
+ * without its spaces and punctuation when 8 letters or digits remain, so "Pass word!" is "password".
+ */
+function guessableProblem(password: string, context: PasswordContext): string | undefined {
+  const typed = folded(password);
+  const letters = compact(typed);
+  const forms = [...new Set([typed, ...[...letters].length >= MIN_PASSWORD_LENGTH ? [letters] : []])];
+
+  const isWordOf = (texts: readonly (string | undefined)[]) => {
+    const words = texts.flatMap((text) => (text === undefined ? [] : wordsOf(text)));
+    return forms.some((form) => words.some((word) => form === word || withoutTrailingDigits(form) === word));
+  };
+  if (context.email !== undefined && isWordOf([context.email])) return `a password cannot be the email address or a part of it, ${CHOOSE_ANOTHER}`;
+  if (context.names && isWordOf(context.names)) return `a password cannot be the user's name or a part of it, ${CHOOSE_ANOTHER}`;
+  if (isWordOf([...context.serviceNames ?? [], ...PRODUCT_WORDS])) return `a password cannot be the name of the service or of the workspace, ${CHOOSE_ANOTHER}`;
+
+  if (forms.some(isRepeated)) return `a password cannot be one character or a few repeated (aaaaaaaa, abcabcab), ${CHOOSE_ANOTHER}`;
+  if (forms.some(isRun)) return `a password cannot be a run of consecutive characters (12345678, abcdefgh), ${CHOOSE_ANOTHER}`;
+  const common = commonPasswords();
+  if (forms.some((form) => common.has(form))) return `this password is one of the most commonly used ones, ${CHOOSE_ANOTHER}`;
+  if (forms.some((form) => common.has(withoutTrailingDigits(form) ?? ''))) return `this password is one of the most commonly used ones with a few digits added, ${CHOOSE_ANOTHER}`;
   return undefined;
+}
+
+/** As a password is hashed (NFC), in lower case. */
+function folded(text: string): string {
+  return normalized(text).toLowerCase();
+}
+
+/** Letters and digits alone: no spaces, punctuation or symbols. */
+function compact(text: string): string {
+  return text.replace(/[^\p{L}\p{N}]+/gu, '');
+}
+
+/**
+ * A text as guesses are made from it: whole, each side of an `@` (an email's local part), each
+ * without its spaces and punctuation, and each of its words ("ada.lovelace@example.com":
+ * "ada.lovelace", "adalovelace", "ada", "lovelace", "example").
+ */
+function wordsOf(text: string): string[] {
+  const whole = folded(text.trim());
+  const pieces = [whole, ...whole.split('@')];
+  return [...new Set([...pieces, ...pieces.map(compact), ...whole.split(/[^\p{L}\p{N}]+/u)])].filter((word) => word !== '');
+}
+
+/** The password without the 1 to 4 digits that end it (a year, "1", "123"), when 4 characters or more remain; otherwise undefined. */
+function withoutTrailingDigits(form: string): string | undefined {
+  const base = form.replace(/[0-9]{1,4}$/u, '');
+  return base !== form && [...base].length >= 4 ? base : undefined;
+}
+
+/** One character, or a group of up to 4, repeated throughout: "aaaaaaaa", "abababab", "abcabcab". */
+function isRepeated(form: string): boolean {
+  const points = [...form];
+  for (let period = 1; period <= 4; period += 1) {
+    if (points.every((point, index) => index < period || point === points[index - period])) return true;
+  }
+  return false;
+}
+
+/** Each character the one after (or before) the last: "12345678", "abcdefgh", "87654321". */
+function isRun(form: string): boolean {
+  const points = [...form].map((point) => point.codePointAt(0)!);
+  const step = points[1]! - points[0]!;
+  return Math.abs(step) === 1 && points.every((point, index) => index === 0 || point - points[index - 1]! === step);
+}
+
+let common: ReadonlySet<string> | undefined;
+
+/**
+ * The 49,000 passwords zxcvbn-ts (@zxcvbn-ts/language-common, MIT) finds most used in password
+ * leaks, in lower case, those of 4 characters or more. Read when a password is first checked, not
+ * at start: the service rarely sets one, and the list takes some 50 ms and 4 MB to load.
+ */
+function commonPasswords(): ReadonlySet<string> {
+  if (!common) {
+    const { dictionary } = createRequire(import.meta.url)('@zxcvbn-ts/language-common') as typeof import('@zxcvbn-ts/language-common');
+    common = new Set(dictionary['passwords-common'].map(folded).filter((entry) => [...entry].length >= 4));
+  }
+  return common;
 }
 
 /** OWASP's minimum argon2id profile: 19 MiB, 2 passes, 1 lane. */

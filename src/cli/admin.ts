@@ -264,7 +264,7 @@ async function run(argv: string[], say: Say): Promise<number> {
     if (!command.createsStore && !await holdsServiceKeys(store.settings)) {
       throw new ConfigError('STORE: no service has started on this store (it holds none of the keys the service makes at its first start); check STORE (the service makes them at its first start, and so does quickstart)');
     }
-    const accounts = new Accounts(store.accounts);
+    const accounts = new Accounts(store.accounts, { serviceName: config.service.name });
     const withKeys = async () => {
       const built = await engine(config, store, accounts, logger);
       made.keyFile = built.keys.keyRing.createdFile;

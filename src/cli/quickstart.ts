@@ -5,7 +5,7 @@ import type { Store } from '../../adapters/store.ts';
 import type { Config } from '../../config/index.ts';
 import type { Accounts } from '../accounts/accounts.ts';
 import { emailProblem, nameProblem } from '../accounts/names.ts';
-import { MIN_PASSWORD_LENGTH, passwordProblem } from '../accounts/passwords.ts';
+import { MIN_PASSWORD_LENGTH } from '../accounts/passwords.ts';
 import { ENGINE_ROUTES } from '../engine/routes.ts';
 import type { KeyMaterial } from '../keys/keys.ts';
 import { stdinPassword } from './command.ts';
@@ -88,7 +88,7 @@ interface ClientSkipped {
 export async function quickstart(ctx: QuickstartContext): Promise<{ text: string; json: unknown }> {
   const plan = readOptions(ctx);
   // Given all at once, the answers are checked at once; on a terminal, once the checks below pass, as they are typed.
-  const given = plan.interactive ? undefined : await adminFromFlags(ctx.options);
+  const given = plan.interactive ? undefined : await adminFromFlags(ctx);
   const what = plan.clientSkipped ? `a workspace and its admin (no demo client: ${settingsOn(plan.clientSkipped.settings)})` : 'a workspace, its admin and a demo client';
   ctx.note(`Creating ${what} in ${plan.store.description}, for the service at ${plan.baseUrl}.`);
   await checkStore(ctx, plan.store);
@@ -246,21 +246,24 @@ async function askAdmin({ options, accounts }: QuickstartContext): Promise<NewAd
   const name = options.name ?? await askUntil(() => ask('Your name'), userNameProblem);
   refuse(workspaceNameProblem(workspaceName) ?? await emailUnusable(email) ?? userNameProblem(name));
   for (;;) {
-    const password = await askUntil(() => askHidden(`Password (at least ${MIN_PASSWORD_LENGTH} characters, not shown)`), passwordProblem);
+    const password = await askUntil(
+      () => askHidden(`Password (at least ${MIN_PASSWORD_LENGTH} characters, not shown)`),
+      (answer) => accounts.newPasswordProblem(answer, { email, name }, workspaceName),
+    );
     if (await askHidden('Password again') === password) return { workspaceName, email, name, password };
     process.stderr.write('The two passwords differ; type it again.\n');
   }
 }
 
 /** Without a terminal: the flags and the password on stdin, refused at once when one will not do (a taken email once the store is known to answer). */
-async function adminFromFlags(options: QuickstartOptions): Promise<NewAdmin> {
+async function adminFromFlags({ options, accounts }: QuickstartContext): Promise<NewAdmin> {
   const admin = {
     workspaceName: options['workspace-name'] ?? DEFAULT_WORKSPACE_NAME,
     email: options.email ?? '',
     name: options.name ?? '',
     password: await stdinPassword(),
   };
-  refuse(workspaceNameProblem(admin.workspaceName) ?? emailProblem(admin.email) ?? userNameProblem(admin.name) ?? passwordProblem(admin.password));
+  refuse(workspaceNameProblem(admin.workspaceName) ?? emailProblem(admin.email) ?? userNameProblem(admin.name) ?? accounts.newPasswordProblem(admin.password, admin, admin.workspaceName));
   return admin;
 }
 

@@ -11,8 +11,9 @@ const NAMED = '(--email EMAIL | --user USER_ID)';
 const create: Command = {
   name: 'user create',
   synopsis: `--email EMAIL --name NAME --workspace WORKSPACE_ID --role ${ROLES.join('|')} --password-stdin\n[--given-name NAME] [--family-name NAME]`,
-  description: 'A user who belongs to the workspace with the role. The password (at least 8 characters) is read from\n'
-    + 'standard input, never taken as an argument, and stored as an argon2id hash.',
+  description: 'A user who belongs to the workspace with the role. The password (at least 8 characters, not a commonly\n'
+    + 'used one nor the user\'s email or name) is read from standard input, never taken as an argument, and stored\n'
+    + 'as an argon2id hash.',
   options: ['email', 'name', 'workspace', 'role', 'password-stdin', 'given-name', 'family-name'],
   async run({ accounts, options }) {
     const workspaceId = required(options, 'workspace');
@@ -50,8 +51,9 @@ const list: Command = {
 const setPassword: Command = {
   name: 'user set-password',
   synopsis: `${NAMED} --password-stdin`,
-  description: 'Replaces the user\'s password with the one read from standard input (at least 8 characters), and signs\n'
-    + 'them out of every browser. The applications they allowed keep their access.',
+  description: 'Replaces the user\'s password with the one read from standard input (at least 8 characters, not a\n'
+    + 'commonly used one nor the user\'s email or name), and signs them out of every browser. The applications they\n'
+    + 'allowed keep their access.',
   options: ['email', 'user', 'password-stdin'],
   async run({ store, accounts, options, engine }) {
     const user = await namedUser(accounts, options);

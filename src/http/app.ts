@@ -99,7 +99,7 @@ const VIEWS = fileURLToPath(new URL('../../views', import.meta.url));
  */
 export function createService({ config, store, keys, revocations, logger, metrics }: ServiceDependencies): Service {
   const { issuer, basePath } = config;
-  const accounts = new Accounts(store.accounts);
+  const accounts = new Accounts(store.accounts, { serviceName: config.service.name });
   const counters = new Counters(store, keys.keyRing.derivedKeys(COUNTED_KEYS_PURPOSE)[0]!);
   const { provider, audience, resources, grantWorkspaces, grantActivity, rotations } = buildProvider({
     config, store, accounts, keys, revocations, pages: enginePages(accounts, issuer), newInteractions: createNewInteractionLimit(config.rateLimits, counters),

@@ -1,5 +1,4 @@
 import { AccountError, type Accounts } from '../accounts/accounts.ts';
-import { passwordProblem } from '../accounts/passwords.ts';
 import type { UserAccess } from '../engine/user_access.ts';
 import type { SignIns } from '../rate_limits/limits.ts';
 import type { SignInRefusal } from '../rate_limits/sign_ins.ts';
@@ -45,7 +44,7 @@ export class PasswordChange {
     };
     const [current, next, confirmation] = [field('current_password'), field('new_password'), field('confirm_password')];
     if (!current) return { status: 400, field: 'current', error: 'Type your current password.' };
-    const problem = passwordProblem(next);
+    const problem = this.#accounts.newPasswordProblem(next, user);
     if (problem) return { status: 400, field: 'next', error: `The new password will not do: ${problem}.` };
     if (next !== confirmation) return { status: 400, field: 'confirmation', error: 'The new password and its confirmation are not the same. Type it twice alike.' };
 

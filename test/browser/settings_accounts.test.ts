@@ -75,6 +75,11 @@ describe('settings area: your password, and a workspace\'s members', function ()
       expect(await changePassword(here, user.password, 'short')).to.equal(400);
       expect(await here.getByRole('alert').innerText()).to.include('at least 8 characters');
       expect(await focusedId(here)).to.equal('new-password');
+      expect(await changePassword(here, user.password, 'Password123')).to.equal(400);
+      expect(await here.getByRole('alert').innerText()).to.include('one of the most commonly used ones, which attackers try first');
+      expect(await focusedId(here)).to.equal('new-password');
+      expect(await changePassword(here, user.password, user.email)).to.equal(400);
+      expect(await here.getByRole('alert').innerText()).to.include('cannot be the email address');
 
       expect(await changePassword(here, user.password, 'a-new-long-password', 'a-new-long-passwort')).to.equal(400);
       expect(await here.getByRole('alert').innerText()).to.include('not the same');
@@ -114,7 +119,8 @@ describe('settings area: your password, and a workspace\'s members', function ()
       const user = await seedUser(server, [{ workspace: 'Long Password Ltd' }]);
       const page = await open();
       await openSignedIn(page, user, '/password');
-      const longest = '\u754C'.repeat(1024);
+      // Eight different characters over and over (one repeated would be refused as repetitive).
+      const longest = '\u754C\u4E16\u548C\u5E73\u5929\u5730\u5C71\u6C34'.repeat(128);
       expect(await changePassword(page, user.password, longest), 'a password of 1024 CJK characters').to.equal(303);
       await heading(page, 'Settings').waitFor();
       await page.goto(`${settingsUrl()}/password`);

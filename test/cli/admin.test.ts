@@ -433,6 +433,12 @@ describe('admin CLI', function () {
       expect(result.stderr).not.to.contain('shrt7');
     });
 
+    it('a commonly used password fails, saying why and what to do instead, and is not echoed', async () => {
+      passwords.push('iloveyou');
+      const refusal = await refused(['user', 'create', '--email', uniqueEmail('common'), '--name', 'Common', '--workspace', workspace.id, '--role', 'member', '--password-stdin'], 'iloveyou\n');
+      expect(refusal).to.equal('error: this password is one of the most commonly used ones, which attackers try first: choose another (a few unrelated words make a strong one)');
+    });
+
     it('a password no sign-in form could carry (a line break inside, over 1024 characters) fails with a clear message', async () => {
       for (const [password, message] of [['two\nline password', /control character/], ['x'.repeat(1025), /at most 1024/]] as const) {
         passwords.push(password);
@@ -747,6 +753,8 @@ describe('admin CLI', function () {
 
       passwords.push('short');
       expect(await refused(['user', 'set-password', '--email', user.email, '--password-stdin'], 'short\n')).to.match(/8 characters/);
+      // The user's own email, which the output names anyway (so it is not among the passwords looked for).
+      expect(await refused(['user', 'set-password', '--email', user.email, '--password-stdin'], `${user.email.toUpperCase()}\n`)).to.contain('cannot be the email address');
       expect(await refused(['user', 'set-password', '--email', uniqueEmail('nobody'), '--password-stdin'], 'long-enough-1\n')).to.contain('no user with email');
       expect((await failing(['user', 'set-password', '--email', user.email])).stderr).to.contain('--password-stdin');
       // A password file saved as Latin-1: its é is no UTF-8, and would have been set as U+FFFD.

@@ -169,6 +169,7 @@ describe('admin quickstart', function () {
     const email = refusedEmail;
     const cases: Array<[string[], string, RegExp]> = [
       [['--email', email, '--name', 'Cy Checked'], 'short', /a password needs at least 8 characters; nothing was written/],
+      [['--email', email, '--name', 'Cy Checked'], 'Cy Checked 2024', /a password cannot be the user's name or a part of it, which attackers try first: .*; nothing was written/],
       [['--email', 'not-an-email', '--name', 'Cy Checked'], newPassword(), /"not-an-email" is not an email address; nothing was written/],
       [['--email', email, '--name', ' '], newPassword(), /a user needs a name; nothing was written/],
       [['--email', email, '--name', 'Cy Checked', '--workspace-name', ' '], newPassword(), /a workspace needs a name; nothing was written/],
