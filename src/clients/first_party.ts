@@ -29,7 +29,8 @@ export const SETTINGS_SCOPE = 'openid';
 export function settingsClient(issuer: string): ClientMetadata {
   return {
     client_id: SETTINGS_CLIENT_ID,
-    client_name: 'Account settings',
+    // The name the sign-in page shows ("to continue to Settings"): the settings pages' own heading.
+    client_name: 'Settings',
     redirect_uris: [`${issuer}${CALLBACK_PATH}`],
     grant_types: ['authorization_code'],
     response_types: ['code'],

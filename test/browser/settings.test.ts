@@ -117,7 +117,7 @@ describe('settings area in a real browser', function () {
 
       await page.goto(`${settingsUrl()}/workspaces/${user.workspaces[0]!.id}`);
       await page.getByRole('heading', { level: 1, name: 'Sign in' }).waitFor();
-      expect(await page.locator('main').innerText()).to.include('Account settings');
+      expect(await page.locator('main .sub').innerText(), 'named as the settings pages are headed').to.equal('to continue to Settings');
       await checkPage(page, 'settings-sign-in');
       await signIn(page, user, 'not the password');
       await page.getByRole('alert').waitFor();
@@ -174,7 +174,7 @@ describe('settings area in a real browser', function () {
       const requests = recordRequests(page);
 
       await openSettings(page, user);
-      expect(await page.getByText('Account settings').count(), 'the sign-in client is not listed').to.equal(0);
+      expect(await appCard(page, 'Settings').count(), 'the sign-in client is not listed').to.equal(0);
       const expense = await facts(appCard(page, 'Expense Reports'));
       expect(expense.Workspace).to.equal('Listing Ltd');
       expect(expense.Can).to.include('Read the workspace\'s records and metadata, and change them if your role there allows').and.include('See your name, email address and workspace');
