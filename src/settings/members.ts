@@ -13,6 +13,8 @@ export const ROLE_DESCRIPTIONS: Readonly<Record<Role, string>> = {
 export interface MemberRefusal {
   status: 400 | 404 | 409;
   error: string;
+  /** For a refusal to take away a workspace's last admin: that admin's user id (the page speaks to them when they asked it). */
+  lastAdmin?: string;
 }
 
 export type MemberChange<T> = { done: T } | { refused: MemberRefusal };
@@ -101,7 +103,12 @@ function noSuchMember(): MemberRefusal {
 
 function lastAdmin({ user }: Member, change: { role: Role } | 'remove'): MemberRefusal {
   const what = change === 'remove' ? 'removed' : `made ${article(change.role)} ${change.role}`;
-  return { status: 409, error: `${user.name} is this workspace’s only admin, so they cannot be ${what}: a workspace always keeps an admin. Make another member an admin first.` };
+  return { status: 409, error: `${user.name} is this workspace’s only admin, so they cannot be ${what}: a workspace always keeps an admin. Make another member an admin first.`, lastAdmin: user.id };
+}
+
+/** The refusal above, said to the last admin who asked to step down or leave. */
+export function lastAdminYourself(workspaceName: string): string {
+  return `You are the last admin of ${workspaceName}: make another member an admin first.`;
 }
 
 export function article(role: Role): string {

@@ -21,7 +21,7 @@ import { ConnectedApps } from './connected_apps.ts';
 import { formBody, PASSWORD_FORM_LIMIT } from '../pages/form_body.ts';
 import { adminOf, settingsGuards, signedInOf } from './guards.ts';
 import { INVITATION_MODEL, WorkspaceInvitations } from './invitations.ts';
-import { noSuchRole, roleOf, WorkspaceMembers, type MemberChange } from './members.ts';
+import { lastAdminYourself, noSuchRole, roleOf, WorkspaceMembers, type MemberChange, type MemberRefusal } from './members.ts';
 import { SettingsPages } from './pages.ts';
 import { PasswordChange } from './password.ts';
 import { signedIn } from './session.ts';
@@ -227,9 +227,12 @@ export function settingsRouter(dependencies: SettingsDependencies): Router {
   };
 
   /** The members page again, saying why a change was refused (a 409 for the last admin). */
-  const refusedOnMembersPage = async (ctx: Context, refusal: { status: number; error: string }) => {
+  const refusedOnMembersPage = async (ctx: Context, refusal: MemberRefusal) => {
+    const { signedIn, workspace } = adminOf(ctx);
     ctx.status = refusal.status;
-    return showMembers(ctx, { error: refusal.error });
+    // The last admin asking to step down or leave is spoken to, not of.
+    const error = refusal.lastAdmin === signedIn.user.id ? lastAdminYourself(workspace.name) : refusal.error;
+    return showMembers(ctx, { error });
   };
 
   /**
