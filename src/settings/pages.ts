@@ -275,10 +275,14 @@ export class SettingsPages {
 
   /** An admin's page of one workspace: its API keys (and the form to make one) and the clients bound to it. */
   async workspace(ctx: Context, user: User, workspace: WorkspaceRef, csrfToken: string, form: { done?: unknown } & Partial<ApiKeyFormRefusal>): Promise<void> {
-    const [keys, clients] = await Promise.all([this.#deps.apiKeys.list(workspace.id), boundClients(this.#deps.clients, workspace.id)]);
+    const [keys, clients, members] = await Promise.all([
+      this.#deps.apiKeys.list(workspace.id), boundClients(this.#deps.clients, workspace.id), this.#deps.accounts.listMembers(workspace.id),
+    ]);
     const page = `${this.#home}/workspaces/${workspace.id}`;
     await this.#render(ctx, 'settings_workspace', `${workspace.name}: API keys and applications`, user, {
       workspace,
+      // The user is an admin (requireAdmin): the only one, or one of several.
+      onlyAdmin: members.filter(({ role }) => role === 'admin').length <= 1,
       message: doneMessage(form.done),
       error: form.error,
       csrfToken,

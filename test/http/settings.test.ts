@@ -112,6 +112,15 @@ describe('settings area: what it stores', function () {
     expect(await created.text()).to.include('made after the other tab');
   });
 
+  it('says on a workspace\'s page whether the admin reading it is its only admin or one of several', async function () {
+    const user = await seedUser(server, [{ workspace: 'Admins Counted Ltd' }]);
+    const { agent } = await signInToSettings(user);
+    const workspacePage = async () => (await agent.request(`${server.issuer}/settings/workspaces/${user.workspaces[0]!.id}`)).text();
+    expect(await workspacePage()).to.include('You are its only admin.').and.not.include('one of its admins');
+    await memberOf(server, user.workspaces[0]!.id, 'admin');
+    expect(await workspacePage()).to.include('You are one of its admins.');
+  });
+
   it('signing in to the settings area leaves no authorization code behind', async function () {
     const user = await seedUser(server, [{ workspace: 'No Code Ltd' }]);
     const { agent, landed } = await signInToSettings(user);
