@@ -51,6 +51,12 @@ const DAY_SECONDS = 24 * 60 * 60;
 /** The role an invitation is for unless the admin chooses another. */
 const DEFAULT_INVITED_ROLE: Role = 'member';
 
+/** The sentences above that name the workspace, when the address names it (sealed: src/settings/router.ts). */
+const DONE_IN: Record<string, (workspace: string) => string> = {
+  'left-admin': (workspace) => `Your role changed: you are no longer an admin of ${workspace}.`,
+  'left-workspace': (workspace) => `You left ${workspace}. The applications you allowed for it lost their access.`,
+};
+
 /** One line of what a confirmation page shows of the thing about to change: a time, or words. */
 interface Fact {
   term: string;
@@ -84,13 +90,13 @@ export class SettingsPages {
     this.#home = `${deps.basePath}${SETTINGS_PATH}`;
   }
 
-  /** Connected applications, and the user's workspaces (an admin's link to manage each). */
-  async home(ctx: Context, user: User, done: unknown): Promise<void> {
+  /** Connected applications, and the user's workspaces (an admin's link to manage each); `leftWorkspace`, the one the user stepped down from or left. */
+  async home(ctx: Context, user: User, done: unknown, leftWorkspace?: string): Promise<void> {
     const { accounts, connectedApps } = this.#deps;
     const [workspaces, apps] = await Promise.all([accounts.workspacesOf(user.id), connectedApps.of(user.id)]);
     const names = new Map(workspaces.map(({ id, name }) => [id, name]));
     await this.#render(ctx, 'settings', 'Settings', user, {
-      message: doneMessage(done),
+      message: leftWorkspace !== undefined && typeof done === 'string' && Object.hasOwn(DONE_IN, done) ? DONE_IN[done]!(leftWorkspace) : doneMessage(done),
       // Asks first: the form leads to a confirmation page (GET), so it carries no token.
       revokeAction: `${this.#home}/applications/revoke`,
       apps: await Promise.all(apps.map(async (app) => ({

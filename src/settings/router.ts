@@ -80,7 +80,8 @@ export function settingsRouter(dependencies: SettingsDependencies): Router {
   const sentForms = new SentForms(store.model('ReplayDetection'));
   const renewedSessions = new RenewedSessions(store.model('ReplayDetection'));
   const passwords = new PasswordChange(dependencies);
-  const { requireSignIn, checkForm, requireAdmin, formToken } = settingsGuards({ provider, accounts, csrf: new CsrfTokens(dependencies.csrfKey), signIn });
+  const csrf = new CsrfTokens(dependencies.csrfKey);
+  const { requireSignIn, checkForm, requireAdmin, formToken } = settingsGuards({ provider, accounts, csrf, signIn });
   const form = formBody();
   const passwordForm = formBody(PASSWORD_FORM_LIMIT);
   const router = new Router({ prefix: home });
@@ -91,8 +92,8 @@ export function settingsRouter(dependencies: SettingsDependencies): Router {
    * waits that long (as the admin CLI does), so "revoked" on the page means revoked everywhere.
    * The form is marked as having made its change first, for a second sending of it (answerRepeat).
    */
-  const doneEverywhere = async (ctx: Context, path: string, done: string): Promise<void> => {
-    const location = `${path}?done=${done}`;
+  const doneEverywhere = async (ctx: Context, path: string, done: string, query: Record<string, string> = {}): Promise<void> => {
+    const location = `${path}?${new URLSearchParams({ done, ...query })}`;
     await sentForms.record(signedInOf(ctx).user.id, ctx.path, ctx.request.body as FormBody, location);
     await answerWhenEverywhere(ctx, location);
   };
@@ -129,7 +130,19 @@ export function settingsRouter(dependencies: SettingsDependencies): Router {
     ctx.redirect(next);
   });
 
-  router.get('/', requireSignIn, (ctx) => pages.home(ctx, signedInOf(ctx).user, ctx.query.done));
+  /**
+   * A workspace the settings home names in its banner after the user stepped down as its admin or
+   * left it (which they may no longer read): by its id and a seal bound to the user, so that an
+   * address made up elsewhere names no workspace.
+   */
+  const leftSeal = (userId: string, workspaceId: string) => csrf.issue(`settings-left:${userId}:${workspaceId}`);
+  const leftWorkspaceName = async (ctx: Context): Promise<string | undefined> => {
+    const { workspace, seal } = ctx.query;
+    if (typeof workspace !== 'string' || !csrf.verify(`settings-left:${signedInOf(ctx).user.id}:${workspace}`, seal)) return undefined;
+    return (await accounts.getWorkspace(workspace))?.name;
+  };
+
+  router.get('/', requireSignIn, async (ctx) => pages.home(ctx, signedInOf(ctx).user, ctx.query.done, await leftWorkspaceName(ctx)));
 
   // Every destructive action: GET asks (a page with the form), POST does it.
   router.get('/applications/revoke', requireSignIn, async (ctx) => {
@@ -243,7 +256,10 @@ export function settingsRouter(dependencies: SettingsDependencies): Router {
     if ('refused' in change) return refusedOnMembersPage(ctx, change.refused);
     const { signedIn, workspace } = adminOf(ctx);
     const stillAdmin = change.done.user.id !== signedIn.user.id || (kind === 'role' && change.done.role === 'admin');
-    if (!stillAdmin) return doneEverywhere(ctx, home, kind === 'removal' ? 'left-workspace' : 'left-admin');
+    if (!stillAdmin) {
+      const left = { workspace: workspace.id, seal: leftSeal(signedIn.user.id, workspace.id) };
+      return doneEverywhere(ctx, home, kind === 'removal' ? 'left-workspace' : 'left-admin', left);
+    }
     return doneEverywhere(ctx, membersPage(workspace.id), kind === 'removal' ? 'member-removed' : 'role-changed');
   };
 

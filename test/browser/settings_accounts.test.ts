@@ -306,7 +306,7 @@ describe('settings area: your password, and a workspace\'s members', function ()
       expect((await sendFormCopy(page, page.locator('form.confirm'))).status, 'the first sending').to.equal(303);
       await page.getByRole('button', { name: 'Make me a member' }).click();
       await heading(page, 'Settings').waitFor();
-      expect(await page.getByRole('status').innerText()).to.include('you no longer manage that workspace');
+      expect(await page.getByRole('status').innerText()).to.equal('Your role changed: you are no longer an admin of Sent Twice Ltd.');
     });
 
     it('never takes away the last admin: the reason is on the page (409), and nothing changes', async function () {
@@ -350,7 +350,7 @@ describe('settings area: your password, and a workspace\'s members', function ()
         .and.to.include('The applications you allowed keep working');
       await page.getByRole('button', { name: 'Make me a member' }).click();
       await heading(page, 'Settings').waitFor();
-      expect(await page.getByRole('status').innerText()).to.include('you no longer manage that workspace');
+      expect(await page.getByRole('status').innerText()).to.equal('Your role changed: you are no longer an admin of Only Admin Ltd.');
       expect((await page.goto(members))!.status()).to.equal(403);
     });
 

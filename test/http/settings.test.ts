@@ -121,6 +121,28 @@ describe('settings area: what it stores', function () {
     expect(await workspacePage()).to.include('You are one of its admins.');
   });
 
+  it('names the workspace an admin left in the banner that says so, and none that an address made up names', async function () {
+    const user = await seedUser(server, [{ workspace: 'Left Behind Ltd' }]);
+    const workspaceId = user.workspaces[0]!.id;
+    await memberOf(server, workspaceId, 'admin');
+    const { agent } = await signInToSettings(user);
+    const confirmation = await (await agent.request(`${server.issuer}/settings/workspaces/${workspaceId}/members/${user.id}/remove`)).text();
+    const [, action, csrf, formId] = /<form class="confirm" method="post" action="([^"]+)">[\s\S]*?name="csrf" value="([^"]*)"[\s\S]*?name="form_id" value="([^"]*)"/.exec(confirmation)!;
+    const removed = await agent.request(new URL(action!, server.origin).href, { form: { csrf: csrf!, form_id: formId! } });
+    expect(removed.status).to.equal(303);
+    const banner = async (location: string) => /<p class="done" role="status">([^<]*)<\/p>/.exec(await (await agent.request(new URL(location, server.origin).href)).text())?.[1];
+    const location = removed.headers.get('location')!;
+    expect(await banner(location)).to.equal('You left Left Behind Ltd. The applications you allowed for it lost their access.');
+
+    // Another workspace's id in the same address, or no seal: the sentence names none.
+    const other = await seedUser(server, [{ workspace: 'Never Joined Ltd' }]);
+    const elsewhere = location.replace(encodeURIComponent(workspaceId), encodeURIComponent(other.workspaces[0]!.id));
+    expect(elsewhere).to.not.equal(location);
+    for (const made of [elsewhere, `/settings?done=left-workspace&workspace=${other.workspaces[0]!.id}`]) {
+      expect(await banner(made), made).to.equal('You left the workspace. The applications you allowed for it lost their access.');
+    }
+  });
+
   it('signing in to the settings area leaves no authorization code behind', async function () {
     const user = await seedUser(server, [{ workspace: 'No Code Ltd' }]);
     const { agent, landed } = await signInToSettings(user);
