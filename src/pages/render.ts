@@ -53,7 +53,7 @@ const ERROR_TEXTS: Record<string, ErrorText> = {
   },
   invalid_request_uri: {
     heading: 'This sign-in request has expired',
-    message: 'The application\'s sign-in request was already used or has expired, so nothing was shared with it.',
+    message: 'The application’s sign-in request was already used or has expired, so nothing was shared with it.',
     next: 'Go back to the application and start again.',
   },
   invalid_request: {
@@ -65,7 +65,7 @@ const ERROR_TEXTS: Record<string, ErrorText> = {
     heading: 'This page has expired',
     message: 'The sign-in took too long or was already completed.',
     // Back from the consent page lands on the sign-in page of a step already done.
-    next: 'If you came here with your browser\'s Back button, its Forward button returns you to where you were. Otherwise go back to the application and start again.',
+    next: 'If you came here with your browser’s Back button, its Forward button returns you to where you were. Otherwise go back to the application and start again.',
   },
   temporarily_unavailable: {
     heading: 'Service unavailable',

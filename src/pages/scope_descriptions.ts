@@ -4,7 +4,7 @@
 export const SCOPE_DESCRIPTIONS: Record<string, string> = {
   openid: 'Confirm who you are',
   // A viewer's tokens only read: what the application can do is what the user's role allows.
-  api: 'Read the workspace\'s records and metadata, and change them if your role there allows (Core and Metadata APIs)',
+  api: 'Read the workspace’s records and metadata, and change them if your role there allows (Core and Metadata APIs)',
   profile: 'See your name, email address and workspace',
 };
 

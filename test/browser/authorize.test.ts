@@ -416,8 +416,8 @@ describe('authorization in a real browser', function () {
     it('shows no text the request sent (a scope, a resource: whoever made the link chose them) as the server\'s reason, but the code and a reason of its own; the link back still carries the whole description', async function () {
       const phishing = 'Your account is locked. Call +1-800-555-0100 to unlock it';
       const asked = [
-        { overrides: { scope: `api ${phishing}` }, error: 'invalid_scope', reason: 'The server\'s reason: the request asks for a scope this server does not offer (it offers openid, api, profile) (invalid_scope)' },
-        { overrides: { resource: `https://records.example/ ${phishing}` }, error: 'invalid_target', reason: 'The server\'s reason: the request names an API (resource) this server issues no tokens for (invalid_target)' },
+        { overrides: { scope: `api ${phishing}` }, error: 'invalid_scope', reason: 'The server’s reason: the request asks for a scope this server does not offer (it offers openid, api, profile) (invalid_scope)' },
+        { overrides: { resource: `https://records.example/ ${phishing}` }, error: 'invalid_target', reason: 'The server’s reason: the request names an API (resource) this server issues no tokens for (invalid_target)' },
         // One long word, which the refusal names back cut short.
         { overrides: { scope: `Call-+1-800-555-0100-${'-'.repeat(300)}` }, error: 'invalid_scope', reason: 'does not offer' },
       ];
@@ -435,7 +435,7 @@ describe('authorization in a real browser', function () {
       // A reason that repeats nothing of the request is the server's own, shown as it is.
       const { page, auth } = await prepare({ code_challenge: undefined, code_challenge_method: undefined });
       await page.goto(auth.url);
-      expect(await page.locator('main').innerText()).to.match(/The server's reason: .*PKCE.* \(invalid_request\)/);
+      expect(await page.locator('main').innerText()).to.match(/The server’s reason: .*PKCE.* \(invalid_request\)/);
     });
 
     it('holds a missing PKCE challenge the same way', async function () {

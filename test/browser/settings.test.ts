@@ -177,7 +177,7 @@ describe('settings area in a real browser', function () {
       expect(await appCard(page, 'Settings').count(), 'the sign-in client is not listed').to.equal(0);
       const expense = await facts(appCard(page, 'Expense Reports'));
       expect(expense.Workspace).to.equal('Listing Ltd');
-      expect(expense.Can).to.include('Read the workspace\'s records and metadata, and change them if your role there allows').and.include('See your name, email address and workspace');
+      expect(expense.Can).to.include('Read the workspace’s records and metadata, and change them if your role there allows').and.include('See your name, email address and workspace');
       const calendar = await facts(appCard(page, 'Calendar Sync'));
       expect(calendar.Can).to.not.include('See your name');
       for (const card of [appCard(page, 'Expense Reports'), appCard(page, 'Calendar Sync')]) {
