@@ -46,7 +46,7 @@ export class PasswordChange {
     if (!current) return { status: 400, field: 'current', error: 'Type your current password.' };
     const problem = this.#accounts.newPasswordProblem(next, user);
     if (problem) return { status: 400, field: 'next', error: `The new password will not do: ${problem}.` };
-    if (next !== confirmation) return { status: 400, field: 'confirmation', error: 'The new password and its confirmation are not the same. Type it twice alike.' };
+    if (next !== confirmation) return { status: 400, field: 'confirmation', error: 'The new password and its confirmation differ: type the same new password in both fields.' };
 
     const outcome = await this.#signIns.attempt(user.email, clientAddress, () => this.#accounts.authenticate(user.email, current));
     if (outcome.refused) return { status: 429, field: 'current', error: passwordNotChecked(outcome.refused), retryAfter: outcome.refused.retryAfter };

@@ -82,7 +82,7 @@ describe('settings area: your password, and a workspace\'s members', function ()
       expect(await here.getByRole('alert').innerText()).to.include('cannot be the email address');
 
       expect(await changePassword(here, user.password, 'a-new-long-password', 'a-new-long-passwort')).to.equal(400);
-      expect(await here.getByRole('alert').innerText()).to.include('not the same');
+      expect(await here.getByRole('alert').innerText()).to.equal('The new password and its confirmation differ: type the same new password in both fields.');
       expect(await focusedId(here)).to.equal('confirm-password');
 
       expect(await changePassword(here, user.password, 'a-new-long-password')).to.equal(303);
