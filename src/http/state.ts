@@ -45,6 +45,8 @@ declare module 'koa' {
     registrationTokenClaim?: { storeId: string; claim: string };
     /** Why the sign-in form did not sign its user in (src/interactions/router.ts), for the metrics. */
     signInRefused?: 'invalid_credentials' | 'rate_limited';
+    /** A step of the settings area's sign-in outside the settings area (src/interactions/router.ts): its error page leads back there. */
+    settingsSignIn?: boolean;
     /** The settings area's signed-in user (src/settings/guards.ts). */
     signedIn?: SignedIn;
     /** On the settings area's workspace routes: the workspace, which the user administers. */

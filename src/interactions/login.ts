@@ -2,6 +2,7 @@ import type { Context } from 'koa';
 import type { Provider } from 'oidc-provider';
 
 import type { Accounts } from '../accounts/accounts.ts';
+import { SETTINGS_CLIENT_ID } from '../clients/first_party.ts';
 import { isVetted } from '../clients/vetting.ts';
 import { ENGINE_ROUTES, INTERACTION_PATH } from '../engine/routes.ts';
 import { clientDisplay, clientDocuments, redirectTarget, type ClientDisplay } from '../pages/client_display.ts';
@@ -29,6 +30,8 @@ export async function showLogin(ctx: Context, { provider, accounts, csrf, basePa
   const again = await signInAgain(accounts, details);
   const email = form.email ?? (form.switching ? '' : loginHint(details) || (again?.anotherAccount ? '' : again?.email) || '');
   await renderPage(ctx, 'login', 'Sign in', {
+    // The form says it signs in to the settings area, for when its interaction is gone by the time it is sent (src/interactions/router.ts).
+    settingsSignIn: details.params.client_id === SETTINGS_CLIENT_ID,
     clientName: client.name,
     client,
     documents: clientDocuments(client),

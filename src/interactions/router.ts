@@ -21,6 +21,17 @@ export interface InteractionDependencies extends ConsentDependencies {
 
 type FormBody = Record<string, unknown>;
 
+/**
+ * A sign-in whose interaction is gone (it took longer than the interaction lives, or was finished
+ * in another tab). The settings area's sign-in form says it is one (views/login.ejs): the page
+ * then leads back to the settings area, where the person came from, not to an application.
+ */
+function expired(ctx: Context): HttpError {
+  if ((ctx.request.body as FormBody | undefined)?.from !== 'settings') return new HttpError(400, 'session_expired', '');
+  ctx.state.settingsSignIn = true;
+  return new HttpError(400, 'session_expired', 'Your sign-in took too long. Start again from Settings.');
+}
+
 const WORKSPACE_NOT_YOURS = 'The workspace you chose is not one of yours, or no longer: nothing was shared with the application. Choose one of your workspaces.';
 
 /** The login and consent pages the engine sends the browser to, and their form handlers. */
@@ -29,11 +40,11 @@ export function interactionRouter(deps: InteractionDependencies): Router {
   const router = new Router({ prefix: `${basePath}${INTERACTION_PATH}` });
   const form = formBody();
 
-  router.use(async (_ctx, next) => {
+  router.use(async (ctx, next) => {
     try {
       await next();
     } catch (error) {
-      if (error instanceof errors.SessionNotFound) throw new HttpError(400, 'session_expired', '');
+      if (error instanceof errors.SessionNotFound) throw expired(ctx);
       throw error;
     }
   });

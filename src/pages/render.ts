@@ -93,13 +93,13 @@ const UNKNOWN_ERROR: ErrorText = {
  * do; without one the page says what the code means in plain words. The engine's own
  * descriptions are never shown (src/http/engine_pages.ts): they are written for developers, and
  * the log has them under the page's reference. Every error page links back: to the settings area
- * from its pages, else to the service's home page.
+ * from its pages and its sign-in, else to the service's home page.
  */
 export async function renderErrorPage(ctx: Context, error: string, description?: string): Promise<void> {
   // A refusal with a code of no text of its own is still the request's fault when its status says so.
   const text = ctx.status === 429 ? TOO_MANY : ERROR_TEXTS[error] ?? (ctx.status < 500 ? ERROR_TEXTS.invalid_request! : UNKNOWN_ERROR);
   const site = siteOfRequest(ctx);
-  const inSettings = ctx.path === site.settings || ctx.path.startsWith(`${site.settings}/`);
+  const inSettings = ctx.path === site.settings || ctx.path.startsWith(`${site.settings}/`) || ctx.state.settingsSignIn === true;
   await renderPage(ctx, 'error', text.heading, {
     heading: text.heading,
     message: description || text.message,

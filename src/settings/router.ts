@@ -125,7 +125,7 @@ export function settingsRouter(dependencies: SettingsDependencies): Router {
     // A response this browser did not ask for (or a sign-in overtaken by one in another tab): a
     // browser that is signed in all the same goes to the settings home, any other sees why not.
     const next = await signIn.finish(ctx) ?? (await signedIn(provider, accounts, ctx) ? home : undefined);
-    if (!next) throw new HttpError(400, 'session_expired', 'This sign-in did not start in this browser, or it took too long. Go back to settings to sign in again.');
+    if (!next) throw new HttpError(400, 'session_expired', 'Your sign-in took too long, or did not start in this browser. Start again from Settings.');
     ctx.status = 303;
     ctx.redirect(next);
   });

@@ -143,6 +143,21 @@ describe('settings area: what it stores', function () {
     }
   });
 
+  it('says of a settings sign-in whose interaction is gone that it took too long, and leads back to the settings area, not to an application', async function () {
+    const login = await new UserAgent().follow(`${server.issuer}/settings`, server.origin);
+    const html = await login.response.text();
+    const action = new URL(/<form method="post" action="([^"]+)"/.exec(html)![1]!, server.origin).href;
+    const csrf = /name="csrf" value="([^"]*)"/.exec(html)![1]!;
+    const from = /name="from" value="([^"]*)"/.exec(html)?.[1];
+    expect(from, 'the settings sign-in form says what it is for').to.equal('settings');
+    // Sent by a browser that holds no interaction cookie, as one whose interaction expired.
+    const expired = await new UserAgent().request(action, { form: { csrf, from: from!, email: 'who@example.com', password: 'whatever' } });
+    expect(expired.status).to.equal(400);
+    const page = await expired.text();
+    expect(page).to.include('Your sign-in took too long. Start again from Settings.').and.include('<a href="/settings">Back to settings</a>');
+    expect(page).to.not.include('go back to the application');
+  });
+
   it('signing in to the settings area leaves no authorization code behind', async function () {
     const user = await seedUser(server, [{ workspace: 'No Code Ltd' }]);
     const { agent, landed } = await signInToSettings(user);
