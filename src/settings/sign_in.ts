@@ -4,12 +4,19 @@ import type { Context } from 'koa';
 import type { Provider } from 'oidc-provider';
 
 import { ENGINE_ROUTES } from '../engine/routes.ts';
+import { systemClock } from '../shared/clock.ts';
 import { CALLBACK_PATH, SETTINGS_CLIENT_ID, SETTINGS_PATH, SETTINGS_SCOPE } from '../clients/first_party.ts';
 
-/** Binds the callback to the browser that set out to sign in, and says where to return. */
+/**
+ * Binds the callback to the browser that set out to sign in, and says where to return: one entry
+ * per sign-in under way, so that each tab that set out (a page asked for in one, the home in
+ * another) returns where it started, whichever signs in first.
+ */
 const STATE_COOKIE = 'settings_sign_in';
 /** As long as a login page may stay open (LIFETIMES.Interaction). */
 const STATE_MAX_AGE_MS = 10 * 60 * 1000;
+/** The sign-ins under way one browser's cookie keeps, the newest: a few tabs' worth. */
+const MAX_PENDING = 5;
 /** Pages a sign-in may return to: the settings area's own pages (an invitation link's too), nothing else (no open redirect). */
 const RETURNABLE = /^\/settings(?:\/password|\/workspaces\/[A-Za-z0-9_-]{1,64}(?:\/members)?|\/invitations\/[A-Za-z0-9_-]{43})?$/;
 
@@ -17,6 +24,8 @@ interface SignInState {
   state: string;
   /** The settings page to return to, relative to the issuer. */
   next: string;
+  /** When it set out (ms since the epoch): an entry older than STATE_MAX_AGE_MS is dropped. */
+  at: number;
 }
 
 /**
@@ -38,8 +47,8 @@ export class SettingsSignIn {
   /** Sends the browser to sign in, to come back to `ctx.path` (or the settings home). */
   start(ctx: Context): void {
     const page = ctx.path.slice(this.#basePath.length);
-    const signIn: SignInState = { state: randomBytes(16).toString('base64url'), next: RETURNABLE.test(page) ? page : SETTINGS_PATH };
-    ctx.cookies.set(STATE_COOKIE, Buffer.from(JSON.stringify(signIn)).toString('base64url'), this.#cookieOptions(STATE_MAX_AGE_MS));
+    const signIn: SignInState = { state: randomBytes(16).toString('base64url'), next: RETURNABLE.test(page) ? page : SETTINGS_PATH, at: systemClock() };
+    this.#writeStates(ctx, [...this.#readStates(ctx).slice(1 - MAX_PENDING), signIn]);
     const url = new URL(`${this.#issuer}${ENGINE_ROUTES.authorization}`);
     url.search = new URLSearchParams({
       client_id: SETTINGS_CLIENT_ID,
@@ -63,9 +72,11 @@ export class SettingsSignIn {
   async finish(ctx: Context): Promise<string | undefined> {
     const { code, state, error } = ctx.query;
     if (typeof code === 'string') await this.#discard(code);
-    const expected = this.#readState(ctx);
-    ctx.cookies.set(STATE_COOKIE, null, this.#cookieOptions(0));
-    if (!expected || typeof state !== 'string' || state !== expected.state || error !== undefined || typeof code !== 'string') return undefined;
+    const pending = this.#readStates(ctx);
+    const expected = typeof state === 'string' ? pending.find((signIn) => signIn.state === state) : undefined;
+    // The other sign-ins under way (other tabs) stay.
+    this.#writeStates(ctx, pending.filter((signIn) => signIn !== expected));
+    if (!expected || error !== undefined || typeof code !== 'string') return undefined;
     return `${this.#basePath}${expected.next}`;
   }
 
@@ -74,16 +85,26 @@ export class SettingsSignIn {
     if (found?.clientId === SETTINGS_CLIENT_ID) await found.destroy();
   }
 
-  #readState(ctx: Context): SignInState | undefined {
+  /** The sign-ins under way that the cookie holds, still fresh, each returning to a page RETURNABLE allows (checked again: no open redirect). */
+  #readStates(ctx: Context): SignInState[] {
     const value = ctx.cookies.get(STATE_COOKIE, { signed: true });
-    if (!value) return undefined;
+    if (!value) return [];
+    let parsed: unknown;
     try {
-      const parsed = JSON.parse(Buffer.from(value, 'base64url').toString()) as Partial<SignInState>;
-      if (typeof parsed.state !== 'string' || typeof parsed.next !== 'string' || !RETURNABLE.test(parsed.next)) return undefined;
-      return { state: parsed.state, next: parsed.next };
+      parsed = JSON.parse(Buffer.from(value, 'base64url').toString());
     } catch {
-      return undefined;
+      return [];
     }
+    const oldest = systemClock() - STATE_MAX_AGE_MS;
+    return (Array.isArray(parsed) ? parsed : []).filter((entry): entry is SignInState => {
+      const { state, next, at } = (entry ?? {}) as Partial<SignInState>;
+      return typeof state === 'string' && typeof next === 'string' && RETURNABLE.test(next) && typeof at === 'number' && at > oldest;
+    }).slice(-MAX_PENDING);
+  }
+
+  #writeStates(ctx: Context, states: SignInState[]): void {
+    if (states.length === 0) ctx.cookies.set(STATE_COOKIE, null, this.#cookieOptions(0));
+    else ctx.cookies.set(STATE_COOKIE, Buffer.from(JSON.stringify(states)).toString('base64url'), this.#cookieOptions(STATE_MAX_AGE_MS));
   }
 
   #cookieOptions(maxAge: number) {

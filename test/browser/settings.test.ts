@@ -135,6 +135,24 @@ describe('settings area in a real browser', function () {
       expectOnlyServerRequests(requests);
     });
 
+    it('returns a tab that set out to sign in from a deep page to that page, when another tab signed in first', async function () {
+      const user = await seedUser(server, [{ workspace: 'Stale Tab Ltd' }]);
+      const members = `/settings/workspaces/${user.workspaces[0]!.id}/members`;
+      const deep = await open();
+      const other = await deep.context().newPage();
+      await deep.goto(`${server.issuer}${members}`);
+      await deep.getByRole('heading', { level: 1, name: 'Sign in' }).waitFor();
+      await other.goto(settingsUrl());
+      await other.getByRole('heading', { level: 1, name: 'Sign in' }).waitFor();
+      await signIn(other, user);
+      await other.getByRole('heading', { level: 1, name: 'Settings' }).waitFor();
+
+      await signIn(deep, user);
+      await deep.waitForURL((url) => url.pathname.startsWith('/settings') && url.pathname !== '/settings/callback');
+      expect(new URL(deep.url()).pathname, 'the page it set out from').to.equal(members);
+      await deep.getByRole('heading', { level: 1, name: 'Members of Stale Tab Ltd' }).waitFor();
+    });
+
     it('signs out with the link at the top of the page: the next visit asks to sign in again', async function () {
       const user = await seedUser(server, [{ workspace: 'Sign-out Ltd' }]);
       const page = await open();
