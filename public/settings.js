@@ -26,6 +26,9 @@ for (const button of document.querySelectorAll('button[data-copy]')) {
 // is under way is not sent, so a change is not made twice, nor its answer (a new key's secret,
 // the new session of a password change) lost to a second request the browser would show instead.
 const sending = new WeakSet();
+/** How many submissions this page started: a navigation stopped after a later one started is not that one's. */
+let submissions = 0;
+const submitButtons = (form) => form.querySelectorAll('button[type="submit"], button:not([type]), input[type="submit"]');
 
 document.addEventListener('submit', (event) => {
   const form = event.target;
@@ -35,18 +38,41 @@ document.addEventListener('submit', (event) => {
     return;
   }
   sending.add(form);
+  submissions += 1;
   // Disabled only once the browser has built the form data, which follows this event: a submit
   // button disabled now would leave its name and value out of what is sent.
   setTimeout(() => {
-    for (const button of form.querySelectorAll('button[type="submit"], button:not([type]), input[type="submit"]')) button.disabled = true;
+    if (!sending.has(form)) return;
+    for (const button of submitButtons(form)) button.disabled = true;
   });
 });
 
-// Back to a page kept in the back/forward cache, its forms may be sent again.
-window.addEventListener('pageshow', (event) => {
-  if (!event.persisted) return;
+/** Every form of the page may be sent again: none is under way any more. */
+function unblock() {
   for (const form of document.forms) {
     sending.delete(form);
-    for (const button of form.querySelectorAll('button[type="submit"], button:not([type]), input[type="submit"]')) button.disabled = false;
+    for (const button of submitButtons(form)) button.disabled = false;
   }
+}
+
+// Back to a page kept in the back/forward cache, its forms may be sent again.
+window.addEventListener('pageshow', (event) => {
+  if (event.persisted) unblock();
 });
+
+// A submission stopped before its answer came (Esc, the browser's stop button) leaves the page as
+// it was: its forms may be sent again. The browser fires no event for a stopped page load; Esc
+// reaches the page first, and where the browser has the Navigation API, the stopped navigation
+// aborts the signal of its navigate event. That signal is also aborted when a later navigation
+// takes over (a form sent again after a 204 answer left the page as it was): not a stop then.
+document.addEventListener('keydown', (event) => {
+  if (event.key === 'Escape') unblock();
+});
+if (window.navigation) {
+  window.navigation.addEventListener('navigate', (event) => {
+    const started = submissions;
+    event.signal.addEventListener('abort', () => {
+      if (submissions === started) unblock();
+    }, { once: true });
+  });
+}

@@ -473,6 +473,41 @@ describe('settings area in a real browser', function () {
       expect(new URLSearchParams(bodies[1]).get('intent')).to.equal('create');
     });
 
+    it('lets a form be sent again once its sending was stopped (the browser\'s stop button, or Esc) before an answer came', async function () {
+      const admin = await seedUser(server, [{ workspace: 'Stopped Ltd' }]);
+      const page = await open();
+      await openSettings(page, admin);
+      await page.goto(`${settingsUrl()}/workspaces/${admin.workspaces[0]!.id}`);
+      // No answer comes: the sending stays under way until it is stopped.
+      const sent: string[] = [];
+      await page.route('**/api-keys', (route) => {
+        sent.push(route.request().postData() ?? '');
+      });
+      /**
+       * Sends the form: Enter in its name field, which keeps the focus (a click, or any locator,
+       * would wait for the page, which no answer comes to); resolves how many sendings reached the
+       * server 300 ms later.
+       */
+      const send = async () => {
+        await page.keyboard.press('Enter');
+        await sleep(300);
+        return sent.length;
+      };
+      await page.getByLabel('Name').fill('stopped');
+      expect(await send()).to.equal(1);
+      expect(await send(), 'nothing more while it is under way').to.equal(1);
+
+      // The stop button: what Chromium does for it (the DevTools protocol's Page.stopLoading).
+      await (await page.context().newCDPSession(page)).send('Page.stopLoading');
+      // The page, no longer waiting for an answer, can be read again: its button, enabled (at once with the fix).
+      await page.waitForFunction(() => !document.querySelector<HTMLButtonElement>('form.create-key button')!.disabled, undefined, { timeout: 2000 }).catch(() => undefined);
+      expect(await send(), 'sent again after the stop').to.equal(2);
+      expect(await send(), 'and once only').to.equal(2);
+
+      await page.keyboard.press('Escape');
+      expect(await send(), 'sent again after Esc').to.equal(3);
+    });
+
     it('names the key a first sending of the create form made when the form comes again (its first answer lost), and says to revoke it if its secret was not copied', async function () {
       const admin = await seedUser(server, [{ workspace: 'Lost Answer Ltd' }]);
       const page = await open({ javaScriptEnabled: false });
