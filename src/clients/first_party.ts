@@ -23,6 +23,14 @@ import type { ClientMetadata } from 'oidc-provider';
 export const SETTINGS_CLIENT_ID = 'settings';
 export const SETTINGS_PATH = '/settings';
 export const CALLBACK_PATH = `${SETTINGS_PATH}/callback`;
+/**
+ * Why a settings page sent the browser to sign in, when its session cookie named a session that
+ * had ended: a cookie the settings sign-in sets for the login page (src/settings/sign_in.ts), which
+ * says so to the person (src/interactions/login.ts). Signed; its value is one of these words.
+ */
+export const SIGNED_OUT_COOKIE = 'settings_signed_out';
+export type SignedOutReason = 'password-changed' | 'session-ended';
+
 /** The only scope it asks for: signing in is all the settings area needs. */
 export const SETTINGS_SCOPE = 'openid';
 

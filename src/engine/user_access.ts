@@ -4,6 +4,11 @@ import type { Store } from '../../adapters/store.ts';
 import { GrantWorkspaces } from '../grants/workspaces.ts';
 import { storedId } from './records_at_rest.ts';
 
+/** The id the store keeps an engine session under (a digest of the session's id, the cookie's value): what endSessions names. */
+export function sessionStoreId(sessionId: string): string {
+  return storedId('Session', sessionId);
+}
+
 /**
  * Ending what a user (or a workspace) was given through the engine: sign-in sessions and grants.
  * Used when a user is deleted or leaves a workspace, when a workspace is deleted, and when a
@@ -27,11 +32,16 @@ export class UserAccess {
     this.#grantWorkspaces = grantWorkspaces;
   }
 
-  /** Deletes the user's sessions, except `keep` (the engine's id of the session to keep: the current one); resolves how many ended. */
-  async endSessions(accountId: string, keep?: string): Promise<number> {
+  /**
+   * Deletes the user's sessions, except `keep` (the engine's id of the session to keep: the current
+   * one); resolves how many ended. `before` is told the store ids of those about to end (digests of
+   * their ids: sessionStoreId), to note why they did.
+   */
+  async endSessions(accountId: string, keep?: string, before?: (storeIds: readonly string[]) => Promise<void>): Promise<number> {
     const sessions = this.#store.model('Session');
     const kept = keep === undefined ? undefined : storedId('Session', keep);
     const ended = (await sessions.listBy(accountId)).filter(({ id }) => id !== kept);
+    if (before && ended.length > 0) await before(ended.map(({ id }) => id));
     await Promise.all(ended.map(({ id }) => sessions.destroy(id)));
     return ended.length;
   }

@@ -2,7 +2,7 @@ import type { Context } from 'koa';
 import type { Provider } from 'oidc-provider';
 
 import type { Accounts } from '../accounts/accounts.ts';
-import { SETTINGS_CLIENT_ID } from '../clients/first_party.ts';
+import { SETTINGS_CLIENT_ID, SIGNED_OUT_COOKIE, type SignedOutReason } from '../clients/first_party.ts';
 import { isVetted } from '../clients/vetting.ts';
 import { ENGINE_ROUTES, INTERACTION_PATH } from '../engine/routes.ts';
 import { clientDisplay, clientDocuments, redirectTarget, type ClientDisplay } from '../pages/client_display.ts';
@@ -27,11 +27,14 @@ export interface LoginPageDependencies {
  */
 export async function showLogin(ctx: Context, { provider, accounts, csrf, basePath }: LoginPageDependencies, details: Details, form: { email?: string; error?: string; switching?: boolean } = {}) {
   const client = await findClient(provider, details);
+  const settingsSignIn = details.params.client_id === SETTINGS_CLIENT_ID;
   const again = await signInAgain(accounts, details);
   const email = form.email ?? (form.switching ? '' : loginHint(details) || (again?.anotherAccount ? '' : again?.email) || '');
   await renderPage(ctx, 'login', 'Sign in', {
     // The form says it signs in to the settings area, for when its interaction is gone by the time it is sent (src/interactions/router.ts).
-    settingsSignIn: details.params.client_id === SETTINGS_CLIENT_ID,
+    settingsSignIn,
+    // A settings page sent here by a session that ended: why this browser is signed out.
+    signedOut: settingsSignIn ? signedOutNotice(ctx) : undefined,
     clientName: client.name,
     client,
     documents: clientDocuments(client),
@@ -47,6 +50,17 @@ export async function showLogin(ctx: Context, { provider, accounts, csrf, basePa
     userEmail: again?.email,
     signOutUrl: `${basePath}${ENGINE_ROUTES.end_session}`,
   }, { formAction: redirectTarget(String(details.params.redirect_uri)).formAction, imgSrc: client.logo && [client.logo.origin] });
+}
+
+const SIGNED_OUT_NOTICES: Readonly<Record<SignedOutReason, string>> = {
+  'password-changed': 'Your password was changed, so you were signed out here. Sign in with the new password.',
+  'session-ended': 'You were signed out (your session ended or your password was changed). Sign in again.',
+};
+
+/** What the settings sign-in says of a browser it found signed out (its cookie, src/settings/sign_in.ts): one of the sentences above, or none. */
+function signedOutNotice(ctx: Context): string | undefined {
+  const reason = ctx.cookies.get(SIGNED_OUT_COOKIE, { signed: true });
+  return reason !== undefined && Object.hasOwn(SIGNED_OUT_NOTICES, reason) ? SIGNED_OUT_NOTICES[reason as SignedOutReason] : undefined;
 }
 
 /** A signed-in user the application asks to sign in again: who, and why when the page can say. */

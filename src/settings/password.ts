@@ -3,6 +3,7 @@ import type { UserAccess } from '../engine/user_access.ts';
 import type { SignIns } from '../rate_limits/limits.ts';
 import type { SignInRefusal } from '../rate_limits/sign_ins.ts';
 import { inWords } from '../shared/words.ts';
+import type { RenewedSessions } from './renewed_sessions.ts';
 import type { User } from '../../adapters/store.ts';
 
 /** The form's fields, as the page names them. */
@@ -29,11 +30,13 @@ export class PasswordChange {
   readonly #accounts: Accounts;
   readonly #userAccess: UserAccess;
   readonly #signIns: SignIns;
+  readonly #renewedSessions: RenewedSessions;
 
-  constructor({ accounts, userAccess, signIns }: { accounts: Accounts; userAccess: UserAccess; signIns: SignIns }) {
+  constructor({ accounts, userAccess, signIns, renewedSessions }: { accounts: Accounts; userAccess: UserAccess; signIns: SignIns; renewedSessions: RenewedSessions }) {
     this.#accounts = accounts;
     this.#userAccess = userAccess;
     this.#signIns = signIns;
+    this.#renewedSessions = renewedSessions;
   }
 
   /** Changes the password, or says which field to fix; `sessionId` is the session that stays. */
@@ -59,7 +62,8 @@ export class PasswordChange {
       if (error instanceof AccountError) return { status: 400, field: 'next', error: `The password was not changed: ${error.message}.` };
       throw error;
     }
-    await this.#userAccess.endSessions(user.id, sessionId);
+    // Each other browser, sent to sign in at its next page, is told why.
+    await this.#userAccess.endSessions(user.id, sessionId, (ended) => this.#renewedSessions.recordEnded(ended));
     return undefined;
   }
 }

@@ -3,9 +3,11 @@ import { createHash, randomBytes } from 'node:crypto';
 import type { Context } from 'koa';
 import type { Provider } from 'oidc-provider';
 
-import { ENGINE_ROUTES } from '../engine/routes.ts';
+import { ENGINE_ROUTES, INTERACTION_PATH } from '../engine/routes.ts';
+import { sessionIdInCookie } from '../engine/session_renewal.ts';
 import { systemClock } from '../shared/clock.ts';
-import { CALLBACK_PATH, SETTINGS_CLIENT_ID, SETTINGS_PATH, SETTINGS_SCOPE } from '../clients/first_party.ts';
+import { CALLBACK_PATH, SETTINGS_CLIENT_ID, SETTINGS_PATH, SETTINGS_SCOPE, SIGNED_OUT_COOKIE, type SignedOutReason } from '../clients/first_party.ts';
+import type { RenewedSessions } from './renewed_sessions.ts';
 
 /**
  * Binds the callback to the browser that set out to sign in, and says where to return: one entry
@@ -37,15 +39,24 @@ export class SettingsSignIn {
   readonly #provider: Provider;
   readonly #issuer: string;
   readonly #basePath: string;
+  readonly #renewedSessions: RenewedSessions;
 
-  constructor(provider: Provider, issuer: string, basePath: string) {
+  constructor(provider: Provider, issuer: string, basePath: string, renewedSessions: RenewedSessions) {
     this.#provider = provider;
     this.#issuer = issuer;
     this.#basePath = basePath;
+    this.#renewedSessions = renewedSessions;
   }
 
-  /** Sends the browser to sign in, to come back to `ctx.path` (or the settings home). */
-  start(ctx: Context): void {
+  /**
+   * Sends the browser to sign in, to come back to `ctx.path` (or the settings home). A browser
+   * whose session cookie names a session that ended is told on the login page that it was signed
+   * out, and why when a password change did it.
+   */
+  async start(ctx: Context): Promise<void> {
+    const signedOut = await this.#signedOut(ctx);
+    const noticeOptions = { ...this.#cookieOptions(signedOut ? STATE_MAX_AGE_MS : 0), path: `${this.#basePath}${INTERACTION_PATH}` };
+    ctx.cookies.set(SIGNED_OUT_COOKIE, signedOut ?? null, noticeOptions);
     const page = ctx.path.slice(this.#basePath.length);
     const signIn: SignInState = { state: randomBytes(16).toString('base64url'), next: RETURNABLE.test(page) ? page : SETTINGS_PATH, at: systemClock() };
     this.#writeStates(ctx, [...this.#readStates(ctx).slice(1 - MAX_PENDING), signIn]);
@@ -78,6 +89,13 @@ export class SettingsSignIn {
     this.#writeStates(ctx, pending.filter((signIn) => signIn !== expected));
     if (!expected || error !== undefined || typeof code !== 'string') return undefined;
     return `${this.#basePath}${expected.next}`;
+  }
+
+  /** Why the browser is not signed in, when its session cookie names a session that ended; undefined for one that never was (no cookie, or a session no one signed in to). */
+  async #signedOut(ctx: Context): Promise<SignedOutReason | undefined> {
+    const sessionId = sessionIdInCookie(this.#provider, ctx);
+    if (sessionId === undefined || await this.#provider.Session.find(sessionId)) return undefined;
+    return await this.#renewedSessions.endedByPasswordChange(sessionId) ? 'password-changed' : 'session-ended';
   }
 
   async #discard(code: string): Promise<void> {

@@ -94,6 +94,7 @@ describe('settings area: your password, and a workspace\'s members', function ()
       await heading(here, 'Settings').waitFor();
       await elsewhere.goto(settingsUrl());
       await heading(elsewhere, 'Sign in').waitFor();
+      expect(await elsewhere.getByRole('status').innerText(), 'told why').to.equal('Your password was changed, so you were signed out here. Sign in with the new password.');
       await signIn(elsewhere, user);
       expect(await elsewhere.getByRole('alert').innerText()).to.include('not right');
       await signIn(elsewhere, user, 'a-new-long-password');
@@ -174,6 +175,7 @@ describe('settings area: your password, and a workspace\'s members', function ()
       await checkPage(page, 'settings-password-sent-twice');
       await page.getByRole('link', { name: 'Sign in' }).click();
       await heading(page, 'Sign in').waitFor();
+      expect(await page.getByRole('status').innerText()).to.equal('Your password was changed, so you were signed out here. Sign in with the new password.');
       await signIn(page, user);
       expect(await page.getByRole('alert').innerText(), 'the old password').to.include('not right');
       await signIn(page, user, 'a-new-long-password');

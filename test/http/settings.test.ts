@@ -158,6 +158,21 @@ describe('settings area: what it stores', function () {
     expect(page).to.not.include('go back to the application');
   });
 
+  it('tells a browser whose session ended, at the settings sign-in, that it was signed out; a browser never signed in is told nothing', async function () {
+    const notice = async (agent: UserAgent, url = `${server.issuer}/settings`) => /<p class="notice" role="status">([^<]*)<\/p>/.exec(await (await agent.follow(url, server.origin)).response.text())?.[1];
+    expect(await notice(new UserAgent()), 'never signed in').to.equal(undefined);
+
+    const user = await seedUser(server, [{ workspace: 'Session Ended Ltd' }]);
+    const { agent } = await signInToSettings(user);
+    // Its session ends (as an operator's password reset or a user deletion ends it), its cookie stays.
+    await inStore(async (store) => {
+      for (const { id } of await store.model('Session').listBy(user.id)) await store.model('Session').destroy(id);
+    });
+    expect(await notice(agent)).to.equal('You were signed out (your session ended or your password was changed). Sign in again.');
+    const client = await registerClient(server.issuer, { client_name: 'Not Settings' });
+    expect(await notice(agent, codeRequest(server.issuer, client.client_id).url), 'an application\'s sign-in says nothing of it').to.equal(undefined);
+  });
+
   it('signing in to the settings area leaves no authorization code behind', async function () {
     const user = await seedUser(server, [{ workspace: 'No Code Ltd' }]);
     const { agent, landed } = await signInToSettings(user);
