@@ -1,7 +1,7 @@
 import { DuplicateError, LastAdminError, normalEmail, ROLES, type AccountStore, type Membership, type Role, type User, type Workspace } from '../../adapters/store.ts';
 import { newId } from './ids.ts';
 import { emailProblem, namePartProblem, nameProblem } from './names.ts';
-import { decoyHash, hashPassword, passwordProblem, verifyPassword } from './passwords.ts';
+import { decoyHash, hashPassword, passwordProblem, verifyPassword, type PasswordContext } from './passwords.ts';
 import { nowSeconds } from '../shared/clock.ts';
 
 /** Bad input to an account operation; the message is safe to show to the person who gave it. */
@@ -98,7 +98,7 @@ export class Accounts {
       ?? (input.givenName === undefined ? undefined : namePartProblem('a given name', input.givenName))
       ?? (input.familyName === undefined ? undefined : namePartProblem('a family name', input.familyName));
     if (problem) throw new AccountError(problem);
-    this.#checkPassword(input.password, { ...input, email }, workspaceName);
+    this.#checkPassword(input.password, { ...input, email }, { workspaceNames: workspaceName === undefined ? [] : [workspaceName] });
     // The store refuses the same address in the same form; one stored decomposed before emails were
     // normalised is found here.
     if (await this.#findByEmail(email)) throw new AccountError(`a user with email ${email} already exists`);
@@ -158,9 +158,10 @@ export class Accounts {
     return Promise.all(users.map(async (user) => ({ user, memberships: await this.workspacesOf(user.id) })));
   }
 
-  /** Replaces the user's password, checked as createUser checks one. */
+  /** Replaces the user's password, checked as createUser checks one: nor may it be the name of a workspace they belong to. */
   async setPassword(userId: string, password: string): Promise<void> {
-    this.#checkPassword(password, await this.#existingUser(userId));
+    const user = await this.#existingUser(userId);
+    this.#checkPassword(password, user, { workspaceNames: await this.workspaceNamesOf(userId) });
     const passwordHash = await hashPassword(password);
     if (!await this.#store.setPasswordHash(userId, passwordHash)) throw new AccountError(`no user with id ${userId}`);
   }
@@ -224,6 +225,11 @@ export class Accounts {
     return workspaces.filter((workspace) => workspace !== undefined);
   }
 
+  /** The names of the workspaces the user belongs to, which their new password may not be. */
+  async workspaceNamesOf(userId: string): Promise<string[]> {
+    return (await this.workspacesOf(userId)).map(({ name }) => name);
+  }
+
   /** The workspace, with the user's role in it, if the user is a member. */
   async membershipIn(userId: string, workspaceId: string): Promise<(Workspace & { role: Role }) | undefined> {
     const membership = await this.#store.getMembership(userId, workspaceId);
@@ -280,18 +286,22 @@ export class Accounts {
 
   /**
    * Why `password` will not do as the new password of this user (passwordProblem, told who they are:
-   * their email and names, this service's name and, where known, the workspace's); undefined when it will.
+   * their email and names, this service's name and the workspaces they belong to or are made a
+   * member of, `workspaceNames`); undefined when it will. `told`: to whom the refusal is said, an
+   * operator (the default) or the user themselves.
    */
-  newPasswordProblem(password: string, user: PasswordOwner, workspaceName?: string): string | undefined {
+  newPasswordProblem(password: string, user: PasswordOwner, { workspaceNames = [], told }: PasswordCheck = {}): string | undefined {
     return passwordProblem(password, {
       email: user.email,
       names: [user.name, user.givenName, user.familyName],
-      serviceNames: [this.#serviceName, workspaceName],
+      serviceNames: [this.#serviceName],
+      workspaceNames,
+      ...(told ? { told } : {}),
     });
   }
 
-  #checkPassword(password: string, user: PasswordOwner, workspaceName?: string): void {
-    const problem = this.newPasswordProblem(password, user, workspaceName);
+  #checkPassword(password: string, user: PasswordOwner, check: PasswordCheck): void {
+    const problem = this.newPasswordProblem(password, user, check);
     if (problem) throw new AccountError(problem);
   }
 
@@ -317,6 +327,12 @@ export class Accounts {
 }
 
 type PasswordOwner = Pick<User, 'email' | 'name' | 'givenName' | 'familyName'>;
+
+/** What else a new password is checked against, and who is told why it will not do. */
+export interface PasswordCheck {
+  workspaceNames?: readonly string[];
+  told?: PasswordContext['told'];
+}
 
 export function isRole(value: string): value is Role {
   return (ROLES as readonly string[]).includes(value);

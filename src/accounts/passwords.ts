@@ -10,68 +10,111 @@ const argon2Async = promisify(argon2);
 export const MIN_PASSWORD_LENGTH = 8;
 
 /**
- * The longest password: far more than NIST's 64, and one the sign-in form always carries (its
- * body may be 16 KiB, and a character may take 12 bytes once encoded). A longer one could be set
- * from the command line and then never used to sign in.
+ * The longest password, in code points once composed (NFC): far more than NIST's 64, and one the
+ * sign-in form always carries (its body may be 16 KiB, and a code point takes at most 12 bytes
+ * once form-encoded). A longer one could be set from the command line and then never used to sign
+ * in. This bound is about bytes, so it counts code points, not the characters a person sees (one
+ * of those may hold any number of combining marks).
  */
 export const MAX_PASSWORD_LENGTH = 1024;
 
 /**
  * What is known of the person a password is for: their email address, their names, and the names
- * of the service and the workspace they sign in to. An attacker guesses these first, so a
+ * of the service and the workspaces they sign in to. An attacker guesses these first, so a
  * password cannot be one of them (NIST SP 800-63B, section 3.1.1.2: context-specific words).
  */
 export interface PasswordContext {
   email?: string;
   /** The user's name, and their given and family names where known. */
   names?: readonly (string | undefined)[];
-  /** SERVICE_NAME, and the workspace's name where known. */
+  /** SERVICE_NAME, and other names of the service. */
   serviceNames?: readonly (string | undefined)[];
+  /** The names of the workspaces the user belongs to, or is being made a member of. */
+  workspaceNames?: readonly string[];
+  /**
+   * Who is told why a password will not do: an operator (the CLI), in a clause the caller ends
+   * ("error: ..."), which speaks of "the user"; or the user themselves (the settings area), in
+   * sentences that speak of "your email address" and "your name".
+   */
+  told?: 'operator' | 'user';
 }
 
 /** The product's own word, refused as the service's name is, whatever SERVICE_NAME says. */
 const PRODUCT_WORDS = ['workspace'];
 
-/** What each refusal below ends with: why it matters, and what to do instead. */
-const CHOOSE_ANOTHER = 'which attackers try first: choose another (a few unrelated words make a strong one)';
+/** What a refusal of a guessable password says after why: that it matters, and what to do instead. */
+const WHY = 'which attackers try first';
+const INSTEAD = 'a few unrelated words make a strong one';
 
 /**
  * Why a password will not do, said to the person choosing it; undefined when it will. Only a new
  * password is checked: one set before a rule was added still signs in.
  */
 export function passwordProblem(password: string, context: PasswordContext = {}): string | undefined {
-  // Characters as a person counts them (code points): an emoji is one, not the two UTF-16 units it takes.
-  const characters = [...password].length;
-  if (characters < MIN_PASSWORD_LENGTH) return `a password needs at least ${MIN_PASSWORD_LENGTH} characters`;
-  if (characters > MAX_PASSWORD_LENGTH) return `a password may have at most ${MAX_PASSWORD_LENGTH} characters`;
-  // A line break or another control character cannot be typed into the sign-in form's field.
-  if (hasControlCharacter(password)) return 'a password cannot contain a line break, a tab or another control character';
+  const unusable = unusableProblem(normalized(password));
+  if (unusable !== undefined) return context.told === 'user' ? sentence(unusable) : unusable;
   return guessableProblem(password, context);
+}
+
+/** A clause as a sentence of its own: "A password needs ...". */
+function sentence(clause: string): string {
+  return `${clause.charAt(0).toUpperCase()}${clause.slice(1)}.`;
+}
+
+const graphemes = new Intl.Segmenter('en', { granularity: 'grapheme' });
+
+/**
+ * The length rules, counted as the password is hashed (NFC). The minimum counts the characters a
+ * person sees (grapheme clusters): an emoji is one, a flag one, "é" one however it was typed. The
+ * maximum counts code points (see MAX_PASSWORD_LENGTH).
+ */
+function unusableProblem(composed: string): string | undefined {
+  if (countOf(graphemes.segment(composed)) < MIN_PASSWORD_LENGTH) return `a password needs at least ${MIN_PASSWORD_LENGTH} characters`;
+  if ([...composed].length > MAX_PASSWORD_LENGTH) return `a password may have at most ${MAX_PASSWORD_LENGTH} characters`;
+  // A line break or another control character cannot be typed into the sign-in form's field.
+  if (hasControlCharacter(composed)) return 'a password cannot contain a line break, a tab or another control character';
+  return undefined;
+}
+
+function countOf(items: Iterable<unknown>): number {
+  let count = 0;
+  for (const _ of items) count += 1;
+  return count;
 }
 
 /**
  * The blocklist NIST SP 800-63B asks for (section 3.1.1.2), and no composition rule (it advises
- * against them). A password is compared as it is hashed (composed: NFC), ignoring case, and also
- * without its spaces and punctuation when 8 letters or digits remain, so "Pass word!" is "password".
+ * against them). A password is compared as it is hashed (composed: NFC), ignoring case, in the
+ * forms an attacker's guesses take (formsOf): also without its spaces, punctuation and symbols
+ * ("Pass word!" is "password"), with the commonest substitutions undone ("pa$$w0rd" is
+ * "password"), and without the digits that end it ("monkey1984", "Dragon1!").
  */
 function guessableProblem(password: string, context: PasswordContext): string | undefined {
   const typed = folded(password);
-  const letters = compact(typed);
-  const forms = [...new Set([typed, ...[...letters].length >= MIN_PASSWORD_LENGTH ? [letters] : []])];
+  const forms = formsOf(typed);
+  const withDigitsRemoved = [...new Set([typed, compact(typed)].map(withoutTrailingDigits).filter((base) => base !== undefined).flatMap(formsOf))];
+  const both = [...new Set([...forms, ...withDigitsRemoved])];
+  const user = context.told === 'user';
 
   const isWordOf = (texts: readonly (string | undefined)[]) => {
-    const words = texts.flatMap((text) => (text === undefined ? [] : wordsOf(text)));
-    return forms.some((form) => words.some((word) => form === word || withoutTrailingDigits(form) === word));
+    const words = new Set(texts.flatMap((text) => (text === undefined ? [] : wordsOf(text))));
+    return both.some((form) => words.has(form));
   };
-  if (context.email !== undefined && isWordOf([context.email])) return `a password cannot be the email address or a part of it, ${CHOOSE_ANOTHER}`;
-  if (context.names && isWordOf(context.names)) return `a password cannot be the user's name or a part of it, ${CHOOSE_ANOTHER}`;
-  if (isWordOf([...context.serviceNames ?? [], ...PRODUCT_WORDS])) return `a password cannot be the name of the service or of the workspace, ${CHOOSE_ANOTHER}`;
+  // To an operator, one clause the CLI ends; to the user, sentences.
+  const guessable = (why: string) => (user ? `${sentence(`${why}, ${WHY}`)} Choose another: ${INSTEAD}.` : `${why}, ${WHY}: choose another (${INSTEAD})`);
+  if (context.email !== undefined && isWordOf([context.email])) return guessable(`a password cannot be ${user ? 'your' : 'the'} email address or a part of it`);
+  if (context.names && isWordOf(context.names)) return guessable(`a password cannot be ${user ? 'your' : 'the user\'s'} name or a part of it`);
+  if (isWordOf([...context.serviceNames ?? [], ...context.workspaceNames ?? [], ...PRODUCT_WORDS])) {
+    return guessable(`a password cannot be the name of the service or of ${user ? 'a workspace you belong to' : 'the workspace'}`);
+  }
 
-  if (forms.some(isRepeated)) return `a password cannot be one character or a few repeated (aaaaaaaa, abcabcab), ${CHOOSE_ANOTHER}`;
-  if (forms.some(isRun)) return `a password cannot be a run of consecutive characters (12345678, abcdefgh), ${CHOOSE_ANOTHER}`;
+  // Four characters at least: fewer are no run, and "ab" is not "a few repeated".
+  const patterned = both.filter((form) => [...form].length >= 4);
+  if (patterned.some(isRepeated)) return guessable('a password cannot be one character or a few repeated (aaaaaaaa, abcabcab)');
+  if (patterned.some(isRun)) return guessable('a password cannot be a run of consecutive characters (12345678, abcdefgh)');
   const common = commonPasswords();
-  if (forms.some((form) => common.has(form))) return `this password is one of the most commonly used ones, ${CHOOSE_ANOTHER}`;
-  if (forms.some((form) => common.has(withoutTrailingDigits(form) ?? ''))) return `this password is one of the most commonly used ones with a few digits added, ${CHOOSE_ANOTHER}`;
+  if (forms.some((form) => common.has(form))) return guessable('this password is one of the most commonly used ones');
+  if (withDigitsRemoved.some((form) => common.has(form))) return guessable('this password is one of the most commonly used ones with a few digits added');
   return undefined;
 }
 
@@ -83,6 +126,23 @@ function folded(text: string): string {
 /** Letters and digits alone: no spaces, punctuation or symbols. */
 function compact(text: string): string {
   return text.replace(/[^\p{L}\p{N}]+/gu, '');
+}
+
+/**
+ * The commonest substitutions of a letter by a digit or symbol, undone ("p@$$w0rd": "password").
+ * A "1" is an "i" or an "l": both are tried. Each character is replaced the one way, so a password
+ * has at most two such forms (not every combination).
+ */
+const SUBSTITUTIONS: Record<string, string> = { '@': 'a', '$': 's', '0': 'o', '3': 'e', '4': 'a', '5': 's', '7': 't', '!': 'i' };
+
+function substitutionsUndone(text: string): string[] {
+  const undone = text.replace(/[@$03457!]/gu, (character) => SUBSTITUTIONS[character]!);
+  return [...new Set([undone.replaceAll('1', 'i'), undone.replaceAll('1', 'l')])];
+}
+
+/** A folded password as guesses are made of it: as typed, without its spaces and punctuation, and both with the substitutions undone. */
+function formsOf(text: string): string[] {
+  return [...new Set([text, ...substitutionsUndone(text)].flatMap((form) => [form, compact(form)]))].filter((form) => form !== '');
 }
 
 /**
@@ -102,10 +162,10 @@ function withoutTrailingDigits(form: string): string | undefined {
   return base !== form && [...base].length >= 4 ? base : undefined;
 }
 
-/** One character, or a group of up to 4, repeated throughout: "aaaaaaaa", "abababab", "abcabcab". */
+/** One character, or a group of up to 4, repeated throughout, at least twice: "aaaaaaaa", "abababab", "abcabcab". */
 function isRepeated(form: string): boolean {
   const points = [...form];
-  for (let period = 1; period <= 4; period += 1) {
+  for (let period = 1; period <= 4 && period * 2 <= points.length; period += 1) {
     if (points.every((point, index) => index < period || point === points[index - period])) return true;
   }
   return false;

@@ -248,7 +248,7 @@ async function askAdmin({ options, accounts }: QuickstartContext): Promise<NewAd
   for (;;) {
     const password = await askUntil(
       () => askHidden(`Password (at least ${MIN_PASSWORD_LENGTH} characters, not shown)`),
-      (answer) => accounts.newPasswordProblem(answer, { email, name }, workspaceName),
+      (answer) => accounts.newPasswordProblem(answer, { email, name }, { workspaceNames: [workspaceName] }),
     );
     if (await askHidden('Password again') === password) return { workspaceName, email, name, password };
     process.stderr.write('The two passwords differ; type it again.\n');
@@ -263,7 +263,7 @@ async function adminFromFlags({ options, accounts }: QuickstartContext): Promise
     name: options.name ?? '',
     password: await stdinPassword(),
   };
-  refuse(workspaceNameProblem(admin.workspaceName) ?? emailProblem(admin.email) ?? userNameProblem(admin.name) ?? accounts.newPasswordProblem(admin.password, admin, admin.workspaceName));
+  refuse(workspaceNameProblem(admin.workspaceName) ?? emailProblem(admin.email) ?? userNameProblem(admin.name) ?? accounts.newPasswordProblem(admin.password, admin, { workspaceNames: [admin.workspaceName] }));
   return admin;
 }
 

@@ -47,8 +47,9 @@ export class PasswordChange {
     };
     const [current, next, confirmation] = [field('current_password'), field('new_password'), field('confirm_password')];
     if (!current) return { status: 400, field: 'current', error: 'Type your current password.' };
-    const problem = this.#accounts.newPasswordProblem(next, user);
-    if (problem) return { status: 400, field: 'next', error: `The new password will not do: ${problem}.` };
+    // Said to the user themselves, in sentences: "your email address".
+    const problem = this.#accounts.newPasswordProblem(next, user, { workspaceNames: await this.#accounts.workspaceNamesOf(user.id), told: 'user' });
+    if (problem) return { status: 400, field: 'next', error: problem };
     if (next !== confirmation) return { status: 400, field: 'confirmation', error: 'The new password and its confirmation differ: type the same new password in both fields.' };
 
     const outcome = await this.#signIns.attempt(user.email, clientAddress, () => this.#accounts.authenticate(user.email, current));

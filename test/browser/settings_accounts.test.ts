@@ -75,11 +75,14 @@ describe('settings area: your password, and a workspace\'s members', function ()
       expect(await changePassword(here, user.password, 'short')).to.equal(400);
       expect(await here.getByRole('alert').innerText()).to.include('at least 8 characters');
       expect(await focusedId(here)).to.equal('new-password');
-      expect(await changePassword(here, user.password, 'Password123')).to.equal(400);
-      expect(await here.getByRole('alert').innerText()).to.include('one of the most commonly used ones, which attackers try first');
+      // Not "Password123": the user belongs to "Password Ltd", which is refused first.
+      expect(await changePassword(here, user.password, 'Qwerty123')).to.equal(400);
+      expect(await here.getByRole('alert').innerText()).to.equal('This password is one of the most commonly used ones, which attackers try first. Choose another: a few unrelated words make a strong one.');
       expect(await focusedId(here)).to.equal('new-password');
       expect(await changePassword(here, user.password, user.email)).to.equal(400);
-      expect(await here.getByRole('alert').innerText()).to.include('cannot be the email address');
+      expect(await here.getByRole('alert').innerText()).to.include('cannot be your email address');
+      expect(await changePassword(here, user.password, 'Password Ltd 2024')).to.equal(400);
+      expect(await here.getByRole('alert').innerText()).to.include('cannot be the name of the service or of a workspace you belong to');
 
       expect(await changePassword(here, user.password, 'a-new-long-password', 'a-new-long-passwort')).to.equal(400);
       expect(await here.getByRole('alert').innerText()).to.equal('The new password and its confirmation differ: type the same new password in both fields.');

@@ -755,6 +755,8 @@ describe('admin CLI', function () {
       expect(await refused(['user', 'set-password', '--email', user.email, '--password-stdin'], 'short\n')).to.match(/8 characters/);
       // The user's own email, which the output names anyway (so it is not among the passwords looked for).
       expect(await refused(['user', 'set-password', '--email', user.email, '--password-stdin'], `${user.email.toUpperCase()}\n`)).to.contain('cannot be the email address');
+      passwords.push('Globex 2024');
+      expect(await refused(['user', 'set-password', '--email', user.email, '--password-stdin'], 'Globex 2024\n')).to.contain('cannot be the name of the service or of the workspace');
       expect(await refused(['user', 'set-password', '--email', uniqueEmail('nobody'), '--password-stdin'], 'long-enough-1\n')).to.contain('no user with email');
       expect((await failing(['user', 'set-password', '--email', user.email])).stderr).to.contain('--password-stdin');
       // A password file saved as Latin-1: its é is no UTF-8, and would have been set as U+FFFD.

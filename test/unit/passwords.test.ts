@@ -23,6 +23,17 @@ describe('passwords', () => {
     expect(passwordProblem(`${eight.repeat(MAX_PASSWORD_LENGTH / 8)}\u{1F600}`)).to.equal(`a password may have at most ${MAX_PASSWORD_LENGTH} characters`);
   });
 
+  it('counts the characters a person sees, once composed as the password is hashed: a decomposed accent or a flag is one', () => {
+    // Five accented letters typed decomposed: ten code points, five characters.
+    expect(passwordProblem('\u00e9\u00e1\u00ed\u00f3\u00fa'.normalize('NFD'))).to.equal('a password needs at least 8 characters');
+    // Four flags: eight code points (two regional indicators each), four characters.
+    const flags = '\u{1F1EB}\u{1F1F7}\u{1F1E9}\u{1F1EA}\u{1F1EF}\u{1F1F5}\u{1F1FA}\u{1F1F8}';
+    expect(passwordProblem(flags)).to.equal('a password needs at least 8 characters');
+    expect(passwordProblem(`${flags}\u{1F1EE}\u{1F1F9}\u{1F1EA}\u{1F1F8}\u{1F1E7}\u{1F1F7}\u{1F1E8}\u{1F1E6}`)).to.equal(undefined);
+    // The longest counts code points, as the sign-in form's size limit does: a character with many marks is many.
+    expect(passwordProblem(`long password ${'x\u0301\u0302'.repeat(400)}`)).to.equal(`a password may have at most ${MAX_PASSWORD_LENGTH} characters`);
+  });
+
   describe('refuses a password attackers try first (NIST SP 800-63B, 3.1.1.2), saying why and what to do instead', () => {
     const why = 'which attackers try first: choose another (a few unrelated words make a strong one)';
     const context = { email: 'ada.lovelace@example.com', names: ['Ada Lovelace', 'Ada', 'Lovelace'], serviceNames: ['Analytical Engine Works', 'Difference Ltd'] };
@@ -31,9 +42,16 @@ describe('passwords', () => {
       for (const common of ['password', 'qwerty123', 'qwertyuiop', 'iloveyou', 'Password1', 'PASSWORD123', 'p@ssw0rd', 'trustno1', 'I love you']) {
         expect(passwordProblem(common), common).to.equal(`this password is one of the most commonly used ones, ${why}`);
       }
-      for (const common of ['monkey1984', 'Baseball2024', 'sunshine7']) {
+      for (const common of ['monkey1984', 'Baseball2024', 'sunshine7', 'P@ssword1']) {
         expect(passwordProblem(common), common).to.equal(`this password is one of the most commonly used ones with a few digits added, ${why}`);
       }
+    });
+
+    it('one of them padded with punctuation or symbols, or with the commonest substitutions (@ for a, $ for s, 0 for o, 1 for i or l...)', () => {
+      for (const padded of ['qwerty!!', '!!qwerty', 'monkey!!', 'dragon!!', 'iloveu!!', 'abc123!!', 'letmein!', 'pa$$word', 'Qwerty1!', 'Dragon1!', 'm0nk3y!!', 'l3tm31n!!']) {
+        expect(passwordProblem(padded), padded).to.match(/^this password is one of the most commonly used ones/);
+      }
+      expect(passwordProblem('123456!!'), 'a run, which the list also holds').to.equal(`a password cannot be a run of consecutive characters (12345678, abcdefgh), ${why}`);
     });
 
     it('compares it as it is hashed (composed): a name typed with decomposed accents is the name', () => {
@@ -46,7 +64,10 @@ describe('passwords', () => {
       for (const repeated of ['aaaaaaaa', '!!!!!!!!!!', 'xyxyxyxyxy', 'qwe.qwe.qwe.', '\u{1F600}'.repeat(8)]) {
         expect(passwordProblem(repeated), repeated).to.equal(`a password cannot be one character or a few repeated (aaaaaaaa, abcabcab), ${why}`);
       }
-      for (const run of ['abcdefghij', 'HGFEDCBA', '23456789', '98765432']) {
+      for (const repeated of ['aaaaaaaa12', 'abab.abab.2024']) {
+        expect(passwordProblem(repeated), repeated).to.equal(`a password cannot be one character or a few repeated (aaaaaaaa, abcabcab), ${why}`);
+      }
+      for (const run of ['abcdefghij', 'HGFEDCBA', '23456789', '98765432', 'abcdefgh1', 'abcd1234', 'wxyz2024']) {
         expect(passwordProblem(run), run).to.equal(`a password cannot be a run of consecutive characters (12345678, abcdefgh), ${why}`);
       }
     });
@@ -62,10 +83,24 @@ describe('passwords', () => {
         expect(passwordProblem(service, context), service).to.equal(`a password cannot be the name of the service or of the workspace, ${why}`);
       }
       expect(passwordProblem('adalovelace', {}), 'no context known: not a common password').to.equal(undefined);
+      for (const workspace of ['acmecorp1', 'Acme Corp 2024', 'ACME-CORP!', 'Initrode!!']) {
+        expect(passwordProblem(workspace, { ...context, workspaceNames: ['Acme Corp', 'Initrode'] }), workspace).to.equal(`a password cannot be the name of the service or of the workspace, ${why}`);
+      }
+    });
+
+    it('says it to the user themselves, when they choose their own, of "your" email address and name, in sentences', () => {
+      const own = { ...context, told: 'user' as const };
+      const sentences = 'which attackers try first. Choose another: a few unrelated words make a strong one.';
+      expect(passwordProblem('ada.lovelace', own)).to.equal(`A password cannot be your email address or a part of it, ${sentences}`);
+      expect(passwordProblem('Ada Lovelace', { ...own, email: 'countess@example.com' })).to.equal(`A password cannot be your name or a part of it, ${sentences}`);
+      expect(passwordProblem('Initrode!!', { ...own, workspaceNames: ['Initrode'] })).to.equal(`A password cannot be the name of the service or of a workspace you belong to, ${sentences}`);
+      expect(passwordProblem('iloveyou', own)).to.equal(`This password is one of the most commonly used ones, ${sentences}`);
+      expect(passwordProblem('short', own)).to.equal('A password needs at least 8 characters.');
     });
 
     it('takes a passphrase of unrelated words, a random-looking 8 characters, and a passphrase that holds a name among other words', () => {
-      for (const strong of ['correct horse battery staple', 'violet tram under seventeen maps', 'k7Rq!x2m', 'xK9mW2pQ', 'ada rides the tram at dawn']) {
+      for (const strong of ['correct horse battery staple', 'violet tram under seventeen maps', 'k7Rq!x2m', 'xK9mW2pQ', 'ada rides the tram at dawn',
+        'Plum-orbit, kettle & nine!', 'Harbour.Velvet.Cactus.2031', '9#vL2!qZ7@', 'Zq8$wX3!pL', 'j4%Tb!0w']) {
         expect(passwordProblem(strong, context), strong).to.equal(undefined);
       }
     });
