@@ -1,6 +1,6 @@
 import { ROLES } from '../../adapters/store.ts';
 import { UserAccess } from '../engine/user_access.ts';
-import { existingWorkspace, namedUser, requiredRole, waitForPropagation, type Command } from './command.ts';
+import { existingWorkspace, invitationsIn, namedUser, requiredRole, waitForPropagation, type Command } from './command.ts';
 import { plural } from '../shared/words.ts';
 
 /** The admin CLI's `member` commands: who belongs to a workspace, with which role. */
@@ -13,11 +13,13 @@ const add: Command = {
   synopsis: `--workspace WORKSPACE_ID ${NAMED} ${ROLE}`,
   description: 'Makes an existing user a member of the workspace with the role (or changes their role if they are one).',
   options: ['workspace', 'email', 'user', 'role'],
-  async run({ accounts, options }) {
+  async run({ store, accounts, options }) {
     const role = requiredRole(options);
     const workspaceId = await existingWorkspace(accounts, options);
     const user = await namedUser(accounts, options);
     const membership = await accounts.addMember(user.id, workspaceId, role);
+    // A role changed away from admin: their invitation links are deleted, for good.
+    if (membership.role !== 'admin') await invitationsIn(store, accounts).voidInvitationsBy(workspaceId, user.id);
     return { text: `${user.email} (${user.id}) is now ${membership.role} of ${workspaceId}`, json: shownMembership(membership) };
   },
 };
@@ -28,11 +30,13 @@ const setRole: Command = {
   description: 'Changes a member\'s role. A demotion applies to their tokens within the propagation bound; a promotion\n'
     + 'with their next token. The last admin of a workspace cannot be demoted.',
   options: ['workspace', 'email', 'user', 'role'],
-  async run({ accounts, options }) {
+  async run({ store, accounts, options }) {
     const role = requiredRole(options);
     const workspaceId = await existingWorkspace(accounts, options);
     const user = await namedUser(accounts, options);
     const membership = await accounts.setRole(user.id, workspaceId, role);
+    // No longer an admin: their invitation links are deleted, so that being made one again revives none.
+    if (membership.role !== 'admin') await invitationsIn(store, accounts).voidInvitationsBy(workspaceId, user.id);
     return { text: `${user.email} (${user.id}) is now ${membership.role} of ${workspaceId}`, json: shownMembership(membership) };
   },
 };
@@ -55,6 +59,7 @@ const remove: Command = {
     let grants = await access.revokeGrants(user.id, { workspaceId });
     const membership = await accounts.removeMember(user.id, workspaceId);
     grants += await access.revokeGrants(user.id, { workspaceId });
+    await invitationsIn(store, accounts).voidInvitationsBy(workspaceId, user.id);
     await waitForPropagation();
     return {
       text: `${user.email} (${user.id}) is no longer a member of ${workspaceId}; ${plural(grants, 'grant')} revoked`,

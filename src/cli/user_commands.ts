@@ -1,7 +1,7 @@
 import { ROLES } from '../../adapters/store.ts';
 import type { UserWithMemberships } from '../accounts/accounts.ts';
 import { UserAccess } from '../engine/user_access.ts';
-import { passwordFromStdin, namedUser, required, requiredRole, shownUser, waitForPropagation, type Command } from './command.ts';
+import { invitationsIn, passwordFromStdin, namedUser, required, requiredRole, shownUser, waitForPropagation, type Command } from './command.ts';
 import { plural } from '../shared/words.ts';
 
 /** The admin CLI's `user` commands: people, their passwords, and deleting one with everything they were given. */
@@ -91,6 +91,9 @@ const remove: Command = {
     await accounts.deleteUser(user.id);
     grants += await access.revokeGrants(user.id);
     sessions += await access.endSessions(user.id);
+    // The invitation links they made as an admin (read before the deletion) are deleted too.
+    const invitations = invitationsIn(store, accounts);
+    for (const { id, role } of workspaces) if (role === 'admin') await invitations.voidInvitationsBy(id, user.id);
     await waitForPropagation();
     return {
       text: `deleted user ${user.id} (${user.email}): ${plural(memberships, 'membership')}, ${plural(sessions, 'session')} ended, ${plural(grants, 'grant')} revoked; their tokens are refused from now`,

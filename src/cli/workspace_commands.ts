@@ -1,4 +1,5 @@
 import type { Store, Workspace } from '../../adapters/store.ts';
+import type { Accounts } from '../accounts/accounts.ts';
 import { ApiKeys } from '../api_keys/api_keys.ts';
 import { AccountError } from '../accounts/accounts.ts';
 import { hasIdShape } from '../accounts/ids.ts';
@@ -7,7 +8,7 @@ import { OBJECTS } from '../resource/objects.ts';
 import { isoTime } from '../shared/clock.ts';
 import { namedBack } from '../shared/named_back.ts';
 import { deleteClient } from './client_commands.ts';
-import { required, waitForPropagation, type Command, type Output } from './command.ts';
+import { invitationsIn, required, waitForPropagation, type Command, type Output } from './command.ts';
 import { plural } from '../shared/words.ts';
 
 /** The admin CLI's `workspace` commands. */
@@ -39,21 +40,21 @@ const remove: Command = {
   synopsis: '--workspace WORKSPACE_ID',
   description: [
     'Deletes the workspace and everything bound to it: its memberships (its people keep their accounts and',
-    'other workspaces), its clients, API keys and initial access tokens, the grants given for it, and its',
-    'data records. Every token and key of it is refused on every instance by the time the command returns.',
+    'other workspaces), its clients, API keys, initial access tokens and invitation links, the grants given',
+    'for it, and its data records. Every token and key of it is refused on every instance by the time the command returns.',
   ].join('\n'),
   options: ['workspace'],
   async run({ store, accounts, options, engine }) {
     const workspaceId = required(options, 'workspace');
     const workspace = await accounts.getWorkspace(workspaceId);
     const access = new UserAccess({ store, ...await engine() });
-    if (!workspace) return deleteWhatIsLeft(store, access, workspaceId);
+    if (!workspace) return deleteWhatIsLeft(store, accounts, access, workspaceId);
     const members = (await accounts.listMembers(workspaceId)).length;
     // What is bound to it goes first, so a failure leaves a workspace to delete again; and once
     // more after it, for what an admin made meanwhile.
-    const before = await deleteBoundTo(store, access, workspaceId);
+    const before = await deleteBoundTo(store, accounts, access, workspaceId);
     await accounts.deleteWorkspace(workspaceId);
-    const deleted = merge(before, await deleteBoundTo(store, access, workspaceId));
+    const deleted = merge(before, await deleteBoundTo(store, accounts, access, workspaceId));
     await waitForPropagation();
     return {
       text: `deleted workspace ${workspaceId} (${workspace.name}): ${plural(members, 'membership')} (its people keep their accounts), `
@@ -73,6 +74,8 @@ interface Deleted {
   clients: string[];
   apiKeys: string[];
   initialAccessTokens: number;
+  /** The settings area's invitation links to it, pending or being accepted. */
+  invitations: number;
   grants: number;
   /** Per object type (`companies`, `people`). */
   records: Record<string, number>;
@@ -83,7 +86,7 @@ interface Deleted {
  * any more, its clients' tokens and its grants' are refused through the revocation list, its keys
  * are deleted (refused once instances forget them, within the propagation bound).
  */
-async function deleteBoundTo(store: Store, access: UserAccess, workspaceId: string): Promise<Deleted> {
+async function deleteBoundTo(store: Store, accounts: Accounts, access: UserAccess, workspaceId: string): Promise<Deleted> {
   const tokens = store.model('InitialAccessToken');
   const initialAccessTokens = await tokens.listBy(workspaceId);
   for (const { id } of initialAccessTokens) await tokens.destroy(id);
@@ -92,10 +95,11 @@ async function deleteBoundTo(store: Store, access: UserAccess, workspaceId: stri
   const apiKeys = new ApiKeys(store.apiKeys);
   const keys = (await apiKeys.list(workspaceId)).map(({ id }) => id);
   for (const keyId of keys) await apiKeys.revoke(keyId);
+  const invitations = await invitationsIn(store, accounts).deleteAllOf(workspaceId);
   const grants = await access.revokeWorkspaceGrants(workspaceId);
   const records: Record<string, number> = {};
   for (const { namePlural } of OBJECTS) records[namePlural] = await store.records.deleteAll(workspaceId, namePlural);
-  return { clients, apiKeys: keys, initialAccessTokens: initialAccessTokens.length, grants, records };
+  return { clients, apiKeys: keys, initialAccessTokens: initialAccessTokens.length, invitations, grants, records };
 }
 
 /**
@@ -103,9 +107,9 @@ async function deleteBoundTo(store: Store, access: UserAccess, workspaceId: stri
  * is run again by the same command: what is still bound to the workspace goes now. Nothing left
  * is what a workspace that never existed has too.
  */
-async function deleteWhatIsLeft(store: Store, access: UserAccess, workspaceId: string): Promise<Output> {
-  const left = await deleteBoundTo(store, access, workspaceId);
-  if (!left.clients.length && !left.apiKeys.length && !left.initialAccessTokens && !left.grants && !recordCount(left)) {
+async function deleteWhatIsLeft(store: Store, accounts: Accounts, access: UserAccess, workspaceId: string): Promise<Output> {
+  const left = await deleteBoundTo(store, accounts, access, workspaceId);
+  if (!left.clients.length && !left.apiKeys.length && !left.initialAccessTokens && !left.invitations && !left.grants && !recordCount(left)) {
     throw new AccountError(`no workspace with ${namedBack('id', workspaceId, hasIdShape('ws', workspaceId))}`);
   }
   await waitForPropagation();
@@ -121,7 +125,7 @@ function recordCount(deleted: Deleted): number {
 
 function inWords(deleted: Deleted): string {
   return `${plural(deleted.clients.length, 'client')}, ${plural(deleted.apiKeys.length, 'API key')}, ${plural(deleted.initialAccessTokens, 'initial access token')}, `
-    + `${plural(deleted.grants, 'grant')}, ${plural(recordCount(deleted), 'data record')}`;
+    + `${plural(deleted.invitations, 'invitation link')}, ${plural(deleted.grants, 'grant')}, ${plural(recordCount(deleted), 'data record')}`;
 }
 
 function shownDeleted(deleted: Deleted) {
@@ -129,6 +133,7 @@ function shownDeleted(deleted: Deleted) {
     clients_deleted: deleted.clients,
     api_keys_revoked: deleted.apiKeys,
     initial_access_tokens_deleted: deleted.initialAccessTokens,
+    invitations_deleted: deleted.invitations,
     grants_revoked: deleted.grants,
     records_deleted: deleted.records,
   };
@@ -139,6 +144,7 @@ function merge(first: Deleted, second: Deleted): Deleted {
     clients: [...first.clients, ...second.clients],
     apiKeys: [...first.apiKeys, ...second.apiKeys],
     initialAccessTokens: first.initialAccessTokens + second.initialAccessTokens,
+    invitations: first.invitations + second.invitations,
     grants: first.grants + second.grants,
     records: Object.fromEntries(Object.entries(first.records).map(([object, count]) => [object, count + (second.records[object] ?? 0)])),
   };

@@ -80,7 +80,8 @@ interface Stored {
  * digest (src/shared/digest.ts), so a copy of the store holds no usable link. It works once, for
  * someone signed in with an account on this server, until it expires, and only while its workspace
  * exists and the admin who made it is an admin of it still: a removed or demoted admin's links
- * add no one. The membership is made through Accounts.addMember, as the admin CLI's `member add`.
+ * add no one, as they are deleted when that admin stops being one (voidInvitationsBy, by every
+ * path that demotes or removes one), and checked at accept time as well. The membership is made through Accounts.addMember, as the admin CLI's `member add`.
  *
  * A workspace's pending invitations are bounded (MAX_PENDING_INVITATIONS), atomically on every
  * backend: each holds one of that many places, marked with the store's atomic insert
@@ -154,6 +155,47 @@ export class WorkspaceInvitations {
     return stored.invitation;
   }
 
+  /**
+   * Deletes the pending invitations `userId` made to the workspace, freeing their places: called
+   * whenever they stop being an admin of it (a role change, a removal, their account deleted), so
+   * that their links add no one even should they be made an admin again. How many were deleted.
+   */
+  async voidInvitationsBy(workspaceId: string, userId: string): Promise<number> {
+    let voided = 0;
+    for (const stored of await this.#listed(workspaceId)) {
+      if (stored.invitation.invitedBy !== userId) continue;
+      await this.#invitations.destroy(stored.recordId);
+      await this.#freeSlot(stored.invitation);
+      voided += 1;
+    }
+    return voided;
+  }
+
+  /**
+   * Deletes every invitation to the workspace, and every place they held: the workspace is being
+   * deleted. How many invitations were deleted (those being accepted at this moment too).
+   */
+  async deleteAllOf(workspaceId: string): Promise<number> {
+    const listed = await this.#invitations.listBy(workspaceId);
+    for (const { id } of listed) await this.#invitations.destroy(id);
+    for (let slot = 0; slot < MAX_PENDING_INVITATIONS; slot += 1) await this.#marks.destroy(slotId(workspaceId, slot));
+    return listed.length;
+  }
+
+  /**
+   * The workspace a used link added `userId` to, when it was theirs (they accepted it) and they are
+   * a member of it still: the link opened again (the back button, a second click) says so rather
+   * than that it is used. Known from a mark kept under the secret's digest until the link would
+   * have expired (src/shared/digest.ts): it holds no link.
+   */
+  async joinedWith(secret: string, userId: string): Promise<{ workspace: Workspace; role: Role } | undefined> {
+    if (!SECRET.test(secret)) return undefined;
+    const mark = await this.#marks.find(acceptedId(digest(secret)));
+    if (mark?.userId !== userId || typeof mark.workspaceId !== 'string') return undefined;
+    const [workspace, role] = await Promise.all([this.#accounts.getWorkspace(mark.workspaceId), this.#accounts.roleIn(userId, mark.workspaceId)]);
+    return workspace && role ? { workspace, role } : undefined;
+  }
+
   /** The invitation a link names, if it still works: known, not used, not expired, its workspace there and its inviter an admin of it. */
   async open(secret: string): Promise<OpenInvitation | undefined> {
     const stored = await this.#bySecret(secret);
@@ -184,6 +226,8 @@ export class WorkspaceInvitations {
       await this.#invitations.release(stored.recordId, claim).catch(() => undefined);
       throw error;
     }
+    // Who used it, for the link opened again (joinedWith): a mark under the digest, until the link would have expired.
+    await this.#marks.upsert(acceptedId(stored.recordId), { kind: 'InvitationAccepted', workspaceId: open.workspace.id, userId }, secondsUntil(open.invitation.expiresAt, this.#clock));
     await this.#invitations.destroy(stored.recordId);
     await this.#freeSlot(open.invitation);
     return { joined: open };
@@ -243,6 +287,16 @@ export class WorkspaceInvitations {
 
 function slotId(workspaceId: string, slot: number): string {
   return hash('sha256', `invitation-slot\n${workspaceId}\n${slot}`, 'base64url');
+}
+
+/** The mark of an invitation's use, by its record's id (the secret's digest), digested once more. */
+function acceptedId(recordId: string): string {
+  return hash('sha256', `invitation-accepted\n${recordId}`, 'base64url');
+}
+
+/** The last characters of an invitation's id, which its card, its link's page and its confirmation show, to tell invitations apart (not a secret). */
+export function shortId(invitation: Invitation): string {
+  return invitation.id.slice(-6);
 }
 
 function invitationOf(payload: ModelPayload): Invitation | undefined {

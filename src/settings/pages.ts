@@ -1,6 +1,6 @@
 import type { Context } from 'koa';
 
-import type { ApiKeyRecord, ModelStore, Role, User } from '../../adapters/store.ts';
+import type { ApiKeyRecord, ModelStore, Role, User, Workspace } from '../../adapters/store.ts';
 import type { Accounts, Member } from '../accounts/accounts.ts';
 import { MIN_PASSWORD_LENGTH } from '../accounts/passwords.ts';
 import { renderPage } from '../pages/render.ts';
@@ -10,7 +10,7 @@ import { MAX_NAME_LENGTH, type ApiKeys, type NewApiKey } from '../api_keys/api_k
 import { DEFAULT_EXPIRY, EXPIRY_CHOICES, newFormId, type ApiKeyFormRefusal } from './api_key_form.ts';
 import { SETTINGS_SCRIPT_PATH } from './assets.ts';
 import type { ConnectedApp, ConnectedApps } from './connected_apps.ts';
-import { INVITATION_LIFETIME_SECONDS, type Invitation, type NewInvitation, type OpenInvitation } from './invitations.ts';
+import { INVITATION_LIFETIME_SECONDS, shortId, type Invitation, type NewInvitation, type OpenInvitation } from './invitations.ts';
 import { article, ROLE_DESCRIPTIONS } from './members.ts';
 import type { PasswordRefusal } from './password.ts';
 import { SETTINGS_PATH } from '../clients/first_party.ts';
@@ -196,6 +196,7 @@ export class SettingsPages {
         'Its link stops working at once: whoever has it can no longer join the workspace with it. To invite them again, create a new link.',
       ],
       facts: [
+        { term: 'Invitation', text: shown.shortId },
         { term: 'Role', text: invitation.role },
         { term: 'Invited by', text: shown.invitedBy },
         { term: 'Created', text: 'Unknown', time: shown.created },
@@ -228,6 +229,23 @@ export class SettingsPages {
       action: ctx.path,
       // Sent twice (a double click without JavaScript, a retry), the form is answered as its first sending was.
       formId: newFormId(),
+    });
+  }
+
+  /**
+   * A used invitation link opened again by whoever used it (the back button, a second click): the
+   * workspace it added them to, and a way there (its page for an admin, the settings home else).
+   */
+  async invitationJoined(ctx: Context, user: User, workspace: Workspace, role: Role): Promise<void> {
+    const title = `You joined ${workspace.name} with this invitation`;
+    await this.#render(ctx, 'settings_invitation', title, user, {
+      heading: title,
+      joined: {
+        role,
+        article: article(role),
+        href: role === 'admin' ? `${this.#home}/workspaces/${workspace.id}` : this.#home,
+        label: role === 'admin' ? `Go to ${workspace.name}` : 'Go to your settings, where it is under Your workspaces',
+      },
     });
   }
 
@@ -410,6 +428,8 @@ interface Inviter {
 function shownInvitation(invitation: Invitation, inviter: Inviter | undefined) {
   return {
     id: invitation.id,
+    // Tells invitations of one role, one inviter and one minute apart, on the list and the link's page.
+    shortId: shortId(invitation),
     role: invitation.role,
     invitedBy: inviter?.email ?? 'A deleted user',
     // Void: its link adds no one (src/settings/invitations.ts), which the list says.

@@ -119,6 +119,14 @@ export function settingsRouter(dependencies: SettingsDependencies): Router {
     await next();
   };
 
+  /** As answerRepeat, for forms whose change every instance reads from the store at once (doneNow): answered without waiting. */
+  const answerRepeatNow = async (ctx: Context, next: Next): Promise<void> => {
+    const location = await sentForms.answerOf(signedInOf(ctx).user.id, ctx.path, ctx.request.body as FormBody);
+    if (!location) return next();
+    ctx.status = 303;
+    ctx.redirect(location);
+  };
+
   router.get(SETTINGS_SCRIPT_PATH, settingsScript);
 
   router.get('/callback', async (ctx) => {
@@ -252,9 +260,11 @@ export function settingsRouter(dependencies: SettingsDependencies): Router {
    * Where the admin goes once a membership changed: back to the members page, or to the settings
    * home when the change took their own admin role away (the members page is no longer theirs).
    */
-  const afterChange = (ctx: Context, change: MemberChange<Member>, kind: 'role' | 'removal') => {
+  const afterChange = async (ctx: Context, change: MemberChange<Member>, kind: 'role' | 'removal') => {
     if ('refused' in change) return refusedOnMembersPage(ctx, change.refused);
     const { signedIn, workspace } = adminOf(ctx);
+    // No longer an admin: their pending invitations are deleted, so that being made one again revives none.
+    if (kind === 'removal' || change.done.role !== 'admin') await invitations.voidInvitationsBy(workspace.id, change.done.user.id);
     const stillAdmin = change.done.user.id !== signedIn.user.id || (kind === 'role' && change.done.role === 'admin');
     if (!stillAdmin) {
       const left = { workspace: workspace.id, seal: leftSeal(signedIn.user.id, workspace.id) };
@@ -321,7 +331,7 @@ export function settingsRouter(dependencies: SettingsDependencies): Router {
     return pages.confirmInvitationCancel(ctx, signedIn.user, workspace, invitation, formToken(ctx));
   });
 
-  router.post('/workspaces/:workspaceId/invitations/:invitationId/cancel', requireSignIn, form, checkForm, answerRepeat, requireAdmin, async (ctx) => {
+  router.post('/workspaces/:workspaceId/invitations/:invitationId/cancel', requireSignIn, form, checkForm, answerRepeatNow, requireAdmin, async (ctx) => {
     const { signedIn, workspace } = adminOf(ctx);
     const cancelled = await invitations.cancel(workspace.id, String(ctx.params.invitationId));
     if (!cancelled) throw noSuchInvitation();
@@ -332,18 +342,33 @@ export function settingsRouter(dependencies: SettingsDependencies): Router {
 
   // An invitation link: signed in (the settings area's sign-in brings the browser back here), the
   // invitation and the form that accepts it; for a member already, that they are.
+  // The link with a slash after it: sent to the link itself first, which the sign-in returns to.
+  router.get('/invitations/:secret/', async (ctx, next) => {
+    if (!ctx.path.endsWith('/')) return next();
+    ctx.status = 308;
+    ctx.redirect(`${home}/invitations/${encodeURIComponent(String(ctx.params.secret))}`);
+  });
+
+  /** A used link opened or sent again by whoever used it: the workspace it added them to, rather than that it is used. */
+  const invalidUnlessJoined = async (ctx: Context, secret: string): Promise<void> => {
+    const { user } = signedInOf(ctx);
+    const joined = await invitations.joinedWith(secret, user.id);
+    if (!joined) throw invalidInvitation();
+    return pages.invitationJoined(ctx, user, joined.workspace, joined.role);
+  };
+
   router.get('/invitations/:secret', requireSignIn, async (ctx) => {
     const { user } = signedInOf(ctx);
     const open = await invitations.open(String(ctx.params.secret));
-    if (!open) throw invalidInvitation();
+    if (!open) return invalidUnlessJoined(ctx, String(ctx.params.secret));
     const role = await accounts.roleIn(user.id, open.workspace.id);
     return pages.invitation(ctx, user, open, formToken(ctx), role);
   });
 
-  router.post('/invitations/:secret', requireSignIn, form, checkForm, answerRepeat, async (ctx) => {
+  router.post('/invitations/:secret', requireSignIn, form, checkForm, answerRepeatNow, async (ctx) => {
     const { user } = signedInOf(ctx);
     const accepted = await invitations.accept(String(ctx.params.secret), user.id);
-    if ('invalid' in accepted) throw invalidInvitation();
+    if ('invalid' in accepted) return invalidUnlessJoined(ctx, String(ctx.params.secret));
     if ('alreadyMember' in accepted) {
       ctx.status = 409;
       return pages.invitation(ctx, user, accepted.alreadyMember, formToken(ctx), accepted.role);

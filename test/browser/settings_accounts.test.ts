@@ -414,11 +414,24 @@ describe('settings area: your password, and a workspace\'s members', function ()
       expect(await page.locator('main').innerText()).to.include('only time it is shown').and.to.include('works once, for someone who has an account on this server');
       await page.getByRole('button', { name: 'Copy link' }).waitFor({ state: 'visible' });
       await checkPage(page, 'settings-invitation-created');
+      const shortId = await page.locator('dl.facts code').innerText();
+      expect(shortId, 'the link\'s short id').to.match(/^[A-Za-z0-9_-]{6}$/);
       await page.getByRole('link', { name: 'Done: back to the members of Invited Ltd' }).click();
       const pending = page.getByRole('list', { name: 'Pending invitations' }).getByRole('listitem');
       expect(await pending.count()).to.equal(1);
-      expect(await pending.innerText()).to.include('To join as member').and.to.include(admin.email);
+      expect(await pending.innerText()).to.include('To join as member').and.to.include(admin.email).and.to.include(shortId);
       expect(await page.locator('main').innerText(), 'the link is not shown again').to.not.include(link);
+
+      // A second one, alike but for its short id, cancelled by the Cancel that names it: its page's URL ends in /cancel.
+      await page.getByRole('button', { name: 'Create invitation link' }).click();
+      const otherId = await page.locator('dl.facts code').innerText();
+      await page.getByRole('link', { name: 'Done: back to the members of Invited Ltd' }).click();
+      await page.getByRole('link', { name: new RegExp(`^Cancel the invitation ${otherId} to join as member`) }).click();
+      await page.waitForURL(/\/invitations\/inv_[A-Za-z0-9_-]{16}\/cancel$/);
+      await page.getByRole('button', { name: 'Cancel the invitation' }).click();
+      await page.getByText('Invitation cancelled.').waitFor();
+      expect(await pending.count(), 'the other one is left').to.equal(1);
+      expect(await pending.innerText()).to.include(shortId);
 
       // Another browser, not signed in: the link leads through the sign-in, and back to itself.
       const theirs = await open();
@@ -437,11 +450,19 @@ describe('settings area: your password, and a workspace\'s members', function ()
       expect(await roleOn(page, invitee), 'listed as a member').to.equal('member');
       expect(await pending.count(), 'used up').to.equal(0);
 
+      // Opened again by whoever used it: where it took them, not that it is used.
       const again = await theirs.goto(link);
-      expect(again!.status()).to.equal(410);
-      await heading(theirs, 'This invitation is not valid').waitFor();
-      expect(await theirs.locator('main').innerText()).to.include('This invitation link is not valid any more: it expired, was used or was cancelled. Ask the workspace admin for a new one.');
-      expect(await theirs.getByRole('link', { name: 'Back to settings' }).count()).to.equal(1);
+      expect(again!.status()).to.equal(200);
+      await heading(theirs, 'You joined Invited Ltd with this invitation').waitFor();
+      await theirs.getByRole('link', { name: 'Go to your settings, where it is under Your workspaces' }).click();
+      await heading(theirs, 'Settings').waitFor();
+      // By anyone else: used.
+      const latecomer = await open();
+      await latecomer.goto(link);
+      await signIn(latecomer, await seedUser(server, []));
+      await heading(latecomer, 'This invitation is not valid').waitFor();
+      expect(await latecomer.locator('main').innerText()).to.include('This invitation link is not valid any more: it expired, was used or was cancelled. Ask the workspace admin for a new one.');
+      expect(await latecomer.getByRole('link', { name: 'Back to settings' }).count()).to.equal(1);
     });
   });
 });

@@ -10,7 +10,9 @@ import { decodeJwt } from 'jose';
 import { openStore } from '../../adapters/index.ts';
 import * as oauth from 'oauth4webapi';
 
+import { Accounts } from '../../src/accounts/accounts.ts';
 import { hashPassword } from '../../src/accounts/passwords.ts';
+import { INVITATION_MODEL, WorkspaceInvitations } from '../../src/settings/invitations.ts';
 import { PROPAGATION_BOUND_MS } from '../../src/shared/propagation.ts';
 import { api, clientCredentialsToken, createApiKey } from '../support/data_api.ts';
 import {
@@ -1001,7 +1003,7 @@ describe('admin CLI', function () {
       const result = await admin(['workspace', 'delete', '--workspace', small.id]);
       expect(result.code, result.stderr).to.equal(0);
       expect(result.stdout.trim()).to.equal(`deleted workspace ${small.id} (Small Corp): 1 membership (its people keep their accounts), `
-        + '0 clients, 1 API key, 0 initial access tokens, 0 grants, 0 data records; their tokens and keys are refused from now');
+        + '0 clients, 1 API key, 0 initial access tokens, 0 invitation links, 0 grants, 0 data records; their tokens and keys are refused from now');
     });
 
     it('workspace delete deletes its memberships, clients, API keys, initial access tokens, grants and records: their tokens and keys are refused', async () => {
@@ -1015,6 +1017,11 @@ describe('admin CLI', function () {
       const unused = await initialAccessToken(server, doomed.id);
       const created = await api(server, '/rest/companies', { credential: key.key, json: { name: 'Doomed Record' } });
       expect(created.status).to.equal(201);
+      // An invitation link, as the members page makes one: its record, and the place it holds among the workspace's 50.
+      const invitationStore = openStore(server.store);
+      const invitation = await new WorkspaceInvitations({ invitations: invitationStore.model(INVITATION_MODEL), marks: invitationStore.model('ReplayDetection'), accounts: new Accounts(invitationStore.accounts) })
+        .create(doomed.id, 'member', owner.id).finally(() => invitationStore.close());
+      if ('refused' in invitation) throw new Error(invitation.refused.error);
       for (const credential of [machine.access_token, key.key, userTokens.access_token]) expect(await dataApiStatus(credential)).to.equal(200);
 
       const deleted = await adminJson<Record<string, unknown>>(['workspace', 'delete', '--workspace', doomed.id]);
@@ -1025,9 +1032,18 @@ describe('admin CLI', function () {
         clients_deleted: [machine.client.client_id],
         api_keys_revoked: [key.id],
         initial_access_tokens_deleted: 1,
+        invitations_deleted: 1,
         grants_revoked: 1,
         records_deleted: { companies: 1, people: 0 },
       });
+      const left = openStore(server.store);
+      try {
+        expect(await left.model(INVITATION_MODEL).listBy(doomed.id), 'its invitations').to.deep.equal([]);
+        const marks = await left.model('ReplayDetection').list();
+        expect(marks.filter(({ payload }) => payload.invitation === invitation.invitation.id), 'the place its invitation held').to.deep.equal([]);
+      } finally {
+        await left.close();
+      }
 
       await refusedSoon('the deleted workspace\'s client_credentials token is refused', machine.access_token);
       await refusedSoon('the deleted workspace\'s API key is refused', key.key);

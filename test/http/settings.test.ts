@@ -312,6 +312,16 @@ describe('settings area: what it stores', function () {
       expect(used.status).to.equal(410);
       expect(await used.text()).to.include(INVALID);
 
+      // Whoever used it, opening it again (the back button, a second click), is told where it took them.
+      const reopened = await theirs.request(link!);
+      expect(reopened.status, 'the accepter opens the link again').to.equal(200);
+      const joinedPage = await reopened.text();
+      expect(joinedPage).to.include('You joined Invite Digest Ltd with this invitation').and.to.include('<a href="/settings">').and.to.not.include(INVALID);
+      const resent = await theirs.request(link!, { form: { csrf: await sessionToken(theirs), form_id: 'D'.repeat(22) } });
+      expect(resent.status, 'the accepter sends a new accept form').to.equal(200);
+      expect(await resent.text()).to.include('You joined Invite Digest Ltd with this invitation');
+      expect(await storeBytes(), 'what is kept of its use holds no link').to.not.include(secret);
+
       await sleep(100);
       const logs = server.logs();
       const lines = logs.split('\n').filter((line) => line.startsWith('{')).map((line) => JSON.parse(line) as Record<string, unknown>);
@@ -336,13 +346,48 @@ describe('settings area: what it stores', function () {
       expect(roles.filter((role) => role === 'member'), 'one membership').to.have.length(1);
     });
 
+    it('sends a link with a slash after it to the link itself (308), which the sign-in then returns to', async function () {
+      const admin = await seedUser(server, [{ workspace: 'Invite Slash Ltd' }]);
+      const { link } = await invite((await signInToSettings(admin)).agent, admin.workspaces[0]!.id);
+      const path = new URL(link!).pathname;
+      const slashed = await fetch(`${link!}/?next=elsewhere`, { redirect: 'manual' });
+      expect([slashed.status, slashed.headers.get('location')]).to.deep.equal([308, path]);
+      const signedOut = new UserAgent();
+      const login = await signedOut.follow(link!, server.origin);
+      expect(login.response.status, 'the canonical link leads to the sign-in').to.equal(200);
+    });
+
+    it('tells pending invitations apart: each card and Cancel button names its short id, which the link\'s page shows too; the cancel page\'s URL ends in /cancel', async function () {
+      const admin = await seedUser(server, [{ workspace: 'Invite Twins Ltd' }]);
+      const workspaceId = admin.workspaces[0]!.id;
+      const { agent } = await signInToSettings(admin);
+      const shortIds = [];
+      for (const _ of [1, 2]) {
+        const { html } = await invite(agent, workspaceId);
+        const shown = /<dt>Invitation<\/dt>\s*<dd><code>([A-Za-z0-9_-]{6})<\/code>/.exec(html)?.[1];
+        expect(shown, 'the link\'s page shows its short id').to.be.a('string');
+        shortIds.push(shown!);
+      }
+      const stored = await inStore((store) => store.model(INVITATION_MODEL).listBy(workspaceId));
+      expect(shortIds.slice().sort()).to.deep.equal(stored.map(({ payload }) => String(payload.id).slice(-6)).sort());
+      const page = await (await agent.request(membersUrl(workspaceId))).text();
+      const names = [...page.matchAll(/>Cancel<span class="visually-hidden">([^<]+)<\/span>/g)].map(([, name]) => name);
+      expect(names).to.have.length(2);
+      expect(new Set(names).size, 'two Cancel buttons, two names').to.equal(2);
+      for (const shortId of shortIds) expect(names.filter((name) => name!.includes(` the invitation ${shortId} to join as member`)), shortId).to.have.length(1);
+      const hrefs = [...page.matchAll(/<a class="button-link danger" href="([^"]+)">Cancel</g)].map(([, href]) => href!);
+      expect(hrefs.every((href) => href.endsWith('/cancel')), 'no bare "?"').to.equal(true);
+      const confirmation = await (await agent.request(new URL(hrefs[0]!, server.origin).href)).text();
+      expect(confirmation).to.include(`<dt>Invitation</dt>\n  <dd>${shortIds[0]}</dd>`);
+    });
+
     it('cancels an invitation after asking: its link is refused (410) and the list no longer shows it', async function () {
       const admin = await seedUser(server, [{ workspace: 'Invite Cancelled Ltd' }]);
       const workspaceId = admin.workspaces[0]!.id;
       const { agent } = await signInToSettings(admin);
       const { link } = await invite(agent, workspaceId);
       const page = await (await agent.request(membersUrl(workspaceId))).text();
-      const cancelAction = /<form class="inline" method="get" action="([^"]+\/cancel)">/.exec(page)![1]!;
+      const cancelAction = /<a class="button-link danger" href="([^"]+\/cancel)">/.exec(page)![1]!;
       const confirmation = await agent.request(new URL(cancelAction, server.origin).href);
       const asked = await confirmation.text();
       expect(confirmation.status).to.equal(200);
@@ -403,6 +448,56 @@ describe('settings area: what it stores', function () {
       const { answer } = await accept(agent, current);
       expect(answer?.status, 'the link still works for someone else').to.equal(303);
       expect(await roleIn(invitee.id, workspaceId)).to.equal('member');
+    });
+
+    it('deletes the links of an admin demoted or removed (by the CLI or the members page): made an admin again, their links stay refused', async function () {
+      const admin = await seedUser(server, [{ workspace: 'Invite Voided Ltd' }]);
+      const workspaceId = admin.workspaces[0]!.id;
+      const withAccounts = (change: (accounts: Accounts) => Promise<unknown>) => inStore((store) => change(new Accounts(store.accounts)));
+      const admins = await Promise.all(Array.from({ length: 5 }, async () => {
+        const user = await seedUser(server, []);
+        await withAccounts((accounts) => accounts.addMember(user.id, workspaceId, 'admin'));
+        return user;
+      }));
+      const [byCli, byPage, removedByCli, removedByPage, deleted] = admins as [SeededUser, SeededUser, SeededUser, SeededUser, SeededUser];
+      const links = new Map<SeededUser, string>();
+      for (const who of [...admins, admin]) links.set(who, (await invite((await signInToSettings(who)).agent, workspaceId)).link!);
+      const run = async (args: string[]) => {
+        const result = await server.admin(args);
+        expect(result.code, `${args.join(' ')}: ${result.stderr}`).to.equal(0);
+      };
+      // By the CLI, and on the members page by the first admin (a demotion, a removal), each another admin's, at once.
+      const { agent } = await signInToSettings(admin);
+      const onPage = async (who: SeededUser, path: string, form: Record<string, string>) => {
+        const asked = await (await agent.request(`${membersUrl(workspaceId)}/${who.id}/${path}${form.role ? `?role=${form.role}` : ''}`)).text();
+        const changed = await agent.request(`${membersUrl(workspaceId)}/${who.id}/${path}`, { form: { csrf: field(asked, 'csrf')!, form_id: field(asked, 'form_id')!, ...form } });
+        expect(changed.status, (await changed.clone().text()).slice(0, 300)).to.equal(303);
+      };
+      await Promise.all([
+        run(['member', 'set-role', '--workspace', workspaceId, '--user', byCli.id, '--role', 'member']),
+        run(['member', 'remove', '--workspace', workspaceId, '--user', removedByCli.id]),
+        run(['user', 'delete', '--user', deleted.id]),
+        onPage(byPage, 'role', { role: 'viewer' }),
+        onPage(removedByPage, 'remove', {}),
+      ]);
+      const left = await inStore((store) => store.model(INVITATION_MODEL).listBy(workspaceId));
+      expect(left.map(({ payload }) => payload.invitedBy), 'only the remaining admin\'s link is kept').to.deep.equal([admin.id]);
+
+      // Made admins again (a role change, or added back).
+      await withAccounts(async (accounts) => {
+        for (const { id } of [byCli, byPage, removedByCli, removedByPage]) await accounts.addMember(id, workspaceId, 'admin');
+      });
+      const invitee = await seedUser(server, []);
+      const { agent: theirs } = await signInToSettings(invitee);
+      for (const [name, who] of [['demoted by the CLI', byCli], ['demoted on the members page', byPage], ['removed by the CLI', removedByCli], ['removed on the members page', removedByPage], ['deleted', deleted]] as const) {
+        const opened = await theirs.request(links.get(who)!);
+        expect(opened.status, name).to.equal(410);
+        expect(await opened.text(), name).to.include(INVALID);
+      }
+      const page = await (await agent.request(membersUrl(workspaceId))).text();
+      expect(page.match(/<h3>To join as /g), 'the members page lists the one link kept').to.have.length(1);
+      const { answer } = await accept(theirs, links.get(admin)!);
+      expect(answer?.status, 'the remaining admin\'s link works').to.equal(303);
     });
 
     it(`makes no more than ${MAX_PENDING_INVITATIONS} pending invitations per workspace, and says so`, async function () {
