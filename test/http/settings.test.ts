@@ -361,7 +361,7 @@ describe('settings area: what it stores', function () {
       const admin = await seedUser(server, [{ workspace: 'Invite Twins Ltd' }]);
       const workspaceId = admin.workspaces[0]!.id;
       const { agent } = await signInToSettings(admin);
-      const shortIds = [];
+      const shortIds: string[] = [];
       for (const _ of [1, 2]) {
         const { html } = await invite(agent, workspaceId);
         const shown = /<dt>Invitation<\/dt>\s*<dd><code>([A-Za-z0-9_-]{6})<\/code>/.exec(html)?.[1];
@@ -377,7 +377,9 @@ describe('settings area: what it stores', function () {
       for (const shortId of shortIds) expect(names.filter((name) => name!.includes(` the invitation ${shortId} to join as member`)), shortId).to.have.length(1);
       const hrefs = [...page.matchAll(/<a class="button-link danger" href="([^"]+)">Cancel</g)].map(([, href]) => href!);
       expect(hrefs.every((href) => href.endsWith('/cancel')), 'no bare "?"').to.equal(true);
-      const confirmation = await (await agent.request(new URL(hrefs[0]!, server.origin).href)).text();
+      const first = hrefs.find((href) => href.endsWith(`${shortIds[0]}/cancel`));
+      expect(first, 'the first invitation\'s Cancel').to.be.a('string');
+      const confirmation = await (await agent.request(new URL(first!, server.origin).href)).text();
       expect(confirmation).to.include(`<dt>Invitation</dt>\n  <dd>${shortIds[0]}</dd>`);
     });
 
