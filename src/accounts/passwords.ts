@@ -69,17 +69,11 @@ const graphemes = new Intl.Segmenter('en', { granularity: 'grapheme' });
  * maximum counts code points (see MAX_PASSWORD_LENGTH).
  */
 function unusableProblem(composed: string): string | undefined {
-  if (countOf(graphemes.segment(composed)) < MIN_PASSWORD_LENGTH) return `a password needs at least ${MIN_PASSWORD_LENGTH} characters`;
+  if ([...graphemes.segment(composed)].length < MIN_PASSWORD_LENGTH) return `a password needs at least ${MIN_PASSWORD_LENGTH} characters`;
   if ([...composed].length > MAX_PASSWORD_LENGTH) return `a password may have at most ${MAX_PASSWORD_LENGTH} characters`;
   // A line break or another control character cannot be typed into the sign-in form's field.
   if (hasControlCharacter(composed)) return 'a password cannot contain a line break, a tab or another control character';
   return undefined;
-}
-
-function countOf(items: Iterable<unknown>): number {
-  let count = 0;
-  for (const _ of items) count += 1;
-  return count;
 }
 
 /**

@@ -14,7 +14,6 @@ import type { Logger } from '../shared/logger.ts';
 import { isoTime } from '../shared/clock.ts';
 import { namedBack } from '../shared/named_back.ts';
 import { PROPAGATION_BOUND_MS } from '../shared/propagation.ts';
-import { INVITATION_MODEL, WorkspaceInvitations } from '../settings/invitations.ts';
 
 /**
  * What every admin CLI command is made of: its name, usage and options, declared beside it in its
@@ -166,9 +165,4 @@ export function shownUser(user: User) {
  */
 export function waitForPropagation(): Promise<void> {
   return sleep(PROPAGATION_BOUND_MS + 50);
-}
-
-/** The settings area's invitation links, over the store the CLI opened: a demoted or removed admin's are deleted, and a deleted workspace's. */
-export function invitationsIn(store: Store, accounts: Accounts): WorkspaceInvitations {
-  return new WorkspaceInvitations({ invitations: store.model(INVITATION_MODEL), marks: store.model('ReplayDetection'), accounts });
 }

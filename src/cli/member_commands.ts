@@ -1,6 +1,7 @@
 import { ROLES } from '../../adapters/store.ts';
 import { UserAccess } from '../engine/user_access.ts';
-import { existingWorkspace, invitationsIn, namedUser, requiredRole, waitForPropagation, type Command } from './command.ts';
+import { existingWorkspace, namedUser, requiredRole, waitForPropagation, type Command } from './command.ts';
+import { invitationsOver } from '../settings/invitations.ts';
 import { plural } from '../shared/words.ts';
 
 /** The admin CLI's `member` commands: who belongs to a workspace, with which role. */
@@ -19,7 +20,7 @@ const add: Command = {
     const user = await namedUser(accounts, options);
     const membership = await accounts.addMember(user.id, workspaceId, role);
     // A role changed away from admin: their invitation links are deleted, for good.
-    if (membership.role !== 'admin') await invitationsIn(store, accounts).voidInvitationsBy(workspaceId, user.id);
+    if (membership.role !== 'admin') await invitationsOver(store, accounts).voidInvitationsBy(workspaceId, user.id);
     return { text: `${user.email} (${user.id}) is now ${membership.role} of ${workspaceId}`, json: shownMembership(membership) };
   },
 };
@@ -36,7 +37,7 @@ const setRole: Command = {
     const user = await namedUser(accounts, options);
     const membership = await accounts.setRole(user.id, workspaceId, role);
     // No longer an admin: their invitation links are deleted, so that being made one again revives none.
-    if (membership.role !== 'admin') await invitationsIn(store, accounts).voidInvitationsBy(workspaceId, user.id);
+    if (membership.role !== 'admin') await invitationsOver(store, accounts).voidInvitationsBy(workspaceId, user.id);
     return { text: `${user.email} (${user.id}) is now ${membership.role} of ${workspaceId}`, json: shownMembership(membership) };
   },
 };
@@ -59,7 +60,7 @@ const remove: Command = {
     let grants = await access.revokeGrants(user.id, { workspaceId });
     const membership = await accounts.removeMember(user.id, workspaceId);
     grants += await access.revokeGrants(user.id, { workspaceId });
-    await invitationsIn(store, accounts).voidInvitationsBy(workspaceId, user.id);
+    await invitationsOver(store, accounts).voidInvitationsBy(workspaceId, user.id);
     await waitForPropagation();
     return {
       text: `${user.email} (${user.id}) is no longer a member of ${workspaceId}; ${plural(grants, 'grant')} revoked`,

@@ -1,7 +1,8 @@
 import { ROLES } from '../../adapters/store.ts';
 import type { UserWithMemberships } from '../accounts/accounts.ts';
 import { UserAccess } from '../engine/user_access.ts';
-import { invitationsIn, passwordFromStdin, namedUser, required, requiredRole, shownUser, waitForPropagation, type Command } from './command.ts';
+import { passwordFromStdin, namedUser, required, requiredRole, shownUser, waitForPropagation, type Command } from './command.ts';
+import { invitationsOver } from '../settings/invitations.ts';
 import { plural } from '../shared/words.ts';
 
 /** The admin CLI's `user` commands: people, their passwords, and deleting one with everything they were given. */
@@ -92,7 +93,7 @@ const remove: Command = {
     grants += await access.revokeGrants(user.id);
     sessions += await access.endSessions(user.id);
     // The invitation links they made as an admin (read before the deletion) are deleted too.
-    const invitations = invitationsIn(store, accounts);
+    const invitations = invitationsOver(store, accounts);
     for (const { id, role } of workspaces) if (role === 'admin') await invitations.voidInvitationsBy(id, user.id);
     await waitForPropagation();
     return {

@@ -8,7 +8,8 @@ import { OBJECTS } from '../resource/objects.ts';
 import { isoTime } from '../shared/clock.ts';
 import { namedBack } from '../shared/named_back.ts';
 import { deleteClient } from './client_commands.ts';
-import { invitationsIn, required, waitForPropagation, type Command, type Output } from './command.ts';
+import { required, waitForPropagation, type Command, type Output } from './command.ts';
+import { invitationsOver } from '../settings/invitations.ts';
 import { plural } from '../shared/words.ts';
 
 /** The admin CLI's `workspace` commands. */
@@ -95,7 +96,7 @@ async function deleteBoundTo(store: Store, accounts: Accounts, access: UserAcces
   const apiKeys = new ApiKeys(store.apiKeys);
   const keys = (await apiKeys.list(workspaceId)).map(({ id }) => id);
   for (const keyId of keys) await apiKeys.revoke(keyId);
-  const invitations = await invitationsIn(store, accounts).deleteAllOf(workspaceId);
+  const invitations = await invitationsOver(store, accounts).deleteAllOf(workspaceId);
   const grants = await access.revokeWorkspaceGrants(workspaceId);
   const records: Record<string, number> = {};
   for (const { namePlural } of OBJECTS) records[namePlural] = await store.records.deleteAll(workspaceId, namePlural);

@@ -33,8 +33,9 @@ const ERROR_TEXTS: Record<string, ErrorText> = {
   // A settings invitation link that is unknown, expired, used, cancelled or void: which of these is not said.
   invalid_invitation: {
     heading: 'This invitation is not valid',
-    message: 'This invitation link is not valid any more: it expired, was used or was cancelled.',
-    next: 'Ask the workspace admin for a new one.',
+    message: 'This invitation link is not valid any more: it expired, was used or was cancelled. Ask the workspace admin for a new one.',
+    // One paragraph, what happened and what to do, as the page showed it when the refusal carried the sentence.
+    next: '',
   },
   invalid_client: {
     heading: 'Unknown application',

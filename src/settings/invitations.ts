@@ -1,6 +1,6 @@
 import { hash, randomBytes } from 'node:crypto';
 
-import type { ModelPayload, ModelStore, Role, User, Workspace } from '../../adapters/store.ts';
+import type { ModelPayload, ModelStore, Role, Store, User, Workspace } from '../../adapters/store.ts';
 import { LIFETIMES } from '../../config/lifetimes.ts';
 import { AccountError, isRole, type Accounts } from '../accounts/accounts.ts';
 import { nowSeconds, secondsUntil, systemClock, type Clock } from '../shared/clock.ts';
@@ -71,6 +71,11 @@ interface Stored {
   /** The record's id in the store: the digest of the secret. */
   recordId: string;
   invitation: Invitation;
+}
+
+/** The invitations kept in `store`: the settings area's and the admin CLI's (which deletes a demoted admin's and a deleted workspace's). */
+export function invitationsOver(store: Store, accounts: Accounts): WorkspaceInvitations {
+  return new WorkspaceInvitations({ invitations: store.model(INVITATION_MODEL), marks: store.model('ReplayDetection'), accounts });
 }
 
 /**

@@ -20,7 +20,7 @@ import { settingsScript, SETTINGS_SCRIPT_PATH } from './assets.ts';
 import { ConnectedApps } from './connected_apps.ts';
 import { formBody, PASSWORD_FORM_LIMIT } from '../pages/form_body.ts';
 import { adminOf, settingsGuards, signedInOf } from './guards.ts';
-import { INVITATION_MODEL, WorkspaceInvitations } from './invitations.ts';
+import { invitationsOver } from './invitations.ts';
 import { lastAdminYourself, noSuchRole, roleOf, WorkspaceMembers, type MemberChange, type MemberRefusal } from './members.ts';
 import { SettingsPages } from './pages.ts';
 import { PasswordChange } from './password.ts';
@@ -76,7 +76,7 @@ export function settingsRouter(dependencies: SettingsDependencies): Router {
   const pages = new SettingsPages({ ...dependencies, connectedApps, clients: store.model('Client') });
   const admin = new WorkspaceAdmin({ apiKeys: dependencies.apiKeys, markers: store.model('ReplayDetection') });
   const members = new WorkspaceMembers(dependencies);
-  const invitations = new WorkspaceInvitations({ invitations: store.model(INVITATION_MODEL), marks: store.model('ReplayDetection'), accounts });
+  const invitations = invitationsOver(store, accounts);
   const { logger } = dependencies;
   const sentForms = new SentForms(store.model('ReplayDetection'));
   const passwords = new PasswordChange({ ...dependencies, renewedSessions });
@@ -389,7 +389,7 @@ const noSuchApp = () => new HttpError(404, 'not_found', 'You have not allowed th
 const noSuchKey = () => new HttpError(404, 'not_found', 'This workspace has no such API key: it may have been revoked already, or have expired.');
 const noSuchInvitation = () => new HttpError(404, 'not_found', 'This workspace has no such pending invitation: it may have been cancelled or accepted already, or have expired.');
 /** Unknown, expired, used, cancelled or void: which of these is not said (the link's holder learns nothing more from it). */
-const invalidInvitation = () => new HttpError(410, 'invalid_invitation', 'This invitation link is not valid any more: it expired, was used or was cancelled. Ask the workspace admin for a new one.');
+const invalidInvitation = () => new HttpError(410, 'invalid_invitation', '');
 
 /** Redirects to `location` once a change made on this instance has reached every other (PROPAGATION_BOUND_MS). */
 async function answerWhenEverywhere(ctx: Context, location: string): Promise<void> {

@@ -12,7 +12,7 @@ import * as oauth from 'oauth4webapi';
 
 import { Accounts } from '../../src/accounts/accounts.ts';
 import { hashPassword } from '../../src/accounts/passwords.ts';
-import { INVITATION_MODEL, WorkspaceInvitations } from '../../src/settings/invitations.ts';
+import { INVITATION_MODEL, invitationsOver } from '../../src/settings/invitations.ts';
 import { PROPAGATION_BOUND_MS } from '../../src/shared/propagation.ts';
 import { api, clientCredentialsToken, createApiKey } from '../support/data_api.ts';
 import {
@@ -1019,7 +1019,7 @@ describe('admin CLI', function () {
       expect(created.status).to.equal(201);
       // An invitation link, as the members page makes one: its record, and the place it holds among the workspace's 50.
       const invitationStore = openStore(server.store);
-      const invitation = await new WorkspaceInvitations({ invitations: invitationStore.model(INVITATION_MODEL), marks: invitationStore.model('ReplayDetection'), accounts: new Accounts(invitationStore.accounts) })
+      const invitation = await invitationsOver(invitationStore, new Accounts(invitationStore.accounts))
         .create(doomed.id, 'member', owner.id).finally(() => invitationStore.close());
       if ('refused' in invitation) throw new Error(invitation.refused.error);
       for (const credential of [machine.access_token, key.key, userTokens.access_token]) expect(await dataApiStatus(credential)).to.equal(200);

@@ -7,7 +7,7 @@ import { expect } from 'chai';
 import { openStore, sqliteFile } from '../../adapters/index.ts';
 import type { Store } from '../../adapters/store.ts';
 import { Accounts } from '../../src/accounts/accounts.ts';
-import { INVITATION_MODEL, MAX_PENDING_INVITATIONS, WorkspaceInvitations } from '../../src/settings/invitations.ts';
+import { INVITATION_MODEL, MAX_PENDING_INVITATIONS, invitationsOver, WorkspaceInvitations } from '../../src/settings/invitations.ts';
 import { memberOf } from '../support/data_api.ts';
 import { codeRequest, exchangeCode, postCredentials, registerClient, tokenRequest, type RegisteredClient } from '../support/oauth.ts';
 import { seedUser, startServer, type SeededUser, type TestServer } from '../support/server.ts';
@@ -506,7 +506,7 @@ describe('settings area: what it stores', function () {
       const admin = await seedUser(server, [{ workspace: 'Invite Cap Ltd' }]);
       const workspaceId = admin.workspaces[0]!.id;
       await inStore(async (store) => {
-        const invitations = new WorkspaceInvitations({ invitations: store.model(INVITATION_MODEL), marks: store.model('ReplayDetection'), accounts: new Accounts(store.accounts) });
+        const invitations = invitationsOver(store, new Accounts(store.accounts));
         for (let made = 0; made < MAX_PENDING_INVITATIONS; made += 1) await invitations.create(workspaceId, 'member', admin.id);
       });
       const { agent } = await signInToSettings(admin);

@@ -7,7 +7,7 @@ import { expect } from 'chai';
 import { openStore } from '../../adapters/index.ts';
 import type { Store } from '../../adapters/store.ts';
 import { Accounts } from '../../src/accounts/accounts.ts';
-import { INVITATION_MODEL, MAX_PENDING_INVITATIONS, WorkspaceInvitations } from '../../src/settings/invitations.ts';
+import { MAX_PENDING_INVITATIONS, invitationsOver, type WorkspaceInvitations } from '../../src/settings/invitations.ts';
 import { startRedis, type RedisServer } from '../support/redis.ts';
 
 /**
@@ -40,7 +40,7 @@ describe('the settings area\'s invitations, used at the same moment', function (
       before(() => {
         store = openStore(backend === 'sqlite' ? `sqlite:${join(dir, 'store.sqlite')}` : redis.url, backend === 'redis' ? { keyPrefix: 'invitations:' } : {});
         accounts = new Accounts(store.accounts);
-        invitations = new WorkspaceInvitations({ invitations: store.model(INVITATION_MODEL), marks: store.model('ReplayDetection'), accounts });
+        invitations = invitationsOver(store, accounts);
       });
 
       after(async () => {
