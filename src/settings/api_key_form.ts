@@ -1,18 +1,4 @@
-import { randomBytes } from 'node:crypto';
-
 import { parseDuration } from '../../config/duration.ts';
-
-const FORM_ID = /^[A-Za-z0-9_-]{22}$/;
-
-/** The id a create form is shown with (a hidden field): each form shown makes at most one key. */
-export function newFormId(): string {
-  return randomBytes(16).toString('base64url');
-}
-
-/** The id the form was shown with, or undefined for a form without one (shown by an earlier version). */
-export function formIdOf(body: Record<string, unknown>): string | undefined {
-  return typeof body.form_id === 'string' && FORM_ID.test(body.form_id) ? body.form_id : undefined;
-}
 
 /** The lifetimes the form offers; the first one the admin did not change is 90 days. */
 export const EXPIRY_CHOICES: ReadonlyArray<{ value: string; label: string }> = [

@@ -1,11 +1,10 @@
 import { hash, randomBytes } from 'node:crypto';
 
 import type { ModelPayload, ModelStore, Role, Store, User, Workspace } from '../../adapters/store.ts';
-import { LIFETIMES } from '../../config/lifetimes.ts';
 import { AccountError, isRole, type Accounts } from '../accounts/accounts.ts';
 import { nowSeconds, secondsUntil, systemClock, type Clock } from '../shared/clock.ts';
 import { digest } from '../shared/digest.ts';
-import { formIdOf } from './api_key_form.ts';
+import { CreateForms, formIdOf } from './form_ids.ts';
 import { noSuchRole, roleOf, type MemberRefusal } from './members.ts';
 
 /** The store model an invitation is kept in, listed by its workspace (LISTED_BY in adapters/store.ts). */
@@ -24,9 +23,6 @@ export const INVITATION_LIFETIME_SECONDS = 7 * 24 * 60 * 60;
  * keep, and is far more than a team invites in a week.
  */
 export const MAX_PENDING_INVITATIONS = 50;
-
-/** As long as the create form can be sent at all (its token is its browser session's), as the create-key form's mark. */
-const FORM_MARK_SECONDS = LIFETIMES.Session;
 
 /** The link's secret: 256 random bits, base64url. */
 const SECRET = /^[A-Za-z0-9_-]{43}$/;
@@ -95,14 +91,17 @@ export function invitationsOver(store: Store, accounts: Accounts): WorkspaceInvi
  */
 export class WorkspaceInvitations {
   readonly #invitations: ModelStore;
-  /** The create forms' marks of use, and the places invitations hold (ReplayDetection records). */
+  /** The places invitations hold, and the marks of those used (ReplayDetection records). */
   readonly #marks: ModelStore;
+  /** The create form, sent once (its marks are ReplayDetection records too). */
+  readonly #forms: CreateForms;
   readonly #accounts: Accounts;
   readonly #clock: Clock;
 
   constructor({ invitations, marks, accounts, clock = systemClock }: { invitations: ModelStore; marks: ModelStore; accounts: Accounts; clock?: Clock }) {
     this.#invitations = invitations;
     this.#marks = marks;
+    this.#forms = new CreateForms(marks, 'invitation', 'InvitationForm');
     this.#accounts = accounts;
     this.#clock = clock;
   }
@@ -116,15 +115,14 @@ export class WorkspaceInvitations {
   async createFromForm(workspaceId: string, invitedBy: string, body: Record<string, unknown>): Promise<NewInvitation | { refused: MemberRefusal }> {
     const role = roleOf(body.role);
     if (!role) return { refused: noSuchRole() };
-    const formId = formIdOf(body);
-    if (!formId) return { refused: { status: 400, error: 'This form is out of date: no invitation was created. Create one with the form below.' } };
+    if (!formIdOf(body)) return { refused: outOfDate() };
     const pending = await this.#listed(workspaceId);
     if (pending.length >= MAX_PENDING_INVITATIONS) return { refused: tooMany() };
-    const mark = hash('sha256', `invitation-form\n${workspaceId}\n${formId}`, 'base64url');
-    if (!await this.#marks.insertNew(mark, { kind: 'InvitationForm' }, FORM_MARK_SECONDS)) return { refused: sentBefore() };
+    const claim = await this.#forms.claim(workspaceId, body);
+    if ('refused' in claim) return { refused: claim.refused === 'out_of_date' ? outOfDate() : sentBefore() };
     const created = await this.create(workspaceId, role, invitedBy, pending);
     // Refused: the form may be sent again once a place is free.
-    if ('refused' in created) await this.#marks.destroy(mark);
+    if ('refused' in created) await claim.claimed.release();
     return created;
   }
 
@@ -309,6 +307,10 @@ function invitationOf(payload: ModelPayload): Invitation | undefined {
   if (typeof id !== 'string' || typeof workspaceId !== 'string' || typeof role !== 'string' || !isRole(role) || typeof invitedBy !== 'string') return undefined;
   if (typeof createdAt !== 'number' || typeof expiresAt !== 'number' || typeof slot !== 'number') return undefined;
   return { id, workspaceId, role, invitedBy, createdAt, expiresAt, slot };
+}
+
+function outOfDate(): MemberRefusal {
+  return { status: 400, error: 'This form is out of date: no invitation was created. Create one with the form below.' };
 }
 
 function tooMany(): MemberRefusal {

@@ -2,7 +2,7 @@ import { hash } from 'node:crypto';
 
 import type { ModelStore } from '../../adapters/store.ts';
 import { LIFETIMES } from '../../config/lifetimes.ts';
-import { formIdOf } from './api_key_form.ts';
+import { formIdOf } from './form_ids.ts';
 
 /** As long as a confirmation form can be sent at all (its token is its browser session's). */
 const MARK_SECONDS = LIFETIMES.Session;

@@ -1,15 +1,7 @@
-import { hash } from 'node:crypto';
-
 import type { ApiKeyRecord, ModelStore } from '../../adapters/store.ts';
-import { LIFETIMES } from '../../config/lifetimes.ts';
 import { ApiKeyError, type ApiKeys, type NewApiKey } from '../api_keys/api_keys.ts';
-import { formIdOf, readApiKeyForm, type ApiKeyFormRefusal } from './api_key_form.ts';
-
-/**
- * How long a create form's mark of use stays: as long as the form can be sent at all (its token
- * is its browser session's), so a reload of the page that showed a key makes none however late.
- */
-const FORM_MARKER_SECONDS = LIFETIMES.Session;
+import { readApiKeyForm, type ApiKeyFormRefusal } from './api_key_form.ts';
+import { CreateForms } from './form_ids.ts';
 
 /**
  * What a workspace admin does with the workspace's API keys, through the same ApiKeys logic the
@@ -17,34 +9,34 @@ const FORM_MARKER_SECONDS = LIFETIMES.Session;
  */
 export class WorkspaceAdmin {
   readonly #apiKeys: ApiKeys;
-  /** Used-once markers (the store's atomic insert), one per create form shown. */
-  readonly #markers: ModelStore;
+  /** The create forms, each sent once. */
+  readonly #forms: CreateForms;
 
   constructor({ apiKeys, markers }: { apiKeys: ApiKeys; markers: ModelStore }) {
     this.#apiKeys = apiKeys;
-    this.#markers = markers;
+    this.#forms = new CreateForms(markers, 'api-key', 'ApiKeyForm');
   }
 
   /**
    * A new key from the create form, or what is wrong with the form (and the name given, to show
-   * again). Each form is shown with an id of its own (api_key_form.ts), marked used by the key it makes
-   * (the store's atomic insert): sent again (a reload of the page that showed the key, a restored
+   * again). Each form is shown with an id of its own, claimed by the key it makes (form_ids.ts):
+   * sent again (a reload of the page that showed the key, a restored
    * tab, copies of a double submit), it makes no second one (409).
    */
   async createKey(workspaceId: string, body: Record<string, unknown>): Promise<NewApiKey | ApiKeyFormRefusal> {
     const form = readApiKeyForm(body);
     if ('error' in form) return form;
-    const formId = formIdOf(body);
-    if (!formId) return { error: 'This form is out of date: no key was created. Create one with the form below.', name: form.request.name, status: 400 };
-    const marker = hash('sha256', `api-key-form\n${workspaceId}\n${formId}`, 'base64url');
-    if (!await this.#markers.insertNew(marker, { kind: 'ApiKeyForm' }, FORM_MARKER_SECONDS)) {
-      return { error: sentBefore(form.request.name), name: form.request.name, status: 409 };
+    const claim = await this.#forms.claim(workspaceId, body);
+    if ('refused' in claim) {
+      return claim.refused === 'out_of_date'
+        ? { error: 'This form is out of date: no key was created. Create one with the form below.', name: form.request.name, status: 400 }
+        : { error: sentBefore(form.request.name), name: form.request.name, status: 409 };
     }
     try {
       return await this.#apiKeys.create(workspaceId, form.request.name, form.request.expiresIn);
     } catch (error) {
       // The form may be sent again, corrected.
-      await this.#markers.destroy(marker);
+      await claim.claimed.release();
       if (error instanceof ApiKeyError) return { error: `The key was not created: ${error.message}.`, name: form.request.name, field: 'name' };
       throw error;
     }

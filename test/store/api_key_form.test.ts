@@ -7,7 +7,7 @@ import { expect } from 'chai';
 import { openStore } from '../../adapters/index.ts';
 import type { Store } from '../../adapters/store.ts';
 import { ApiKeys } from '../../src/api_keys/api_keys.ts';
-import { newFormId } from '../../src/settings/api_key_form.ts';
+import { newFormId } from '../../src/settings/form_ids.ts';
 import { WorkspaceAdmin } from '../../src/settings/workspace_admin.ts';
 import { startRedis, type RedisServer } from '../support/redis.ts';
 
