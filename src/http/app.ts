@@ -12,6 +12,7 @@ import type { Store } from '../../adapters/store.ts';
 import type { Config } from '../../config/index.ts';
 import { Accounts } from '../accounts/accounts.ts';
 import { ApiKeys } from '../api_keys/api_keys.ts';
+import { SETTINGS_PATH } from '../clients/first_party.ts';
 import { endProbationOnFirstToken } from '../clients/unused_clients.ts';
 import { recordAuthorizationErrors } from '../engine/authorization_errors.ts';
 import { buildProvider } from '../engine/provider.ts';
@@ -24,7 +25,7 @@ import type { KeyMaterial } from '../keys/keys.ts';
 import { CsrfTokens } from '../pages/csrf.ts';
 import { noSuchPage } from '../pages/no_such_page.ts';
 import { describeSite, siteOf } from '../pages/site.ts';
-import { COUNTED_KEYS_PURPOSE, Counters, createNewInteractionLimit, createNewMetadataDocumentLimit, createRateLimits } from '../rate_limits/limits.ts';
+import { COUNTED_KEYS_PURPOSE, Counters, createNewInteractionLimit, createNewMetadataDocumentLimit, createRateLimits, KNOWN_DEVICES_PURPOSE, KnownDevices } from '../rate_limits/limits.ts';
 import { dataApi } from '../resource/data_api.ts';
 import { IDEMPOTENCY_PURPOSE, IdempotentCreates } from '../resource/idempotency.ts';
 import { mcpEndpoint, mcpHosts } from '../resource/mcp.ts';
@@ -120,7 +121,7 @@ export function createService({ config, store, keys, revocations, logger, metric
   const rateLimits = createRateLimits(config.rateLimits, counters, logger, {
     tokenClientId: tokenRequestClientId,
     dataApiCredential: (ctx) => ctx.state.principal && credentialKey(ctx.state.principal),
-  });
+  }, new KnownDevices(keys.keyRing.derivedKeys(KNOWN_DEVICES_PURPOSE), [`${basePath}${INTERACTION_PATH}`, `${basePath}${SETTINGS_PATH}/password`]));
   const liveRoles = new LiveRoles(store.accounts);
   const endpoints = engineEndpoints({
     issuer, basePath, provider, rotations, resources, audience, accounts, clients: store.model('Client'), registrationAccessTokens: store.model('RegistrationAccessToken'), verifier, liveRoles, rateLimits,

@@ -87,7 +87,7 @@ export function interactionRouter(deps: InteractionDependencies): Router {
 
     const email = typeof body.email === 'string' ? body.email : '';
     const password = typeof body.password === 'string' ? body.password : '';
-    const outcome = email && password ? await deps.signIns.attempt(email, ctx.ip, () => deps.accounts.authenticate(email, password)) : {};
+    const outcome = email && password ? await deps.signIns.attempt(email, ctx, () => deps.accounts.authenticate(email, password)) : {};
     if (outcome.refused) {
       ctx.state.signInRefused = 'rate_limited';
       ctx.status = 429;

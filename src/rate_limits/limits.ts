@@ -6,10 +6,12 @@ import type { Logger } from '../shared/logger.ts';
 import { inWords } from '../shared/words.ts';
 import { addressKey } from './addresses.ts';
 import type { Counter, Counters } from './counter.ts';
+import type { KnownDevices } from './known_devices.ts';
 import { SignIns } from './sign_ins.ts';
 
 export { SignIns } from './sign_ins.ts';
 export { COUNTED_KEYS_PURPOSE, Counters } from './counter.ts';
+export { KNOWN_DEVICES_PURPOSE, KnownDevices } from './known_devices.ts';
 
 /**
  * Rate limits, counted in the store's rate limiters (shared across instances on Redis, per process
@@ -32,7 +34,7 @@ export interface RateLimiting {
   failedCredentials: FailedCredentials;
   /** POST /oauth/introspect, around the engine: failed client authentication, per client address, as failed credentials. */
   introspection: Middleware;
-  /** The sign-in form: per address and per account, with locks. */
+  /** The sign-in form and the password change: per address and per account (or known device), with locks. */
   signIns: SignIns;
   /** A form posted to the authorization or logout endpoint, kept for the GET that follows: per client address. */
   postedForms: Middleware;
@@ -71,9 +73,12 @@ type AddressOf = (ctx: Context) => string;
 const passThrough: Middleware = (_ctx, next) => next();
 const countNoFailures: FailedCredentials = { refused: async (_ctx, refusal) => refusal };
 
-/** With `limits` undefined (RATE_LIMITS=off) nothing is limited; failed sign-ins are still logged. */
-export function createRateLimits(limits: RateLimits | undefined, counters: Counters, logger: Logger, keys: RequestKeys): RateLimiting {
-  const signIns = new SignIns(limits, counters, logger);
+/**
+ * With `limits` undefined (RATE_LIMITS=off) nothing is limited; failed sign-ins are still logged.
+ * `knownDevices` are the browsers the sign-in locks tell apart from others (known_devices.ts).
+ */
+export function createRateLimits(limits: RateLimits | undefined, counters: Counters, logger: Logger, keys: RequestKeys, knownDevices: KnownDevices): RateLimiting {
+  const signIns = new SignIns(limits, counters, logger, knownDevices);
   if (!limits) {
     return {
       registration: passThrough, token: passThrough, pushedAuthorization: passThrough, dataApi: passThrough,

@@ -1,8 +1,11 @@
+import type { Context } from 'koa';
+
 import { foldEmail, normalEmail } from '../../adapters/store.ts';
 import type { RateLimits } from '../../config/index.ts';
 import type { Logger } from '../shared/logger.ts';
 import { addressKey } from './addresses.ts';
 import type { Counter, Counters } from './counter.ts';
+import type { KnownDevices } from './known_devices.ts';
 import { inWords } from '../shared/words.ts';
 
 /** The sign-in form's refusal: the page is shown again with 429, `Retry-After` and this message. */
@@ -38,11 +41,13 @@ const FAILURES_KEPT_SECONDS = 24 * 3600;
  * thousands of guesses checked before the first failures lock the account.
  */
 const CONCURRENT_CHECKS_PER_ACCOUNT = 20;
+/** Password checks from one known device at the same moment: as many as an account's, and counted apart from them. */
+const CONCURRENT_CHECKS_PER_DEVICE = CONCURRENT_CHECKS_PER_ACCOUNT;
 /** How long a check may be counted as under way (a process that dies mid-check leaves its count this long). */
 const CHECK_SECONDS = 60;
 
 interface Admitted {
-  /** The account had failed often enough to be locked before: this attempt holds the lock key. */
+  /** The account (or the known device) had failed often enough to be locked before: this attempt holds the lock key. */
   gated: boolean;
 }
 
@@ -57,36 +62,65 @@ interface Admitted {
  *   RATE_LIMIT_LOGIN_LOCK_MAX. While locked no password is checked, the right one included; once
  *   the lock lifts, one attempt at a time is let through until one succeeds, which clears the count;
  * - per account, at most CONCURRENT_CHECKS_PER_ACCOUNT checks at once.
- * The refusal reads the same whether or not the account exists. Every failure and lock is logged
- * with the address and the id of the user the email names, never what was typed: a password typed
- * into the email field would be logged otherwise. A refusal, which checks nothing, names the address.
+ * - a known device (a browser that signed in to the account before: known_devices.ts) is counted
+ *   apart from the account, by its device id, with the same rules: its consecutive failures lock
+ *   that device (RATE_LIMIT_LOGIN_ACCOUNT of them, the same lock and doubling, one attempt at a
+ *   time once it lifts), its checks at once are its own, and the account's failures, lock and
+ *   checks under way neither hold it back nor are touched by it. So a lock someone else's guesses
+ *   keep on an account never keeps its owner out of the browsers they use, and a stolen device
+ *   cookie buys RATE_LIMIT_LOGIN_ACCOUNT guesses before its own lock. A success from a known device
+ *   clears that device's failures only: the account's, which the guesser's failures are, stay,
+ *   else each sign-in of the owner would give the guesser a fresh allowance. The per-address
+ *   limit holds for every attempt, known device or not.
+ * The refusal reads the same whether or not the account exists, and for a known device as for the
+ * account. Every failure and lock is logged with the address and the id of the user the email
+ * names, never what was typed: a password typed into the email field would be logged otherwise.
+ * A refusal, which checks nothing, names the address. A known device's lines say so
+ * (`known_device: true`), never its id.
  */
 export class SignIns {
   readonly #logger: Logger;
+  readonly #devices: KnownDevices;
   readonly #guard: Guard | undefined;
 
-  constructor(limits: RateLimits | undefined, counters: Counters, logger: Logger) {
+  constructor(limits: RateLimits | undefined, counters: Counters, logger: Logger, devices: KnownDevices) {
     this.#logger = logger;
+    this.#devices = devices;
     this.#guard = limits && {
       limits,
       perAddress: counters.counter({ name: 'login-address', ...limits.loginPerAddress }),
-      checking: counters.counter({ name: 'login-checking', points: CONCURRENT_CHECKS_PER_ACCOUNT, duration: CHECK_SECONDS }),
-      failures: counters.counter({ name: 'login-failures', points: limits.loginFailuresBeforeLock, duration: FAILURES_KEPT_SECONDS }),
-      locks: counters.counter({ name: 'login-lock', points: 1, duration: limits.loginLockMax }),
+      account: {
+        checking: counters.counter({ name: 'login-checking', points: CONCURRENT_CHECKS_PER_ACCOUNT, duration: CHECK_SECONDS }),
+        failures: counters.counter({ name: 'login-failures', points: limits.loginFailuresBeforeLock, duration: FAILURES_KEPT_SECONDS }),
+        locks: counters.counter({ name: 'login-lock', points: 1, duration: limits.loginLockMax }),
+      },
+      device: {
+        checking: counters.counter({ name: 'login-device-checking', points: CONCURRENT_CHECKS_PER_DEVICE, duration: CHECK_SECONDS }),
+        failures: counters.counter({ name: 'login-device-failures', points: limits.loginFailuresBeforeLock, duration: FAILURES_KEPT_SECONDS }),
+        locks: counters.counter({ name: 'login-device-lock', points: 1, duration: limits.loginLockMax }),
+      },
     };
   }
 
   /**
-   * Checks the password with `authenticate` unless the address or the account may not sign in now.
-   * `clientAddress` is logged as given and counted as addressKey() reads it (an IPv6 network is one address).
+   * Checks the password with `authenticate` unless the address, or the account (or, from a known
+   * device of the account, that device) may not sign in now; on success the browser is made (or
+   * kept) a known device of the account. The request's address is logged as given and counted as
+   * addressKey() reads it (an IPv6 network is one address).
    */
-  async attempt<User>(email: string, clientAddress: string, authenticate: () => Promise<PasswordCheck<User>>): Promise<SignInOutcome<User>> {
+  async attempt<User>(email: string, ctx: Context, authenticate: () => Promise<PasswordCheck<User>>): Promise<SignInOutcome<User>> {
+    const clientAddress = ctx.ip;
     // One lock an account: the email as the store tells accounts apart, so two accounts never share one.
     const account = foldEmail(normalEmail(email));
-    const address = this.#guard ? addressKey(clientAddress, this.#guard.limits.ipv6Prefix) : clientAddress;
-    const admitted = this.#guard ? await admit(this.#guard, account, address) : { gated: false };
+    const guard = this.#guard;
+    const device = guard && this.#devices.deviceOf(ctx, account);
+    // A known device is counted under its id, the account under its email: each with its own counters.
+    const scope: Scope | undefined = guard && (device === undefined ? { guard, locks: guard.account, key: account } : { guard, locks: guard.device, key: device });
+    const known = device === undefined ? {} : { known_device: true };
+    const address = guard ? addressKey(clientAddress, guard.limits.ipv6Prefix) : clientAddress;
+    const admitted = scope ? await admit(scope, address) : { gated: false };
     if ('refused' in admitted) {
-      this.#logger.warn('sign-in refused', { ip: clientAddress, reason: admitted.refused.limit, retry_after: admitted.refused.retryAfter });
+      this.#logger.warn('sign-in refused', { ip: clientAddress, reason: admitted.refused.limit, retry_after: admitted.refused.retryAfter, ...known });
       return { refused: admitted.refused };
     }
     let user: User | undefined;
@@ -95,17 +129,20 @@ export class SignIns {
       ({ user, accountId } = await authenticate());
     } catch (error) {
       // Nothing was decided (the store did not answer): the attempt is not counted.
-      if (this.#guard) await settle(this.#guard, account, address, admitted, 'undone');
+      if (scope) await settle(scope, address, admitted, 'undone');
       throw error;
     }
     if (user) {
-      if (this.#guard) await settle(this.#guard, account, address, admitted, 'succeeded');
+      if (scope) {
+        await settle(scope, address, admitted, 'succeeded');
+        this.#devices.remember(ctx, account, device);
+      }
       return { user };
     }
-    const logged = { user_id: accountId, ip: clientAddress };
-    const failures = this.#guard && await settle(this.#guard, account, address, admitted, 'failed');
+    const logged = { user_id: accountId, ip: clientAddress, ...known };
+    const failures = scope && await settle(scope, address, admitted, 'failed');
     this.#logger.warn('sign-in failed', { ...logged, ...(failures ? { failures } : {}) });
-    const lock = this.#guard && failures && await lockAfterFailure(this.#guard, account, failures);
+    const lock = scope && failures && await lockAfterFailure(scope, failures);
     if (!lock) return {};
     this.#logger.warn('sign-in locked', { ...logged, seconds: lock });
     return { refused: accountLocked(lock) };
@@ -117,57 +154,72 @@ interface Guard {
   limits: RateLimits;
   /** Failed sign-ins per address, and those under way. */
   perAddress: Counter;
-  /** Checks under way per account. */
+  /** Per account (the email), for every browser that is no known device of it. */
+  account: Locks;
+  /** Per known device (its id), for its attempts at the account its cookie binds it to. */
+  device: Locks;
+}
+
+/** What is counted per account, or per known device. */
+interface Locks {
+  /** Checks under way. */
   checking: Counter;
-  /** Consecutive failures per account. */
+  /** Consecutive failures. */
   failures: Counter;
-  /** Per account: held while locked, and taken by the one attempt let through once a lock has lifted. */
+  /** Held while locked, and taken by the one attempt let through once a lock has lifted. */
   locks: Counter;
+}
+
+/** Whose counts an attempt is under: the account's (`key` the email) or a known device's (`key` its id). */
+interface Scope {
+  guard: Guard;
+  locks: Locks;
+  key: string;
 }
 
 type Admission = Admitted | { refused: SignInRefusal };
 
-async function admit(guard: Guard, account: string, ip: string): Promise<Admission> {
+async function admit({ guard, locks: { checking, failures: failed, locks }, key }: Scope, ip: string): Promise<Admission> {
   const addressWait = await guard.perAddress.take(ip);
   if (addressWait !== undefined) return { refused: addressLimited(addressWait) };
-  const busy = await guard.checking.take(account);
+  const busy = await checking.take(key);
   if (busy !== undefined) {
-    await Promise.all([guard.perAddress.giveBack(ip), guard.checking.giveBack(account)]);
+    await Promise.all([guard.perAddress.giveBack(ip), checking.giveBack(key)]);
     return { refused: accountBusy() };
   }
-  const failures = await guard.failures.count(account);
+  const failures = await failed.count(key);
   const gated = failures >= guard.limits.loginFailuresBeforeLock;
   // Past the threshold an attempt must take the lock key itself, which it can only once the lock
   // has lifted, and which makes it the one attempt in flight; below it, a lock left from before
   // the count was forgotten still holds.
   const lockWait = gated
-    ? await guard.locks.takeOnly(account, lockSeconds(guard.limits, failures + 1))
-    : await guard.locks.secondsLeft(account);
+    ? await locks.takeOnly(key, lockSeconds(guard.limits, failures + 1))
+    : await locks.secondsLeft(key);
   if (lockWait === undefined) return { gated };
-  await Promise.all([guard.perAddress.giveBack(ip), guard.checking.giveBack(account)]);
+  await Promise.all([guard.perAddress.giveBack(ip), checking.giveBack(key)]);
   return { refused: accountLocked(lockWait) };
 }
 
 /**
- * After the password check. A success clears the account's failures (and the lock key it took)
- * and does not count against the address; a failure is counted for both (the account's count is
- * the answer); an attempt that decided nothing is taken back.
+ * After the password check. A success clears the scope's failures (and the lock key it took: the
+ * account's, or the known device's only) and does not count against the address; a failure is
+ * counted for both (the scope's count is the answer); an attempt that decided nothing is taken back.
  */
-async function settle(guard: Guard, account: string, ip: string, admitted: Admitted, how: 'succeeded' | 'failed' | 'undone'): Promise<number> {
-  const [failures] = await Promise.all([
-    how === 'succeeded' ? guard.failures.forget(account).then(() => 0) : how === 'failed' ? guard.failures.add(account) : 0,
+async function settle({ guard, locks: { checking, failures, locks }, key }: Scope, ip: string, admitted: Admitted, how: 'succeeded' | 'failed' | 'undone'): Promise<number> {
+  const [count] = await Promise.all([
+    how === 'succeeded' ? failures.forget(key).then(() => 0) : how === 'failed' ? failures.add(key) : 0,
     how === 'failed' ? undefined : guard.perAddress.giveBack(ip),
-    guard.checking.giveBack(account),
-    admitted.gated && how !== 'failed' ? guard.locks.forget(account) : undefined,
+    checking.giveBack(key),
+    admitted.gated && how !== 'failed' ? locks.forget(key) : undefined,
   ]);
-  return failures;
+  return count;
 }
 
-/** After the `failures`th consecutive failure: locks the account once that is enough; the lock's seconds. */
-async function lockAfterFailure(guard: Guard, account: string, failures: number): Promise<number | undefined> {
+/** After the `failures`th consecutive failure: locks the account (or the known device) once that is enough; the lock's seconds. */
+async function lockAfterFailure({ guard, locks: { locks }, key }: Scope, failures: number): Promise<number | undefined> {
   if (failures < guard.limits.loginFailuresBeforeLock) return undefined;
   const seconds = lockSeconds(guard.limits, failures);
-  await guard.locks.hold(account, seconds);
+  await locks.hold(key, seconds);
   return seconds;
 }
 

@@ -1,3 +1,5 @@
+import type { Context } from 'koa';
+
 import { AccountError, type Accounts } from '../accounts/accounts.ts';
 import type { UserAccess } from '../engine/user_access.ts';
 import type { SignIns } from '../rate_limits/limits.ts';
@@ -40,7 +42,8 @@ export class PasswordChange {
   }
 
   /** Changes the password, or says which field to fix; `sessionId` is the session that stays. */
-  async change(user: User, sessionId: string, body: Record<string, unknown>, clientAddress: string): Promise<PasswordRefusal | undefined> {
+  /** `ctx` is the request's: its address is counted, and its browser may be a known device of the user (src/rate_limits/known_devices.ts). */
+  async change(user: User, sessionId: string, body: Record<string, unknown>, ctx: Context): Promise<PasswordRefusal | undefined> {
     const field = (name: string): string => {
       const value = body[name];
       return typeof value === 'string' ? value : '';
@@ -52,7 +55,7 @@ export class PasswordChange {
     if (problem) return { status: 400, field: 'next', error: problem };
     if (next !== confirmation) return { status: 400, field: 'confirmation', error: 'The new password and its confirmation differ: type the same new password in both fields.' };
 
-    const outcome = await this.#signIns.attempt(user.email, clientAddress, () => this.#accounts.authenticate(user.email, current));
+    const outcome = await this.#signIns.attempt(user.email, ctx, () => this.#accounts.authenticate(user.email, current));
     if (outcome.refused) return { status: 429, field: 'current', error: passwordNotChecked(outcome.refused), retryAfter: outcome.refused.retryAfter };
     if (outcome.user?.id !== user.id) return { status: 400, field: 'current', error: 'Your current password is not right, so nothing was changed.' };
     // Passwords are one whatever Unicode form they were typed in (hashed composed).

@@ -177,7 +177,7 @@ export function settingsRouter(dependencies: SettingsDependencies): Router {
 
   router.post('/password', passwordChangedBefore, requireSignIn, passwordForm, checkForm, async (ctx) => {
     const { user, sessionId } = signedInOf(ctx);
-    const refusal = await passwords.change(user, sessionId, ctx.request.body as FormBody, ctx.ip);
+    const refusal = await passwords.change(user, sessionId, ctx.request.body as FormBody, ctx);
     // Refused (the current password is the new one now) because the first sending of this form changed it meanwhile.
     if (refusal && await renewedSessions.renewed(sessionId)) return pages.passwordChangedBefore(ctx);
     if (refusal) {

@@ -93,6 +93,16 @@ class Browser {
     }
     return response;
   }
+
+  /** The value of the cookie `name` it holds. */
+  cookie(name: string): string | undefined {
+    return this.#cookies.get(name);
+  }
+
+  /** Holds `value` for the cookie `name` from now on (a cookie copied from another browser, or made up). */
+  setCookie(name: string, value: string): void {
+    this.#cookies.set(name, value);
+  }
 }
 
 interface LoginForm {
@@ -144,6 +154,18 @@ async function signInOnceUnlocked(browser: Browser, form: LoginForm, email: stri
     if (answer.status !== 429 || Date.now() > deadline) return answer;
     await sleep(Number(answer.retryAfter) * 1000);
   }
+}
+
+/** Follows the redirects on `server` from `url` until a page is shown: its address and HTML. */
+async function follow(browser: Browser, server: TestServer, url: string): Promise<{ url: string; html: string }> {
+  for (let hops = 0; hops < 10; hops += 1) {
+    const response = await browser.request(url);
+    const location = response.headers.get('location');
+    if (!location) return { url, html: await response.text() };
+    url = new URL(location, url).href;
+    if (!url.startsWith(server.origin)) throw new Error(`left the server for ${url}`);
+  }
+  throw new Error('too many redirects');
 }
 
 /** Log lines (JSON) matching `message`, waiting a moment for the asynchronously written log. */
@@ -349,6 +371,125 @@ describe('rate limits', function () {
 
       const elsewhere = new Browser();
       expect((await signIn(elsewhere, await openLogin(elsewhere, server, app), person.email, person.password)).status).to.equal(303);
+    });
+
+    describe('from a known device: a browser that signed in to the account before', function () {
+      // Locks that outlast each test: nothing here waits for one to lift.
+      let devices: TestServer;
+      let client: RegisteredClient;
+
+      before(async () => {
+        devices = await startServer({ env: { ...LIMITS, RATE_LIMIT_LOGIN_LOCK: '1m', RATE_LIMIT_LOGIN_LOCK_MAX: '1h' } });
+        client = await registered(devices);
+      });
+
+      after(async () => {
+        await devices?.stop();
+      });
+
+      /** Failed sign-ins from a browser of their own, until the account is locked. */
+      async function lockOut(email: string): Promise<void> {
+        const guesser = new Browser();
+        const form = await openLogin(guesser, devices, client);
+        expect((await signIn(guesser, form, email, 'a guess 1')).status).to.equal(400);
+        expect((await signIn(guesser, form, email, 'a guess 2')).status, 'the account is locked').to.equal(429);
+      }
+
+      /** A browser that signed in to `person`'s account on the sign-in page. */
+      async function knownDevice(person: SeededUser): Promise<Browser> {
+        const browser = new Browser();
+        expect((await signIn(browser, await openLogin(browser, devices, client), person.email, person.password)).status).to.equal(303);
+        return browser;
+      }
+
+      const LOCKED = /^Too many sign-in attempts with this email address have failed, so signing in with it is paused for 1 minute\. Try again after that\.$/;
+
+      it('signs in with the right password while failures from elsewhere keep the account locked, and gets a session; a fresh browser is still refused', async () => {
+        const person = await seedUser(devices);
+        const own = await knownDevice(person);
+        await lockOut(person.email);
+
+        const form = await openLogin(own, devices, client);
+        const signedIn = await own.request(form.action, { csrf: form.csrf, email: person.email, password: person.password });
+        expect(signedIn.status, 'the right password from the known device, during the lock').to.equal(303);
+        // Signed in: the consent page of this account's session comes next.
+        const consent = await follow(own, devices, new URL(signedIn.headers.get('location')!, form.action).href);
+        expect(consent.html, consent.url).to.match(/<form method="post" action="[^"]+\/consent"/);
+
+        // Its sign-ins cleared nothing of the account's lock: everyone else is still refused.
+        const fresh = new Browser();
+        const refused = await signIn(fresh, await openLogin(fresh, devices, client), person.email, person.password);
+        expect(refused.status).to.equal(429);
+        expect(refused.error).to.match(LOCKED);
+      });
+
+      it('is refused too once its own failures reach RATE_LIMIT_LOGIN_ACCOUNT; another account\'s browser, a changed or unsigned cookie never help', async () => {
+        const person = await seedUser(devices);
+        const own = await knownDevice(person);
+        const otherAccounts = await knownDevice(await seedUser(devices));
+        await lockOut(person.email);
+
+        const value = own.cookie('known_devices');
+        expect(value, 'the known device\'s cookie').to.be.a('string');
+        const entries = JSON.parse(Buffer.from(value!, 'base64url').toString()) as unknown[][];
+        const changed = Buffer.from(JSON.stringify(entries.map(([id, of, at]) => [id, of, Number(at) + 1]))).toString('base64url');
+        const tampered = new Browser();
+        tampered.setCookie('known_devices', changed);
+        tampered.setCookie('known_devices.sig', own.cookie('known_devices.sig')!);
+        const unsigned = new Browser();
+        unsigned.setCookie('known_devices', value!);
+        const garbled = new Browser();
+        garbled.setCookie('known_devices', '%%not-a-cookie%%');
+        garbled.setCookie('known_devices.sig', 'forged');
+        for (const [name, browser] of [['another account\'s browser', otherAccounts], ['a changed cookie', tampered], ['an unsigned copy', unsigned], ['a garbled one', garbled]] as const) {
+          const answer = await signIn(browser, await openLogin(browser, devices, client), person.email, person.password);
+          expect([answer.status, answer.error], name).to.satisfy(([status, error]: [number, string]) => status === 429 && LOCKED.test(error));
+        }
+
+        // The known device's own failures: checked, counted against it, then it is locked too.
+        const form = await openLogin(own, devices, client);
+        const first = await signIn(own, form, person.email, 'my typo 1');
+        expect([first.status, first.error], 'checked during the lock, and not right').to.deep.equal([400, 'The email or password is not right.']);
+        const locking = await signIn(own, first.form!, person.email, 'my typo 2');
+        expect(locking.status).to.equal(429);
+        expect(locking.error).to.match(LOCKED);
+        expect((await signIn(own, locking.form!, person.email, person.password)).status, 'the right password, from the device now locked').to.equal(429);
+
+        const [failed] = await logLines(devices, 'sign-in failed', (line) => line.user_id === person.id && line.ip === own.address);
+        expect(failed).to.include({ known_device: true, failures: 1 });
+        const [locked] = await logLines(devices, 'sign-in locked', (line) => line.user_id === person.id && line.ip === own.address);
+        expect(locked).to.include({ known_device: true, seconds: 60 });
+        expect(devices.logs(), 'no device id in the logs').to.not.include(String(entries[0]![0]));
+      });
+
+      it('sets its cookie HttpOnly and SameSite=Lax for the sign-in form and the password change only, for 180 days, naming no email; the password change checks the password from it during a lock', async () => {
+        const person = await seedUser(devices);
+        const own = new Browser();
+        const login = await follow(own, devices, `${devices.issuer}/settings/password`);
+        const form = readForm(login.html, devices.origin)!;
+        const posted = await own.request(form.action, { csrf: form.csrf, email: person.email, password: person.password });
+        expect(posted.status).to.equal(303);
+        const cookies = posted.headers.getSetCookie().filter((cookie) => cookie.startsWith('known_devices='));
+        expect(cookies.map((cookie) => /; path=([^;]*)/.exec(cookie)?.[1])).to.deep.equal(['/interaction', '/settings/password']);
+        for (const cookie of cookies) {
+          expect(cookie).to.match(/; httponly(;|$)/).and.match(/; samesite=lax(;|$)/);
+          const days = (Date.parse(/; expires=([^;]*)/.exec(cookie)![1]!) - Date.now()) / 86_400_000;
+          expect(days).to.be.within(179.9, 180.1);
+        }
+        const value = own.cookie('known_devices')!;
+        const stored = `${value} ${Buffer.from(value, 'base64url').toString()}`.toLowerCase();
+        expect(stored).to.not.include(person.email.split('@')[0]!.toLowerCase());
+
+        const settings = await follow(own, devices, new URL(posted.headers.get('location')!, devices.origin).href);
+        expect(settings.url).to.equal(`${devices.issuer}/settings/password`);
+        await lockOut(person.email);
+        const csrf = /name="csrf" value="([^"]*)"/.exec(settings.html)![1]!;
+        const changed = await own.request(`${devices.issuer}/settings/password`, {
+          csrf, current_password: person.password, new_password: 'a-new-long-password-42', confirm_password: 'a-new-long-password-42',
+        });
+        expect(changed.status, 'the current password checked during the lock').to.equal(303);
+        expect(changed.headers.get('location')).to.match(/done=password-changed/);
+      });
     });
   });
 
@@ -612,6 +753,24 @@ describe('rate limits on Redis', function () {
     const onSecond = { ...form, action: form.action.replace(first.origin, second.origin) };
     const right = await signIn(browser, onSecond, user.email, user.password);
     expect(right.status, 'the right password on the other instance, during the lock').to.equal(429);
+  });
+
+  it('a known device: signed in on one instance, it signs in on the other while the account is locked; its failures on both lock it', async () => {
+    const user = await seedUser(first);
+    const app = await registered(first);
+    const own = new Browser();
+    expect((await signIn(own, await openLogin(own, first, app), user.email, user.password)).status).to.equal(303);
+    const guesser = new Browser();
+    const guessing = await openLogin(guesser, second, app);
+    await signIn(guesser, guessing, user.email, 'a guess 1');
+    expect((await signIn(guesser, guessing, user.email, 'a guess 2')).status, 'locked on the other instance').to.equal(429);
+
+    const onSecond = await openLogin(own, second, app);
+    expect((await signIn(own, onSecond, user.email, user.password)).status, 'the known device on the other instance, during the lock').to.equal(303);
+    expect((await signIn(own, await openLogin(own, first, app), user.email, 'my typo 1')).status, 'its failure counted here').to.equal(400);
+    const locked = await signIn(own, await openLogin(own, second, app), user.email, 'my typo 2');
+    expect(locked.status, 'and its second there: it is locked').to.equal(429);
+    expect((await signIn(own, locked.form!, user.email, user.password)).status, 'the right password, from the device now locked').to.equal(429);
   });
 
   it('while Redis is down: limiters count in process and never fail, and what needs the store still answers 503', async () => {
