@@ -41,8 +41,11 @@ export class PasswordChange {
     this.#renewedSessions = renewedSessions;
   }
 
-  /** Changes the password, or says which field to fix; `sessionId` is the session that stays. */
-  /** `ctx` is the request's: its address is counted, and its browser may be a known device of the user (src/rate_limits/known_devices.ts). */
+  /**
+   * Changes the password, or says which field to fix; `sessionId` is the session that stays. `ctx`
+   * is the request's: its address is counted, and its browser may be a known device of the user
+   * (src/rate_limits/known_devices.ts).
+   */
   async change(user: User, sessionId: string, body: Record<string, unknown>, ctx: Context): Promise<PasswordRefusal | undefined> {
     const field = (name: string): string => {
       const value = body[name];
