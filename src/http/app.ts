@@ -17,13 +17,14 @@ import { endProbationOnFirstToken } from '../clients/unused_clients.ts';
 import { recordAuthorizationErrors } from '../engine/authorization_errors.ts';
 import { buildProvider } from '../engine/provider.ts';
 import { mcpAudience } from '../engine/resource_indicators.ts';
-import { ENGINE_ROUTES, INTERACTION_PATH } from '../engine/routes.ts';
+import { ENGINE_ROUTE_TEMPLATES, ENGINE_ROUTES, INTERACTION_PATH } from '../engine/routes.ts';
 import { UserAccess } from '../engine/user_access.ts';
 import { recordGrantUse } from '../grants/activity.ts';
 import { interactionRouter } from '../interactions/router.ts';
 import type { KeyMaterial } from '../keys/keys.ts';
 import { CsrfTokens } from '../pages/csrf.ts';
 import { noSuchPage } from '../pages/no_such_page.ts';
+import { sameOriginForms } from '../pages/same_origin_forms.ts';
 import { describeSite, siteOf } from '../pages/site.ts';
 import { COUNTED_KEYS_PURPOSE, Counters, createNewInteractionLimit, createNewMetadataDocumentLimit, createRateLimits, KNOWN_DEVICES_PURPOSE, KnownDevices } from '../rate_limits/limits.ts';
 import { dataApi } from '../resource/data_api.ts';
@@ -92,7 +93,9 @@ const VIEWS = fileURLToPath(new URL('../../views', import.meta.url));
  *   request id -> the site (the pages' name and logo) -> timing (request log, metrics) -> error mapping
  *   -> wait for the store's commit -> security headers -> /healthz, /readyz -> /metrics (METRICS=public only)
  *   -> pages only at BASE_URL's host -> home page -> discovery aliases
- *   -> protected resource metadata -> data API (/rest) -> MCP (/mcp) -> login and consent pages (/interaction)
+ *   -> protected resource metadata -> data API (/rest) -> MCP (/mcp)
+ *   -> the product's forms sent from another site refused (/interaction, /settings, the sign-out question)
+ *   -> login and consent pages (/interaction)
  *   -> the host's steps at the engine's endpoints (src/http/endpoints/) -> settings area (/settings)
  *   -> held error redirects (around /oauth/authorize) -> the engine's self-submitting pages in the layout
  *   -> the engine's exact paths only
@@ -163,6 +166,10 @@ export function createService({ config, store, keys, revocations, logger, metric
   const isHome = atHomePage(site);
   const isEnginePage = (path: string) => enginePagePaths.some((under) => under(path));
   const isPage = (path: string) => isHome(path) || interactionPages(path) || settingsPages(path) || isEnginePage(path);
+  // The forms of the product's own pages: sign-in and consent, the settings area, and the sign-out question (the engine's
+  // confirmation form, which the product renders); never the engine's endpoints, which take forms from other sites.
+  const signOutConfirmation = `${basePath}${ENGINE_ROUTE_TEMPLATES.end_session_confirm}`;
+  const isProductForm = (path: string) => interactionPages(path) || settingsPages(path) || path === signOutConfirmation;
 
   // The engine runs on this app's context (koa-mount), so cookies it signs use these keys.
   const app = new Koa({ proxy: config.proxyHops > 0, maxIpsCount: config.proxyHops, keys: keys.cookieKeys });
@@ -185,6 +192,7 @@ export function createService({ config, store, keys, revocations, logger, metric
   app.use(onlyWhere((path) => resourceMetadata.paths.has(path), resourceMetadata.middleware));
   app.use(onlyWhere(atOrUnder(restPath), data));
   app.use(onlyWhere(atOrUnder(mcpPath), mcp));
+  app.use(onlyWhere(isProductForm, sameOriginForms(issuer)));
   app.use(onlyWhere(interactionPages, pages(interactions)));
   app.use(onlyWhere(endpoints.handles, endpoints.routes));
   app.use(onlyWhere(settingsPages, pages(settings)));

@@ -66,11 +66,14 @@ export function logoutPages({ accounts, issuer }: LogoutDependencies): LogoutPag
      * The earlier form, sent, is refused as an invalid_request though no application took part:
      * a signed-in user is asked the question again (naming no application: the form sent does
      * not say which one asked), and anyone else is told they are signed out already, which is
-     * what they asked for.
+     * what they asked for. A form sent from another site's page, which comes without the session
+     * cookie, never gets here: src/pages/same_origin_forms.ts refuses it first. A browser that
+     * does not say where its form came from is taken at its word that no one is signed in: asking
+     * it again could send a browser that keeps no cookie round in a circle.
      */
     answerStaleConfirmation: async (ctx, code) => {
       if (ctx.oidc?.route !== 'end_session_confirm' || code !== 'invalid_request') return false;
-      if (ctx.oidc.session?.accountId || fromAnotherSite(ctx)) {
+      if (ctx.oidc.session?.accountId) {
         const question = new URL(ctx.oidc.urlFor('end_session'));
         question.searchParams.set(ASKED_AGAIN, '1');
         ctx.status = 303;
@@ -82,17 +85,6 @@ export function logoutPages({ accounts, issuer }: LogoutDependencies): LogoutPag
       return true;
     },
   };
-}
-
-/**
- * A form posted from another site's page comes without the session cookie (SameSite=Lax), signed
- * in or not: only the question, asked at a top-level GET, which carries it, can tell. A browser
- * that does not say where the form came from (no Sec-Fetch-Site) is taken at its word that no one
- * is signed in: asking it again could send a browser that keeps no cookie round in a circle.
- */
-function fromAnotherSite(ctx: KoaContextWithOIDC): boolean {
-  const site = ctx.get('Sec-Fetch-Site');
-  return site === 'cross-site' || site === 'same-site';
 }
 
 /** The application that asked for the sign-out (known from id_token_hint or client_id), as the pages show it. */

@@ -62,6 +62,12 @@ const ERROR_TEXTS: Record<string, ErrorText> = {
     message: 'The application sent a request this server cannot process. Nothing was shared with it.',
     next: 'Go back to the application and try again. If this happens again, tell its developer, quoting the reference below.',
   },
+  // A form of the service's own pages sent from another site's page (src/pages/same_origin_forms.ts).
+  cross_site_form: {
+    heading: 'Sent from another site',
+    message: 'This form was sent from another website, not from this service’s own page, so nothing was done.',
+    next: 'To do it, open the page again from this service (type its address or use its links) and send the form from there.',
+  },
   session_expired: {
     heading: 'This page has expired',
     message: 'The sign-in took too long or was already completed.',

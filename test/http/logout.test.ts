@@ -218,11 +218,29 @@ describe('sign-out (RP-Initiated Logout) over HTTP', function () {
       expect(await nextAuthorization(agent)).to.equal('login');
     });
 
-    it('asks the question again for a form from another site, which comes without the session cookie whether or not anyone is signed in', async () => {
-      const agent = new UserAgent({ ...BROWSER, 'sec-fetch-site': 'cross-site' });
-      const forged = await agent.request(`${server.issuer}/oauth/logout/confirm`, { form: { logout: 'yes' } });
-      expect(forged.status).to.equal(303);
-      expect(forged.headers.get('location')).to.equal(`${server.issuer}/oauth/logout?again=1`);
+    it('refuses the question\'s form sent from another site, with its xsrf value, with 403 saying so: no one is signed out', async () => {
+      const agent = new UserAgent(BROWSER);
+      await signIn(agent);
+      const { action, xsrf } = logoutForm(await (await agent.request(logoutUrl())).text());
+      const fromElsewhere: Array<Record<string, string>> = [{ 'sec-fetch-site': 'cross-site' }, { 'sec-fetch-site': 'same-site' }, { origin: 'https://evil.example' }];
+      for (const foreign of fromElsewhere) {
+        const forged = await agent.request(action, { form: { xsrf, logout: 'yes' }, headers: foreign });
+        expect(forged.status, JSON.stringify(foreign)).to.equal(403);
+        expect(await forged.text(), JSON.stringify(foreign)).to.include('<h1>Sent from another site</h1>').and.include('open the page again from this service');
+      }
+      expect(await nextAuthorization(agent), 'not signed out by the forms from elsewhere').to.equal('signed in');
+      const confirmed = await agent.request(action, { form: { xsrf, logout: 'yes' }, headers: { 'sec-fetch-site': 'same-origin', origin: new URL(server.issuer).origin } });
+      expect(confirmed.headers.get('location'), 'the same form from the page itself').to.equal(`${server.issuer}/oauth/logout/success`);
+      expect(await nextAuthorization(agent)).to.equal('login');
+    });
+
+    it('takes a sign-out request posted from another site (a relying party\'s page), as before', async () => {
+      const agent = new UserAgent(BROWSER);
+      await signIn(agent);
+      const posted = await agent.request(logoutUrl(), { form: { client_id: app.client_id }, headers: { 'sec-fetch-site': 'cross-site', origin: 'http://127.0.0.1:9' } });
+      expect(posted.status).to.equal(303);
+      const question = await agent.request(new URL(posted.headers.get('location')!, server.issuer).href);
+      expect(await question.text()).to.include('asked to sign you out');
     });
   });
 

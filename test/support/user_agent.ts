@@ -17,8 +17,9 @@ export class UserAgent {
     return [...this.#cookies.values()];
   }
 
-  async request(url: string, init: { method?: string; form?: Record<string, string> } = {}): Promise<Response> {
-    const headers: Record<string, string> = { ...this.#headers, cookie: [...this.#cookies].map(([k, v]) => `${k}=${v}`).join('; ') };
+  /** `init.headers` go with this request only, over the agent's own (a form sent as from another site). */
+  async request(url: string, init: { method?: string; form?: Record<string, string>; headers?: Record<string, string> } = {}): Promise<Response> {
+    const headers: Record<string, string> = { ...this.#headers, ...init.headers, cookie: [...this.#cookies].map(([k, v]) => `${k}=${v}`).join('; ') };
     let body: string | undefined;
     if (init.form) {
       headers['content-type'] = 'application/x-www-form-urlencoded';
