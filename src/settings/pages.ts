@@ -98,7 +98,7 @@ export class SettingsPages {
     const names = new Map(workspaces.map(({ id, name }) => [id, name]));
     await this.#render(ctx, 'settings', 'Settings', user, {
       message: leftWorkspace !== undefined && typeof done === 'string' && Object.hasOwn(DONE_IN, done) ? DONE_IN[done]!(leftWorkspace) : doneMessage(done),
-      // Asks first: the form leads to a confirmation page (GET), so it carries no token.
+      // Asks first: each link leads to a confirmation page (GET), so it carries no token.
       revokeAction: `${this.#home}/applications/revoke`,
       apps: await Promise.all(apps.map(async (app) => ({
         ...app,
@@ -158,7 +158,7 @@ export class SettingsPages {
         email: member.user.email,
         role: member.role,
         you: member.user.id === user.id,
-        // Both ask first (GET: a confirmation page), so these forms carry no token.
+        // Both ask first (GET: a confirmation page), so the role form and the removal link carry no token.
         roleAction: `${page}/${member.user.id}/role`,
         removeAction: `${page}/${member.user.id}/remove`,
       })),
@@ -170,7 +170,7 @@ export class SettingsPages {
       formId: newFormId(),
       invitations: invitations.map((invitation) => ({
         ...shownInvitation(invitation, invitedBy.get(invitation.invitedBy)),
-        // Asks first (GET: a confirmation page), so this form carries no token.
+        // Asks first (GET: a confirmation page), so this link carries no token.
         cancelAction: `${this.#home}/workspaces/${workspace.id}/invitations/${invitation.id}/cancel`,
       })),
     });

@@ -81,7 +81,7 @@ describe('settings area in a real browser', function () {
 
   /** Revokes an application's access from its card: the card's button, then the confirmation page's. */
   async function revokeApp(page: Page, name: string): Promise<void> {
-    await appCard(page, name).getByRole('button', { name: /^Revoke access/ }).click();
+    await appCard(page, name).getByRole('link', { name: /^Revoke access/ }).click();
     await page.getByRole('heading', { level: 1, name: `Revoke access of ${name}?` }).waitFor();
     await page.getByRole('button', { name: 'Revoke access', exact: true }).click();
     await page.getByRole('status').waitFor();
@@ -89,7 +89,7 @@ describe('settings area in a real browser', function () {
 
   /** Revokes an API key from its card on the workspace page, confirming it. */
   async function revokeKey(page: Page, name: string): Promise<void> {
-    await page.getByRole('button', { name: `Revoke the key ${name}` }).click();
+    await page.getByRole('link', { name: `Revoke the key ${name}` }).click();
     await page.getByRole('heading', { level: 1, name: `Revoke the API key “${name}”?` }).waitFor();
     await page.getByRole('button', { name: 'Revoke the key', exact: true }).click();
     await page.getByRole('status').filter({ hasText: 'API key revoked' }).waitFor();
@@ -217,7 +217,7 @@ describe('settings area in a real browser', function () {
       expect((await api(server, '/rest/companies', { credential: revokedTokens.access_token })).status, 'works before').to.equal(200);
 
       await openSettings(page, user);
-      await appCard(page, 'To Be Revoked').getByRole('button', { name: /^Revoke access/ }).click();
+      await appCard(page, 'To Be Revoked').getByRole('link', { name: /^Revoke access/ }).click();
       await page.getByRole('heading', { level: 1, name: 'Revoke access of To Be Revoked?' }).waitFor();
       await checkPage(page, 'settings-confirm-app');
       await page.goBack();
@@ -321,7 +321,7 @@ describe('settings area in a real browser', function () {
       const tokens = await authorizeIn(page, user, client);
       await openSettings(page, user);
 
-      const button = appCard(page, 'Keyboard App').getByRole('button', { name: /^Revoke access/ });
+      const button = appCard(page, 'Keyboard App').getByRole('link', { name: /^Revoke access/ });
       let reached = false;
       for (let i = 0; i < 15 && !reached; i += 1) {
         await page.keyboard.press('Tab');
@@ -395,7 +395,7 @@ describe('settings area in a real browser', function () {
       expect(await page.locator('main').innerText(), 'the key is never shown again').to.not.include(key);
       await checkPage(page, 'settings-workspace-keys');
 
-      await card.getByRole('button', { name: 'Revoke the key nightly export' }).click();
+      await card.getByRole('link', { name: 'Revoke the key nightly export' }).click();
       await page.getByRole('heading', { level: 1, name: 'Revoke the API key “nightly export”?' }).waitFor();
       await checkPage(page, 'settings-confirm-key');
       await page.goBack();
@@ -617,7 +617,7 @@ describe('settings area in a real browser', function () {
       const tokens = await authorizeIn(page, admin, client);
       await openSettings(page, admin);
 
-      await appCard(page, 'Careful App').getByRole('button', { name: /^Revoke access/ }).click();
+      await appCard(page, 'Careful App').getByRole('link', { name: /^Revoke access/ }).click();
       await page.getByRole('heading', { level: 1, name: 'Revoke access of Careful App?' }).waitFor();
       expect(new URL(page.url()).pathname).to.equal('/settings/applications/revoke');
       expect(await page.locator('main').innerText()).to.include('Careful Ltd').and.include('stop working at once');
@@ -630,7 +630,7 @@ describe('settings area in a real browser', function () {
 
       const { key, id } = await createApiKey(server, workspaceId, { name: 'careful key' });
       await page.goto(`${settingsUrl()}/workspaces/${workspaceId}`);
-      await page.getByRole('button', { name: 'Revoke the key careful key' }).click();
+      await page.getByRole('link', { name: 'Revoke the key careful key' }).click();
       await page.getByRole('heading', { level: 1, name: 'Revoke the API key “careful key”?' }).waitFor();
       expect(page.url(), 'the key\'s id, never the key, in the address').to.include(id).and.not.include(key);
       await page.getByRole('link', { name: 'Keep the key' }).click();
@@ -647,7 +647,7 @@ describe('settings area in a real browser', function () {
       const page = await open({ javaScriptEnabled: false });
       await openSettings(page, admin);
       await page.goto(`${settingsUrl()}/workspaces/${workspaceId}`);
-      await page.getByRole('button', { name: 'Revoke the key revoked twice' }).click();
+      await page.getByRole('link', { name: 'Revoke the key revoked twice' }).click();
       await page.getByRole('heading', { level: 1, name: 'Revoke the API key “revoked twice”?' }).waitFor();
       const first = await sendFormCopy(page, page.locator('form.confirm'));
       expect(first.status).to.equal(303);
@@ -717,7 +717,7 @@ describe('settings area in a real browser', function () {
 
         // A form posted with the user's own session and its valid token: still 403; and the confirmation page too.
         await page.goto(settingsUrl());
-        await appCard(page, client.client_name!).getByRole('button', { name: /^Revoke access/ }).click();
+        await appCard(page, client.client_name!).getByRole('link', { name: /^Revoke access/ }).click();
         await page.getByRole('heading', { level: 1, name: /^Revoke access of/ }).waitFor();
         expect((await page.goto(`${settingsUrl()}/workspaces/${workspaceId}/api-keys/revoke?key=key_x`))!.status(), `${role}: key confirmation`).to.equal(403);
         await page.goBack();
@@ -877,7 +877,7 @@ describe('settings area in a real browser', function () {
       await openSettings(page, user);
       const grant = await page.locator('input[name="grant"]').first().inputValue();
       // The confirmation page: the form with this session's token.
-      await appCard(page, 'Forgery Target').getByRole('button', { name: /^Revoke access/ }).click();
+      await appCard(page, 'Forgery Target').getByRole('link', { name: /^Revoke access/ }).click();
       await page.getByRole('heading', { level: 1, name: 'Revoke access of Forgery Target?' }).waitFor();
 
       expect(await postFrom(page, '/settings/applications/revoke', { grant, csrf: '' }), 'no token').to.equal(403);
@@ -889,7 +889,7 @@ describe('settings area in a real browser', function () {
       const otherClient = await newClient();
       await authorizeIn(otherPage, other, otherClient);
       await openSettings(otherPage, other);
-      await appCard(otherPage, otherClient.client_name!).getByRole('button', { name: /^Revoke access/ }).click();
+      await appCard(otherPage, otherClient.client_name!).getByRole('link', { name: /^Revoke access/ }).click();
       await otherPage.getByRole('heading', { level: 1, name: /^Revoke access of/ }).waitFor();
       expect((await otherPage.goto(`${settingsUrl()}/applications/revoke?grant=${encodeURIComponent(grant)}`))!.status(), 'the confirmation page of someone else\'s grant').to.equal(404);
       await otherPage.goBack();
@@ -916,7 +916,7 @@ describe('settings area in a real browser', function () {
       expect(await appCard(page, 'Forgery Target').count()).to.equal(1);
 
       // What the browser shows for a forged form: the error page.
-      await appCard(page, 'Forgery Target').getByRole('button', { name: /^Revoke access/ }).click();
+      await appCard(page, 'Forgery Target').getByRole('link', { name: /^Revoke access/ }).click();
       await page.locator('input[name="csrf"]').evaluate((input: HTMLInputElement) => { input.value = 'forged'; });
       const refused = page.waitForResponse((response) => response.request().method() === 'POST');
       await page.getByRole('button', { name: 'Revoke access', exact: true }).click();

@@ -250,7 +250,7 @@ describe('settings area: your password, and a workspace\'s members', function ()
       expect((await create()).status, 'a viewer may not write, whatever the token says').to.equal(403);
       expect((await api(server, '/rest/companies', { credential: token })).status, 'but may read').to.equal(200);
 
-      await card(page, member).getByRole('button', { name: `Remove ${member.name} from the workspace` }).click();
+      await card(page, member).getByRole('link', { name: `Remove ${member.name} from the workspace` }).click();
       await heading(page, `Remove ${member.name} from Roles Changed Ltd?`).waitFor();
       await page.getByRole('button', { name: 'Remove them from the workspace' }).click();
       await page.getByRole('status').waitFor();
@@ -266,7 +266,7 @@ describe('settings area: your password, and a workspace\'s members', function ()
       const member = await memberOf(server, workspaceId, 'member');
       const page = await open();
       await openSignedIn(page, admin, `/workspaces/${workspaceId}/members`);
-      await card(page, member).getByRole('button', { name: `Remove ${member.name} from the workspace` }).click();
+      await card(page, member).getByRole('link', { name: `Remove ${member.name} from the workspace` }).click();
       await heading(page, `Remove ${member.name} from Double Remove Ltd?`).waitFor();
       const posts = postsTo(page, `/settings/workspaces/${workspaceId}/members/${member.id}/remove`);
       // The answer waits 2 s for the change to reach every instance: the second click finds the page still there.
@@ -291,7 +291,8 @@ describe('settings area: your password, and a workspace\'s members', function ()
       expect(await page.getByRole('status').innerText()).to.include('Role changed');
       expect(await roleOn(page, member)).to.equal('viewer');
 
-      await card(page, other).getByRole('button', { name: `Remove ${other.name} from the workspace` }).click();
+      await card(page, other).getByRole('link', { name: `Remove ${other.name} from the workspace` }).click();
+      expect(page.url(), 'the confirmation page\'s address, with no bare "?"').to.equal(`${settingsUrl()}/workspaces/${workspaceId}/members/${member.id}/remove`);
       expect((await sendFormCopy(page, page.locator('form.confirm'))).status, 'the first sending').to.equal(303);
       const second = page.waitForResponse((response) => response.request().method() === 'POST');
       await page.getByRole('button', { name: 'Remove them from the workspace' }).click();

@@ -179,7 +179,7 @@ describe('an MCP host (@modelcontextprotocol/sdk) reaching /mcp with a Client ID
         const name = `Settings Test Host, at localhost:${documents.port}`;
         const card = page.getByRole('listitem').filter({ has: page.getByRole('heading', { level: 3, name, exact: true }) });
         await card.waitFor();
-        await card.getByRole('button', { name: /^Revoke access/ }).click();
+        await card.getByRole('link', { name: /^Revoke access/ }).click();
         await page.getByRole('heading', { level: 1, name: `Revoke access of ${name}?` }).waitFor();
         await page.getByRole('button', { name: 'Revoke access', exact: true }).click();
         await page.getByRole('status').waitFor();
