@@ -56,6 +56,7 @@ const DEFAULT_INVITED_ROLE: Role = 'member';
 const DONE_IN: Record<string, (workspace: string) => string> = {
   'left-admin': (workspace) => `Your role changed: you are no longer an admin of ${workspace}.`,
   'left-workspace': (workspace) => `You left ${workspace}. The applications you allowed for it lost their access.`,
+  'invitation-accepted': (workspace) => `You joined ${workspace}: it is under Your workspaces below.`,
 };
 
 /** One line of what a confirmation page shows of the thing about to change: a time, or words. */
@@ -91,13 +92,13 @@ export class SettingsPages {
     this.#home = `${deps.basePath}${SETTINGS_PATH}`;
   }
 
-  /** Connected applications, and the user's workspaces (an admin's link to manage each); `leftWorkspace`, the one the user stepped down from or left. */
-  async home(ctx: Context, user: User, done: unknown, leftWorkspace?: string): Promise<void> {
+  /** Connected applications, and the user's workspaces (an admin's link to manage each); `namedWorkspace`, the one the user stepped down from, left or joined. */
+  async home(ctx: Context, user: User, done: unknown, namedWorkspace?: string): Promise<void> {
     const { accounts, connectedApps } = this.#deps;
     const [workspaces, apps] = await Promise.all([accounts.workspacesOf(user.id), connectedApps.of(user.id)]);
     const names = new Map(workspaces.map(({ id, name }) => [id, name]));
     await this.#render(ctx, 'settings', 'Settings', user, {
-      message: leftWorkspace !== undefined && typeof done === 'string' && Object.hasOwn(DONE_IN, done) ? DONE_IN[done]!(leftWorkspace) : doneMessage(done),
+      message: namedWorkspace !== undefined && typeof done === 'string' && Object.hasOwn(DONE_IN, done) ? DONE_IN[done]!(namedWorkspace) : doneMessage(done),
       // Asks first: each link leads to a confirmation page (GET), so it carries no token.
       revokeAction: `${this.#home}/applications/revoke`,
       apps: await Promise.all(apps.map(async (app) => ({

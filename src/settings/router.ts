@@ -99,8 +99,8 @@ export function settingsRouter(dependencies: SettingsDependencies): Router {
   };
 
   /** As doneEverywhere, for a change every instance reads from the store at once: nothing to wait for. */
-  const doneNow = async (ctx: Context, path: string, done: string): Promise<void> => {
-    const location = `${path}?done=${done}`;
+  const doneNow = async (ctx: Context, path: string, done: string, query: Record<string, string> = {}): Promise<void> => {
+    const location = `${path}?${new URLSearchParams({ done, ...query })}`;
     await sentForms.record(signedInOf(ctx).user.id, ctx.path, ctx.request.body as FormBody, location);
     ctx.status = 303;
     ctx.redirect(location);
@@ -140,17 +140,17 @@ export function settingsRouter(dependencies: SettingsDependencies): Router {
 
   /**
    * A workspace the settings home names in its banner after the user stepped down as its admin or
-   * left it (which they may no longer read): by its id and a seal bound to the user, so that an
-   * address made up elsewhere names no workspace.
+   * left it (which they may no longer read), or joined it: by its id and a seal bound to the user,
+   * so that an address made up elsewhere names no workspace.
    */
-  const leftSeal = (userId: string, workspaceId: string) => csrf.issue(`settings-left:${userId}:${workspaceId}`);
-  const leftWorkspaceName = async (ctx: Context): Promise<string | undefined> => {
+  const namingWorkspace = (userId: string, workspaceId: string) => ({ workspace: workspaceId, seal: csrf.issue(`settings-left:${userId}:${workspaceId}`) });
+  const namedWorkspace = async (ctx: Context): Promise<string | undefined> => {
     const { workspace, seal } = ctx.query;
     if (typeof workspace !== 'string' || !csrf.verify(`settings-left:${signedInOf(ctx).user.id}:${workspace}`, seal)) return undefined;
     return (await accounts.getWorkspace(workspace))?.name;
   };
 
-  router.get('/', requireSignIn, async (ctx) => pages.home(ctx, signedInOf(ctx).user, ctx.query.done, await leftWorkspaceName(ctx)));
+  router.get('/', requireSignIn, async (ctx) => pages.home(ctx, signedInOf(ctx).user, ctx.query.done, await namedWorkspace(ctx)));
 
   // Every destructive action: GET asks (a page with the form), POST does it.
   router.get('/applications/revoke', requireSignIn, async (ctx) => {
@@ -267,8 +267,7 @@ export function settingsRouter(dependencies: SettingsDependencies): Router {
     if (kind === 'removal' || change.done.role !== 'admin') await invitations.voidInvitationsBy(workspace.id, change.done.user.id);
     const stillAdmin = change.done.user.id !== signedIn.user.id || (kind === 'role' && change.done.role === 'admin');
     if (!stillAdmin) {
-      const left = { workspace: workspace.id, seal: leftSeal(signedIn.user.id, workspace.id) };
-      return doneEverywhere(ctx, home, kind === 'removal' ? 'left-workspace' : 'left-admin', left);
+      return doneEverywhere(ctx, home, kind === 'removal' ? 'left-workspace' : 'left-admin', namingWorkspace(signedIn.user.id, workspace.id));
     }
     return doneEverywhere(ctx, membersPage(workspace.id), kind === 'removal' ? 'member-removed' : 'role-changed');
   };
@@ -379,7 +378,7 @@ export function settingsRouter(dependencies: SettingsDependencies): Router {
     });
     // A new membership: the user holds no token for the workspace yet, and the pages and the consent page
     // read memberships from the store, so nothing to wait for.
-    await doneNow(ctx, home, 'invitation-accepted');
+    await doneNow(ctx, home, 'invitation-accepted', namingWorkspace(user.id, invitation.workspaceId));
   });
 
   return router;

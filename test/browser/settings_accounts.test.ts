@@ -444,7 +444,7 @@ describe('settings area: your password, and a workspace\'s members', function ()
       await checkPage(theirs, 'settings-invitation');
       await theirs.getByRole('button', { name: 'Accept the invitation' }).click();
       await heading(theirs, 'Settings').waitFor();
-      expect(await theirs.getByRole('status').innerText()).to.include('You joined the workspace');
+      expect(await theirs.getByRole('status').innerText()).to.include('You joined Invited Ltd');
       expect(await theirs.getByRole('heading', { level: 3, name: /^Invited Ltd/ }).innerText()).to.include('(member)');
 
       await page.reload();

@@ -302,7 +302,10 @@ describe('settings area: what it stores', function () {
       const { html, answer } = await accept(theirs, link!);
       expect(html).to.include(`${admin.email} invited you to join Invite Digest Ltd as a viewer`);
       expect(answer!.status).to.equal(303);
-      expect(answer!.headers.get('location')).to.equal('/settings?done=invitation-accepted');
+      const joined = answer!.headers.get('location')!;
+      expect(joined).to.match(new RegExp(`^/settings\\?done=invitation-accepted&workspace=${encodeURIComponent(workspaceId)}&seal=[A-Za-z0-9_-]+$`));
+      const banner = /<p class="done" role="status">([^<]*)<\/p>/.exec(await (await theirs.request(new URL(joined, server.origin).href)).text())?.[1];
+      expect(banner, 'the banner names the workspace joined').to.equal('You joined Invite Digest Ltd: it is under Your workspaces below.');
       expect(await roleIn(invitee.id, workspaceId)).to.equal('viewer');
       expect(await inStore((store) => store.model(INVITATION_MODEL).listBy(workspaceId)), 'used up').to.deep.equal([]);
 
