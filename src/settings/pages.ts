@@ -64,6 +64,8 @@ interface Fact {
   term: string;
   text: string;
   time?: ShownTime | undefined;
+  /** The text is an email address: shown breaking after its @ and before its dots (views/_email.ejs). */
+  email?: boolean;
 }
 
 /**
@@ -265,7 +267,7 @@ export class SettingsPages {
       ],
       facts: [
         { term: 'Name', text: name },
-        { term: 'Email', text: member.user.email },
+        { term: 'Email', text: member.user.email, email: true },
         { term: 'Role now', text: member.role },
         { term: 'New role', text: role },
       ],
@@ -289,7 +291,7 @@ export class SettingsPages {
       ],
       facts: [
         { term: 'Name', text: member.user.name },
-        { term: 'Email', text: member.user.email },
+        { term: 'Email', text: member.user.email, email: true },
         { term: 'Role', text: member.role },
       ],
       action: `${page}/${member.user.id}/remove`,

@@ -222,6 +222,46 @@ describe('settings area: your password, and a workspace\'s members', function ()
       await checkPage(page, 'settings-members');
     });
 
+    /** Where the text of `element` goes onto a new line: the text of each line but the last, as laid out. */
+    const lineEnds = (element: Locator) => element.evaluate((node) => {
+      const ends: string[] = [];
+      let text = '';
+      let top: number | undefined;
+      const walker = document.createTreeWalker(node, NodeFilter.SHOW_TEXT);
+      for (let current = walker.nextNode(); current; current = walker.nextNode()) {
+        for (let i = 0; i < current.textContent!.length; i += 1) {
+          const range = document.createRange();
+          range.setStart(current, i);
+          range.setEnd(current, i + 1);
+          const rect = range.getBoundingClientRect();
+          if (top !== undefined && rect.top > top + 1) ends.push(text);
+          top = rect.top;
+          text += current.textContent![i];
+        }
+      }
+      return ends;
+    });
+
+    it('breaks a long email address after its @ and before its dots at 360 px, never mid-name, with no horizontal scroll', async function () {
+      const email = `bartholomew.${Date.now().toString(36)}@research-laboratories.international.example`;
+      const admin = await seedUser(server, [{ workspace: 'Long Emails Ltd' }], { email });
+      const page = await open();
+      await page.setViewportSize({ width: 360, height: 800 });
+      await openSignedIn(page, admin, `/workspaces/${admin.workspaces[0]!.id}/members`);
+      const shown = { 'the members list': card(page, admin).locator('dd').first(), 'who is signed in': page.locator('.signed-in-as strong') };
+      for (const [where, element] of Object.entries(shown)) {
+        expect(await element.innerText(), where).to.equal(email);
+        const ends = await lineEnds(element);
+        expect(ends.length, `${where}: the address takes more than one line`).to.be.at.least(1);
+        // Where a line may end: after the @ or a hyphen, before a dot.
+        for (const end of ends) expect(email[end.length] === '.' || /[@-]$/.test(end), `${where}: broken after "${end}" (${ends.join(' | ')})`).to.equal(true);
+      }
+      // In the list's narrow column, the name fits on the first line and the domain goes to the next.
+      expect(await lineEnds(shown['the members list']), 'a line ends at the @').to.include(email.slice(0, email.indexOf('@') + 1));
+      const width = await page.evaluate(() => ({ scroll: document.documentElement.scrollWidth, client: document.documentElement.clientWidth }));
+      expect(width.scroll, 'no horizontal scroll at 360 px').to.be.at.most(width.client);
+    });
+
     it('changes a role and removes a member through confirmation pages that work without JavaScript; the member\'s tokens follow', async function () {
       const admin = await seedUser(server, [{ workspace: 'Roles Changed Ltd' }]);
       const workspaceId = admin.workspaces[0]!.id;
@@ -252,6 +292,7 @@ describe('settings area: your password, and a workspace\'s members', function ()
 
       await card(page, member).getByRole('link', { name: `Remove ${member.name} from the workspace` }).click();
       await heading(page, `Remove ${member.name} from Roles Changed Ltd?`).waitFor();
+      expect(page.url(), 'the confirmation page\'s address, with no bare "?"').to.equal(`${settingsUrl()}/workspaces/${workspaceId}/members/${member.id}/remove`);
       await page.getByRole('button', { name: 'Remove them from the workspace' }).click();
       await page.getByRole('status').waitFor();
       expect(await page.getByRole('status').innerText()).to.include('Member removed');
@@ -292,7 +333,6 @@ describe('settings area: your password, and a workspace\'s members', function ()
       expect(await roleOn(page, member)).to.equal('viewer');
 
       await card(page, other).getByRole('link', { name: `Remove ${other.name} from the workspace` }).click();
-      expect(page.url(), 'the confirmation page\'s address, with no bare "?"').to.equal(`${settingsUrl()}/workspaces/${workspaceId}/members/${member.id}/remove`);
       expect((await sendFormCopy(page, page.locator('form.confirm'))).status, 'the first sending').to.equal(303);
       const second = page.waitForResponse((response) => response.request().method() === 'POST');
       await page.getByRole('button', { name: 'Remove them from the workspace' }).click();
