@@ -875,7 +875,7 @@ describe('settings area in a real browser', function () {
       const page = await open();
       const tokens = await authorizeIn(page, user, client);
       await openSettings(page, user);
-      const grant = await page.locator('input[name="grant"]').first().inputValue();
+      const grant = new URL((await appCard(page, 'Forgery Target').getByRole('link', { name: /^Revoke access/ }).getAttribute('href'))!, server.origin).searchParams.get('grant')!;
       // The confirmation page: the form with this session's token.
       await appCard(page, 'Forgery Target').getByRole('link', { name: /^Revoke access/ }).click();
       await page.getByRole('heading', { level: 1, name: 'Revoke access of Forgery Target?' }).waitFor();
