@@ -11,8 +11,11 @@ const SAFE_METHODS = new Set(['GET', 'HEAD', 'OPTIONS', 'TRACE']);
  * reads it: 403 and the error page saying so, rather than the "no longer signed in" the missing
  * SameSite=Lax cookie would lead to, or a change made with a CSRF token that leaked. Whoever sent
  * it is known from `Sec-Fetch-Site` (any value but `same-origin`, `same-site` too, is foreign) or,
- * from a browser that does not send it, `Origin` (any origin but the issuer's, `null` too). A
- * request with neither (curl, an older client) goes on to the form's CSRF check as before.
+ * from a browser that does not send it, `Origin` (any origin but the issuer's). `Origin: null`
+ * says nothing: the pages' `Referrer-Policy: no-referrer` has browsers send it with their own
+ * forms (Fetch, "serializing a request origin"), so from a browser without `Sec-Fetch-Site`
+ * (Safari before 16.4) it is the service's own page as often as not. A request that says nothing
+ * (`null`, or neither header: curl, an older client) goes on to the form's CSRF check as before.
  *
  * Only for the product's pages: the engine's endpoints take forms from other sites by design
  * (an authorization request or a sign-out request posted by a client's page).
@@ -31,5 +34,5 @@ export function sameOriginForms(issuer: string): Middleware {
 /** Koa reads a header it was not sent as ''. */
 function fromAnotherSite(fetchSite: string, origin: string, ownOrigin: string): boolean {
   if (fetchSite !== '') return fetchSite.toLowerCase() !== 'same-origin';
-  return origin !== '' && origin.toLowerCase() !== ownOrigin;
+  return origin !== '' && origin !== 'null' && origin.toLowerCase() !== ownOrigin;
 }
