@@ -178,6 +178,9 @@ export function postsTo(page: Page, path: string): () => Request[] {
  * person's double click on a button whose page is still waiting for its answer.
  */
 export async function clickTwice(page: Page, target: Locator, gapMs = 80): Promise<void> {
+  // The page's deferred script, which keeps a form from being sent twice, has run by DOMContentLoaded:
+  // on a loaded machine a button can be visible, and clicked, before it has.
+  await page.waitForLoadState('domcontentloaded');
   const box = await target.boundingBox();
   if (!box) throw new Error('nothing to click');
   const [x, y] = [box.x + box.width / 2, box.y + box.height / 2];
