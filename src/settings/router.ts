@@ -143,10 +143,11 @@ export function settingsRouter(dependencies: SettingsDependencies): Router {
    * left it (which they may no longer read), or joined it: by its id and a seal bound to the user,
    * so that an address made up elsewhere names no workspace.
    */
-  const namingWorkspace = (userId: string, workspaceId: string) => ({ workspace: workspaceId, seal: csrf.issue(`settings-left:${userId}:${workspaceId}`) });
+  const sealPurpose = (userId: string, workspaceId: string) => `settings-banner-workspace:${userId}:${workspaceId}`;
+  const namingWorkspace = (userId: string, workspaceId: string) => ({ workspace: workspaceId, seal: csrf.issue(sealPurpose(userId, workspaceId)) });
   const namedWorkspace = async (ctx: Context): Promise<string | undefined> => {
     const { workspace, seal } = ctx.query;
-    if (typeof workspace !== 'string' || !csrf.verify(`settings-left:${signedInOf(ctx).user.id}:${workspace}`, seal)) return undefined;
+    if (typeof workspace !== 'string' || !csrf.verify(sealPurpose(signedInOf(ctx).user.id, workspace), seal)) return undefined;
     return (await accounts.getWorkspace(workspace))?.name;
   };
 
