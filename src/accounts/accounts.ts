@@ -288,15 +288,15 @@ export class Accounts {
    * Why `password` will not do as the new password of this user (passwordProblem, told who they are:
    * their email and names, this service's name and the workspaces they belong to or are made a
    * member of, `workspaceNames`); undefined when it will. `told`: to whom the refusal is said, an
-   * operator (the default) or the user themselves.
+   * operator (the default) or the user themselves; `form`, `creatingWorkspace`: as passwordProblem's.
    */
-  newPasswordProblem(password: string, user: PasswordOwner, { workspaceNames = [], told }: PasswordCheck = {}): string | undefined {
+  newPasswordProblem(password: string, user: PasswordOwner, { workspaceNames = [], ...said }: PasswordCheck = {}): string | undefined {
     return passwordProblem(password, {
       email: user.email,
       names: [user.name, user.givenName, user.familyName],
       serviceNames: [this.#serviceName],
       workspaceNames,
-      ...(told ? { told } : {}),
+      ...said,
     });
   }
 
@@ -329,10 +329,7 @@ export class Accounts {
 type PasswordOwner = Pick<User, 'email' | 'name' | 'givenName' | 'familyName'>;
 
 /** What else a new password is checked against, and who is told why it will not do. */
-export interface PasswordCheck {
-  workspaceNames?: readonly string[];
-  told?: PasswordContext['told'];
-}
+export type PasswordCheck = Pick<PasswordContext, 'workspaceNames' | 'creatingWorkspace' | 'told' | 'form'>;
 
 export function isRole(value: string): value is Role {
   return (ROLES as readonly string[]).includes(value);

@@ -31,12 +31,19 @@ export interface PasswordContext {
   serviceNames?: readonly (string | undefined)[];
   /** The names of the workspaces the user belongs to, or is being made a member of. */
   workspaceNames?: readonly string[];
+  /** The workspace named is one the user is creating (the quickstart's), not one they belong to: said so to the user. */
+  creatingWorkspace?: boolean;
   /**
-   * Who is told why a password will not do: an operator (the CLI), in a clause the caller ends
-   * ("error: ..."), which speaks of "the user"; or the user themselves (the settings area), in
-   * sentences that speak of "your email address" and "your name".
+   * Who is told why a password will not do: an operator (the CLI's user commands), of whom it
+   * speaks as "the user"; or the user themselves (the settings area, the quickstart's questions),
+   * to whom it says "your email address" and "your name".
    */
   told?: 'operator' | 'user';
+  /**
+   * In what form: a clause the caller ends ("error: ...", "...; try again"), or sentences of their
+   * own (a page's field). By default a clause for an operator and sentences for the user.
+   */
+  form?: 'clause' | 'sentences';
 }
 
 /** The product's own word, refused as the service's name is, whatever SERVICE_NAME says. */
@@ -52,8 +59,12 @@ const INSTEAD = 'a few unrelated words make a strong one';
  */
 export function passwordProblem(password: string, context: PasswordContext = {}): string | undefined {
   const unusable = unusableProblem(normalized(password));
-  if (unusable !== undefined) return context.told === 'user' ? sentence(unusable) : unusable;
+  if (unusable !== undefined) return inSentences(context) ? sentence(unusable) : unusable;
   return guessableProblem(password, context);
+}
+
+function inSentences({ told, form }: PasswordContext): boolean {
+  return (form ?? (told === 'user' ? 'sentences' : 'clause')) === 'sentences';
 }
 
 /** A clause as a sentence of its own: "A password needs ...". */
@@ -89,17 +100,19 @@ function guessableProblem(password: string, context: PasswordContext): string | 
   const withDigitsRemoved = [...new Set([typed, compact(typed)].map(withoutTrailingDigits).filter((base) => base !== undefined).flatMap(formsOf))];
   const both = [...new Set([...forms, ...withDigitsRemoved])];
   const user = context.told === 'user';
+  const sentences = inSentences(context);
 
   const isWordOf = (texts: readonly (string | undefined)[]) => {
     const words = new Set(texts.flatMap((text) => (text === undefined ? [] : wordsOf(text))));
     return both.some((form) => words.has(form));
   };
-  // To an operator, one clause the CLI ends; to the user, sentences.
-  const guessable = (why: string) => (user ? `${sentence(`${why}, ${WHY}`)} Choose another: ${INSTEAD}.` : `${why}, ${WHY}: choose another (${INSTEAD})`);
+  // One clause the CLI ends, or sentences.
+  const guessable = (why: string) => (sentences ? `${sentence(`${why}, ${WHY}`)} Choose another: ${INSTEAD}.` : `${why}, ${WHY}: choose another (${INSTEAD})`);
   if (context.email !== undefined && isWordOf([context.email])) return guessable(`a password cannot be ${user ? 'your' : 'the'} email address or a part of it`);
   if (context.names && isWordOf(context.names)) return guessable(`a password cannot be ${user ? 'your' : 'the user\'s'} name or a part of it`);
   if (isWordOf([...context.serviceNames ?? [], ...context.workspaceNames ?? [], ...PRODUCT_WORDS])) {
-    return guessable(`a password cannot be the name of the service or of ${user ? 'a workspace you belong to' : 'the workspace'}`);
+    const workspace = !user ? 'the workspace' : context.creatingWorkspace ? 'the workspace you are creating' : 'a workspace you belong to';
+    return guessable(`a password cannot be the name of the service or of ${workspace}`);
   }
 
   // Four characters at least: fewer are no run, and "ab" is not "a few repeated".

@@ -248,7 +248,8 @@ async function askAdmin({ options, accounts }: QuickstartContext): Promise<NewAd
   for (;;) {
     const password = await askUntil(
       () => askHidden(`Password (at least ${MIN_PASSWORD_LENGTH} characters, not shown)`),
-      (answer) => accounts.newPasswordProblem(answer, { email, name }, { workspaceNames: [workspaceName] }),
+      // Said to the person who typed the email and name, in a clause "; try again" ends.
+      (answer) => accounts.newPasswordProblem(answer, { email, name }, { workspaceNames: [workspaceName], creatingWorkspace: true, told: 'user', form: 'clause' }),
     );
     if (await askHidden('Password again') === password) return { workspaceName, email, name, password };
     process.stderr.write('The two passwords differ; type it again.\n');

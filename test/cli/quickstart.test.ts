@@ -307,6 +307,15 @@ describe('admin quickstart', function () {
     await terminal.showsNext(/Password \(at least 8 characters, not shown\): /);
     terminal.type('short\r');
     await terminal.showsNext(/A password needs at least 8 characters; try again\.[^]*?Password \(at least 8 characters, not shown\): /);
+    // Said to the person who just typed their email, their name and the workspace's: "your", not "the user's".
+    for (const [guess, refusal] of [
+      [email, /A password cannot be your email address or a part of it, which attackers try first: choose another \([^)]*\); try again\./],
+      ['Tess Typed 2024', /A password cannot be your name or a part of it, which attackers try first: choose another \([^)]*\); try again\./],
+      ['Typed Co!!', /A password cannot be the name of the service or of the workspace you are creating, which attackers try first: choose another \([^)]*\); try again\./],
+    ] as const) {
+      terminal.type(`${guess}\r`);
+      await terminal.showsNext(new RegExp(`${refusal.source}[^]*?Password \\(at least 8 characters, not shown\\): `));
+    }
     terminal.type(`${password}\r`);
     await terminal.showsNext(/Password again: /);
     terminal.type(`${password}-not\r`);

@@ -98,6 +98,13 @@ describe('passwords', () => {
       expect(passwordProblem('short', own)).to.equal('A password needs at least 8 characters.');
     });
 
+    it('says it to the user in the clause a command line ends, and of a workspace they are creating as such', () => {
+      const asked = { ...context, told: 'user' as const, form: 'clause' as const };
+      expect(passwordProblem('Ada Lovelace', { ...asked, email: 'countess@example.com' })).to.equal(`a password cannot be your name or a part of it, ${why}`);
+      expect(passwordProblem('Initrode!!', { ...asked, workspaceNames: ['Initrode'], creatingWorkspace: true })).to.equal(`a password cannot be the name of the service or of the workspace you are creating, ${why}`);
+      expect(passwordProblem('short', asked)).to.equal('a password needs at least 8 characters');
+    });
+
     it('takes a passphrase of unrelated words, a random-looking 8 characters, and a passphrase that holds a name among other words', () => {
       for (const strong of ['correct horse battery staple', 'violet tram under seventeen maps', 'k7Rq!x2m', 'xK9mW2pQ', 'ada rides the tram at dawn',
         'Plum-orbit, kettle & nine!', 'Harbour.Velvet.Cactus.2031', '9#vL2!qZ7@', 'Zq8$wX3!pL', 'j4%Tb!0w']) {
