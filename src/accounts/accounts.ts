@@ -9,6 +9,11 @@ export class AccountError extends Error {
   override name = 'AccountError';
 }
 
+/** A new password refused by the password rules (passwordProblem); the message is worded as the caller asked (`told`, `form`). */
+export class UnusablePassword extends AccountError {
+  override name = 'UnusablePassword';
+}
+
 /** A change refused because it would leave a workspace without an admin (the store checks it in the same step). */
 export class LastAdminRefusal extends AccountError {
   override name = 'LastAdminRefusal';
@@ -158,10 +163,15 @@ export class Accounts {
     return Promise.all(users.map(async (user) => ({ user, memberships: await this.workspacesOf(user.id) })));
   }
 
-  /** Replaces the user's password, checked as createUser checks one: nor may it be the name of a workspace they belong to. */
-  async setPassword(userId: string, password: string): Promise<void> {
+  /**
+   * Replaces the user's password, checked as createUser checks one: nor may it be the name of a
+   * workspace they belong to. Refused with UnusablePassword, worded for whoever `said` names (an
+   * operator by default): a caller that checked the password before may still see it refused
+   * here, as the user may have joined a workspace meanwhile.
+   */
+  async setPassword(userId: string, password: string, said: Pick<PasswordCheck, 'told' | 'form'> = {}): Promise<void> {
     const user = await this.#existingUser(userId);
-    this.#checkPassword(password, user, { workspaceNames: await this.workspaceNamesOf(userId) });
+    this.#checkPassword(password, user, { workspaceNames: await this.workspaceNamesOf(userId), ...said });
     const passwordHash = await hashPassword(password);
     if (!await this.#store.setPasswordHash(userId, passwordHash)) throw new AccountError(`no user with id ${userId}`);
   }
@@ -302,7 +312,7 @@ export class Accounts {
 
   #checkPassword(password: string, user: PasswordOwner, check: PasswordCheck): void {
     const problem = this.newPasswordProblem(password, user, check);
-    if (problem) throw new AccountError(problem);
+    if (problem) throw new UnusablePassword(problem);
   }
 
   async #existingWorkspace(workspaceId: string): Promise<Workspace> {

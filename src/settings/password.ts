@@ -1,6 +1,6 @@
 import type { Context } from 'koa';
 
-import { AccountError, type Accounts } from '../accounts/accounts.ts';
+import { AccountError, UnusablePassword, type Accounts } from '../accounts/accounts.ts';
 import type { UserAccess } from '../engine/user_access.ts';
 import type { SignIns } from '../rate_limits/limits.ts';
 import type { SignInRefusal } from '../rate_limits/sign_ins.ts';
@@ -64,8 +64,10 @@ export class PasswordChange {
     // Passwords are one whatever Unicode form they were typed in (hashed composed).
     if (next.normalize('NFC') === current.normalize('NFC')) return { status: 400, field: 'next', error: 'The new password is the one you have now, so nothing was changed. Choose another.' };
     try {
-      await this.#accounts.setPassword(user.id, next);
+      // Checked again as it is set, in the same words: the user may have joined a workspace since.
+      await this.#accounts.setPassword(user.id, next, { told: 'user' });
     } catch (error) {
+      if (error instanceof UnusablePassword) return { status: 400, field: 'next', error: error.message };
       if (error instanceof AccountError) return { status: 400, field: 'next', error: `The password was not changed: ${error.message}.` };
       throw error;
     }

@@ -63,6 +63,10 @@ describe('settings area: your password, and a workspace\'s members', function ()
       await heading(here, 'Change your password').waitFor();
       expect(await focusedId(here)).to.equal('current-password');
       await checkPage(here, 'settings-password');
+      // What the new password may not be, as the rules refuse it for this user.
+      expect(await here.locator('#new-password-help').innerText()).to.equal(
+        'At least 8 characters, and not a commonly used password, your email or name, or the name of this service or of a workspace you belong to: a few unrelated words make a strong one.',
+      );
 
       expect(await changePassword(here, 'not the password', 'a-new-long-password')).to.equal(400);
       expect(await here.getByRole('alert').innerText()).to.include('current password is not right');

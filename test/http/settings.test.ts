@@ -1,17 +1,26 @@
 import { hash } from 'node:crypto';
-import { readFile } from 'node:fs/promises';
+import { mkdtemp, readFile, rm } from 'node:fs/promises';
+import { createServer as createHttpServer, type Server } from 'node:http';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 
 import { expect } from 'chai';
 
 import { openStore, sqliteFile } from '../../adapters/index.ts';
 import type { Store } from '../../adapters/store.ts';
+import { loadConfig } from '../../config/index.ts';
 import { Accounts } from '../../src/accounts/accounts.ts';
+import { createService } from '../../src/http/app.ts';
+import { loadKeyRing } from '../../src/keys/key_encryption.ts';
+import { loadKeys } from '../../src/keys/keys.ts';
+import { createLogger } from '../../src/shared/logger.ts';
+import { RevocationList } from '../../src/tokens/revocation_list.ts';
 import { INVITATION_MODEL, MAX_PENDING_INVITATIONS, invitationsOver, WorkspaceInvitations } from '../../src/settings/invitations.ts';
 import { memberOf } from '../support/data_api.ts';
 import { codeRequest, exchangeCode, postCredentials, registerClient, tokenRequest, type RegisteredClient } from '../support/oauth.ts';
-import { seedUser, startServer, type SeededUser, type TestServer } from '../support/server.ts';
-import { UserAgent, authorize, field } from '../support/user_agent.ts';
+import { freePort, seedUser, startServer, type SeededUser, type TestServer } from '../support/server.ts';
+import { UserAgent, authorize, field, formAction } from '../support/user_agent.ts';
 
 /**
  * What the settings area keeps, seen in the store the server writes to (its SQLite file), through
@@ -519,5 +528,90 @@ describe('settings area: what it stores', function () {
       expect(html).to.include(`this workspace has ${MAX_PENDING_INVITATIONS} pending invitations, the most it may have`);
       expect(await inStore((store) => store.model(INVITATION_MODEL).listBy(workspaceId))).to.have.length(MAX_PENDING_INVITATIONS);
     });
+  });
+});
+
+/**
+ * A password change checks the new password, then the current one (a sign-in's check, which takes
+ * a while), then sets it, checked again: the user may have joined a workspace meanwhile. The
+ * service runs in this process on a real SQLite file, so that "meanwhile" can be made to happen
+ * at that moment: as the current password is looked up.
+ */
+describe('settings area: a password refused as it is set', function () {
+  this.timeout(30_000);
+
+  let dir: string;
+  let store: Store;
+  let revocations: RevocationList;
+  let server: Server;
+  let origin: string;
+  let accounts: Accounts;
+  /** Run once, as the next sign-in check looks its user up. */
+  let meanwhile: (() => Promise<unknown>) | undefined;
+
+  before(async () => {
+    dir = await mkdtemp(join(tmpdir(), 'oauth-password-race-'));
+    const port = await freePort();
+    origin = `http://127.0.0.1:${port}`;
+    const config = loadConfig({
+      STORE: `sqlite:${join(dir, 'oauth.sqlite')}`, XDG_CONFIG_HOME: join(dir, 'config'), PORT: String(port), HOST: '127.0.0.1', BASE_URL: origin, METRICS: 'off',
+    });
+    store = openStore(config.store);
+    const lookingUp = new Proxy(store.accounts, {
+      get(target, name: keyof Store['accounts']) {
+        const value = target[name];
+        if (name !== 'findUserByEmail') return typeof value === 'function' ? value.bind(target) : value;
+        return async (email: string) => {
+          const run = meanwhile;
+          meanwhile = undefined;
+          await run?.();
+          return target.findUserByEmail(email);
+        };
+      },
+    });
+    const racing: Store = new Proxy(store, {
+      get(target, name: keyof Store) {
+        if (name === 'accounts') return lookingUp;
+        const value = target[name];
+        return typeof value === 'function' ? value.bind(target) : value;
+      },
+    });
+    const logger = createLogger('silent');
+    const keys = await loadKeys(store.settings, await loadKeyRing(config, logger), undefined);
+    revocations = new RevocationList(store.revocations);
+    await revocations.start();
+    const service = createService({ config, store: racing, keys, revocations, logger, metrics: undefined });
+    accounts = service.accounts;
+    server = createHttpServer(service.app.callback());
+    await new Promise<void>((resolve) => server.listen(port, '127.0.0.1', resolve));
+  });
+
+  after(async () => {
+    server?.closeAllConnections();
+    await new Promise((resolve) => server ? server.close(resolve) : resolve(undefined));
+    revocations?.stop();
+    await store?.close();
+    await rm(dir, { recursive: true, force: true });
+  });
+
+  it('says so to the user in the page\'s own words, when they joined a workspace of that name meanwhile', async function () {
+    const workspace = await accounts.createWorkspace('Race Ltd');
+    const password = 'a long enough password';
+    const { user } = await accounts.createMember({ email: 'racer@example.com', name: 'Rae Racer', password }, workspace.id, 'admin');
+    const agent = new UserAgent();
+    const login = await agent.follow(`${origin}/settings`, origin);
+    const html = await login.response.text();
+    const posted = await agent.request(new URL(formAction(html)!, origin).href, { form: { csrf: field(html, 'csrf')!, email: user.email, password } });
+    await agent.follow(new URL(posted.headers.get('location')!, origin).href, origin);
+    const form = await (await agent.request(`${origin}/settings/password`)).text();
+    const next = 'Zanzibar Works 2031';
+
+    meanwhile = async () => accounts.addMember(user.id, (await accounts.createWorkspace('Zanzibar Works')).id, 'member');
+    const answer = await agent.request(new URL(formAction(form)!, origin).href, { form: { csrf: field(form, 'csrf')!, current_password: password, new_password: next, confirm_password: next } });
+    expect(meanwhile, 'the workspace was joined during the change').to.equal(undefined);
+    expect(answer.status).to.equal(400);
+    const refusal = /<p class="error" role="alert" id="password-error">([^<]*)<\/p>/.exec(await answer.text())?.[1];
+    expect(refusal).to.equal('A password cannot be the name of the service or of a workspace you belong to, which attackers try first. Choose another: a few unrelated words make a strong one.');
+    expect((await accounts.authenticate(user.email, password)).user?.id, 'the password is the one it was').to.equal(user.id);
   });
 });
