@@ -18,6 +18,31 @@ export class ApiKeyError extends Error {
   override name = 'ApiKeyError';
 }
 
+/** A new key refused because an active key of the workspace has its name (as a person reads it: sameKeyName). */
+export class ApiKeyNameTaken extends ApiKeyError {
+  override name = 'ApiKeyNameTaken';
+  /** The key that has the name. */
+  readonly taken: ApiKeyRecord;
+
+  constructor(taken: ApiKeyRecord) {
+    super(`the workspace already has an active key named "${taken.name}": give this one another name, or revoke that one first`);
+    this.taken = taken;
+  }
+}
+
+/**
+ * Whether two key names read as one to a person: trimmed, in one Unicode form (NFC), ignoring case
+ * (upper case then lower, so "STRASSE" is "straße" and a final sigma is a sigma). The lists and the
+ * revocation's confirmation tell keys apart by their names.
+ */
+export function sameKeyName(a: string, b: string): boolean {
+  return keyNameFolded(a) === keyNameFolded(b);
+}
+
+function keyNameFolded(name: string): string {
+  return name.trim().normalize('NFC').toUpperCase().toLowerCase().normalize('NFC');
+}
+
 export interface NewApiKey {
   /** The key itself: shown once, never stored. */
   key: string;
@@ -59,6 +84,12 @@ export class ApiKeys {
     if (expiresInSeconds !== undefined && (!Number.isSafeInteger(expiresInSeconds) || expiresInSeconds <= 0)) {
       throw new ApiKeyError('the expiry must be a positive number of seconds');
     }
+    // Only the workspace's active keys are listed: a revoked key's record is gone, an expired one's
+    // not listed, so their names may be used again. Two creates at the same moment may both pass
+    // this check and make two keys of one name; nothing stops that but a unique index, which a
+    // name freed by expiry would need swept first.
+    const taken = (await this.#store.list(workspaceId)).find((existing) => sameKeyName(existing.name, trimmed));
+    if (taken) throw new ApiKeyNameTaken(taken);
     const key = generateApiKey();
     const now = this.#seconds();
     const record: ApiKeyRecord = {

@@ -1,6 +1,6 @@
 import type { ApiKeyRecord } from '../../adapters/store.ts';
 import { DURATION_MAX_DAYS, parseDuration } from '../../config/duration.ts';
-import { ApiKeyError, ApiKeys, hasApiKeyIdShape } from '../api_keys/api_keys.ts';
+import { ApiKeyError, ApiKeyNameTaken, ApiKeys, hasApiKeyIdShape } from '../api_keys/api_keys.ts';
 import { isoTime } from '../shared/clock.ts';
 import { namedBack } from '../shared/named_back.ts';
 import { UsageError, existingWorkspace, required, waitForPropagation, type Command } from './command.ts';
@@ -18,7 +18,13 @@ const create: Command = {
     const given = options['expires-in'];
     const expiresIn = given === undefined ? undefined : parseDuration(given);
     if (given !== undefined && expiresIn === undefined) throw new UsageError(`--expires-in must be a duration such as 90d, 12h, 30m or a number of seconds, at most ${DURATION_MAX_DAYS}d`);
-    const { key, record } = await new ApiKeys(store.apiKeys).create(workspaceId, name, expiresIn);
+    const { key, record } = await new ApiKeys(store.apiKeys).create(workspaceId, name, expiresIn).catch((error: unknown) => {
+      // The key of that name by its id, which api-key revoke takes.
+      if (error instanceof ApiKeyNameTaken) {
+        throw new ApiKeyError(`the workspace already has an active key named "${error.taken.name}" (${error.taken.id}): give this one another name, or revoke that one first`);
+      }
+      throw error;
+    });
     const expiry = record.expiresAt === undefined ? 'never expires' : `expires ${isoTime(record.expiresAt)}`;
     return {
       text: `created API key ${record.id} "${record.name}" for ${workspaceId} (${expiry}); shown once, store it now:\n${key}`,

@@ -1093,6 +1093,27 @@ describe('admin CLI', function () {
     });
   });
 
+  describe('API keys', () => {
+    it('api-key create refuses a name an active key of the workspace has, compared as a person reads it; a revoked or expired key\'s name, or another workspace\'s, may be used', async () => {
+      const { id: workspaceId } = await createWorkspace('Key Names Ltd');
+      const { id: otherId } = await createWorkspace('Other Key Names Ltd');
+      const first = await adminJson<{ id: string }>(['api-key', 'create', '--workspace', workspaceId, '--name', 'Caf\u00e9 export']);
+      // The list, and a revocation, tell keys apart by their names.
+      for (const same of ['  CAF\u00c9 EXPORT ', 'cafe\u0301 export']) {
+        expect(await refused(['api-key', 'create', '--workspace', workspaceId, '--name', same]), same)
+          .to.equal(`error: the workspace already has an active key named "Caf\u00e9 export" (${first.id}): give this one another name, or revoke that one first`);
+      }
+      expect(await adminJson<unknown[]>(['api-key', 'list', '--workspace', workspaceId]), 'nothing made').to.have.length(1);
+      await adminJson(['api-key', 'create', '--workspace', otherId, '--name', 'Caf\u00e9 export']);
+
+      await adminJson(['api-key', 'create', '--workspace', workspaceId, '--name', 'brief', '--expires-in', '1']);
+      // Waits 2 s, by which time "brief" has expired too.
+      await adminJson(['api-key', 'revoke', first.id]);
+      await adminJson(['api-key', 'create', '--workspace', workspaceId, '--name', 'caf\u00e9 export']);
+      await adminJson(['api-key', 'create', '--workspace', workspaceId, '--name', 'Brief']);
+    });
+  });
+
   describe('output', function () {
     this.timeout(120_000);
 

@@ -121,6 +121,29 @@ describe('settings area: what it stores', function () {
     expect(await created.text()).to.include('made after the other tab');
   });
 
+  it('refuses on a workspace\'s page a key name an active key of the workspace has, read as a person reads it, at the name field; a revoked key\'s name may be used again', async function () {
+    const user = await seedUser(server, [{ workspace: 'Key Names Page Ltd' }]);
+    const workspaceId = user.workspaces[0]!.id;
+    const { agent } = await signInToSettings(user);
+    const create = async (name: string) => {
+      const page = await (await agent.request(`${server.issuer}/settings/workspaces/${workspaceId}`)).text();
+      const [, action, csrf, formId] = /<form class="create-key" method="post" action="([^"]+)">[\s\S]*?name="csrf" value="([^"]*)"[\s\S]*?name="form_id" value="([^"]*)"/.exec(page)!;
+      const answer = await agent.request(new URL(action!, server.origin).href, { form: { csrf: csrf!, form_id: formId!, name, expires_in: '30d' } });
+      return { status: answer.status, html: await answer.text() };
+    };
+    expect((await create('Nightly export')).status).to.equal(200);
+
+    const again = await create('  NIGHTLY EXPORT ');
+    expect(again.status).to.equal(400);
+    expect(/<p class="error" role="alert" id="create-error">([^<]*)<\/p>/.exec(again.html)?.[1]?.replaceAll('&#34;', '"'))
+      .to.equal('The key was not created: the workspace already has an active key named "Nightly export": give this one another name, or revoke that one first.');
+    expect(again.html, 'the name kept, its field the one to fix').to.match(/<input id="key-name"[^>]*value="  NIGHTLY EXPORT "[^>]*autofocus aria-invalid="true">/);
+
+    const [listed] = JSON.parse((await server.admin(['api-key', 'list', '--workspace', workspaceId, '--json'])).stdout) as Array<{ id: string }>;
+    expect((await server.admin(['api-key', 'revoke', listed!.id])).code).to.equal(0);
+    expect((await create('nightly export')).status, 'the revoked key\'s name').to.equal(200);
+  });
+
   it('says on a workspace\'s page whether the admin reading it is its only admin or one of several', async function () {
     const user = await seedUser(server, [{ workspace: 'Admins Counted Ltd' }]);
     const { agent } = await signInToSettings(user);

@@ -1,3 +1,5 @@
+import { randomBytes } from 'node:crypto';
+
 import { codeRequest, exchangeCode, registerClient, tokenRequest, type RegisteredClient } from './oauth.ts';
 import { initialAccessToken, seedUser, type SeededUser, type TestServer } from './server.ts';
 import { UserAgent, authorize } from './user_agent.ts';
@@ -56,7 +58,8 @@ export async function clientCredentialsToken(server: TestServer, workspaceId: st
 
 /** An API key for the workspace, made with the admin CLI as an operator would. */
 export async function createApiKey(server: TestServer, workspaceId: string, options: { name?: string; expiresIn?: string } = {}): Promise<{ id: string; key: string; [field: string]: unknown }> {
-  const args = ['api-key', 'create', '--workspace', workspaceId, '--name', options.name ?? 'test key', '--json'];
+  // A name of its own: two active keys of a workspace may not share one.
+  const args = ['api-key', 'create', '--workspace', workspaceId, '--name', options.name ?? `test key ${randomBytes(4).toString('hex')}`, '--json'];
   if (options.expiresIn) args.push('--expires-in', options.expiresIn);
   const result = await server.admin(args);
   if (result.code !== 0) throw new Error(`api-key create failed: ${result.stderr}`);
