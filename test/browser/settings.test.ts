@@ -591,6 +591,27 @@ describe('settings area in a real browser', function () {
       await checkPage(page, 'settings-workspace-error');
     });
 
+    it('takes a key name of 100 emoji, the longest the server takes, whole (a browser\'s maxlength counts an emoji as two), and refuses one more in words', async function () {
+      const admin = await seedUser(server, [{ workspace: 'Emoji Keys Ltd' }]);
+      const page = await open();
+      await openSettings(page, admin);
+      await page.goto(`${settingsUrl()}/workspaces/${admin.workspaces[0]!.id}`);
+      const name = page.getByLabel('Name');
+      await name.fill('\u{1F511}'.repeat(101));
+      expect(await name.inputValue(), 'nothing cut by the browser').to.equal('\u{1F511}'.repeat(101));
+      const answer = page.waitForResponse((response) => response.request().method() === 'POST');
+      await page.getByRole('button', { name: 'Create key' }).click();
+      expect((await answer).status()).to.equal(400);
+      expect(await page.getByRole('alert').innerText()).to.include('1 to 100 printable characters');
+
+      const longest = '\u{1F511}'.repeat(100);
+      await name.fill(longest);
+      expect(await name.inputValue(), 'nothing cut by the browser').to.equal(longest);
+      await page.getByRole('button', { name: 'Create key' }).click();
+      await page.getByRole('heading', { level: 1, name: 'API key created' }).waitFor();
+      expect(await page.getByLabel(`The key “${longest}”`).inputValue()).to.match(/^wsk_/);
+    });
+
     it('sees the clients bound to the workspace, never their secrets', async function () {
       const admin = await seedUser(server, [{ workspace: 'Bound Clients Co' }]);
       const { client } = await clientCredentialsToken(server, admin.workspaces[0]!.id);
