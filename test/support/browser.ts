@@ -181,6 +181,8 @@ export async function clickTwice(page: Page, target: Locator, gapMs = 80): Promi
   // The page's deferred script, which keeps a form from being sent twice, has run by DOMContentLoaded:
   // on a loaded machine a button can be visible, and clicked, before it has.
   await page.waitForLoadState('domcontentloaded');
+  // A click at a point off the screen (a phone's, the button further down) reaches nothing.
+  await target.scrollIntoViewIfNeeded();
   const box = await target.boundingBox();
   if (!box) throw new Error('nothing to click');
   const [x, y] = [box.x + box.width / 2, box.y + box.height / 2];
