@@ -21,6 +21,8 @@ declare module 'koa' {
     errorFormat?: ErrorFormat;
     /** The route template the request is counted under, where no router names one (metrics/routes.ts). */
     route?: string;
+    /** The code of the host's refusal the request was answered with (errors.ts), which its request line names. */
+    refusal?: string;
     /** What the engine caught and answered with a 500 itself (engine_events.ts), so an outage becomes a 503. */
     engineError?: unknown;
     /** What the engine refused the request with (its error events, engine_events.ts), so a body too large becomes a 413. */

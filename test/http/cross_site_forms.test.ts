@@ -1,3 +1,5 @@
+import { setTimeout as sleep } from 'node:timers/promises';
+
 import { expect } from 'chai';
 
 import { codeRequest, REDIRECT_URI, registerClient, type RegisteredClient } from '../support/oauth.ts';
@@ -46,6 +48,16 @@ describe('forms of the product\'s pages sent from another site', function () {
     return html;
   }
 
+  /** The request line (JSON) of the request answered with `response`, waiting a moment for the asynchronously written log. */
+  async function requestLine(response: Response): Promise<Record<string, unknown> | undefined> {
+    const id = response.headers.get('x-request-id');
+    for (const deadline = Date.now() + 3000; ; await sleep(50)) {
+      const line = server.logs().split('\n').filter((text) => text.startsWith('{')).map((text) => JSON.parse(text) as Record<string, unknown>)
+        .find((logged) => logged.message === 'request' && logged.request_id === id);
+      if (line || Date.now() > deadline) return line;
+    }
+  }
+
   /** The login page of a new authorization request: its form's address and token. */
   async function loginPage(agent: UserAgent): Promise<{ action: string; csrf: string; page: string }> {
     const { url, response } = await agent.follow(codeRequest(server.issuer, client.client_id).url, server.origin);
@@ -58,8 +70,18 @@ describe('forms of the product\'s pages sent from another site', function () {
     const agent = new UserAgent();
     const login = await loginPage(agent);
     const credentials = { csrf: login.csrf, email: user.email, password: user.password };
-    for (const headers of FOREIGN) await expectRefused(await agent.request(login.action, { form: credentials, headers }), `sign-in, ${JSON.stringify(headers)}`);
+    const refusals: Response[] = [];
+    for (const headers of FOREIGN) {
+      const refused = await agent.request(login.action, { form: credentials, headers });
+      refusals.push(refused);
+      await expectRefused(refused, `sign-in, ${JSON.stringify(headers)}`);
+    }
     expect(await (await agent.request(login.page)).text(), 'not signed in: the sign-in page still asks').to.include('name="password"');
+    // The log tells the refusal from a forged form's (a token not the page's), which is a 403 too.
+    const forgedSignIn = await agent.request(login.action, { form: { ...credentials, csrf: 'forged' }, headers: own });
+    expect(forgedSignIn.status, 'a forged token from the service\'s page').to.equal(403);
+    const lines = await Promise.all([...refusals, forgedSignIn].map(requestLine));
+    expect(lines.map((line) => [line?.status, line?.error]), 'the request lines name each refusal').to.deep.equal([...FOREIGN.map(() => [403, 'cross_site_form']), [403, 'invalid_request']]);
 
     const signedIn = await agent.request(login.action, { form: credentials, headers: own });
     expect(signedIn.status, 'the same form from the service\'s page').to.equal(303);
