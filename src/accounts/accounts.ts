@@ -3,6 +3,7 @@ import { newId } from './ids.ts';
 import { emailProblem, namePartProblem, nameProblem } from './names.ts';
 import { decoyHash, hashPassword, passwordProblem, verifyPassword, type PasswordContext } from './passwords.ts';
 import { nowSeconds } from '../shared/clock.ts';
+import { digest } from '../shared/digest.ts';
 
 /** Bad input to an account operation; the message is safe to show to the person who gave it. */
 export class AccountError extends Error {
@@ -250,6 +251,16 @@ export class Accounts {
   /** The user's role in the workspace, if a member: what each token issuance needs, in one lookup. */
   async roleIn(userId: string, workspaceId: string): Promise<Role | undefined> {
     return (await this.#store.getMembership(userId, workspaceId))?.role;
+  }
+
+  /**
+   * What a known-device cookie's entries of this email are bound to (src/rate_limits/known_devices.ts):
+   * a digest of its user's id and password hash, which no cookie holds, so that a new password, or
+   * another user given the email, ends every entry made before. Undefined when no user has the email.
+   */
+  async credentialStamp(email: string): Promise<string | undefined> {
+    const user = await this.#findByEmail(email);
+    return user && digest(`${user.id}\n${user.passwordHash}`);
   }
 
   /**

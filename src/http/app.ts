@@ -124,7 +124,9 @@ export function createService({ config, store, keys, revocations, logger, metric
   const rateLimits = createRateLimits(config.rateLimits, counters, logger, {
     tokenClientId: tokenRequestClientId,
     dataApiCredential: (ctx) => ctx.state.principal && credentialKey(ctx.state.principal),
-  }, new KnownDevices(keys.keyRing.derivedKeys(KNOWN_DEVICES_PURPOSE), [`${basePath}${INTERACTION_PATH}`, `${basePath}${SETTINGS_PATH}/password`]));
+  }, new KnownDevices(
+    keys.keyRing.derivedKeys(KNOWN_DEVICES_PURPOSE), [`${basePath}${INTERACTION_PATH}`, `${basePath}${SETTINGS_PATH}/password`], (email) => accounts.credentialStamp(email),
+  ));
   const liveRoles = new LiveRoles(store.accounts);
   const endpoints = engineEndpoints({
     issuer, basePath, provider, rotations, resources, audience, accounts, clients: store.model('Client'), registrationAccessTokens: store.model('RegistrationAccessToken'), verifier, liveRoles, rateLimits,

@@ -31,6 +31,17 @@ export interface SignInOutcome<User> {
   user?: User;
   /** Not checked, or checked and now locked: the form says why and for how long. */
   refused?: SignInRefusal;
+  /**
+   * With `rememberLater`, once the password was right: makes the browser a known device of the
+   * account under its credential as it is when called (a password change calls it once the new
+   * password is set, or was refused).
+   */
+  remember?: () => Promise<void>;
+}
+
+export interface AttemptOptions {
+  /** The caller changes the credential after the check: the browser is remembered when it calls the outcome's `remember`. */
+  rememberLater?: boolean;
 }
 
 /** Consecutive failures are forgotten this long after the first of them (a fixed window), or at a successful sign-in. */
@@ -105,15 +116,15 @@ export class SignIns {
   /**
    * Checks the password with `authenticate` unless the address, or the account (or, from a known
    * device of the account, that device) may not sign in now; on success the browser is made (or
-   * kept) a known device of the account. The request's address is logged as given and counted as
-   * addressKey() reads it (an IPv6 network is one address).
+   * kept) a known device of the account (with `rememberLater`, once the caller says). The request's
+   * address is logged as given and counted as addressKey() reads it (an IPv6 network is one address).
    */
-  async attempt<User>(email: string, ctx: Context, authenticate: () => Promise<PasswordCheck<User>>): Promise<SignInOutcome<User>> {
+  async attempt<User>(email: string, ctx: Context, authenticate: () => Promise<PasswordCheck<User>>, options: AttemptOptions = {}): Promise<SignInOutcome<User>> {
     const clientAddress = ctx.ip;
     // One lock an account: the email as the store tells accounts apart, so two accounts never share one.
     const account = foldEmail(normalEmail(email));
     const guard = this.#guard;
-    const device = guard && this.#devices.deviceOf(ctx, account);
+    const device = guard && await this.#devices.deviceOf(ctx, email, account);
     // A known device is counted under its id, the account under its email: each with its own counters.
     const scope: Scope | undefined = guard && (device === undefined ? { guard, locks: guard.account, key: account } : { guard, locks: guard.device, key: device });
     const known = device === undefined ? {} : { known_device: true };
@@ -133,10 +144,11 @@ export class SignIns {
       throw error;
     }
     if (user) {
-      if (scope) {
-        await settle(scope, address, admitted, 'succeeded');
-        this.#devices.remember(ctx, account, device);
-      }
+      if (!scope) return { user };
+      await settle(scope, address, admitted, 'succeeded');
+      const remember = () => this.#devices.remember(ctx, email, account, device);
+      if (options.rememberLater) return { user, remember };
+      await remember();
       return { user };
     }
     const logged = { user_id: accountId, ip: clientAddress, ...known };

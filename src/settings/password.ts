@@ -58,9 +58,19 @@ export class PasswordChange {
     if (problem) return { status: 400, field: 'next', error: problem };
     if (next !== confirmation) return { status: 400, field: 'confirmation', error: 'The new password and its confirmation differ: type the same new password in both fields.' };
 
-    const outcome = await this.#signIns.attempt(user.email, ctx, () => this.#accounts.authenticate(user.email, current));
+    // The browser is remembered as a known device once the password is what it will be: a known
+    // device's entry is bound to the password, and a change ends every other browser's.
+    const outcome = await this.#signIns.attempt(user.email, ctx, () => this.#accounts.authenticate(user.email, current), { rememberLater: true });
     if (outcome.refused) return { status: 429, field: 'current', error: passwordNotChecked(outcome.refused), retryAfter: outcome.refused.retryAfter };
     if (outcome.user?.id !== user.id) return { status: 400, field: 'current', error: 'Your current password is not right, so nothing was changed.' };
+    const refusal = await this.#set(user, sessionId, current, next);
+    await outcome.remember?.();
+    return refusal;
+  }
+
+  /** Sets the new password, the current one having been checked: ends the user's other sessions. */
+
+  async #set(user: User, sessionId: string, current: string, next: string): Promise<PasswordRefusal | undefined> {
     // Passwords are one whatever Unicode form they were typed in (hashed composed).
     if (next.normalize('NFC') === current.normalize('NFC')) return { status: 400, field: 'next', error: 'The new password is the one you have now, so nothing was changed. Choose another.' };
     try {

@@ -73,6 +73,8 @@ async function expectOAuthTooMany(response: Response, window: number, descriptio
 class Browser {
   readonly address: string;
   readonly #cookies = new Map<string, string>();
+  /** Cookies another page of the host set at a longer path: sent before the browser's own. */
+  readonly #planted: string[] = [];
 
   constructor(address = newAddress()) {
     this.address = address;
@@ -81,7 +83,7 @@ class Browser {
   /** `address` sends this one request from another address, with the same cookies. */
   async request(url: string, form?: Record<string, string>, address = this.address): Promise<Response> {
     const headers: Record<string, string> = {
-      cookie: [...this.#cookies].map(([name, value]) => `${name}=${value}`).join('; '),
+      cookie: [...this.#planted, ...[...this.#cookies].map(([name, value]) => `${name}=${value}`)].join('; '),
       'x-forwarded-for': address,
       ...(form ? { 'content-type': 'application/x-www-form-urlencoded' } : {}),
     };
@@ -94,6 +96,13 @@ class Browser {
     return response;
   }
 
+  /** Another browser holding the cookies this one holds now, from another address (a thief's copy). */
+  copy(): Browser {
+    const copy = new Browser();
+    for (const [name, value] of this.#cookies) copy.setCookie(name, value);
+    return copy;
+  }
+
   /** The value of the cookie `name` it holds. */
   cookie(name: string): string | undefined {
     return this.#cookies.get(name);
@@ -102,6 +111,11 @@ class Browser {
   /** Holds `value` for the cookie `name` from now on (a cookie copied from another browser, or made up). */
   setCookie(name: string, value: string): void {
     this.#cookies.set(name, value);
+  }
+
+  /** A cookie `name` that another page of the host (a sibling subdomain, another port) set at a longer path: sent first, beside the browser's own. */
+  plant(name: string, value: string): void {
+    this.#planted.push(`${name}=${value}`);
   }
 }
 
@@ -423,7 +437,7 @@ describe('rate limits', function () {
         expect(refused.error).to.match(LOCKED);
       });
 
-      it('is refused too once its own failures reach RATE_LIMIT_LOGIN_ACCOUNT; another account\'s browser, a changed or unsigned cookie never help', async () => {
+      it('is refused too once its own failures reach RATE_LIMIT_LOGIN_ACCOUNT; another account\'s browser, an entry changed or moved to another account, a garbled cookie never help', async () => {
         const person = await seedUser(devices);
         const own = await knownDevice(person);
         const otherAccounts = await knownDevice(await seedUser(devices));
@@ -432,16 +446,20 @@ describe('rate limits', function () {
         const value = own.cookie('known_devices');
         expect(value, 'the known device\'s cookie').to.be.a('string');
         const entries = JSON.parse(Buffer.from(value!, 'base64url').toString()) as unknown[][];
-        const changed = Buffer.from(JSON.stringify(entries.map(([id, of, at]) => [id, of, Number(at) + 1]))).toString('base64url');
-        const tampered = new Browser();
-        tampered.setCookie('known_devices', changed);
-        tampered.setCookie('known_devices.sig', own.cookie('known_devices.sig')!);
-        const unsigned = new Browser();
-        unsigned.setCookie('known_devices', value!);
+        const [[otherId, otherMac, otherAt]] = JSON.parse(Buffer.from(otherAccounts.cookie('known_devices')!, 'base64url').toString()) as unknown[][] as [[string, string, number]];
+        const holding = (forged: unknown[][]): Browser => {
+          const browser = new Browser();
+          browser.setCookie('known_devices', Buffer.from(JSON.stringify(forged)).toString('base64url'));
+          return browser;
+        };
+        // Kept for longer: an entry's time is its own to vouch for.
+        const extended = holding(entries.map(([id, of, at]) => [id, of, Number(at) + 1]));
+        // The other account's entry under this one's device id, or this one's binding under the other's id and time.
+        const moved = holding([[entries[0]![0], otherMac, otherAt], [otherId, entries[0]![1], otherAt]]);
         const garbled = new Browser();
         garbled.setCookie('known_devices', '%%not-a-cookie%%');
         garbled.setCookie('known_devices.sig', 'forged');
-        for (const [name, browser] of [['another account\'s browser', otherAccounts], ['a changed cookie', tampered], ['an unsigned copy', unsigned], ['a garbled one', garbled]] as const) {
+        for (const [name, browser] of [['another account\'s browser', otherAccounts], ['an entry given a later time', extended], ['entries moved between accounts', moved], ['a garbled one', garbled]] as const) {
           const answer = await signIn(browser, await openLogin(browser, devices, client), person.email, person.password);
           expect([answer.status, answer.error], name).to.satisfy(([status, error]: [number, string]) => status === 429 && LOCKED.test(error));
         }
@@ -462,7 +480,35 @@ describe('rate limits', function () {
         expect(devices.logs(), 'no device id in the logs').to.not.include(String(entries[0]![0]));
       });
 
-      it('sets its cookie HttpOnly and SameSite=Lax for the sign-in form and the password change only, for 180 days, naming no email; the password change checks the password from it during a lock', async () => {
+      it('counts its own cookie whatever another page of the host planted before it: another account\'s cookie, or garbage, sent first', async () => {
+        const person = await seedUser(devices);
+        const own = await knownDevice(person);
+        const otherAccounts = await knownDevice(await seedUser(devices));
+        await lockOut(person.email);
+
+        own.plant('known_devices', otherAccounts.cookie('known_devices')!);
+        own.plant('known_devices', 'garbage');
+        own.plant('known_devices.sig', 'forged');
+        const answer = await signIn(own, await openLogin(own, devices, client), person.email, person.password);
+        expect(answer.status, 'the known device, its own cookie sent after the planted ones, during the lock').to.equal(303);
+      });
+
+      it('is no known device of a user deleted and created again with the same email', async () => {
+        const person = await seedUser(devices, []);
+        const own = await knownDevice(person);
+        const store = openStore(devices.store);
+        try {
+          expect(await store.accounts.deleteUser(person.id), 'deleted').to.equal(true);
+        } finally {
+          await store.close();
+        }
+        const again = await seedUser(devices, [], { email: person.email });
+        await lockOut(person.email);
+        const answer = await signIn(own, await openLogin(own, devices, client), again.email, again.password);
+        expect([answer.status, answer.error], 'the old user\'s browser, during the new user\'s lock').to.satisfy(([status, error]: [number, string]) => status === 429 && LOCKED.test(error));
+      });
+
+      it('sets its cookie HttpOnly and SameSite=Lax for the sign-in form and the password change only, for 180 days, naming no email; the password change checks the password from it during a lock, and ends every other browser\'s known status but its own', async () => {
         const person = await seedUser(devices);
         const own = new Browser();
         const login = await follow(own, devices, `${devices.issuer}/settings/password`);
@@ -480,15 +526,22 @@ describe('rate limits', function () {
         const stored = `${value} ${Buffer.from(value, 'base64url').toString()}`.toLowerCase();
         expect(stored).to.not.include(person.email.split('@')[0]!.toLowerCase());
 
+        // The browser's cookies copied before the password change (a thief's copy).
+        const copy = own.copy();
         const settings = await follow(own, devices, new URL(posted.headers.get('location')!, devices.origin).href);
         expect(settings.url).to.equal(`${devices.issuer}/settings/password`);
         await lockOut(person.email);
         const csrf = /name="csrf" value="([^"]*)"/.exec(settings.html)![1]!;
+        const newPassword = 'a-new-long-password-42';
         const changed = await own.request(`${devices.issuer}/settings/password`, {
-          csrf, current_password: person.password, new_password: 'a-new-long-password-42', confirm_password: 'a-new-long-password-42',
+          csrf, current_password: person.password, new_password: newPassword, confirm_password: newPassword,
         });
         expect(changed.status, 'the current password checked during the lock').to.equal(303);
         expect(changed.headers.get('location')).to.match(/done=password-changed/);
+
+        const copied = await signIn(copy, await openLogin(copy, devices, client), person.email, newPassword);
+        expect([copied.status, copied.error], 'the copy made before the change, during the lock').to.satisfy(([status, error]: [number, string]) => status === 429 && LOCKED.test(error));
+        expect((await signIn(own, await openLogin(own, devices, client), person.email, newPassword)).status, 'the browser that changed it, during the lock').to.equal(303);
       });
     });
   });
